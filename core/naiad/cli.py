@@ -1,0 +1,221 @@
+"""`naiad serve` and friends: tritonserver's flags, on the in-process `Server`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import signal
+import sys
+from typing import Sequence
+
+from . import __version__
+from .server import Server, ServerOptions
+
+__all__ = ["build_parser", "main", "options_from_args", "status_table"]
+
+log = logging.getLogger("naiad")
+
+# Frontend modules `naiad serve` starts, each with the flag that enables it. A frontend
+# module provides `async def run(server, args, started: asyncio.Event)` that serves until
+# cancelled.
+FRONTENDS = (("http", "allow_http", "naiad.frontends.http"), ("grpc", "allow_grpc", "naiad.frontends.grpc"),
+             ("metrics", "allow_metrics", "naiad.frontends.metrics"))
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got '{text}'")
+
+
+def _backend_setting(text: str) -> tuple[str, str, str]:
+    """`backend,key=value` or `key=value` (a setting for every backend)."""
+    backend, _, setting = text.rpartition(",")
+    key, sep, value = setting.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected BACKEND,KEY=VALUE or KEY=VALUE, got '{text}'")
+    return backend, key, value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="naiad", description="naiad: an inference server that speaks Triton's interfaces."
+    )
+    parser.add_argument("--version", action="version", version=f"naiad {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="serve the models of one or more model repositories",
+        description="Serve the models of one or more model repositories over HTTP/REST and gRPC.",
+    )
+    add_serve_arguments(serve)
+    return parser
+
+
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    repo = p.add_argument_group("model repository")
+    repo.add_argument("--model-repository", "--model-store", dest="model_repository", action="append",
+                      required=True, metavar="PATH",
+                      help="a model repository directory (or s3://, gs:// URL); repeat for several")
+    repo.add_argument("--model-control-mode", choices=("none", "poll", "explicit"), default="none",
+                      help="none: load every model at start; poll: also follow repository changes; "
+                           "explicit: load only --load-model names and what the repository API asks for")
+    repo.add_argument("--repository-poll-secs", type=float, default=15.0, metavar="SECONDS",
+                      help="seconds between repository scans in poll mode (default 15)")
+    repo.add_argument("--load-model", action="append", default=[], metavar="NAME",
+                      help="in explicit mode, a model to load at start; '*' loads all; repeatable")
+    repo.add_argument("--disable-auto-complete-config", action="store_true",
+                      help="do not let backends fill in inputs, outputs and max_batch_size from model files")
+    repo.add_argument("--strict-model-config", type=_bool, default=None, metavar="BOOL",
+                      help="tritonserver's older spelling: true is --disable-auto-complete-config")
+    repo.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
+                      help="models loaded in parallel (default 4)")
+    repo.add_argument("--backend-config", action="append", default=[], type=_backend_setting,
+                      metavar="BACKEND,KEY=VALUE", help="a setting passed to a backend; repeatable")
+
+    life = p.add_argument_group("server")
+    life.add_argument("--strict-readiness", type=_bool, default=True, metavar="BOOL",
+                      help="ready only when every model is ready (default true)")
+    life.add_argument("--exit-on-error", type=_bool, default=True, metavar="BOOL",
+                      help="exit when a model fails to load at start-up (default true)")
+    life.add_argument("--exit-timeout-secs", type=float, default=30.0, metavar="SECONDS",
+                      help="on SIGTERM, how long in-flight requests may take to finish (default 30)")
+    life.add_argument("--id", dest="server_id", default="naiad", help="the server name /v2 reports")
+
+    http = p.add_argument_group("HTTP/REST")
+    http.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL", help="serve HTTP (default true)")
+    http.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
+    http.add_argument("--http-address", default="0.0.0.0", help="HTTP address (default 0.0.0.0)")
+    http.add_argument("--http-server", choices=("uvicorn", "hypercorn"), default="uvicorn",
+                      help="ASGI server: uvicorn (default, fastest) or hypercorn (HTTP/2)")
+    http.add_argument("--http-max-input-size", type=int, default=64 * 1024 * 1024, metavar="BYTES",
+                      help="largest request body accepted (default 64 MiB)")
+
+    grpc = p.add_argument_group("gRPC")
+    grpc.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL", help="serve gRPC (default true)")
+    grpc.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
+    grpc.add_argument("--grpc-address", default="0.0.0.0", help="gRPC address (default 0.0.0.0)")
+
+    metrics = p.add_argument_group("metrics")
+    metrics.add_argument("--allow-metrics", type=_bool, default=True, metavar="BOOL",
+                         help="serve Prometheus metrics (default true)")
+    metrics.add_argument("--metrics-port", type=int, default=8002, help="metrics port (default 8002)")
+    metrics.add_argument("--metrics-address", default=None,
+                         help="metrics address (default: the HTTP address)")
+
+    logs = p.add_argument_group("logging")
+    logs.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL",
+                      help="verbose logging level; 0 is off (default 0)")
+
+
+def options_from_args(args: argparse.Namespace) -> ServerOptions:
+    backend_config: dict[str, dict[str, str]] = {}
+    for backend, key, value in args.backend_config:
+        backend_config.setdefault(backend, {})[key] = value
+    auto_complete = not args.disable_auto_complete_config
+    if args.strict_model_config is not None:
+        auto_complete = auto_complete and not args.strict_model_config
+    return ServerOptions(
+        model_repositories=list(args.model_repository),
+        model_control_mode=args.model_control_mode,
+        load_models=list(args.load_model),
+        repository_poll_secs=args.repository_poll_secs,
+        strict_readiness=args.strict_readiness,
+        exit_on_error=args.exit_on_error,
+        auto_complete_config=auto_complete,
+        exit_timeout_secs=args.exit_timeout_secs,
+        backend_config=backend_config,
+        server_id=args.server_id,
+    )
+
+
+def status_table(server: Server) -> str:
+    """The model-status table printed at start-up, as tritonserver prints one."""
+    rows = [(r["name"], r.get("version", "-"), r.get("state", "UNAVAILABLE") if r.get("state") != "READY"
+             else "READY", r.get("reason", "")) for r in server.repository_index()]
+    headers = ("Model", "Version", "Status", "Reason")
+    rows = [(name, version, "READY" if state == "READY" else f"UNAVAILABLE: {reason}" if reason else state)
+            for name, version, state, reason in rows]
+    widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(3)]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out = [line, "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |", line]
+    out += ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
+    out.append(line)
+    return "\n".join(out)
+
+
+def configure_logging(verbose: int) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose > 0 else logging.INFO,
+        format="%(levelname).1s%(asctime)s.%(msecs)03d %(name)s] %(message)s",
+        datefmt="%m%d %H:%M:%S",
+        stream=sys.stderr,
+    )
+
+
+async def serve(args: argparse.Namespace) -> int:
+    server = Server(options_from_args(args))
+    await server.start()
+    print(status_table(server), file=sys.stderr, flush=True)
+    if server.startup_failures and args.exit_on_error:
+        log.error("exiting: %d model(s) failed to load (--exit-on-error=true)", len(server.startup_failures))
+        await server.stop()
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    tasks = []
+    for name, flag, module_name in FRONTENDS:
+        if not getattr(args, flag):
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            log.warning("%s frontend unavailable: %s", name, exc)
+            continue
+        started = asyncio.Event()
+        tasks.append(asyncio.create_task(module.run(server, args, started), name=f"naiad-{name}"))
+        waiter = asyncio.create_task(started.wait())
+        done, _ = await asyncio.wait([waiter, tasks[-1]], return_when=asyncio.FIRST_COMPLETED)
+        if tasks[-1] in done:
+            waiter.cancel()
+            error = tasks[-1].exception()
+            log.error("%s frontend failed to start: %s", name, error)
+            stop.set()
+            break
+    failed = [t for t in tasks if t.done()]
+    if not failed:
+        stop_waiter = asyncio.create_task(stop.wait())
+        await asyncio.wait([stop_waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    log.info("shutting down")
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await server.stop()
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command != "serve":
+        parser.print_help()
+        return 2
+    configure_logging(args.log_verbose)
+    try:
+        import uvloop  # type: ignore[import-not-found]
+
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    return runner(serve(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Protocol buffer definitions: Triton's model configuration and gRPC service."""

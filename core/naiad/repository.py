@@ -1,0 +1,108 @@
+"""Model repositories: where model directories are found.
+
+A repository is a directory of model directories, each holding an optional
+`config.pbtxt` and numbered version directories. Several repositories may be served at
+once; a model name found in two of them is an error, as in Triton.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import NaiadError
+from .model_config import ConfigError
+from .protos import model_config_pb2 as pb
+
+__all__ = ["ModelSource", "LocalRepository", "find_models", "select_versions"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSource:
+    """One model directory: its name, where it lives, and its numbered versions."""
+
+    name: str
+    path: Path
+    repository: Path
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.pbtxt"
+
+    def config_text(self) -> str | None:
+        try:
+            return self.config_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def versions(self) -> list[int]:
+        """Numbered version directories, ascending (non-numeric entries are ignored,
+        as Triton does)."""
+        found = []
+        for entry in self.path.iterdir():
+            if entry.is_dir() and entry.name.isdigit() and not entry.name.startswith("0"):
+                found.append(int(entry.name))
+        return sorted(found)
+
+    def version_path(self, version: int) -> Path:
+        return self.path / str(version)
+
+
+class LocalRepository:
+    """A repository directory on the local file system."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
+
+    def __repr__(self) -> str:
+        return f"LocalRepository({str(self.root)!r})"
+
+    def list_models(self) -> dict[str, ModelSource]:
+        if not self.root.is_dir():
+            raise NaiadError.invalid(f"model repository '{self.root}' is not a directory")
+        models = {}
+        for entry in sorted(self.root.iterdir()):
+            if entry.is_dir() and not entry.name.startswith("."):
+                models[entry.name] = ModelSource(entry.name, entry, self.root)
+        return models
+
+
+def find_models(repositories: list[LocalRepository]) -> tuple[dict[str, ModelSource], dict[str, str]]:
+    """Every model of every repository, and the models found twice with why they fail."""
+    found: dict[str, ModelSource] = {}
+    duplicates: dict[str, str] = {}
+    for repository in repositories:
+        for name, source in repository.list_models().items():
+            if name in found or name in duplicates:
+                first = found.pop(name, None)
+                where = [str(first.repository)] if first else []
+                previous = duplicates.get(name, "")
+                duplicates[name] = (
+                    previous or f"model '{name}' appears in more than one model repository: "
+                    + ", ".join(where)
+                ) + f", {repository.root}"
+                continue
+            found[name] = source
+    return found, duplicates
+
+
+def select_versions(policy: pb.ModelVersionPolicy, available: list[int], model: str) -> list[int]:
+    """The versions a policy serves: latest(n) (default n=1), all, or specific."""
+    choice = policy.WhichOneof("policy_choice")
+    if choice == "all":
+        chosen = list(available)
+    elif choice == "specific":
+        missing = [v for v in policy.specific.versions if v not in available]
+        if missing:
+            raise ConfigError(
+                model,
+                f"version_policy.specific.versions: version(s) {sorted(missing)} have no "
+                f"directory (found {available or 'none'})",
+            )
+        chosen = sorted(set(policy.specific.versions))
+    else:
+        count = policy.latest.num_versions if choice == "latest" else 1
+        chosen = available[-count:] if available else []
+    if not chosen:
+        raise NaiadError.unavailable(f"model '{model}': no numbered version directory to load")
+    return chosen

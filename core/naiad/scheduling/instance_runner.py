@@ -1,0 +1,131 @@
+"""Runs batches of jobs on one model instance and routes the responses back.
+
+Owns the instance's execution thread (for a synchronous `execute`), the ABI checks on what
+`execute` returns, decoupled response senders, and the execution statistics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import time
+from typing import Any
+
+from ..backend_abi import ModelInstance
+from ..errors import NaiadError
+from ..inference import InferenceResponse
+from ..statistics import ModelStatistics
+from .job import Job
+
+__all__ = ["InstanceRunner"]
+
+log = logging.getLogger("naiad.scheduling")
+
+
+class InstanceRunner:
+    """One instance, executed one batch at a time (the scheduler guarantees that)."""
+
+    def __init__(
+        self, instance: ModelInstance, statistics: ModelStatistics, model_name: str, version: str, decoupled: bool
+    ) -> None:
+        self.instance = instance
+        self.statistics = statistics
+        self.model_name = model_name
+        self.version = version
+        self.decoupled = decoupled
+        self._is_async = inspect.iscoroutinefunction(instance.execute)
+        self._thread: concurrent.futures.ThreadPoolExecutor | None = None
+        if not self._is_async:
+            self._thread = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"naiad-{instance.context.name}"
+            )
+
+    @property
+    def name(self) -> str:
+        return self.instance.context.name
+
+    async def run(self, jobs: list[Job]) -> None:
+        """Execute `jobs` as one batch; every job gets its final response (an error one
+        if anything goes wrong), so no caller waits forever."""
+        loop = asyncio.get_running_loop()
+        start = time.monotonic_ns()
+        for job in jobs:
+            self.statistics.queue.add(start - job.enqueued_ns)
+        requests = [job.request for job in jobs]
+        if self.decoupled:
+            for job in jobs:
+                job.request.response_sender = self._sender(loop, job)
+        try:
+            if self._is_async:
+                result: Any = await self.instance.execute(requests)  # type: ignore[misc]
+            else:
+                result = await loop.run_in_executor(self._thread, self.instance.execute, requests)
+        except Exception as exc:  # noqa: BLE001 - a backend failure fails its batch, not the server
+            log.warning("model '%s' instance %s failed a batch: %s", self.model_name, self.name, exc)
+            error = exc if isinstance(exc, NaiadError) else NaiadError.internal(
+                f"model '{self.model_name}' failed to execute: {type(exc).__name__}: {exc}"
+            )
+            for job in jobs:
+                job.finish(self._stamp(InferenceResponse(error=error), job))
+            return
+        finally:
+            elapsed = time.monotonic_ns() - start
+        self.statistics.record_execution(sum(j.batch_size for j in jobs), len(jobs), 0, elapsed, 0)
+        if self.decoupled:
+            self._check_decoupled(result, jobs)
+            return
+        self._deliver(result, jobs)
+
+    def _deliver(self, result: Any, jobs: list[Job]) -> None:
+        if not isinstance(result, (list, tuple)) or len(result) != len(jobs):
+            got = "None" if result is None else (
+                f"{len(result)} responses" if isinstance(result, (list, tuple)) else type(result).__name__
+            )
+            error = NaiadError.internal(
+                f"model '{self.model_name}' returned {got} for a batch of {len(jobs)} requests; "
+                "execute must return exactly one response per request"
+            )
+            for job in jobs:
+                job.finish(self._stamp(InferenceResponse(error=error), job))
+            return
+        for job, response in zip(jobs, result):
+            if not isinstance(response, InferenceResponse):
+                response = InferenceResponse(
+                    error=NaiadError.internal(
+                        f"model '{self.model_name}' returned a {type(response).__name__} instead of a response"
+                    )
+                )
+            response.final = True
+            job.finish(self._stamp(response, job))
+
+    def _check_decoupled(self, result: Any, jobs: list[Job]) -> None:
+        if result not in (None, [], ()):
+            log.warning("decoupled model '%s' returned responses from execute; they are ignored", self.model_name)
+
+    def _sender(self, loop: asyncio.AbstractEventLoop, job: Job):
+        """The response sender a decoupled model calls, from any thread."""
+
+        def send(response: InferenceResponse | None, final: bool = False) -> None:
+            if response is None:
+                if not final:
+                    return
+                # A bare "stream is over" marker: frontends forward it only to clients that
+                # asked for empty final responses.
+                response = InferenceResponse(parameters={"triton_final_response": True})
+            response.final = final
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(job.finish, self._stamp(response, job))
+
+        return send
+
+    def _stamp(self, response: InferenceResponse, job: Job) -> InferenceResponse:
+        response.model_name = self.model_name
+        response.model_version = self.version
+        response.id = job.request.id
+        return response
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)

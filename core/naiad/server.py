@@ -1,0 +1,302 @@
+"""`naiad.Server`: the inference server without sockets.
+
+Frontends (HTTP, gRPC) are thin layers on this class; an application can embed it
+directly::
+
+    async with Server(ServerOptions(model_repositories=["models"])) as server:
+        response = await server.infer(InferenceRequest("add_sub", inputs=[...]))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from . import __version__
+from .backend_registry import BackendRegistry
+from .errors import NaiadError
+from .inference import InferenceRequest, InferenceResponse
+from .model_config import ModelConfig
+from .model_manager import LoadedVersion, ModelManager
+from .repository import LocalRepository
+from .request_validation import validate_request
+from .scheduling.job import Job
+
+__all__ = ["Server", "ServerOptions"]
+
+log = logging.getLogger("naiad.server")
+
+
+@dataclass
+class ServerOptions:
+    """What `naiad serve` flags configure; every field has Triton's default."""
+
+    model_repositories: list[str] = field(default_factory=list)
+    model_control_mode: str = "none"  # none | poll | explicit
+    load_models: list[str] = field(default_factory=list)
+    repository_poll_secs: float = 15.0
+    strict_readiness: bool = True
+    exit_on_error: bool = True
+    auto_complete_config: bool = True
+    exit_timeout_secs: float = 30.0
+    # {"onnxruntime": {"key": "value"}}; the "" entry holds settings for every backend.
+    backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Extra pluggy plugins (objects with @hookimpl functions), for embedding applications.
+    backend_plugins: list[object] = field(default_factory=list)
+    load_backend_entry_points: bool = True
+    server_id: str = "naiad"
+
+
+class Server:
+    """Loads models from repositories and answers inference requests."""
+
+    def __init__(self, options: ServerOptions | None = None) -> None:
+        self.options = options or ServerOptions()
+        if self.options.model_control_mode not in ("none", "poll", "explicit"):
+            raise NaiadError.invalid(
+                f"model control mode must be none, poll or explicit, got '{self.options.model_control_mode}'"
+            )
+        self.backends: BackendRegistry | None = None
+        self.models: ModelManager | None = None
+        self._live = False
+        self._startup_failures: list[str] = []
+        self._extensions: list[str] = [
+            "classification",
+            "sequence",
+            "model_repository",
+            "model_repository(unload_dependents)",
+            "schedule_policy",
+            "model_configuration",
+            "system_shared_memory",
+            "cuda_shared_memory",
+            "binary_tensor_data",
+            "parameters",
+            "statistics",
+            "trace",
+            "logging",
+        ]
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Discover backends and load models as the control mode says."""
+        options = self.options
+        self.backends = BackendRegistry(
+            options.backend_config, options.backend_plugins, options.load_backend_entry_points
+        )
+        repositories = [LocalRepository(path) for path in options.model_repositories]
+        self.models = ModelManager(repositories, self.backends, self, options.auto_complete_config)
+        self._live = True
+        if options.model_control_mode == "explicit":
+            names = options.load_models
+            if "*" in names:
+                names = self._all_model_names()
+        else:
+            names = self._all_model_names()
+        await self._load_at_startup(names)
+
+    def _all_model_names(self) -> list[str]:
+        assert self.models is not None
+        found, duplicates = self.models.sources()
+        return sorted(set(found) | set(duplicates))
+
+    async def _load_at_startup(self, names: list[str]) -> None:
+        async def load(name: str) -> None:
+            try:
+                await self.load_model(name)
+            except NaiadError as exc:
+                self._startup_failures.append(exc.message)
+
+        await asyncio.gather(*(load(name) for name in names))
+
+    @property
+    def startup_failures(self) -> list[str]:
+        """Why each model that failed to load at start-up failed."""
+        return list(self._startup_failures)
+
+    async def stop(self) -> None:
+        self._live = False
+        if self.models is not None:
+            await self.models.unload_all(self.options.exit_timeout_secs)
+        if self.backends is not None:
+            self.backends.finalize()
+
+    async def __aenter__(self) -> "Server":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- health and metadata -------------------------------------------------------------
+
+    def is_live(self) -> bool:
+        return self._live
+
+    def is_ready(self) -> bool:
+        """Live, and with strict readiness every model loaded at start-up is ready."""
+        if not self._live or self.models is None:
+            return False
+        if self.options.strict_readiness:
+            if self._startup_failures:
+                return False
+            return all(v.is_ready() for v in self.models.ready_models())
+        return True
+
+    def model_ready(self, name: str, version: str = "") -> bool:
+        try:
+            return self._models().get(name, version).is_ready()
+        except NaiadError:
+            return False
+
+    def metadata(self) -> dict[str, Any]:
+        return {"name": self.options.server_id, "version": __version__, "extensions": list(self._extensions)}
+
+    def model(self, name: str, version: str = "") -> LoadedVersion:
+        """The loaded version serving `name`/`version`; NOT_FOUND or UNAVAILABLE otherwise."""
+        return self._models().get(name, version)
+
+    def model_config(self, name: str, version: str = "") -> ModelConfig:
+        return self.model(name, version).config
+
+    def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
+        loaded = self.model(name, version)
+        config = loaded.config
+        batch = [-1] if config.max_batch_size > 0 else []
+        record = self._models().record(name)
+        return {
+            "name": name,
+            "versions": [str(v) for v in sorted(record.serving)],
+            "platform": config.platform or config.backend,
+            "inputs": [
+                {"name": s.name, "datatype": s.datatype, "shape": batch + list(s.dims)} for s in config.inputs
+            ],
+            "outputs": [
+                {"name": s.name, "datatype": s.datatype, "shape": batch + list(s.dims)} for s in config.outputs
+            ],
+        }
+
+    def repository_index(self, ready_only: bool = False) -> list[dict[str, str]]:
+        return self._models().index(ready_only)
+
+    def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
+        """Triton's `model_stats` list: one model's versions, or every loaded model."""
+        models = self._models()
+        if name:
+            if version:
+                return [models.get(name, version).statistics.to_dict()]
+            record = models.record(name)
+            if not record.serving:
+                models.get(name)  # raises the right NOT_FOUND / UNAVAILABLE
+            return [record.serving[v].statistics.to_dict() for v in sorted(record.serving)]
+        return [v.statistics.to_dict() for v in sorted(models.ready_models(), key=lambda v: (v.name, v.version))]
+
+    # -- model management ----------------------------------------------------------------
+
+    async def load_model(self, name: str, config: dict[str, Any] | None = None) -> None:
+        await self._models().load(name, config)
+
+    async def unload_model(self, name: str) -> None:
+        await self._models().unload(name)
+
+    # -- inference -----------------------------------------------------------------------
+
+    async def infer(self, request: InferenceRequest) -> InferenceResponse:
+        """Run one request; raises NaiadError for every failure (bad input, model error).
+
+        A decoupled model must answer with exactly one response here; use `infer_stream`
+        for zero or many.
+        """
+        loaded = self.model(request.model_name, request.model_version)
+        if loaded.config.decoupled:
+            responses = [r async for r in self.infer_stream(request) if r.outputs or r.error]
+            if len(responses) != 1:
+                raise NaiadError.unsupported(
+                    f"model '{request.model_name}' is decoupled and sent {len(responses)} responses; "
+                    "use the streaming API to receive them"
+                )
+            return responses[0]
+        job, future = self._submit(loaded, request, asyncio.get_running_loop())
+        try:
+            response = await future
+        except asyncio.CancelledError:
+            request.cancelled = True
+            raise
+        if response.error is not None:
+            raise response.error
+        return _select_outputs(response, request)
+
+    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+        """Every response a request produces, in order; an execution error arrives as a
+        response with `error` set. Bad input raises NaiadError before the first one."""
+        loaded = self.model(request.model_name, request.model_version)
+        queue: asyncio.Queue[InferenceResponse] = asyncio.Queue()
+        self._submit(loaded, request, asyncio.get_running_loop(), queue)
+        final = False
+        try:
+            while not final:
+                response = await queue.get()
+                final = response.final
+                if response.error is None:
+                    response = _select_outputs(response, request, strict=False)
+                yield response
+        finally:
+            if not final:
+                # The consumer went away: let schedulers and models drop the work.
+                request.cancelled = True
+
+    def _submit(
+        self,
+        loaded: LoadedVersion,
+        request: InferenceRequest,
+        loop: asyncio.AbstractEventLoop,
+        queue: asyncio.Queue[InferenceResponse] | None = None,
+    ) -> tuple[Job, asyncio.Future[InferenceResponse]]:
+        statistics = loaded.statistics
+        started = loop.time()
+        try:
+            request.take_control_parameters()
+            batch_size = validate_request(request, loaded.config, str(loaded.version))
+        except NaiadError:
+            statistics.record_failure(int((loop.time() - started) * 1e9), "OTHER")
+            raise
+        future: asyncio.Future[InferenceResponse] = loop.create_future()
+        statistics.pending += 1
+
+        def deliver(response: InferenceResponse) -> None:
+            if response.final:
+                statistics.pending -= 1
+                elapsed = int((loop.time() - started) * 1e9)
+                if response.error is None:
+                    statistics.record_success(elapsed)
+                else:
+                    statistics.record_failure(elapsed, "CANCELED" if request.cancelled else "BACKEND")
+            if queue is not None:
+                queue.put_nowait(response)
+            elif not future.done():
+                future.set_result(response)
+
+        job = Job(request, batch_size, deliver)
+        loaded.scheduler.enqueue(job)
+        return job, future
+
+    def _models(self) -> ModelManager:
+        if self.models is None:
+            raise NaiadError.unavailable("server is not started")
+        return self.models
+
+
+def _select_outputs(response: InferenceResponse, request: InferenceRequest, strict: bool = True) -> InferenceResponse:
+    """Keep the outputs the client asked for, in the order it asked (all when it named none).
+    `strict` requires every requested output (a streamed response may carry a subset)."""
+    if request.outputs:
+        by_name = {t.name: t for t in response.outputs}
+        missing = [o.name for o in request.outputs if o.name not in by_name]
+        if missing and strict:
+            raise NaiadError.internal(
+                f"model '{request.model_name}' did not produce requested output(s) {missing}"
+            )
+        response.outputs = [by_name[o.name] for o in request.outputs if o.name in by_name]
+    return response

@@ -1,0 +1,119 @@
+"""Per-model-version counters behind the statistics extension and the Prometheus metrics.
+
+One `ModelStatistics` per loaded version; schedulers update it on the event loop, so no
+lock is needed. Field names follow Triton's statistics extension.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Duration", "BatchStatistics", "ModelStatistics"]
+
+
+@dataclass(slots=True)
+class Duration:
+    count: int = 0
+    ns: int = 0
+
+    def add(self, ns: int, count: int = 1) -> None:
+        self.count += count
+        self.ns += ns
+
+    def to_dict(self) -> dict[str, int]:
+        return {"count": self.count, "ns": self.ns}
+
+
+@dataclass(slots=True)
+class BatchStatistics:
+    batch_size: int
+    compute_input: Duration = field(default_factory=Duration)
+    compute_infer: Duration = field(default_factory=Duration)
+    compute_output: Duration = field(default_factory=Duration)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_size": self.batch_size,
+            "compute_input": self.compute_input.to_dict(),
+            "compute_infer": self.compute_infer.to_dict(),
+            "compute_output": self.compute_output.to_dict(),
+        }
+
+
+@dataclass(slots=True)
+class ModelStatistics:
+    """Counters of one model version.
+
+    `success`/`fail` count requests and their end-to-end time in the server; `queue` the
+    time requests waited for an instance; `compute_*` the time of executions, counted per
+    request as Triton does. `inference_count` counts inferences (a batch of 8 counts 8),
+    `execution_count` counts executions (a batch of 8 counts 1).
+    """
+
+    name: str
+    version: str
+    success: Duration = field(default_factory=Duration)
+    fail: Duration = field(default_factory=Duration)
+    queue: Duration = field(default_factory=Duration)
+    compute_input: Duration = field(default_factory=Duration)
+    compute_infer: Duration = field(default_factory=Duration)
+    compute_output: Duration = field(default_factory=Duration)
+    cache_hit: Duration = field(default_factory=Duration)
+    cache_miss: Duration = field(default_factory=Duration)
+    inference_count: int = 0
+    execution_count: int = 0
+    last_inference_ms: int = 0
+    batches: dict[int, BatchStatistics] = field(default_factory=dict)
+    # Failures by reason ("REJECTED", "CANCELED", "BACKEND", "OTHER"), as Triton's
+    # nv_inference_request_failure labels them.
+    failures_by_reason: dict[str, int] = field(default_factory=dict)
+    pending: int = 0
+
+    def record_success(self, request_ns: int) -> None:
+        self.success.add(request_ns)
+        self.last_inference_ms = int(time.time() * 1000)
+
+    def record_failure(self, request_ns: int, reason: str = "BACKEND") -> None:
+        self.fail.add(request_ns)
+        self.failures_by_reason[reason] = self.failures_by_reason.get(reason, 0) + 1
+        self.last_inference_ms = int(time.time() * 1000)
+
+    def record_execution(
+        self, batch_size: int, request_count: int, input_ns: int, infer_ns: int, output_ns: int
+    ) -> None:
+        """One execution of `request_count` requests holding `batch_size` inferences."""
+        self.execution_count += 1
+        self.inference_count += batch_size
+        self.compute_input.add(input_ns * request_count, request_count)
+        self.compute_infer.add(infer_ns * request_count, request_count)
+        self.compute_output.add(output_ns * request_count, request_count)
+        batch = self.batches.get(batch_size)
+        if batch is None:
+            batch = self.batches[batch_size] = BatchStatistics(batch_size)
+        batch.compute_input.add(input_ns)
+        batch.compute_infer.add(infer_ns)
+        batch.compute_output.add(output_ns)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Triton's JSON shape of one entry of `model_stats`."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "last_inference": self.last_inference_ms,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "inference_stats": {
+                "success": self.success.to_dict(),
+                "fail": self.fail.to_dict(),
+                "queue": self.queue.to_dict(),
+                "compute_input": self.compute_input.to_dict(),
+                "compute_infer": self.compute_infer.to_dict(),
+                "compute_output": self.compute_output.to_dict(),
+                "cache_hit": self.cache_hit.to_dict(),
+                "cache_miss": self.cache_miss.to_dict(),
+            },
+            "batch_stats": [self.batches[size].to_dict() for size in sorted(self.batches)],
+            "memory_usage": [],
+        }
