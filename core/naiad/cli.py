@@ -12,6 +12,7 @@ from typing import Sequence
 
 from . import __version__
 from .server import Server, ServerOptions
+from .testing import READY_LINE
 
 __all__ = ["build_parser", "main", "options_from_args", "status_table"]
 
@@ -191,6 +192,7 @@ async def serve(args: argparse.Namespace) -> int:
             break
     failed = [t for t in tasks if t.done()]
     if not failed:
+        log.info("%s: %s", READY_LINE, ", ".join(t.get_name().removeprefix("naiad-") for t in tasks) or "no frontends")
         stop_waiter = asyncio.create_task(stop.wait())
         await asyncio.wait([stop_waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
     log.info("shutting down")

@@ -23,6 +23,7 @@ from .model_manager import LoadedVersion, ModelManager
 from .repository import LocalRepository
 from .request_validation import validate_request
 from .scheduling.job import Job
+from .shared_memory import SharedMemoryRegistry
 
 __all__ = ["Server", "ServerOptions"]
 
@@ -60,6 +61,7 @@ class Server:
             )
         self.backends: BackendRegistry | None = None
         self.models: ModelManager | None = None
+        self.shared_memory = SharedMemoryRegistry()
         self._live = False
         self._startup_failures: list[str] = []
         self._extensions: list[str] = [

@@ -1,0 +1,104 @@
+"""Run `naiad serve` as a real process on loopback ports, for tests and benchmarks.
+
+    with ServerProcess(repo, "--model-control-mode", "explicit") as server:
+        client = tritonclient.http.InferenceServerClient(server.http_url)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["ServerProcess", "free_port", "READY_LINE"]
+
+# `naiad serve` logs this once every frontend listens; ServerProcess waits for it.
+READY_LINE = "naiad is ready"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ServerProcess:
+    """`naiad serve` on 127.0.0.1 with free HTTP, gRPC and metrics ports."""
+
+    def __init__(self, *repositories_and_flags: str | Path, env: dict[str, str] | None = None,
+                 timeout: float = 120.0) -> None:
+        args: list[str] = []
+        for item in repositories_and_flags:
+            if isinstance(item, Path):
+                args += ["--model-repository", str(item)]
+            else:
+                args.append(item)
+        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.args = [
+            sys.executable, "-m", "naiad.cli", "serve",
+            "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1",
+            "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
+            "--metrics-port", str(self.metrics_port), *args,
+        ]
+        self.env = {**os.environ, **(env or {})}
+        self.timeout = timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.NamedTemporaryFile(prefix="naiad-", suffix=".log", delete=False)
+
+    @property
+    def http_url(self) -> str:
+        return f"127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def log(self) -> str:
+        return Path(self._log.name).read_text(errors="replace")
+
+    def start(self, expect_ready: bool = True) -> "ServerProcess":
+        self.process = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT, env=self.env)
+        if not expect_ready:
+            return self
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if READY_LINE in self.log():
+                return self
+            if self.process.poll() is not None:
+                raise RuntimeError(f"naiad exited with {self.process.returncode}:\n{self.log()}")
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"naiad was not ready after {self.timeout}s:\n{self.log()}")
+
+    def wait(self, timeout: float = 60.0) -> int:
+        assert self.process is not None
+        return self.process.wait(timeout)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int | None:
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        try:
+            os.unlink(self._log.name)
+        except OSError:
+            pass
