@@ -130,6 +130,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         exit_on_error=args.exit_on_error,
         auto_complete_config=auto_complete,
         exit_timeout_secs=args.exit_timeout_secs,
+        model_load_thread_count=args.model_load_thread_count,
         backend_config=backend_config,
         server_id=args.server_id,
     )
@@ -137,11 +138,13 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
 
 def status_table(server: Server) -> str:
     """The model-status table printed at start-up, as tritonserver prints one."""
-    rows = [(r["name"], r.get("version", "-"), r.get("state", "UNAVAILABLE") if r.get("state") != "READY"
-             else "READY", r.get("reason", "")) for r in server.repository_index()]
-    headers = ("Model", "Version", "Status", "Reason")
-    rows = [(name, version, "READY" if state == "READY" else f"UNAVAILABLE: {reason}" if reason else state)
-            for name, version, state, reason in rows]
+    rows = []
+    for row in server.repository_index():
+        state = row.get("state", "UNAVAILABLE")
+        reason = row.get("reason", "")
+        status = f"{state}: {reason}" if reason and state != "READY" else state
+        rows.append((row["name"], row.get("version", "-"), status))
+    headers = ("Model", "Version", "Status")
     widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(3)]
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
     out = [line, "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |", line]

@@ -42,6 +42,7 @@ class ServerOptions:
     exit_on_error: bool = True
     auto_complete_config: bool = True
     exit_timeout_secs: float = 30.0
+    model_load_thread_count: int = 4
     # {"onnxruntime": {"key": "value"}}; the "" entry holds settings for every backend.
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
     # Extra pluggy plugins (objects with @hookimpl functions), for embedding applications.
@@ -105,11 +106,14 @@ class Server:
         return sorted(set(found) | set(duplicates))
 
     async def _load_at_startup(self, names: list[str]) -> None:
+        parallel = asyncio.Semaphore(max(1, self.options.model_load_thread_count))
+
         async def load(name: str) -> None:
-            try:
-                await self.load_model(name)
-            except NaiadError as exc:
-                self._startup_failures.append(exc.message)
+            async with parallel:
+                try:
+                    await self.load_model(name)
+                except NaiadError as exc:
+                    self._startup_failures.append(exc.message)
 
         await asyncio.gather(*(load(name) for name in names))
 
