@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .backend_abi import Model, ModelContext
 from .backend_registry import BackendRegistry
-from .errors import NaiadError
+from .errors import ErrorCode, NaiadError
 from .instance_groups import expand_instance_groups
 from .model_config import (
     ConfigError,
@@ -60,6 +60,9 @@ class LoadedVersion:
     statistics: ModelStatistics
     model: Model | None = None
     runners: list[InstanceRunner] = field(default_factory=list)
+    # (model files, version files) fingerprints it was built from; a reload reuses a
+    # version whose fingerprints did not change.
+    fingerprint: tuple[str, str] | None = None
 
     def is_ready(self) -> bool:
         return self.model is None or self.model.is_ready()
@@ -74,6 +77,8 @@ class ModelRecord:
     # Index rows by version (0 when the failure came before versions were known).
     states: dict[int, tuple[str, str]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Fingerprint of the model directory at the last load attempt (poll mode compares it).
+    fingerprint: str | None = None
 
 
 class ModelManager:
@@ -120,6 +125,12 @@ class ModelManager:
             )
         return loaded
 
+    def known(self, name: str) -> ModelRecord | None:
+        return self._records.get(name)
+
+    def loaded_names(self) -> list[str]:
+        return [name for name, record in self._records.items() if record.serving]
+
     def ready_models(self) -> list[LoadedVersion]:
         return [v for r in self._records.values() for v in r.serving.values()]
 
@@ -154,35 +165,53 @@ class ModelManager:
     def sources(self) -> tuple[dict[str, ModelSource], dict[str, str]]:
         return find_models(self.repositories)
 
-    async def load(self, name: str, config_override: dict[str, Any] | None = None) -> None:
-        """Load (or reload) every version its policy selects; raise on failure."""
+    async def load(
+        self, name: str, config_override: dict[str, Any] | None = None, source: ModelSource | None = None
+    ) -> None:
+        """Load (or reload) every version its policy selects; raise on failure.
+
+        New versions are built beside the serving ones and swapped in when all are ready;
+        unchanged versions stay as they are. `source` loads from another directory than
+        the repositories (files uploaded with the load request)."""
         record = self.record(name)
         async with record.lock:
-            sources, duplicates = self.sources()
-            if name in duplicates:
-                self._fail(record, duplicates[name])
-                raise NaiadError.invalid(duplicates[name])
-            source = sources.get(name)
             if source is None:
-                message = f"failed to load '{name}', failed to poll from model repository: no model directory named '{name}'"
+                sources, duplicates = self.sources()
+                if name in duplicates:
+                    self._fail(record, duplicates[name])
+                    raise NaiadError.invalid(duplicates[name])
+                source = sources.get(name)
+            if source is None:
+                message = f"failed to load '{name}': no model directory named '{name}' in the model repositories"
                 if not record.serving:
                     self._records.pop(name, None)
                 raise NaiadError.not_found(message)
             for version in record.states:
                 if version not in record.serving:
                     record.states[version] = (ModelState.LOADING, "")
+            record.fingerprint = source.fingerprint()
+            serving = dict(record.serving) if config_override is None else {}
             try:
-                built = await asyncio.to_thread(self._build, source, config_override)
-                for loaded in built.values():
-                    await loaded.scheduler.start()
+                built = await asyncio.to_thread(self._build, source, config_override, serving)
+                fresh = [v for v in built.values() if v is not serving.get(v.version)]
+                try:
+                    if config_override is None and source.fingerprint() != record.fingerprint:
+                        raise _ChangedWhileLoading(name)
+                    for loaded in fresh:
+                        await loaded.scheduler.start()
+                except BaseException:
+                    await self._retire(fresh)
+                    raise
             except NaiadError as exc:
-                self._fail(record, exc.message)
+                if isinstance(exc, _ChangedWhileLoading):
+                    record.fingerprint = None  # the next poll loads it again
+                self._fail(record, exc.message, getattr(exc, "failed_version", None))
                 raise
             except Exception as exc:  # noqa: BLE001 - a broken backend must not take the server down
                 message = f"failed to load '{name}': {type(exc).__name__}: {exc}"
                 self._fail(record, message)
                 raise NaiadError.internal(message) from exc
-            retired = list(record.serving.values())
+            retired = [v for v in record.serving.values() if built.get(v.version) is not v]
             record.serving = built
             record.states = {v: (ModelState.READY, "") for v in built}
             log.info("loaded model '%s' version(s) %s", name, sorted(built))
@@ -208,12 +237,15 @@ class ModelManager:
             record.serving = {}
             await self._retire(retired, timeout)
 
-    def _fail(self, record: ModelRecord, reason: str) -> None:
+    def _fail(self, record: ModelRecord, reason: str, version: int | None = None) -> None:
         log.error("%s", reason)
         if record.serving:
-            # The old versions keep serving; the failure is reported beside them.
+            # The serving versions stay READY; the failure is reported beside them.
+            record.states = {v: (ModelState.READY, "") for v in record.serving}
+            if version is not None and version not in record.serving:
+                record.states[version] = (ModelState.UNAVAILABLE, reason)
             return
-        versions = [v for v in record.states] or [0]
+        versions = [v for v in record.states if v] or [version or 0]
         record.states = {v: (ModelState.UNAVAILABLE, reason) for v in versions}
 
     async def _retire(self, versions: list[LoadedVersion], timeout: float | None = None) -> None:
@@ -235,8 +267,11 @@ class ModelManager:
             except Exception:  # noqa: BLE001
                 log.exception("model '%s' failed to finalize", loaded.name)
 
-    def _build(self, source: ModelSource, override: dict[str, Any] | None) -> dict[int, LoadedVersion]:
-        """Runs in a worker thread: framework loads block."""
+    def _build(
+        self, source: ModelSource, override: dict[str, Any] | None, serving: dict[int, LoadedVersion]
+    ) -> dict[int, LoadedVersion]:
+        """Runs in a worker thread: framework loads block. Versions of `serving` whose
+        files did not change are reused as they are."""
         name = source.name
         if override is not None:
             proto = config_from_dict(override, name)
@@ -250,13 +285,25 @@ class ModelManager:
         # The policy can only be read after parsing; validate it before choosing versions.
         validate_config(_policy_only(proto), name)
         versions = select_versions(proto.version_policy, available, name)
+        model_files = source.model_fingerprint()
         built: dict[int, LoadedVersion] = {}
         try:
             for version in versions:
-                built[version] = self._build_version(source, proto, version)
+                fingerprint = (model_files, source.version_fingerprint(version))
+                current = serving.get(version)
+                if current is not None and current.fingerprint == fingerprint:
+                    built[version] = current
+                    continue
+                try:
+                    built[version] = self._build_version(source, proto, version)
+                except NaiadError as exc:
+                    exc.failed_version = version  # type: ignore[attr-defined]
+                    raise
+                built[version].fingerprint = fingerprint
         except BaseException:
             for loaded in built.values():
-                self._finalize(loaded)
+                if loaded is not serving.get(loaded.version):
+                    self._finalize(loaded)
             raise
         return built
 
@@ -297,6 +344,16 @@ class ModelManager:
             raise
         scheduler = create_scheduler(config, runners)
         return LoadedVersion(name, version, config, scheduler, statistics, model, runners)
+
+
+class _ChangedWhileLoading(NaiadError):
+    """The model's files changed during its load: what was read may be half old, half new,
+    so the build is dropped and the serving versions stay."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            ErrorCode.UNAVAILABLE, f"failed to load '{name}': its files changed while it loaded; it will load again"
+        )
 
 
 def _policy_only(proto: pb.ModelConfig) -> pb.ModelConfig:

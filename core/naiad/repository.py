@@ -7,6 +7,7 @@ once; a model name found in two of them is an error, as in Triton.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,35 @@ class ModelSource:
 
     def version_path(self, version: int) -> Path:
         return self.path / str(version)
+
+    def model_fingerprint(self) -> str:
+        """Changes whenever a file outside the version directories changes (config.pbtxt,
+        label files)."""
+        versions = {str(v) for v in self.versions()}
+        return _fingerprint(self.path, lambda rel: rel.parts[0] not in versions)
+
+    def version_fingerprint(self, version: int) -> str:
+        """Changes whenever a file inside one version directory changes."""
+        return _fingerprint(self.version_path(version), lambda rel: True)
+
+    def fingerprint(self) -> str:
+        """Changes whenever any file of the model changes."""
+        return _fingerprint(self.path, lambda rel: True)
+
+
+def _fingerprint(root: Path, include) -> str:
+    """Paths, sizes and modification times of the files under `root`: cheap to compute
+    on every poll, and it changes whenever a file is written, added or removed."""
+    digest = hashlib.sha256()
+    if not root.is_dir():
+        return ""
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if not include(rel) or not path.is_file():
+            continue
+        stat = path.stat()
+        digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
 
 
 class LocalRepository:

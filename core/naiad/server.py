@@ -21,6 +21,7 @@ from .inference import InferenceRequest, InferenceResponse
 from .model_config import ModelConfig
 from .model_manager import LoadedVersion, ModelManager
 from .repository import LocalRepository
+from .repository_poller import RepositoryPoller
 from .request_validation import validate_request
 from .scheduling.job import Job
 from .shared_memory import SharedMemoryRegistry
@@ -63,6 +64,8 @@ class Server:
         self.backends: BackendRegistry | None = None
         self.models: ModelManager | None = None
         self.shared_memory = SharedMemoryRegistry()
+        self.poller: RepositoryPoller | None = None
+        self._poll_task: asyncio.Task[None] | None = None
         self._live = False
         self._startup_failures: list[str] = []
         self._extensions: list[str] = [
@@ -99,6 +102,9 @@ class Server:
         else:
             names = self._all_model_names()
         await self._load_at_startup(names)
+        if options.model_control_mode == "poll":
+            self.poller = RepositoryPoller(self.models, options.repository_poll_secs)
+            self._poll_task = asyncio.create_task(self.poller.run(), name="naiad-poller")
 
     def _all_model_names(self) -> list[str]:
         assert self.models is not None
@@ -124,6 +130,9 @@ class Server:
 
     async def stop(self) -> None:
         self._live = False
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+            await asyncio.gather(self._poll_task, return_exceptions=True)
         if self.models is not None:
             await self.models.unload_all(self.options.exit_timeout_secs)
         if self.backends is not None:
