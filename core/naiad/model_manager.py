@@ -128,6 +128,17 @@ class ModelManager:
     def known(self, name: str) -> ModelRecord | None:
         return self._records.get(name)
 
+    def dependents(self, name: str) -> list[str]:
+        """Loaded ensembles that have `name` as a step."""
+        found = []
+        for other, record in self._records.items():
+            for loaded in record.serving.values():
+                steps = loaded.config.proto.ensemble_scheduling.step
+                if any(step.model_name == name for step in steps):
+                    found.append(other)
+                    break
+        return found
+
     def loaded_names(self) -> list[str]:
         return [name for name, record in self._records.items() if record.serving]
 

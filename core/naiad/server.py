@@ -25,6 +25,7 @@ from .repository_poller import RepositoryPoller
 from .request_validation import validate_request
 from .scheduling.job import Job
 from .shared_memory import SharedMemoryRegistry
+from .uploaded_models import UploadedModels
 
 __all__ = ["Server", "ServerOptions"]
 
@@ -64,6 +65,7 @@ class Server:
         self.backends: BackendRegistry | None = None
         self.models: ModelManager | None = None
         self.shared_memory = SharedMemoryRegistry()
+        self.uploads = UploadedModels()
         self.poller: RepositoryPoller | None = None
         self._poll_task: asyncio.Task[None] | None = None
         self._live = False
@@ -137,6 +139,7 @@ class Server:
             await self.models.unload_all(self.options.exit_timeout_secs)
         if self.backends is not None:
             self.backends.finalize()
+        self.uploads.close()
 
     async def __aenter__(self) -> "Server":
         await self.start()
@@ -210,11 +213,26 @@ class Server:
 
     # -- model management ----------------------------------------------------------------
 
-    async def load_model(self, name: str, config: dict[str, Any] | None = None) -> None:
-        await self._models().load(name, config)
+    async def load_model(
+        self, name: str, config: dict[str, Any] | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
+        """Load or reload a model. `config` overrides its config.pbtxt (Triton's JSON form);
+        `files` (path relative to the model directory -> content, e.g. "1/model.onnx")
+        loads it from those files instead of the repository, and then needs `config`."""
+        source = None
+        if files:
+            if config is None:
+                raise NaiadError.invalid(f"failed to load '{name}': model files were sent without a config")
+            source = self.uploads.write(name, files)
+        await self._models().load(name, config, source)
 
-    async def unload_model(self, name: str) -> None:
-        await self._models().unload(name)
+    async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
+        """Unload a model; with `unload_dependents`, also the ensembles that use it."""
+        models = self._models()
+        if unload_dependents:
+            for dependent in models.dependents(name):
+                await models.unload(dependent)
+        await models.unload(name)
 
     # -- inference -----------------------------------------------------------------------
 
