@@ -26,7 +26,7 @@ from .model_config import (
     validate_config,
 )
 from .protos import model_config_pb2 as pb
-from .repository import LocalRepository, ModelSource, find_models, select_versions
+from .repository import ModelSource, Repository, find_models, select_versions
 from .scheduling.factory import create_scheduler
 from .scheduling.instance_runner import InstanceRunner
 from .scheduling.scheduler import Scheduler
@@ -84,7 +84,7 @@ class ModelRecord:
 class ModelManager:
     def __init__(
         self,
-        repositories: list[LocalRepository],
+        repositories: list[Repository],
         backends: BackendRegistry,
         server: "Server | None" = None,
         auto_complete: bool = True,
@@ -175,6 +175,11 @@ class ModelManager:
 
     def sources(self) -> tuple[dict[str, ModelSource], dict[str, str]]:
         return find_models(self.repositories)
+
+    def refresh_repositories(self) -> None:
+        """Bring remote repositories' local mirrors up to date (blocking: network I/O)."""
+        for repository in self.repositories:
+            repository.refresh()
 
     async def load(
         self, name: str, config_override: dict[str, Any] | None = None, source: ModelSource | None = None

@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .errors import NaiadError
 from .model_config import ConfigError
 from .protos import model_config_pb2 as pb
 
-__all__ = ["ModelSource", "LocalRepository", "find_models", "select_versions"]
+__all__ = ["ModelSource", "LocalRepository", "Repository", "find_models", "select_versions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +84,13 @@ class LocalRepository:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
+        self.location = str(self.root)
 
     def __repr__(self) -> str:
-        return f"LocalRepository({str(self.root)!r})"
+        return f"LocalRepository({self.location!r})"
+
+    def refresh(self) -> None:
+        """Local directories are always current; remote repositories download here."""
 
     def list_models(self) -> dict[str, ModelSource]:
         if not self.root.is_dir():
@@ -97,22 +102,34 @@ class LocalRepository:
         return models
 
 
-def find_models(repositories: list[LocalRepository]) -> tuple[dict[str, ModelSource], dict[str, str]]:
+class Repository(Protocol):
+    """What the server needs of a repository, local or remote."""
+
+    location: str
+
+    def list_models(self) -> dict[str, ModelSource]: ...
+
+    def refresh(self) -> None: ...
+
+
+def find_models(repositories: "list[Repository]") -> tuple[dict[str, ModelSource], dict[str, str]]:
     """Every model of every repository, and the models found twice with why they fail."""
     found: dict[str, ModelSource] = {}
+    first_location: dict[str, str] = {}
     duplicates: dict[str, str] = {}
     for repository in repositories:
         for name, source in repository.list_models().items():
             if name in found or name in duplicates:
                 first = found.pop(name, None)
-                where = [str(first.repository)] if first else []
+                where = [first_location[name]] if first else []
                 previous = duplicates.get(name, "")
                 duplicates[name] = (
                     previous or f"model '{name}' appears in more than one model repository: "
                     + ", ".join(where)
-                ) + f", {repository.root}"
+                ) + f", {repository.location}"
                 continue
             found[name] = source
+            first_location[name] = repository.location
     return found, duplicates
 
 

@@ -34,6 +34,7 @@ class RepositoryPoller:
 
     async def poll_once(self) -> None:
         manager = self.manager
+        await asyncio.to_thread(manager.refresh_repositories)
         sources, duplicates = await asyncio.to_thread(manager.sources)
         changed = []
         for name, source in sources.items():

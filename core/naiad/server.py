@@ -20,7 +20,7 @@ from .errors import NaiadError
 from .inference import InferenceRequest, InferenceResponse
 from .model_config import ModelConfig
 from .model_manager import LoadedVersion, ModelManager
-from .repository import LocalRepository
+from .remote_repository import open_repository
 from .repository_poller import RepositoryPoller
 from .request_validation import validate_request
 from .scheduling.job import Job
@@ -94,8 +94,10 @@ class Server:
         self.backends = BackendRegistry(
             options.backend_config, options.backend_plugins, options.load_backend_entry_points
         )
-        repositories = [LocalRepository(path) for path in options.model_repositories]
-        self.models = ModelManager(repositories, self.backends, self, options.auto_complete_config)
+        repositories = await asyncio.gather(
+            *(asyncio.to_thread(open_repository, location) for location in options.model_repositories)
+        )
+        self.models = ModelManager(list(repositories), self.backends, self, options.auto_complete_config)
         self._live = True
         if options.model_control_mode == "explicit":
             names = options.load_models
@@ -119,7 +121,7 @@ class Server:
         async def load(name: str) -> None:
             async with parallel:
                 try:
-                    await self.load_model(name)
+                    await self._models().load(name)
                 except NaiadError as exc:
                     self._startup_failures.append(exc.message)
 
@@ -224,6 +226,8 @@ class Server:
             if config is None:
                 raise NaiadError.invalid(f"failed to load '{name}': model files were sent without a config")
             source = self.uploads.write(name, files)
+        else:
+            await asyncio.to_thread(self._models().refresh_repositories)
         await self._models().load(name, config, source)
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
