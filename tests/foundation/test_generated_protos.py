@@ -26,7 +26,7 @@ def test_field_numbers_match_tritonclient():
     def fields(descriptor, prefix=""):
         out = {}
         for field in descriptor.fields:
-            out[f"{prefix}{descriptor.name}.{field.name}"] = (field.number, field.type, field.label)
+            out[f"{prefix}{descriptor.name}.{field.name}"] = (field.number, field.type, field.is_repeated)
         for nested in descriptor.nested_types:
             out.update(fields(nested, f"{prefix}{descriptor.name}."))
         return out
