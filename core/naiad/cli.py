@@ -198,7 +198,8 @@ async def serve(args: argparse.Namespace) -> int:
         log.info("%s: %s", READY_LINE, ", ".join(t.get_name().removeprefix("naiad-") for t in tasks) or "no frontends")
         stop_waiter = asyncio.create_task(stop.wait())
         await asyncio.wait([stop_waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
-    log.info("shutting down")
+    log.info("shutting down: finishing in-flight requests (up to %ss)", args.exit_timeout_secs)
+    await server.drain(args.exit_timeout_secs)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

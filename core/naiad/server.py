@@ -67,6 +67,9 @@ class Server:
         self.shared_memory = SharedMemoryRegistry()
         self.uploads = UploadedModels()
         self.poller: RepositoryPoller | None = None
+        self._draining = False
+        self._inflight = 0
+        self._idle = asyncio.Event()
         self._poll_task: asyncio.Task[None] | None = None
         self._live = False
         self._startup_failures: list[str] = []
@@ -132,7 +135,21 @@ class Server:
         """Why each model that failed to load at start-up failed."""
         return list(self._startup_failures)
 
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Refuse new requests (UNAVAILABLE) and wait up to `timeout` seconds for the ones
+        in flight to finish; True when none is left. Graceful shutdown calls this first."""
+        self._draining = True
+        if self._inflight == 0:
+            return True
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            log.warning("%d request(s) still in flight after %ss", self._inflight, timeout)
+            return False
+        return True
+
     async def stop(self) -> None:
+        self._draining = True
         self._live = False
         if self._poll_task is not None:
             self._poll_task.cancel()
@@ -291,6 +308,8 @@ class Server:
         loop: asyncio.AbstractEventLoop,
         queue: asyncio.Queue[InferenceResponse] | None = None,
     ) -> tuple[Job, asyncio.Future[InferenceResponse]]:
+        if self._draining:
+            raise NaiadError.unavailable("server is shutting down")
         statistics = loaded.statistics
         started = loop.time()
         try:
@@ -301,10 +320,15 @@ class Server:
             raise
         future: asyncio.Future[InferenceResponse] = loop.create_future()
         statistics.pending += 1
+        self._inflight += 1
+        self._idle.clear()
 
         def deliver(response: InferenceResponse) -> None:
             if response.final:
                 statistics.pending -= 1
+                self._inflight -= 1
+                if self._inflight == 0:
+                    self._idle.set()
                 elapsed = int((loop.time() - started) * 1e9)
                 if response.error is None:
                     statistics.record_success(elapsed)
