@@ -76,6 +76,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="tritonserver's older spelling: true is --disable-auto-complete-config")
     repo.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
                       help="models loaded in parallel (default 4)")
+    repo.add_argument("--model-load-timeout-secs", type=float, default=0, metavar="SECONDS",
+                      help="a model whose load takes longer fails to load; 0 waits forever (default 0)")
     repo.add_argument("--backend-config", action="append", default=[], type=_backend_setting,
                       metavar="BACKEND,KEY=VALUE", help="a setting passed to a backend; repeatable")
 
@@ -131,6 +133,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         auto_complete_config=auto_complete,
         exit_timeout_secs=args.exit_timeout_secs,
         model_load_thread_count=args.model_load_thread_count,
+        model_load_timeout_secs=args.model_load_timeout_secs or None,
         backend_config=backend_config,
         server_id=args.server_id,
     )

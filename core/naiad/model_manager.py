@@ -88,11 +88,13 @@ class ModelManager:
         backends: BackendRegistry,
         server: "Server | None" = None,
         auto_complete: bool = True,
+        load_timeout_secs: float | None = None,
     ) -> None:
         self.repositories = repositories
         self.backends = backends
         self.server = server
         self.auto_complete = auto_complete
+        self.load_timeout_secs = load_timeout_secs
         self._records: dict[str, ModelRecord] = {}
 
     # -- queries -------------------------------------------------------------------------
@@ -208,7 +210,7 @@ class ModelManager:
             record.fingerprint = source.fingerprint()
             serving = dict(record.serving) if config_override is None else {}
             try:
-                built = await asyncio.to_thread(self._build, source, config_override, serving)
+                built = await self._build_with_timeout(source, config_override, serving)
                 fresh = [v for v in built.values() if v is not serving.get(v.version)]
                 try:
                     if config_override is None and source.fingerprint() != record.fingerprint:
@@ -232,6 +234,26 @@ class ModelManager:
             record.states = {v: (ModelState.READY, "") for v in built}
             log.info("loaded model '%s' version(s) %s", name, sorted(built))
         await self._retire(retired)
+
+    async def _build_with_timeout(
+        self, source: ModelSource, override: dict[str, Any] | None, serving: dict[int, LoadedVersion]
+    ) -> dict[int, LoadedVersion]:
+        """`_build` in a worker thread, given up on after the load timeout. A thread cannot
+        be stopped: what it builds after the deadline is finalized as soon as it is done."""
+        build = asyncio.ensure_future(asyncio.to_thread(self._build, source, override, serving))
+        try:
+            return await asyncio.wait_for(asyncio.shield(build), self.load_timeout_secs)
+        except asyncio.TimeoutError:
+            def discard(task: "asyncio.Future[dict[int, LoadedVersion]]") -> None:
+                if not task.cancelled() and task.exception() is None:
+                    for loaded in task.result().values():
+                        if loaded is not serving.get(loaded.version):
+                            self._finalize(loaded)
+
+            build.add_done_callback(discard)
+            raise NaiadError.unavailable(
+                f"failed to load '{source.name}': loading took longer than {self.load_timeout_secs}s"
+            ) from None
 
     async def unload(self, name: str) -> None:
         record = self._records.get(name)

@@ -45,6 +45,8 @@ class ServerOptions:
     auto_complete_config: bool = True
     exit_timeout_secs: float = 30.0
     model_load_thread_count: int = 4
+    # Seconds one model's load may take before it fails; None waits forever.
+    model_load_timeout_secs: float | None = None
     # {"onnxruntime": {"key": "value"}}; the "" entry holds settings for every backend.
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
     # Extra pluggy plugins (objects with @hookimpl functions), for embedding applications.
@@ -100,7 +102,9 @@ class Server:
         repositories = await asyncio.gather(
             *(asyncio.to_thread(open_repository, location) for location in options.model_repositories)
         )
-        self.models = ModelManager(list(repositories), self.backends, self, options.auto_complete_config)
+        self.models = ModelManager(
+            list(repositories), self.backends, self, options.auto_complete_config, options.model_load_timeout_secs
+        )
         self._live = True
         if options.model_control_mode == "explicit":
             names = options.load_models

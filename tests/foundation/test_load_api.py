@@ -64,3 +64,38 @@ def test_uploaded_files_and_traversal(tmp_path):
                 await server.load_model("noconfig", files={"1/a": b""})
 
     asyncio.run(go())
+
+
+def test_load_timeout(tmp_path):
+    import time
+
+    from naiad import Backend, hookimpl
+    from numpy_backend import NumpyModel
+
+    class SlowModel(NumpyModel):
+        def initialize(self):
+            time.sleep(0.5)
+
+    class SlowBackend(Backend):
+        name = "slowload"
+
+        def create_model(self, context):
+            return SlowModel(context)
+
+    class Plugin:
+        @hookimpl
+        def naiad_backends(self):
+            return [SlowBackend]
+
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_text(CONFIG.replace('"numpy"', '"slowload"'))
+
+    async def go():
+        options = ServerOptions([str(tmp_path)], backend_plugins=[Plugin()], model_load_timeout_secs=0.1)
+        async with Server(options) as server:
+            assert "loading took longer than 0.1s" in server.startup_failures[0]
+            assert not server.model_ready("m")
+            await asyncio.sleep(0.6)  # the abandoned build finishes and is finalized, not served
+            assert not server.model_ready("m")
+
+    asyncio.run(go())
