@@ -43,6 +43,25 @@ def _backend_setting(text: str) -> tuple[str, str, str]:
     return backend, key, value
 
 
+def _plugin_reference(text: str) -> str:
+    module, sep, attribute = text.partition(":")
+    if not sep or not module or not attribute:
+        raise argparse.ArgumentTypeError(f"expected MODULE:OBJECT, got '{text}'")
+    return text
+
+
+def load_plugin(reference: str) -> object:
+    """Import `module:object` for --backend-plugin; a class is instantiated."""
+    module_name, _, attribute = reference.partition(":")
+    try:
+        target: object = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise SystemExit(f"naiad: --backend-plugin {reference}: {exc}") from None
+    return target() if isinstance(target, type) else target
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="naiad", description="naiad: an inference server that speaks Triton's interfaces."
@@ -80,6 +99,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="a model whose load takes longer fails to load; 0 waits forever (default 0)")
     repo.add_argument("--backend-config", action="append", default=[], type=_backend_setting,
                       metavar="BACKEND,KEY=VALUE", help="a setting passed to a backend; repeatable")
+    repo.add_argument("--backend-plugin", action="append", default=[], type=_plugin_reference,
+                      metavar="MODULE:OBJECT",
+                      help="a pluggy plugin providing backends that is not installed as a 'naiad.backends' "
+                           "entry point (a class is instantiated); repeatable")
 
     life = p.add_argument_group("server")
     life.add_argument("--strict-readiness", type=_bool, default=True, metavar="BOOL",
@@ -135,6 +158,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         model_load_thread_count=args.model_load_thread_count,
         model_load_timeout_secs=args.model_load_timeout_secs or None,
         backend_config=backend_config,
+        backend_plugins=[load_plugin(reference) for reference in args.backend_plugin],
         server_id=args.server_id,
     )
 

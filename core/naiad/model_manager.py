@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from .backend_abi import Model, ModelContext
 from .backend_registry import BackendRegistry
+from .config_defaults import fill_config_defaults
+from .devices import gpu_ids
 from .errors import ErrorCode, NaiadError
 from .instance_groups import expand_instance_groups
 from .model_config import (
@@ -167,9 +169,13 @@ class ModelManager:
                 state, reason = record.states[version]
                 if ready_only and state != ModelState.READY:
                     continue
-                row = {"name": name, "state": state, "reason": reason}
+                row = {"name": name}
                 if version:
                     row["version"] = str(version)
+                row["state"] = state
+                if reason:
+                    # Triton leaves the reason out of a row that has none.
+                    row["reason"] = reason
                 rows.append(row)
         return rows
 
@@ -366,6 +372,7 @@ class ModelManager:
         model = backend.create_model(context)
         if self.auto_complete:
             model.auto_complete_config(provisional)
+        fill_config_defaults(proto, filename, gpu_ids())
         config = validate_config(proto, name, source.path)
         context.config = config
         runners: list[InstanceRunner] = []

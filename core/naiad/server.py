@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator
 
 from . import __version__
 from .backend_registry import BackendRegistry
+from .classification import apply_classification
 from .errors import NaiadError
 from .inference import InferenceRequest, InferenceResponse
 from .model_config import ModelConfig
@@ -226,12 +227,16 @@ class Server:
         """Triton's `model_stats` list: one model's versions, or every loaded model."""
         models = self._models()
         if name:
+            try:
+                loaded = models.get(name, version)
+            except NaiadError as exc:
+                # Triton answers a statistics request for a model it does not serve with INVALID_ARG.
+                raise NaiadError.invalid(f"no statistics for model '{name}'"
+                                         + (f" version {version}" if version else "") + f": {exc.message}") from None
             if version:
-                return [models.get(name, version).statistics.to_dict()]
-            record = models.record(name)
-            if not record.serving:
-                models.get(name)  # raises the right NOT_FOUND / UNAVAILABLE
-            return [record.serving[v].statistics.to_dict() for v in sorted(record.serving)]
+                return [loaded.statistics.to_dict()]
+            serving = models.record(name).serving
+            return [serving[v].statistics.to_dict() for v in sorted(serving)]
         return [v.statistics.to_dict() for v in sorted(models.ready_models(), key=lambda v: (v.name, v.version))]
 
     # -- model management ----------------------------------------------------------------
@@ -284,7 +289,9 @@ class Server:
             raise
         if response.error is not None:
             raise response.error
-        return _select_outputs(response, request)
+        response = _select_outputs(response, request)
+        apply_classification(response, request, loaded.config)
+        return response
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
         """Every response a request produces, in order; an execution error arrives as a
@@ -299,6 +306,7 @@ class Server:
                 final = response.final
                 if response.error is None:
                     response = _select_outputs(response, request, strict=False)
+                    apply_classification(response, request, loaded.config)
                 yield response
         finally:
             if not final:

@@ -39,7 +39,7 @@ def test_every_field_parses(tmp_path):
     assert list(p.model_metrics.metric_control[0].histogram_options.buckets) == [100, 500]
     assert p.batch_input[0].target_name == ["BATCH_COUNT"]
     as_json = config.to_json_dict()
-    assert as_json["name"] == "every_field" and as_json["input"][0]["dims"] == ["3", "4", "4"]
+    assert as_json["name"] == "every_field" and as_json["input"][0]["dims"] == [3, 4, 4]
 
 
 def test_sequence_and_ensemble_fields_parse():
