@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator
 
 from . import __version__
 from .backend_registry import BackendRegistry
-from .errors import NaiadError
+from .errors import ErrorCode, NaiadError
 from .inference import InferenceRequest, InferenceResponse
 from .model_config import ModelConfig
 from .model_manager import LoadedVersion, ModelManager
@@ -187,11 +187,19 @@ class Server:
         """Triton's `model_stats` list: one model's versions, or every loaded model."""
         models = self._models()
         if name:
+            try:
+                # get() first: models.record() would create a record (and an index row) for
+                # a name nobody loaded.
+                loaded = models.get(name, version)
+            except NaiadError as exc:
+                # Triton answers the statistics of a model it does not serve as a bad request.
+                if exc.code is ErrorCode.INVALID_ARG:
+                    raise
+                what = f"requested model '{name}'" + (f" version {version}" if version else "")
+                raise NaiadError.invalid(f"{what} is not available: {exc.message}") from None
             if version:
-                return [models.get(name, version).statistics.to_dict()]
+                return [loaded.statistics.to_dict()]
             record = models.record(name)
-            if not record.serving:
-                models.get(name)  # raises the right NOT_FOUND / UNAVAILABLE
             return [record.serving[v].statistics.to_dict() for v in sorted(record.serving)]
         return [v.statistics.to_dict() for v in sorted(models.ready_models(), key=lambda v: (v.name, v.version))]
 
