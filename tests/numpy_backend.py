@@ -1,7 +1,9 @@
 """A tiny backend written in numpy, registered as a plugin object, so core tests exercise
 the real server path without any framework. Models pick an operation with the config
 parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
-`identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (sleeps `sleep_ms`, then identity)."""
+`identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (sleeps `sleep_ms`, then identity),
+and, for decoupled models, `repeat`: one response per element of input IN (OUT = [value],
+IDX = [index]) through the request's response sender, then a bare final flag."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ class NumpyInstance(ModelInstance):
             raise RuntimeError("the model failed on purpose")
         if op == "sleep":
             time.sleep(int(config.parameter("sleep_ms", "50")) / 1000)
+        if op == "repeat":
+            return self._repeat(requests)
         responses = []
         for request in requests:
             if op == "add_sub":
@@ -31,6 +35,17 @@ class NumpyInstance(ModelInstance):
                 ]
             responses.append(InferenceResponse(outputs=outputs))
         return responses
+
+    def _repeat(self, requests):
+        for request in requests:
+            send = request.response_sender
+            for index, value in enumerate(request.input("IN").data.reshape(-1)):
+                send(InferenceResponse(outputs=[
+                    Tensor.from_numpy("OUT", np.array([value], np.int32)),
+                    Tensor.from_numpy("IDX", np.array([index], np.uint32)),
+                ]), False)
+            send(None, True)
+        return None
 
 
 class NumpyModel(Model):

@@ -14,7 +14,7 @@ from . import __version__
 from .server import Server, ServerOptions
 from .testing import READY_LINE
 
-__all__ = ["build_parser", "main", "options_from_args", "status_table"]
+__all__ = ["build_parser", "load_plugin", "main", "options_from_args", "status_table"]
 
 log = logging.getLogger("naiad")
 
@@ -126,6 +126,38 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     grpc.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL", help="serve gRPC (default true)")
     grpc.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
     grpc.add_argument("--grpc-address", default="0.0.0.0", help="gRPC address (default 0.0.0.0)")
+    grpc.add_argument("--reuse-grpc-port", type=_bool, default=False, metavar="BOOL",
+                      help="let several servers listen on the gRPC port (SO_REUSEPORT; default false)")
+    grpc.add_argument("--grpc-max-message-size", type=int, default=2**31 - 1, metavar="BYTES",
+                      help="largest gRPC message received or sent (default 2147483647, Triton's limit)")
+    grpc.add_argument("--grpc-infer-response-compression-level", choices=("none", "low", "medium", "high"),
+                      default="none", help="compression of responses (gzip/deflate, as the client accepts; "
+                                           "default none); compressed requests are always accepted")
+    grpc.add_argument("--grpc-keepalive-time", type=int, default=7_200_000, metavar="MS",
+                      help="milliseconds between keepalive pings (default 7200000)")
+    grpc.add_argument("--grpc-keepalive-timeout", type=int, default=20_000, metavar="MS",
+                      help="milliseconds to wait for a keepalive ping's acknowledgement (default 20000)")
+    grpc.add_argument("--grpc-keepalive-permit-without-calls", type=_bool, default=False, metavar="BOOL",
+                      help="allow keepalive pings when no call is in flight (default false)")
+    grpc.add_argument("--grpc-http2-max-pings-without-data", type=int, default=2, metavar="N",
+                      help="pings sent without data before gRPC stops sending them; 0: no limit (default 2)")
+    grpc.add_argument("--grpc-http2-min-recv-ping-interval-without-data", type=int, default=300_000, metavar="MS",
+                      help="shortest interval between a client's pings without data (default 300000)")
+    grpc.add_argument("--grpc-http2-max-ping-strikes", type=int, default=2, metavar="N",
+                      help="bad pings tolerated before the connection is closed; 0: any (default 2)")
+    grpc.add_argument("--grpc-max-connection-age", type=int, default=None, metavar="MS",
+                      help="milliseconds a connection may live (default: unlimited)")
+    grpc.add_argument("--grpc-max-connection-age-grace", type=int, default=None, metavar="MS",
+                      help="grace period after the maximum connection age (default: unlimited)")
+    grpc.add_argument("--grpc-header-forward-pattern", default=None, metavar="REGEX",
+                      help="request headers whose names match become inference request parameters")
+    grpc.add_argument("--grpc-use-ssl", type=_bool, default=False, metavar="BOOL",
+                      help="serve gRPC over TLS (needs --grpc-server-cert and --grpc-server-key)")
+    grpc.add_argument("--grpc-use-ssl-mutual", type=_bool, default=False, metavar="BOOL",
+                      help="TLS with client certificates checked against --grpc-root-cert")
+    grpc.add_argument("--grpc-server-cert", default=None, metavar="PEM", help="server certificate file")
+    grpc.add_argument("--grpc-server-key", default=None, metavar="PEM", help="server private key file")
+    grpc.add_argument("--grpc-root-cert", default=None, metavar="PEM", help="root certificate file")
 
     metrics = p.add_argument_group("metrics")
     metrics.add_argument("--allow-metrics", type=_bool, default=True, metavar="BOOL",

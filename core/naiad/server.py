@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator
 from . import __version__
 from .backend_registry import BackendRegistry
 from .classification import apply_classification
-from .errors import NaiadError
+from .errors import ErrorCode, NaiadError
 from .inference import InferenceRequest, InferenceResponse
 from .model_config import ModelConfig
 from .model_manager import LoadedVersion, ModelManager
@@ -228,15 +228,19 @@ class Server:
         models = self._models()
         if name:
             try:
+                # get() first: models.record() would create a record (and an index row) for
+                # a name nobody loaded.
                 loaded = models.get(name, version)
             except NaiadError as exc:
-                # Triton answers a statistics request for a model it does not serve with INVALID_ARG.
-                raise NaiadError.invalid(f"no statistics for model '{name}'"
-                                         + (f" version {version}" if version else "") + f": {exc.message}") from None
+                # Triton answers the statistics of a model it does not serve as a bad request.
+                if exc.code is ErrorCode.INVALID_ARG:
+                    raise
+                what = f"requested model '{name}'" + (f" version {version}" if version else "")
+                raise NaiadError.invalid(f"{what} is not available: {exc.message}") from None
             if version:
                 return [loaded.statistics.to_dict()]
-            serving = models.record(name).serving
-            return [serving[v].statistics.to_dict() for v in sorted(serving)]
+            record = models.record(name)
+            return [record.serving[v].statistics.to_dict() for v in sorted(record.serving)]
         return [v.statistics.to_dict() for v in sorted(models.ready_models(), key=lambda v: (v.name, v.version))]
 
     # -- model management ----------------------------------------------------------------
