@@ -62,11 +62,11 @@ class LoadedVersion:
     statistics: ModelStatistics
     model: Model | None = None
     runners: list[InstanceRunner] = field(default_factory=list)
-    # For ensembles: whether every step model is loaded and ready.
-    dependencies_ready: Callable[[], bool] | None = None
+    # For ensembles: why a model it uses is missing (None when every one is ready).
+    dependency_problem: Callable[[], str | None] | None = None
 
     def is_ready(self) -> bool:
-        if self.dependencies_ready is not None and not self.dependencies_ready():
+        if self.dependency_problem is not None and self.dependency_problem() is not None:
             return False
         return self.model is None or self.model.is_ready()
 
@@ -147,6 +147,12 @@ class ModelManager:
                 continue
             for version in sorted(record.states):
                 state, reason = record.states[version]
+                loaded = record.serving.get(version)
+                if state == ModelState.READY and loaded is not None and loaded.dependency_problem is not None:
+                    # An ensemble whose step model went away serves nothing, as Triton shows it.
+                    problem = loaded.dependency_problem()
+                    if problem is not None:
+                        state, reason = ModelState.UNAVAILABLE, problem
                 if ready_only and state != ModelState.READY:
                     continue
                 row = {"name": name, "state": state, "reason": reason}
@@ -370,7 +376,7 @@ class ModelManager:
         proto.model_transaction_policy.decoupled = plan.decoupled
         statistics = ModelStatistics(name, str(version))
         scheduler = EnsembleScheduler(self.server, config, plan, statistics, str(version), self._step_config)
-        return LoadedVersion(name, version, config, scheduler, statistics, dependencies_ready=scheduler.is_ready)
+        return LoadedVersion(name, version, config, scheduler, statistics, dependency_problem=scheduler.problem)
 
 
 def _policy_only(proto: pb.ModelConfig) -> pb.ModelConfig:

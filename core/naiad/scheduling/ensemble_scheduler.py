@@ -134,12 +134,13 @@ class EnsembleScheduler(Scheduler):
             )
         return plan
 
-    def is_ready(self) -> bool:
+    def problem(self) -> str | None:
+        """Why the ensemble cannot serve now (a step model missing or changed), or None."""
         try:
             self.current_plan()
-        except NaiadError:
-            return False
-        return True
+        except NaiadError as exc:
+            return exc.message
+        return None
 
     def _stamp(self, response: InferenceResponse, job: Job) -> InferenceResponse:
         response.model_name = self._config.name
@@ -207,9 +208,10 @@ class _EnsembleRun:
 
     # -- scheduling ----------------------------------------------------------------------
 
-    def _offer(self, frame: _Frame, tensors: list[str], first: bool = False) -> None:
+    def _offer(self, frame: _Frame, tensors: list[str], first: bool = False, more_may_follow: bool = False) -> None:
         """Start every needed step of `frame`'s lineage that `tensors` made ready; answer
-        when the frame completes the requested outputs."""
+        when the frame completes the requested outputs. `more_may_follow`: the caller is a
+        decoupled step that may still respond."""
         if self.error is not None:
             return
         candidates: set[int] = set()
@@ -235,7 +237,10 @@ class _EnsembleRun:
         ):
             frame.answered = True
             self.answered += 1
-            self._send(InferenceResponse(outputs=self._outputs(frame), final=False))
+            # Like Triton, the response that leaves nothing in flight carries the final flag.
+            current = asyncio.current_task()
+            final = not more_may_follow and all(task is current for task in self.tasks)
+            self._send(InferenceResponse(outputs=self._outputs(frame), final=final))
 
     def _start(self, step: EnsembleStep, frame: _Frame) -> None:
         request = self._step_request(step, frame)
@@ -290,7 +295,7 @@ class _EnsembleRun:
                     if response.outputs:
                         child = _Frame(step.output_lineage)
                         self._store(step, child, response)
-                        self._offer(child, list(child.values))
+                        self._offer(child, list(child.values), more_may_follow=True)
             else:
                 response = await server.infer(request)
                 if self.request.cancelled:
@@ -342,10 +347,11 @@ class _EnsembleRun:
             self._finish(InferenceResponse(error=self.error))
             return
         if self.plan.decoupled:
-            # The stream is over; the frontends forward this bare marker only to clients
-            # that asked for empty final responses.
             self._record(statistics)
-            self._finish(InferenceResponse(parameters={"triton_final_response": True}))
+            if not self.job.done:
+                # The stream is over without a last response to carry the flag: the
+                # frontends forward this bare marker only to clients that asked for it.
+                self._finish(InferenceResponse(parameters={"triton_final_response": True}))
             return
         missing = [name for name in self.requested if name not in self.root.values]
         if missing:
