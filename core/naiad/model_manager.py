@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .backend_abi import Model, ModelContext
 from .backend_registry import BackendRegistry
 from .config_defaults import fill_config_defaults
 from .devices import gpu_ids
+from .ensemble_validation import find_ensemble_cycle, step_model_names, validate_ensemble
 from .errors import ErrorCode, NaiadError
 from .instance_groups import expand_instance_groups
 from .model_config import (
@@ -29,6 +30,7 @@ from .model_config import (
 )
 from .protos import model_config_pb2 as pb
 from .repository import ModelSource, Repository, find_models, select_versions
+from .scheduling.ensemble_scheduler import EnsembleScheduler
 from .scheduling.factory import create_scheduler
 from .scheduling.instance_runner import InstanceRunner
 from .scheduling.scheduler import Scheduler
@@ -65,8 +67,12 @@ class LoadedVersion:
     # (model files, version files) fingerprints it was built from; a reload reuses a
     # version whose fingerprints did not change.
     fingerprint: tuple[str, str] | None = None
+    # For ensembles: why a model it uses is missing (None when every one is ready).
+    dependency_problem: Callable[[], str | None] | None = None
 
     def is_ready(self) -> bool:
+        if self.dependency_problem is not None and self.dependency_problem() is not None:
+            return False
         return self.model is None or self.model.is_ready()
 
 
@@ -167,6 +173,12 @@ class ModelManager:
                 continue
             for version in sorted(record.states):
                 state, reason = record.states[version]
+                loaded = record.serving.get(version)
+                if state == ModelState.READY and loaded is not None and loaded.dependency_problem is not None:
+                    # An ensemble whose step model went away serves nothing, as Triton shows it.
+                    problem = loaded.dependency_problem()
+                    if problem is not None:
+                        state, reason = ModelState.UNAVAILABLE, problem
                 if ready_only and state != ModelState.READY:
                     continue
                 row = {"name": name}
@@ -216,6 +228,7 @@ class ModelManager:
             record.fingerprint = source.fingerprint()
             serving = dict(record.serving) if config_override is None else {}
             try:
+                await self._load_ensemble_steps(name, source, config_override)
                 built = await self._build_with_timeout(source, config_override, serving)
                 fresh = [v for v in built.values() if v is not serving.get(v.version)]
                 try:
@@ -275,7 +288,11 @@ class ModelManager:
             log.info("unloaded model '%s'", name)
 
     async def unload_all(self, timeout: float | None = None) -> None:
-        for name in list(self._records):
+        # Ensembles first, so their in-flight requests can still reach their steps.
+        def is_ensemble(name: str) -> bool:
+            return any(v.config.platform == "ensemble" for v in self._records[name].serving.values())
+
+        for name in sorted(self._records, key=lambda n: not is_ensemble(n)):
             record = self._records[name]
             retired = list(record.serving.values())
             record.serving = {}
@@ -356,7 +373,7 @@ class ModelManager:
         proto = pb.ModelConfig()
         proto.CopyFrom(base)
         if proto.platform == "ensemble":
-            raise NaiadError.unsupported(f"model '{name}': ensembles are not supported yet")
+            return self._build_ensemble(source, proto, version)
         backend = self.backends.get(proto.backend)
         filename = proto.default_model_filename or backend.default_model_filename
         provisional = ModelConfig(proto)
@@ -391,6 +408,69 @@ class ModelManager:
         return LoadedVersion(name, version, config, scheduler, statistics, model, runners)
 
 
+    # -- ensembles -----------------------------------------------------------------------
+
+    def peek_config(self, name: str) -> pb.ModelConfig | None:
+        """A model's config as loaded, else as its repository holds it (None if neither)."""
+        record = self._records.get(name)
+        if record is not None and record.serving:
+            return record.serving[max(record.serving)].config.proto
+        try:
+            sources, _ = self.sources()
+        except NaiadError:
+            return None
+        source = sources.get(name)
+        return _peek_config(source, None) if source is not None else None
+
+    async def _load_ensemble_steps(self, name: str, source: ModelSource, override: dict[str, Any] | None) -> None:
+        """Before an ensemble loads: refuse a cycle of ensembles, and load each step model
+        that is not serving yet (Triton loads an ensemble's composing models with it)."""
+        proto = _peek_config(source, override)
+        if proto is None or proto.platform != "ensemble":
+            return
+        cycle = find_ensemble_cycle(name, proto, self.peek_config)
+        if cycle is not None:
+            raise NaiadError.invalid(
+                f"ensemble '{name}': its steps lead back to itself through ensembles: " + " -> ".join(cycle)
+                + "; an ensemble cannot contain itself"
+            )
+        sources, _ = self.sources()
+        for step_name in step_model_names(proto):
+            record = self._records.get(step_name)
+            if (record is not None and record.serving) or step_name not in sources:
+                continue  # serving already, or unknown: validation names it
+            try:
+                await self.load(step_name)
+            except NaiadError as exc:
+                raise NaiadError(
+                    exc.code, f"ensemble '{name}': step model '{step_name}' failed to load: {exc.message}"
+                ) from None
+
+    def _step_config(self, model: str, version: int) -> ModelConfig:
+        """The config of an ensemble step's model; raises naming why it is not there."""
+        record = self._records.get(model)
+        if record is None or not (record.serving or record.states):
+            try:
+                sources, _ = self.sources()
+            except NaiadError:
+                sources = {}
+            if model not in sources:
+                raise NaiadError.not_found(f"unknown model '{model}': no such model in the model repository")
+        return self.get(model, "" if version in (-1, 0) else str(version)).config
+
+    def _build_ensemble(self, source: ModelSource, proto: pb.ModelConfig, version: int) -> LoadedVersion:
+        name = source.name
+        if self.server is None:
+            raise NaiadError.internal(f"ensemble '{name}' needs a server to run its steps")
+        config = validate_config(proto, name, source.path)
+        plan = validate_ensemble(config, self._step_config)
+        # As in Triton, an ensemble with a decoupled step streams: it is decoupled itself.
+        proto.model_transaction_policy.decoupled = plan.decoupled
+        statistics = ModelStatistics(name, str(version))
+        scheduler = EnsembleScheduler(self.server, config, plan, statistics, str(version), self._step_config)
+        return LoadedVersion(name, version, config, scheduler, statistics, dependency_problem=scheduler.problem)
+
+
 class _ChangedWhileLoading(NaiadError):
     """The model's files changed during its load: what was read may be half old, half new,
     so the build is dropped and the serving versions stay."""
@@ -406,3 +486,15 @@ def _policy_only(proto: pb.ModelConfig) -> pb.ModelConfig:
     copy = pb.ModelConfig(name=proto.name)
     copy.version_policy.CopyFrom(proto.version_policy)
     return copy
+
+
+
+def _peek_config(source: ModelSource, override: dict[str, Any] | None) -> pb.ModelConfig | None:
+    """The config a load would use, or None when it does not parse (the load reports it)."""
+    try:
+        if override is not None:
+            return config_from_dict(override, source.name)
+        text = source.config_text()
+        return parse_config_text(text, source.name) if text is not None else None
+    except NaiadError:
+        return None

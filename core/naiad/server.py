@@ -17,6 +17,7 @@ from typing import Any, AsyncIterator
 from . import __version__
 from .backend_registry import BackendRegistry
 from .classification import apply_classification
+from .ensemble_validation import load_order
 from .errors import ErrorCode, NaiadError
 from .inference import InferenceRequest, InferenceResponse
 from .model_config import ModelConfig
@@ -133,7 +134,10 @@ class Server:
                 except NaiadError as exc:
                     self._startup_failures.append(exc.message)
 
-        await asyncio.gather(*(load(name) for name in names))
+        # Ensembles load after the models their steps use (an ensemble validates against
+        # its step models' loaded configs); everything else loads in parallel.
+        for wave in load_order(names, self._models().peek_config):
+            await asyncio.gather(*(load(name) for name in wave))
 
     @property
     def startup_failures(self) -> list[str]:

@@ -8,6 +8,8 @@ import sys
 import numpy as np
 import pytest
 
+from naiad.backend_registry import BackendRegistry
+
 from naiad import Backend, ErrorCode, InferenceRequest, NaiadError, Server, ServerOptions, Tensor, hookimpl
 from numpy_backend import NumpyModel, NumpyPlugin
 
@@ -89,7 +91,7 @@ def test_several_repositories_and_duplicates(tmp_path):
 def test_broken_model_beside_good_ones(tmp_path):
     add_model(tmp_path, "good")
     add_model(tmp_path, "bad", config='backend: "numpy" input [{ name: "X" data_type: TYPE_FP32 }]')
-    add_model(tmp_path, "no_backend", config=IDENTITY.format(policy="").replace('"numpy"', '"onnxruntime"'))
+    add_model(tmp_path, "no_backend", config=IDENTITY.format(policy="").replace('"numpy"', '"not_installed"'))
 
     async def go():
         async with serve([tmp_path], strict_readiness=False) as server:
@@ -97,11 +99,20 @@ def test_broken_model_beside_good_ones(tmp_path):
             rows = {r["name"]: r for r in server.repository_index()}
             assert rows["bad"]["state"] == "UNAVAILABLE"
             assert "model 'bad': input 'X' (input[0].dims)" in rows["bad"]["reason"]
-            reason = rows["no_backend"]["reason"]
-            assert "backend 'onnxruntime' is not installed" in reason
-            assert "pip install naiad-backend-onnx" in reason
+            assert "backend 'not_installed' is not installed (installed backends: " in rows["no_backend"]["reason"]
 
     asyncio.run(go())
+
+
+def test_missing_backend_names_the_package_to_install():
+    registry = BackendRegistry(load_entry_points=False)
+    for backend, package in (("onnxruntime", "naiad-backend-onnx"), ("python", "naiad-backend-python"),
+                             ("pytorch", "naiad-backend-pytorch"), ("tensorflow", "naiad-backend-tensorflow")):
+        with pytest.raises(NaiadError) as info:
+            registry.get(backend)
+        assert info.value.code is ErrorCode.UNAVAILABLE
+        assert f"backend '{backend}' is not installed (installed backends: none); install it with 'pip install {package}'" \
+            == info.value.message
 
 
 def test_backend_for_another_abi_major_is_refused(tmp_path):
