@@ -2,11 +2,13 @@
 the real server path without any framework. Models pick an operation with the config
 parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
 `identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (sleeps `sleep_ms`, then identity),
-and, for decoupled models, `repeat`: one response per element of input IN (OUT = [value],
+`parameters` (OUTPUT0 = the request's parameters as one JSON string, BYTES [1]), and, for
+decoupled models, `repeat`: one response per element of input IN (OUT = [value],
 IDX = [index]) through the request's response sender, then a bare final flag."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -26,7 +28,10 @@ class NumpyInstance(ModelInstance):
             return self._repeat(requests)
         responses = []
         for request in requests:
-            if op == "add_sub":
+            if op == "parameters":
+                text = json.dumps(request.parameters, sort_keys=True).encode()
+                outputs = [Tensor.from_numpy("OUTPUT0", np.array([text], dtype=object))]
+            elif op == "add_sub":
                 a, b = request.input("INPUT0").data, request.input("INPUT1").data
                 outputs = [Tensor.from_numpy("OUTPUT0", a + b), Tensor.from_numpy("OUTPUT1", a - b)]
             else:

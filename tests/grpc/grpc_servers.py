@@ -29,6 +29,10 @@ model_transaction_policy { decoupled: true }
 input [{name:"IN" data_type: TYPE_INT32 dims:[-1]}]
 output [{name:"OUT" data_type: TYPE_INT32 dims:[1]},{name:"IDX" data_type: TYPE_UINT32 dims:[1]}]
 parameters {key:"op" value {string_value:"repeat"}}''',
+    "parameters": '''backend: "numpy" max_batch_size: 0
+input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
+output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[1]}]
+parameters {key:"op" value {string_value:"parameters"}}''',
     "failing": '''backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]

@@ -280,3 +280,12 @@ def test_system_shared_memory_inputs_and_outputs(client):
         client.unregister_system_shared_memory()
         shm.destroy_shared_memory_region(region_in)
         shm.destroy_shared_memory_region(region_out)
+
+
+def test_request_parameters_reach_the_model(client):
+    import json
+
+    tensor = _fp32("INPUT0", [1.0])
+    result = client.infer("parameters", [tensor], parameters={"flag": True, "count": 3, "ratio": 0.5, "name": "x"},
+                          sequence_id=0, priority=0)
+    assert json.loads(result.as_numpy("OUTPUT0")[0]) == {"count": 3, "flag": True, "name": "x", "ratio": 0.5}
