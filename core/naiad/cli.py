@@ -129,6 +129,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="grace period after the maximum connection age (default: unlimited)")
     grpc.add_argument("--grpc-header-forward-pattern", default=None, metavar="REGEX",
                       help="request headers whose names match become inference request parameters")
+    grpc.add_argument("--grpc-restricted-protocol", action="append", default=[], metavar="PROTOCOLS:KEY=VALUE",
+                      help="answer the comma-separated protocol groups (health, metadata, inference, shared-memory, "
+                           "model-config, model-repository, statistics, trace, logging) only for calls with the "
+                           "header triton-grpc-protocol-KEY: VALUE; repeatable")
     grpc.add_argument("--grpc-use-ssl", type=_bool, default=False, metavar="BOOL",
                       help="serve gRPC over TLS (needs --grpc-server-cert and --grpc-server-key)")
     grpc.add_argument("--grpc-use-ssl-mutual", type=_bool, default=False, metavar="BOOL",

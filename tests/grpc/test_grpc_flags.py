@@ -39,6 +39,8 @@ def tuned(tmp_path_factory):
         "--grpc-max-connection-age", "600000",
         "--grpc-max-connection-age-grace", "10000",
         "--grpc-header-forward-pattern", "^x-tenant",
+        "--grpc-restricted-protocol", "model-config,statistics:admin-key=s3cret",
+        "--grpc-restricted-protocol", "logging:log-key=1",
     ]
     with numpy_server(repo, *flags) as process:
         yield process
@@ -115,6 +117,25 @@ def test_header_forward_pattern(tuned):
         assert error is None and json.loads(result.as_numpy("OUTPUT0")[0]) == {"x-tenant-id": "green"}
 
 
+def test_restricted_protocols(tuned):
+    with tg.InferenceServerClient(tuned.grpc_url) as client:
+        for call in (lambda **kw: client.get_model_config("identity", **kw),
+                     lambda **kw: client.get_inference_statistics("identity", **kw)):
+            for headers in (None, {"admin-key": "s3cret"}, {"triton-grpc-protocol-admin-key": "wrong"}):
+                with pytest.raises(InferenceServerException) as info:
+                    call(headers=headers)
+                assert info.value.status() == "StatusCode.UNAVAILABLE"
+                assert info.value.message() == (
+                    "This protocol is restricted, expecting header 'triton-grpc-protocol-admin-key'")
+            assert call(headers={"triton-grpc-protocol-admin-key": "s3cret"})
+        with pytest.raises(InferenceServerException) as info:
+            client.get_log_settings(headers={"triton-grpc-protocol-admin-key": "s3cret"})
+        assert "'triton-grpc-protocol-log-key'" in info.value.message()
+        assert client.get_log_settings(headers={"triton-grpc-protocol-log-key": "1"})
+        # Protocols not named stay open.
+        assert client.is_server_ready() and client.get_model_metadata("identity").name == "identity"
+
+
 def test_port_in_use_is_refused(tuned, tmp_path):
     """grpcio shares ports (SO_REUSEPORT) unless told not to; naiad, like tritonserver, does
     not, so a second server on a taken port fails at start instead of splitting traffic."""
@@ -151,6 +172,10 @@ def test_bad_flag_values_are_refused(tmp_path):
     with pytest.raises(RuntimeError) as info:
         process.start()
     assert "invalid choice: 'max'" in str(info.value)
+    process = numpy_server(repo, "--grpc-restricted-protocol", "admin:key=value")
+    with pytest.raises(RuntimeError) as info:
+        process.start()
+    assert "unknown protocol 'admin'" in str(info.value)
     process = numpy_server(repo, "--grpc-use-ssl", "true")
     with pytest.raises(RuntimeError) as info:
         process.start()

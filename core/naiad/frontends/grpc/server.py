@@ -10,13 +10,14 @@ import argparse
 import asyncio
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 
 from ...server import Server
 from .health import HEALTH_SERVICE_NAME, HealthServicer, health_handlers
+from .restrictions import parse_restrictions
 from .service import SERVICE_NAME, InferenceServicer, method_handlers
 from .settings import FrontendSettings
 
@@ -50,6 +51,7 @@ class GrpcOptions:
     max_connection_age_ms: int | None = None
     max_connection_age_grace_ms: int | None = None
     header_forward_pattern: str | None = None
+    restricted_protocols: list[str] = field(default_factory=list)
     use_ssl: bool = False
     use_ssl_mutual: bool = False
     server_cert: str | None = None
@@ -92,6 +94,7 @@ class GrpcOptions:
                 "grpc_max_connection_age_grace", "max_connection_age_grace_ms"
             ),
             header_forward_pattern=get("grpc_header_forward_pattern", "header_forward_pattern"),  # type: ignore[arg-type]
+            restricted_protocols=list(get("grpc_restricted_protocol", "restricted_protocols") or []),  # type: ignore[call-overload]
             use_ssl=bool(get("grpc_use_ssl", "use_ssl")),
             use_ssl_mutual=bool(get("grpc_use_ssl_mutual", "use_ssl_mutual")),
             server_cert=get("grpc_server_cert", "server_cert"),  # type: ignore[arg-type]
@@ -149,9 +152,10 @@ def build_grpc_server(server: Server, options: GrpcOptions) -> tuple[grpc.aio.Se
     server and the bound port. Raises RuntimeError when the port cannot be bound."""
     grpc_server = grpc.aio.server(options=options.channel_options())
     forward = re.compile(options.header_forward_pattern) if options.header_forward_pattern else None
+    restrictions = parse_restrictions(options.restricted_protocols)
     servicer = InferenceServicer(server, FrontendSettings(options.log_verbose), forward)
-    _add_service(grpc_server, SERVICE_NAME, method_handlers(servicer))
-    _add_service(grpc_server, HEALTH_SERVICE_NAME, health_handlers(HealthServicer(server)))
+    _add_service(grpc_server, SERVICE_NAME, method_handlers(servicer, restrictions))
+    _add_service(grpc_server, HEALTH_SERVICE_NAME, health_handlers(HealthServicer(server), restrictions))
     address = f"{options.address}:{options.port}"
     if ":" in options.address and not options.address.startswith("["):
         address = f"[{options.address}]:{options.port}"  # an IPv6 literal
