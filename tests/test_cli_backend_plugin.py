@@ -2,7 +2,6 @@
 instantiated) and refuses a bad spec with a message naming it."""
 
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -3,12 +3,16 @@ standard grpc.health.v1 service, over real sockets."""
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as tg
+import tritonclient.grpc.aio as tga
 from tritonclient.utils import InferenceServerException
 
+from grpc_servers import numpy_server, write_repository
 from naiad import __version__
 
 
@@ -139,3 +143,57 @@ def test_standard_health_service(url):
         stream = watch(b"")
         assert next(stream) == b"\x08\x01"
         stream.cancel()
+
+
+def test_not_ready_server(tmp_path):
+    """A model that failed to load at start-up (with --exit-on-error=false) leaves the server
+    live but not ready, and the standard health service says NOT_SERVING (b"\\x08\\x02")."""
+    repo = write_repository(tmp_path, ["identity"])
+    (repo / "broken" / "1").mkdir(parents=True)
+    (repo / "broken" / "config.pbtxt").write_text('backend: "no_such_backend" max_batch_size: 0')
+    with numpy_server(repo, "--exit-on-error", "false") as process:
+        with tg.InferenceServerClient(process.grpc_url) as client:
+            assert client.is_server_live() and not client.is_server_ready()
+            assert client.is_model_ready("identity") and not client.is_model_ready("broken")
+            rows = {m.name: m for m in client.get_model_repository_index().models}
+            assert rows["broken"].state == "UNAVAILABLE" and "no_such_backend" in rows["broken"].reason
+            expect_error(lambda: client.get_model_metadata("broken"), "UNAVAILABLE", "'broken'", "no_such_backend")
+        with grpc.insecure_channel(process.grpc_url) as channel:
+            check = channel.unary_unary("/grpc.health.v1.Health/Check")
+            assert check(b"") == b"\x08\x02"
+
+
+def test_every_rpc_through_the_aio_client(url):
+    async def go():
+        async with tga.InferenceServerClient(url) as client:
+            assert await client.is_server_live() and await client.is_server_ready()
+            assert await client.is_model_ready("identity")
+            assert (await client.get_server_metadata()).name == "naiad"
+            assert (await client.get_model_metadata("identity")).name == "identity"
+            assert (await client.get_model_config("identity")).config.name == "identity"
+            tensor = tg.InferInput("INPUT0", [2], "FP32")
+            tensor.set_data_from_numpy(np.array([1, 2], np.float32))
+            assert (await client.infer("identity", [tensor])).as_numpy("OUTPUT0").tolist() == [1, 2]
+            stats = (await client.get_inference_statistics("identity")).model_stats
+            assert stats[0].inference_stats.success.count >= 1
+            assert "identity" in [m.name for m in (await client.get_model_repository_index()).models]
+            with pytest.raises(InferenceServerException) as info:
+                await client.load_model("identity")
+            assert info.value.status() == "StatusCode.UNAVAILABLE"
+            with pytest.raises(InferenceServerException) as info:
+                await client.unload_model("identity")
+            assert info.value.status() == "StatusCode.UNAVAILABLE"
+            assert not (await client.get_system_shared_memory_status()).regions
+            with pytest.raises(InferenceServerException) as info:
+                await client.register_system_shared_memory("r", "/naiad_no_such_key", 8)
+            assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+            await client.unregister_system_shared_memory()
+            assert not (await client.get_cuda_shared_memory_status()).regions
+            with pytest.raises(InferenceServerException) as info:
+                await client.register_cuda_shared_memory("g", b"aGFuZGxl", 0, 8)
+            assert info.value.status() == "StatusCode.UNIMPLEMENTED"
+            await client.unregister_cuda_shared_memory()
+            assert (await client.get_trace_settings()).settings["trace_level"].value == ["OFF"]
+            assert (await client.get_log_settings()).settings["log_info"].bool_param
+
+    asyncio.run(go())
