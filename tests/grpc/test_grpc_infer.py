@@ -266,7 +266,7 @@ def test_system_shared_memory_inputs_and_outputs(client):
         expect_error(lambda: client.infer("identity", [outside]), "INVALID_ARGUMENT", "'in'", "outside")
         unknown = tg.InferInput("INPUT0", [4], "FP32")
         unknown.set_shared_memory("nope", 16)
-        expect_error(lambda: client.infer("identity", [unknown]), "INVALID_ARGUMENT", "'nope'")
+        expect_error(lambda: client.infer("identity", [unknown]), "NOT_FOUND", "'nope'")
         expect_error(lambda: client.register_system_shared_memory("in", in_key, 64), "ALREADY_EXISTS", "'in'")
         expect_error(lambda: client.register_system_shared_memory("x", f"/no_such_{suffix}", 64),
                      "INVALID_ARGUMENT", f"/no_such_{suffix}")
