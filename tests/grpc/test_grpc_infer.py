@@ -289,3 +289,11 @@ def test_request_parameters_reach_the_model(client):
     result = client.infer("parameters", [tensor], parameters={"flag": True, "count": 3, "ratio": 0.5, "name": "x"},
                           sequence_id=0, priority=0)
     assert json.loads(result.as_numpy("OUTPUT0")[0]) == {"count": 3, "flag": True, "name": "x", "ratio": 0.5}
+
+
+def test_messages_over_grpc_default_limit(client):
+    """grpcio refuses messages over 4 MiB unless told otherwise; naiad's default limit is
+    Triton's (2 GiB), so a 6 MB tensor goes through both ways."""
+    values = np.arange(1_500_000, dtype=np.float32)
+    result = client.infer("identity", [_fp32("INPUT0", values)])
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values)
