@@ -29,3 +29,13 @@ def test_every_rpc_is_documented():
     service = grpc_service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
     missing = [m.name for m in service.methods if m.name not in DOC]
     assert not missing, missing
+
+
+def test_every_grpc_flag_reaches_the_frontend():
+    """No gRPC flag is parsed and then silently ignored."""
+    from naiad.frontends.grpc.server import _FLAG_FIELDS
+
+    serve = _serve_parser()
+    group = next(g for g in serve._action_groups if g.title == "gRPC")
+    ignored = [a.dest for a in group._group_actions if a.dest not in _FLAG_FIELDS and a.dest != "allow_grpc"]
+    assert not ignored, ignored
