@@ -20,6 +20,8 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(repository: Path):
     with numpy_server(repository) as process:
         yield process
+        # Every bad request of the suite must have been answered, not crashed a handler.
+        assert "Traceback" not in process.log(), process.log()
 
 
 @pytest.fixture(scope="session")
