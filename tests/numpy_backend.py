@@ -2,14 +2,16 @@
 the real server path without any framework. Models pick an operation with the config
 parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
 `identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (sleeps `sleep_ms`, then identity),
-`scale` (OUTPUTi = INPUTi * `factor`), `rendezvous` (identity, after every model naming the
-same `barrier` with `parties` has reached it: proves that executions overlap without timing
-them), and for decoupled models `repeat` (one response per element of input IN: OUT = [value],
-IDX = [index], then a bare final flag) and `count_up` (`repeat` responses per request, the i-th
-with OUTPUT0 = INPUT0 + i)."""
+`scale` (OUTPUTi = INPUTi * `factor`), `parameters` (OUTPUT0 = the request's parameters as one
+JSON string, BYTES [1]), `rendezvous` (identity, after every model naming the same `barrier`
+with `parties` has reached it: proves that executions overlap without timing them), and for
+decoupled models `repeat` (one response per element of input IN: OUT = [value],
+IDX = [index], then a bare final flag) and `count_up` (`repeat` responses per request, the
+i-th with OUTPUT0 = INPUT0 + i)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -48,7 +50,10 @@ class NumpyInstance(ModelInstance):
             return self._count_up(requests, int(config.parameter("repeat", "3")))
         responses = []
         for request in requests:
-            if op == "add_sub":
+            if op == "parameters":
+                text = json.dumps(request.parameters, sort_keys=True).encode()
+                outputs = [Tensor.from_numpy("OUTPUT0", np.array([text], dtype=object))]
+            elif op == "add_sub":
                 a, b = request.input("INPUT0").data, request.input("INPUT1").data
                 outputs = [Tensor.from_numpy("OUTPUT0", a + b), Tensor.from_numpy("OUTPUT1", a - b)]
             elif op == "scale":

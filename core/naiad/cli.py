@@ -51,14 +51,19 @@ def _plugin_reference(text: str) -> str:
 
 
 def load_plugin(reference: str) -> object:
-    """Import `module:object` for --backend-plugin; a class is instantiated."""
-    module_name, _, attribute = reference.partition(":")
+    """`MODULE:OBJECT` for --backend-plugin -> the object (an instance when it is a class)."""
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise SystemExit(f"--backend-plugin: expected MODULE:OBJECT, got '{reference}'")
     try:
         target: object = importlib.import_module(module_name)
-        for part in attribute.split("."):
+    except ImportError as exc:
+        raise SystemExit(f"--backend-plugin {reference}: cannot import '{module_name}': {exc}") from None
+    for part in attribute.split("."):
+        try:
             target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise SystemExit(f"naiad: --backend-plugin {reference}: {exc}") from None
+        except AttributeError:
+            raise SystemExit(f"--backend-plugin {reference}: module '{module_name}' has no '{attribute}'") from None
     return target() if isinstance(target, type) else target
 
 
@@ -151,6 +156,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="grace period after the maximum connection age (default: unlimited)")
     grpc.add_argument("--grpc-header-forward-pattern", default=None, metavar="REGEX",
                       help="request headers whose names match become inference request parameters")
+    grpc.add_argument("--grpc-restricted-protocol", action="append", default=[], metavar="PROTOCOLS:KEY=VALUE",
+                      help="answer the comma-separated protocol groups (health, metadata, inference, shared-memory, "
+                           "model-config, model-repository, statistics, trace, logging) only for calls with the "
+                           "header triton-grpc-protocol-KEY: VALUE; repeatable")
     grpc.add_argument("--grpc-use-ssl", type=_bool, default=False, metavar="BOOL",
                       help="serve gRPC over TLS (needs --grpc-server-cert and --grpc-server-key)")
     grpc.add_argument("--grpc-use-ssl-mutual", type=_bool, default=False, metavar="BOOL",

@@ -121,7 +121,7 @@ def decode_infer_request(
                 + ", ".join(sorted(DATATYPES))
             )
         shape = tuple(spec.shape)
-        if any(dim < 0 for dim in shape):
+        if shape and min(shape) < 0:
             raise NaiadError.invalid(
                 f"input '{name}' for model '{model}' has a negative dimension in its shape {list(shape)}"
             )

@@ -9,12 +9,13 @@ whenever it changes.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Mapping
 
 import grpc
 
 from ...protos import health_pb2 as pb
 from ...server import Server
+from .restrictions import Restriction
 from .service import handlers_from_descriptor
 
 __all__ = ["HEALTH_SERVICE_NAME", "HealthServicer", "health_handlers"]
@@ -48,5 +49,7 @@ class HealthServicer:
             await asyncio.sleep(self.watch_interval_s)
 
 
-def health_handlers(servicer: HealthServicer) -> dict[str, grpc.RpcMethodHandler]:
-    return handlers_from_descriptor(pb.DESCRIPTOR.services_by_name["Health"], pb, servicer)
+def health_handlers(
+    servicer: HealthServicer, restrictions: Mapping[str, Restriction] | None = None
+) -> dict[str, grpc.RpcMethodHandler]:
+    return handlers_from_descriptor(pb.DESCRIPTOR.services_by_name["Health"], pb, servicer, restrictions)

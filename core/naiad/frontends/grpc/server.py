@@ -10,13 +10,14 @@ import argparse
 import asyncio
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 
 from ...server import Server
 from .health import HEALTH_SERVICE_NAME, HealthServicer, health_handlers
+from .restrictions import parse_restrictions
 from .service import SERVICE_NAME, InferenceServicer, method_handlers
 from .settings import FrontendSettings
 
@@ -50,6 +51,7 @@ class GrpcOptions:
     max_connection_age_ms: int | None = None
     max_connection_age_grace_ms: int | None = None
     header_forward_pattern: str | None = None
+    restricted_protocols: list[str] = field(default_factory=list)
     use_ssl: bool = False
     use_ssl_mutual: bool = False
     server_cert: str | None = None
@@ -60,46 +62,12 @@ class GrpcOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "GrpcOptions":
-        """Read `naiad serve` flags; a flag the parser lacks keeps its default."""
-        defaults = cls()
-
-        def get(name: str, attribute: str | None = None) -> object:
-            return getattr(args, name, getattr(defaults, attribute or name))
-
-        return cls(
-            address=str(get("grpc_address", "address")),
-            port=int(get("grpc_port", "port")),  # type: ignore[arg-type]
-            reuse_port=bool(get("reuse_grpc_port", "reuse_port")),
-            max_message_size=int(get("grpc_max_message_size", "max_message_size")),  # type: ignore[arg-type]
-            compression_level=str(get("grpc_infer_response_compression_level", "compression_level")),
-            keepalive_time_ms=int(get("grpc_keepalive_time", "keepalive_time_ms")),  # type: ignore[arg-type]
-            keepalive_timeout_ms=int(get("grpc_keepalive_timeout", "keepalive_timeout_ms")),  # type: ignore[arg-type]
-            keepalive_permit_without_calls=bool(
-                get("grpc_keepalive_permit_without_calls", "keepalive_permit_without_calls")
-            ),
-            http2_max_pings_without_data=int(
-                get("grpc_http2_max_pings_without_data", "http2_max_pings_without_data")  # type: ignore[arg-type]
-            ),
-            http2_min_recv_ping_interval_without_data_ms=int(
-                get(  # type: ignore[arg-type]
-                    "grpc_http2_min_recv_ping_interval_without_data",
-                    "http2_min_recv_ping_interval_without_data_ms",
-                )
-            ),
-            http2_max_ping_strikes=int(get("grpc_http2_max_ping_strikes", "http2_max_ping_strikes")),  # type: ignore[arg-type]
-            max_connection_age_ms=get("grpc_max_connection_age", "max_connection_age_ms"),  # type: ignore[arg-type]
-            max_connection_age_grace_ms=get(  # type: ignore[arg-type]
-                "grpc_max_connection_age_grace", "max_connection_age_grace_ms"
-            ),
-            header_forward_pattern=get("grpc_header_forward_pattern", "header_forward_pattern"),  # type: ignore[arg-type]
-            use_ssl=bool(get("grpc_use_ssl", "use_ssl")),
-            use_ssl_mutual=bool(get("grpc_use_ssl_mutual", "use_ssl_mutual")),
-            server_cert=get("grpc_server_cert", "server_cert"),  # type: ignore[arg-type]
-            server_key=get("grpc_server_key", "server_key"),  # type: ignore[arg-type]
-            root_cert=get("grpc_root_cert", "root_cert"),  # type: ignore[arg-type]
-            log_verbose=int(get("log_verbose")),  # type: ignore[arg-type]
-            shutdown_grace_s=float(get("exit_timeout_secs", "shutdown_grace_s")),  # type: ignore[arg-type]
-        )
+        """Read `naiad serve` flags (argparse has typed them); a flag the parser lacks keeps
+        its default, so an embedding application may pass a partial namespace."""
+        values = {field: getattr(args, flag) for flag, field in _FLAG_FIELDS.items() if hasattr(args, flag)}
+        if values.get("restricted_protocols") is None:
+            values.pop("restricted_protocols", None)
+        return cls(**values)
 
     def channel_options(self) -> list[tuple[str, int]]:
         if self.compression_level not in COMPRESSION_LEVELS:
@@ -144,14 +112,42 @@ class GrpcOptions:
         )
 
 
+# `naiad serve` flag (argparse dest) -> GrpcOptions field.
+_FLAG_FIELDS = {
+    "grpc_address": "address",
+    "grpc_port": "port",
+    "reuse_grpc_port": "reuse_port",
+    "grpc_max_message_size": "max_message_size",
+    "grpc_infer_response_compression_level": "compression_level",
+    "grpc_keepalive_time": "keepalive_time_ms",
+    "grpc_keepalive_timeout": "keepalive_timeout_ms",
+    "grpc_keepalive_permit_without_calls": "keepalive_permit_without_calls",
+    "grpc_http2_max_pings_without_data": "http2_max_pings_without_data",
+    "grpc_http2_min_recv_ping_interval_without_data": "http2_min_recv_ping_interval_without_data_ms",
+    "grpc_http2_max_ping_strikes": "http2_max_ping_strikes",
+    "grpc_max_connection_age": "max_connection_age_ms",
+    "grpc_max_connection_age_grace": "max_connection_age_grace_ms",
+    "grpc_header_forward_pattern": "header_forward_pattern",
+    "grpc_restricted_protocol": "restricted_protocols",
+    "grpc_use_ssl": "use_ssl",
+    "grpc_use_ssl_mutual": "use_ssl_mutual",
+    "grpc_server_cert": "server_cert",
+    "grpc_server_key": "server_key",
+    "grpc_root_cert": "root_cert",
+    "log_verbose": "log_verbose",
+    "exit_timeout_secs": "shutdown_grace_s",
+}
+
+
 def build_grpc_server(server: Server, options: GrpcOptions) -> tuple[grpc.aio.Server, int]:
     """A started-ready (not yet started) grpc.aio server bound to its port; returns the
     server and the bound port. Raises RuntimeError when the port cannot be bound."""
     grpc_server = grpc.aio.server(options=options.channel_options())
     forward = re.compile(options.header_forward_pattern) if options.header_forward_pattern else None
+    restrictions = parse_restrictions(options.restricted_protocols)
     servicer = InferenceServicer(server, FrontendSettings(options.log_verbose), forward)
-    _add_service(grpc_server, SERVICE_NAME, method_handlers(servicer))
-    _add_service(grpc_server, HEALTH_SERVICE_NAME, health_handlers(HealthServicer(server)))
+    _add_service(grpc_server, SERVICE_NAME, method_handlers(servicer, restrictions))
+    _add_service(grpc_server, HEALTH_SERVICE_NAME, health_handlers(HealthServicer(server), restrictions))
     address = f"{options.address}:{options.port}"
     if ":" in options.address and not options.address.startswith("["):
         address = f"[{options.address}]:{options.port}"  # an IPv6 literal

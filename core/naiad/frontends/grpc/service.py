@@ -10,10 +10,11 @@ needed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import re
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
 import grpc
 
@@ -22,6 +23,7 @@ from ...inference import InferenceRequest, InferenceResponse
 from ...protos import grpc_service_pb2 as pb
 from ...server import Server
 from . import codec
+from .restrictions import Restriction, guard
 from .settings import FrontendSettings
 
 __all__ = ["SERVICE_NAME", "InferenceServicer", "method_handlers", "status_of"]
@@ -174,8 +176,11 @@ class InferenceServicer:
             request = self._decode(message, context)
             empty_final = bool(request.parameters.pop(EMPTY_FINAL, False))
             if self.server.model(request.model_name, request.model_version).config.decoupled:
-                async for response in self.server.infer_stream(request):
-                    self._stream_put(outbox, response, request, empty_final)
+                # aclosing: a cancelled stream closes the generator now, which tells the
+                # model the request was cancelled, instead of whenever it is collected.
+                async with contextlib.aclosing(self.server.infer_stream(request)) as responses:
+                    async for response in responses:
+                        self._stream_put(outbox, response, request, empty_final)
             else:
                 response = await self.server.infer(request)
                 self._stream_put(outbox, response, request, empty_final)
@@ -319,18 +324,25 @@ class InferenceServicer:
         return response
 
 
-def method_handlers(servicer: InferenceServicer) -> dict[str, grpc.RpcMethodHandler]:
+def method_handlers(
+    servicer: InferenceServicer, restrictions: Mapping[str, Restriction] | None = None
+) -> dict[str, grpc.RpcMethodHandler]:
     """Handlers for every method of the service, built from the proto's descriptor so the
     method names, streaming kinds and message types cannot drift from the .proto."""
-    return handlers_from_descriptor(pb.DESCRIPTOR.services_by_name["GRPCInferenceService"], pb, servicer)
+    service = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"]
+    return handlers_from_descriptor(service, pb, servicer, restrictions)
 
 
-def handlers_from_descriptor(service: Any, module: Any, servicer: object) -> dict[str, grpc.RpcMethodHandler]:
+def handlers_from_descriptor(
+    service: Any, module: Any, servicer: object, restrictions: Mapping[str, Restriction] | None = None
+) -> dict[str, grpc.RpcMethodHandler]:
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for method in service.methods:
         request_class = getattr(module, method.input_type.name)
         response_class = getattr(module, method.output_type.name)
         implementation = getattr(servicer, method.name)
+        if restrictions and method.name in restrictions:
+            implementation = guard(implementation, restrictions[method.name])
         if method.client_streaming and method.server_streaming:
             factory = grpc.stream_stream_rpc_method_handler
         elif method.server_streaming:
