@@ -255,7 +255,9 @@ class Server:
     ) -> None:
         """Load or reload a model. `config` overrides its config.pbtxt (Triton's JSON form);
         `files` (path relative to the model directory -> content, e.g. "1/model.onnx")
-        loads it from those files instead of the repository, and then needs `config`."""
+        loads it from those files instead of the repository, and then needs `config`.
+        Only in explicit model control mode, as in Triton."""
+        self._check_explicit_control()
         source = None
         if files:
             if config is None:
@@ -266,12 +268,22 @@ class Server:
         await self._models().load(name, config, source)
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
-        """Unload a model; with `unload_dependents`, also the ensembles that use it."""
+        """Unload a model; with `unload_dependents`, also the ensembles that use it.
+        Only in explicit model control mode, as in Triton."""
+        self._check_explicit_control()
         models = self._models()
         if unload_dependents:
             for dependent in models.dependents(name):
                 await models.unload(dependent)
         await models.unload(name)
+
+    def _check_explicit_control(self) -> None:
+        mode = self.options.model_control_mode
+        if mode != "explicit":
+            raise NaiadError.unavailable(
+                f"explicit model load / unload is not allowed in model control mode '{mode}'; start "
+                "the server with --model-control-mode=explicit"
+            )
 
     # -- inference -----------------------------------------------------------------------
 
