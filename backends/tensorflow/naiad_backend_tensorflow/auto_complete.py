@@ -21,8 +21,9 @@ __all__ = ["auto_complete_from_signature"]
 
 
 def auto_complete_from_signature(
-    config: ModelConfig, signature: ModelSignature, default_max_batch_size: int, platform: str
+    config: ModelConfig, signature: ModelSignature, default_max_batch_size: int, platform: str, model: str
 ) -> None:
+    """Fill `config` in place; `model` names the model in messages."""
     proto = config.proto
     if not proto.platform:
         proto.platform = platform
@@ -30,8 +31,8 @@ def auto_complete_from_signature(
         if not _lists_full_rank_tensor(proto, signature):
             proto.max_batch_size = default_max_batch_size
     batching = proto.max_batch_size > 0
-    _complete(config.name, "input", proto.input, signature.inputs, batching)
-    _complete(config.name, "output", proto.output, signature.outputs, batching)
+    _complete(model, "input", proto.input, signature.inputs, batching)
+    _complete(model, "output", proto.output, signature.outputs, batching)
     if proto.max_batch_size > 1 and proto.WhichOneof("scheduling_choice") is None:
         proto.dynamic_batching.SetInParent()
     config.refresh()

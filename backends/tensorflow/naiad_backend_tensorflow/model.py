@@ -75,10 +75,11 @@ class TensorFlowModel(Model):
     # -- load ----------------------------------------------------------------------------
 
     def _saved_model_signature(self, config: ModelConfig, settings: ModelSettings) -> ModelSignature:
-        saved_model = read_saved_model(self.context.model_file, config.name)
-        meta_graph = choose_meta_graph(saved_model, settings.graph_tag, config.name)
+        name = self.context.name
+        saved_model = read_saved_model(self.context.model_file, name)
+        meta_graph = choose_meta_graph(saved_model, settings.graph_tag, name)
         self._tags = list(meta_graph.meta_info_def.tags)
-        return signature_of(meta_graph, settings.signature, config.name)
+        return signature_of(meta_graph, settings.signature, name)
 
     def auto_complete_config(self, config: ModelConfig) -> None:
         if self.platform == GRAPHDEF:
@@ -86,13 +87,15 @@ class TensorFlowModel(Model):
             if not config.proto.platform:
                 config.proto.platform = GRAPHDEF
             return
-        settings = parse_model_settings(config, self.backend_settings)
+        settings = parse_model_settings(config, self.backend_settings, self.context.name)
         signature = self._saved_model_signature(config, settings)
-        auto_complete_from_signature(config, signature, self.backend_settings.default_max_batch_size, SAVEDMODEL)
+        auto_complete_from_signature(
+            config, signature, self.backend_settings.default_max_batch_size, SAVEDMODEL, self.context.name
+        )
 
     def initialize(self) -> None:
         config = self.context.config
-        self.settings = parse_model_settings(config, self.backend_settings)
+        self.settings = parse_model_settings(config, self.backend_settings, self.context.name)
         if not config.inputs or not config.outputs:
             what = "inputs" if not config.inputs else "outputs"
             hint = (

@@ -96,11 +96,11 @@ def _as_dict(settings: BackendSettings) -> dict[str, object]:
     return {name: getattr(settings, name) for name in BackendSettings.__slots__}
 
 
-def parse_model_settings(config: ModelConfig, backend: BackendSettings) -> ModelSettings:
+def parse_model_settings(config: ModelConfig, backend: BackendSettings, model: str) -> ModelSettings:
     """Read Triton's `TF_*` parameters; a model that sets its own thread counts gets
     sessions with their own thread pools (TensorFlow sizes the shared pools once, from the
-    first session, so a per-model count would otherwise be silently ignored)."""
-    model = config.name
+    first session, so a per-model count would otherwise be silently ignored). `model` is
+    the model's name for messages (a config being auto-completed has none yet)."""
 
     def parameter(key: str) -> str | None:
         return config.parameter(key)

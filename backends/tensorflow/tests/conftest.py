@@ -87,6 +87,14 @@ parameters {key: "TF_SIGNATURE_DEF" value {string_value: "double"}}
 parameters {key: "TF_NUM_INTRA_THREADS" value {string_value: "1"}}
 parameters {key: "TF_NUM_INTER_THREADS" value {string_value: "1"}}
 ''') / "model.savedmodel")
+    # max_batch_size 0 with full-rank dims: auto-complete keeps it unbatched.
+    save_savedmodel(module, write_model(repo, "sm_unbatched", '''platform: "tensorflow_savedmodel" max_batch_size: 0
+input [{name: "x" data_type: TYPE_FP32 dims: [-1, 4]}, {name: "s" data_type: TYPE_STRING dims: [-1]}]
+''') / "model.savedmodel")
+    # One output listed by name only: auto-complete fills in its type and dims, leaves "upper" out.
+    save_savedmodel(module, write_model(repo, "sm_partial", '''backend: "tensorflow" max_batch_size: 2
+output [{name: "y"}]
+''') / "model.savedmodel")
     save_graphdef(module, write_model(repo, "gd_scores", GRAPHDEF_CONFIG) / "model.graphdef")
     return repo
 

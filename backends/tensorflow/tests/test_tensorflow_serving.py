@@ -39,6 +39,25 @@ def test_auto_complete_reads_the_signature(served):
     assert {i["name"]: i["shape"] for i in metadata["inputs"]} == {"x": [-1, 4], "s": [-1, 1]}
 
 
+def test_unbatched_savedmodel_takes_full_shapes(served, module):
+    config = served.server.model_config("sm_unbatched")
+    assert config.max_batch_size == 0
+    assert {o.name: o.dims for o in config.outputs} == {"y": (-1, 3), "upper": (-1,)}
+    response = served.infer("sm_unbatched", x=X, s=S)
+    y, upper = expected(module, X, S)
+    np.testing.assert_allclose(response.output("y").data, y, rtol=1e-6)
+    assert list(response.output("upper").data) == list(upper)
+
+
+def test_partial_config_is_completed_and_backend_only_config_gets_platform(served, module):
+    config = served.server.model_config("sm_partial")
+    assert config.platform == "tensorflow_savedmodel" and config.max_batch_size == 2
+    assert [(o.name, o.datatype, o.dims) for o in config.outputs] == [("y", "FP32", (3,))]
+    response = served.infer("sm_partial", x=X, s=S.reshape(2, 1))
+    assert [t.name for t in response.outputs] == ["y"]
+    np.testing.assert_allclose(response.output("y").data, expected(module, X, S)[0], rtol=1e-6)
+
+
 def test_signature_chosen_by_parameter(served):
     x = np.array([[1, -2], [3, 40]], dtype=np.int64)
     response = served.infer("sm_double", x=x)
