@@ -27,7 +27,7 @@ def execute_batch(
     same non-batch shapes) as one call; when that call fails, each request runs alone so
     one bad request does not fail its neighbours."""
     if config.max_batch_size > 0 and len(requests) > 1:
-        stacked = _stack(requests)
+        stacked = _stack(requests, config)
         if stacked is not None:
             inputs, sizes = stacked
             wanted = _union_of_outputs(requests, config)
@@ -53,8 +53,10 @@ def _union_of_outputs(requests: list[InferenceRequest], config: ModelConfig) -> 
     return [spec.name for spec in config.outputs if spec.name in wanted]
 
 
-def _stack(requests: list[InferenceRequest]) -> tuple[dict[str, np.ndarray], list[int]] | None:
+def _stack(requests: list[InferenceRequest], config: ModelConfig) -> tuple[dict[str, np.ndarray], list[int]] | None:
     names = [t.name for t in requests[0].inputs]
+    if any(config.input_by_name[name].is_shape_tensor for name in names):
+        return None  # shape tensors hold shape values, not batch rows
     first = {t.name: t for t in requests[0].inputs}
     for request in requests[1:]:
         if sorted(t.name for t in request.inputs) != sorted(names):
