@@ -15,8 +15,8 @@ WEIGHTS = np.arange(12, dtype=np.float32).reshape(4, 3) / 10.0
 
 
 def build_module():
-    """A tf.Module with two signatures: `serving_default` (x @ w + 1, and upper-cased
-    strings) and `double` (x * 2)."""
+    """A tf.Module with three signatures: `serving_default` (x @ w + 1, and upper-cased
+    strings), `double` (x * 2, INT64) and `half` (BF16 in, BF16 and BOOL out)."""
     import tensorflow as tf
 
     class Scorer(tf.Module):
@@ -36,13 +36,19 @@ def build_module():
         def double(self, x):
             return {"doubled": x * 2}
 
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.bfloat16, name="h")])
+        def half(self, h):
+            return {"halved": h / tf.constant(2.0, tf.bfloat16), "positive": h > tf.constant(0.0, tf.bfloat16)}
+
     return Scorer()
 
 
 def save_savedmodel(module, directory: Path) -> None:
     import tensorflow as tf
 
-    tf.saved_model.save(module, str(directory), signatures={"serving_default": module.serve, "double": module.double})
+    tf.saved_model.save(module, str(directory), signatures={
+        "serving_default": module.serve, "double": module.double, "half": module.half,
+    })
 
 
 def save_graphdef(module, path: Path) -> None:
@@ -95,7 +101,17 @@ input [{name: "x" data_type: TYPE_FP32 dims: [-1, 4]}, {name: "s" data_type: TYP
     save_savedmodel(module, write_model(repo, "sm_partial", '''backend: "tensorflow" max_batch_size: 2
 output [{name: "y"}]
 ''') / "model.savedmodel")
+    save_savedmodel(module, write_model(repo, "sm_half", '''platform: "tensorflow_savedmodel"
+parameters {key: "TF_SIGNATURE_DEF" value {string_value: "half"}}
+''') / "model.savedmodel")
     save_graphdef(module, write_model(repo, "gd_scores", GRAPHDEF_CONFIG) / "model.graphdef")
+    # Only `backend: "tensorflow"`: the model.graphdef file makes it a GraphDef model. Two
+    # instances sharing one session.
+    backend_only = GRAPHDEF_CONFIG.replace('platform: "tensorflow_graphdef"', 'backend: "tensorflow"') + '''
+instance_group [{count: 2, kind: KIND_CPU}]
+parameters {key: "MAX_SESSION_SHARE_COUNT" value {string_value: "2"}}
+'''
+    save_graphdef(module, write_model(repo, "gd_backend_only", backend_only) / "model.graphdef")
     return repo
 
 

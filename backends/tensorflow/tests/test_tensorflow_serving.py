@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -74,6 +76,40 @@ def test_frozen_graphdef_by_tensor_names(served, module):
     assert list(response.output("upper:0").data.reshape(-1)) == list(upper)
 
 
+def test_backend_only_config_serves_a_graphdef_on_two_instances(served, module):
+    config = served.server.model_config("gd_backend_only")
+    assert config.platform == "tensorflow_graphdef"
+    assert len(served.server.model("gd_backend_only").runners) == 2
+    rng = np.random.default_rng(3)
+    batches = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(6)]
+    strings = np.array([[b"a"], [b"b"]], dtype=object)
+
+    async def many():
+        requests = [
+            InferenceRequest("gd_backend_only", [Tensor.from_numpy("x", b), Tensor.from_numpy("s", strings)])
+            for b in batches
+        ]
+        return await asyncio.gather(*(served.server.infer(r) for r in requests))
+
+    for b, response in zip(batches, served.run(many())):
+        np.testing.assert_allclose(response.output("scores").data, expected(module, b, strings.reshape(-1))[0], rtol=1e-5)
+
+
+def test_bf16_in_and_out(served, module):
+    import tensorflow as tf
+
+    values = tf.constant([[1.5, -2.0, 0.25], [3.0, 0.0, -0.5]], tf.bfloat16)
+    words = values.numpy().view(np.uint16)
+    request = InferenceRequest("sm_half", [Tensor.from_numpy("h", words, "BF16")])
+    response = served.run(served.server.infer(request))
+    reference = module.half(values)
+    halved = response.output("halved")
+    assert halved.datatype == "BF16"
+    np.testing.assert_array_equal(halved.data, reference["halved"].numpy().view(np.uint16))
+    assert response.output("positive").datatype == "BOOL"
+    np.testing.assert_array_equal(response.output("positive").data, reference["positive"].numpy())
+
+
 def test_requested_outputs_only(served, module):
     from naiad import RequestedOutput
 
@@ -116,3 +152,10 @@ def test_bad_request_is_refused_and_server_keeps_serving(served, module):
     assert "FP64" in info.value.message
     response = served.infer("sm_auto", x=X, s=S.reshape(2, 1))
     np.testing.assert_allclose(response.output("y").data, expected(module, X, S)[0], rtol=1e-6)
+
+
+def test_session_share_count_groups_instances(served):
+    # MAX_SESSION_SHARE_COUNT 2: both instances of gd_backend_only run on one session;
+    # gd_scores (default 1) has one session per instance.
+    shared = [r.instance.session for r in served.server.model("gd_backend_only").runners]
+    assert shared[0] is shared[1]
