@@ -11,7 +11,7 @@ from naiad import ConfigError, ModelConfig
 from .dtypes import datatype_of_tf
 from .model_tensors import ModelSignature, ModelTensor
 
-__all__ = ["graphdef_signature", "tensor_name_of", "unfed_placeholders"]
+__all__ = ["graphdef_signature", "tensor_name_of", "unfed_placeholders", "require_graph_inputs"]
 
 _PLACEHOLDERS = ("Placeholder", "PlaceholderWithDefault")
 

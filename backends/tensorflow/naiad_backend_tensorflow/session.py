@@ -16,7 +16,10 @@ from naiad import ConfigError
 
 from .settings import BackendSettings, ModelSettings
 
-__all__ = ["ModelSession", "session_config", "open_savedmodel", "open_graphdef", "read_graphdef", "read_init_ops"]
+__all__ = [
+    "ModelSession", "session_config", "open_savedmodel", "open_graphdef", "import_graphdef", "read_graphdef",
+    "read_init_ops",
+]
 
 
 @dataclass
@@ -89,7 +92,7 @@ def open_savedmodel(
     graph = tf.Graph()
     session = tf.compat.v1.Session(graph=graph, config=config)
     try:
-        with graph.as_default(), tf.device(_device(gpu_id)), _quiet_deprecations():
+        with graph.as_default(), tf.device(_device(gpu_id)), _QuietDeprecations():
             tf.compat.v1.saved_model.loader.load(session, tags, str(directory))
     except BaseException:
         session.close()
@@ -158,7 +161,7 @@ def read_init_ops(filename: str, version_path: Path, model_path: Path, model: st
     )
 
 
-class _quiet_deprecations:
+class _QuietDeprecations:
     """The v1 loader logs a deprecation warning on every call; it is the right API for
     sessions, so keep the log clean."""
 
