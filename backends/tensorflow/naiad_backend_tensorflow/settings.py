@@ -8,7 +8,33 @@ from dataclasses import dataclass
 
 from naiad import ConfigError, ModelConfig, NaiadError
 
-__all__ = ["BackendSettings", "ModelSettings", "parse_backend_settings", "parse_model_settings"]
+__all__ = [
+    "BACKEND_CONFIG_KEYS",
+    "MODEL_PARAMETERS",
+    "BackendSettings",
+    "ModelSettings",
+    "parse_backend_settings",
+    "parse_model_settings",
+]
+
+# Every key this backend reads (docs/backends/tensorflow.md lists the same; a test checks).
+BACKEND_CONFIG_KEYS = (
+    "intra-op-thread-count",
+    "inter-op-thread-count",
+    "allow-soft-placement",
+    "gpu-memory-fraction",
+    "default-max-batch-size",
+    "version",
+)
+MODEL_PARAMETERS = (
+    "TF_SIGNATURE_DEF",
+    "TF_GRAPH_TAG",
+    "TF_NUM_INTRA_THREADS",
+    "TF_NUM_INTER_THREADS",
+    "TF_USE_PER_SESSION_THREADS",
+    "MAX_SESSION_SHARE_COUNT",
+    "TF_INIT_OPS_FILE",
+)
 
 _TRUE = {"true", "on", "yes", "1"}
 _FALSE = {"false", "off", "no", "0"}

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def process(tf_repo):
-    with ServerProcess(tf_repo) as server:
+    # The thread setting travels from the command line to every session's thread pools.
+    with ServerProcess(tf_repo, "--backend-config", "tensorflow,intra-op-thread-count=1",
+                       "--backend-config", "tensorflow,default-max-batch-size=8") as server:
         yield server
 
 
@@ -37,6 +39,7 @@ def test_http_savedmodel(process, module):
     assert client.is_model_ready("sm_auto")
     metadata = client.get_model_metadata("sm_auto")
     assert metadata["platform"] == "tensorflow_savedmodel"
+    assert client.get_model_config("sm_auto")["max_batch_size"] == 8  # default-max-batch-size=8
     x = httpclient.InferInput("x", [2, 4], "FP32")
     x.set_data_from_numpy(X)
     s = httpclient.InferInput("s", [2, 1], "BYTES")
