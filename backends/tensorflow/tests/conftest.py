@@ -15,8 +15,9 @@ WEIGHTS = np.arange(12, dtype=np.float32).reshape(4, 3) / 10.0
 
 
 def build_module():
-    """A tf.Module with three signatures: `serving_default` (x @ w + 1, and upper-cased
-    strings), `double` (x * 2, INT64) and `half` (BF16 in, BF16 and BOOL out)."""
+    """A tf.Module with four signatures: `serving_default` (x @ w + 1, and upper-cased
+    strings), `double` (x * 2, INT64), `half` (BF16 in, BF16 and BOOL out) and `parse`
+    (strings to numbers, failing on text that is not a number)."""
     import tensorflow as tf
 
     class Scorer(tf.Module):
@@ -36,6 +37,10 @@ def build_module():
         def double(self, x):
             return {"doubled": x * 2}
 
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        def parse(self, text):
+            return {"number": tf.strings.to_number(text, tf.float32)}
+
         @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.bfloat16, name="h")])
         def half(self, h):
             return {"halved": h / tf.constant(2.0, tf.bfloat16), "positive": h > tf.constant(0.0, tf.bfloat16)}
@@ -48,6 +53,7 @@ def save_savedmodel(module, directory: Path) -> None:
 
     tf.saved_model.save(module, str(directory), signatures={
         "serving_default": module.serve, "double": module.double, "half": module.half,
+        "parse": module.parse,
     })
 
 
@@ -103,6 +109,9 @@ output [{name: "y"}]
 ''') / "model.savedmodel")
     save_savedmodel(module, write_model(repo, "sm_half", '''platform: "tensorflow_savedmodel"
 parameters {key: "TF_SIGNATURE_DEF" value {string_value: "half"}}
+''') / "model.savedmodel")
+    save_savedmodel(module, write_model(repo, "sm_parse", '''platform: "tensorflow_savedmodel"
+parameters {key: "TF_SIGNATURE_DEF" value {string_value: "parse"}}
 ''') / "model.savedmodel")
     save_graphdef(module, write_model(repo, "gd_scores", GRAPHDEF_CONFIG) / "model.graphdef")
     # Only `backend: "tensorflow"`: the model.graphdef file makes it a GraphDef model. Two

@@ -159,3 +159,23 @@ def test_session_share_count_groups_instances(served):
     # gd_scores (default 1) has one session per instance.
     shared = [r.instance.session for r in served.server.model("gd_backend_only").runners]
     assert shared[0] is shared[1]
+
+
+def test_tensorflow_error_answers_only_the_bad_request(served):
+    """A value the graph rejects fails its own request with INVALID_ARG; the request batched
+    beside it still gets its answer, and the model keeps serving."""
+    good = np.array([[b"1.5"], [b"-2"]], dtype=object)
+    bad = np.array([[b"twelve"]], dtype=object)
+    with pytest.raises(NaiadError) as info:
+        served.infer("sm_parse", text=bad)
+    assert info.value.code is ErrorCode.INVALID_ARG
+    assert "sm_parse" in info.value.message and "twelve" in info.value.message
+
+    instance = served.server.model("sm_parse").runners[0].instance
+    requests = [InferenceRequest("sm_parse", [Tensor.from_numpy("text", a.reshape(-1))]) for a in (good, bad)]
+    first, second = instance.execute(requests)
+    np.testing.assert_array_equal(first.output("number").data, [[1.5], [-2.0]])
+    assert second.error is not None and second.error.code is ErrorCode.INVALID_ARG
+
+    response = served.infer("sm_parse", text=good)
+    np.testing.assert_array_equal(response.output("number").data, [[1.5], [-2.0]])
