@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,18 @@ class TensorFlowModel(Model):
             self._sessions.clear()
 
 
+def _readable_tf_message(message: str) -> str:
+    """TensorFlow's runtime errors as one line: no "Graph execution error" banner, the
+    failing node named once instead of its `[[{{node ...}}]]` annotation."""
+    nodes = re.findall(r"\{\{node ([^}]+)\}\}", message)
+    lines = [
+        line.strip() for line in message.replace("Graph execution error:", "").splitlines()
+        if line.strip() and not line.strip().startswith("[[")
+    ]
+    text = "; ".join(lines) or message
+    return f"{text} (node {nodes[0]})" if nodes else text
+
+
 def _tensorflow_sees_gpus() -> bool:
     import tensorflow as tf
 
@@ -188,7 +201,7 @@ class TensorFlowInstance(ModelInstance):
 
     def _error_of(self, exc: Exception) -> NaiadError:
         name = self.model.context.name
-        message = getattr(exc, "message", None) or str(exc)
+        message = _readable_tf_message(getattr(exc, "message", None) or str(exc))
         # TensorFlow's InvalidArgumentError is the request's fault (bad values for an op).
         if type(exc).__name__ == "InvalidArgumentError":
             return NaiadError.invalid(f"model '{name}': TensorFlow rejected the input: {message}")
