@@ -65,6 +65,8 @@ class TensorFlowModel(Model):
         super().__init__(context)
         self.backend_settings = backend_settings
         self.platform = choose_platform(context.config, context.version_path)
+        # Reported by model metadata, with or without auto-complete.
+        context.config.proto.platform = self.platform
         if not context.config.proto.default_model_filename:
             context.model_filename = DEFAULT_FILENAMES[self.platform]
         self._sessions: dict[tuple[int | None, int], ModelSession] = {}
@@ -84,10 +86,7 @@ class TensorFlowModel(Model):
 
     def auto_complete_config(self, config: ModelConfig) -> None:
         if self.platform == GRAPHDEF:
-            # A GraphDef has no signature to read: its config must list inputs and outputs.
-            if not config.proto.platform:
-                config.proto.platform = GRAPHDEF
-            return
+            return  # a GraphDef has no signature to read: its config lists inputs and outputs
         settings = parse_model_settings(config, self.backend_settings, self.context.name)
         signature = self._saved_model_signature(config, settings)
         auto_complete_from_signature(

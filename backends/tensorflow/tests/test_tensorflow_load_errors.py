@@ -88,3 +88,23 @@ def test_backend_config_with_a_bad_value_fails_loads_clearly(tf_repo):
         assert "--backend-config tensorflow,gpu-memory-fraction" in info.value.message
     finally:
         server.close()
+
+
+def test_without_auto_complete_a_full_config_serves_and_a_missing_one_is_refused(tmp_path, tf_repo, module):
+    shutil.copytree(tf_repo / "sm_auto", tmp_path / "no_config")
+    shutil.copytree(tf_repo / "sm_auto", tmp_path / "full_config")
+    (tmp_path / "full_config" / "config.pbtxt").write_text('''backend: "tensorflow" max_batch_size: 2
+input [{name: "x" data_type: TYPE_FP32 dims: [4]}, {name: "s" data_type: TYPE_STRING dims: [1] reshape {shape: []}}]
+output [{name: "y" data_type: TYPE_FP32 dims: [3]}]''')
+    server = InProcessServer(ServerOptions([str(tmp_path)], model_control_mode="explicit", auto_complete_config=False))
+    try:
+        with pytest.raises(NaiadError) as info:
+            server.run(server.server.load_model("no_config"))
+        assert "auto-complete is disabled" in info.value.message
+        server.run(server.server.load_model("full_config"))
+        assert server.server.model_metadata("full_config")["platform"] == "tensorflow_savedmodel"
+        x = np.ones((1, 4), np.float32)
+        response = server.infer("full_config", x=x, s=np.array([[b"q"]], dtype=object))
+        np.testing.assert_allclose(response.output("y").data, module.serve(x, np.array([b"q"]))["y"].numpy(), rtol=1e-6)
+    finally:
+        server.close()
