@@ -34,8 +34,8 @@ def test_auto_complete_reads_the_signature(served):
     assert config["max_batch_size"] == 4
     inputs = {i["name"]: (i["data_type"], i["dims"]) for i in config["input"]}
     outputs = {o["name"]: (o["data_type"], o["dims"]) for o in config["output"]}
-    assert inputs == {"x": ("TYPE_FP32", ["4"]), "s": ("TYPE_STRING", ["1"])}
-    assert outputs == {"y": ("TYPE_FP32", ["3"]), "upper": ("TYPE_STRING", ["1"])}
+    assert inputs == {"x": ("TYPE_FP32", [4]), "s": ("TYPE_STRING", [1])}
+    assert outputs == {"y": ("TYPE_FP32", [3]), "upper": ("TYPE_STRING", [1])}
     assert "dynamic_batching" in config
     metadata = served.server.model_metadata("sm_auto")
     assert {i["name"]: i["shape"] for i in metadata["inputs"]} == {"x": [-1, 4], "s": [-1, 1]}
