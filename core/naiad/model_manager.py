@@ -287,7 +287,7 @@ class ModelManager:
         model = backend.create_model(context)
         if self.auto_complete:
             model.auto_complete_config(provisional)
-        fill_config_defaults(proto, filename, gpu_ids())
+        fill_config_defaults(proto, name, filename, gpu_ids())
         config = validate_config(proto, name, source.path)
         context.config = config
         runners: list[InstanceRunner] = []

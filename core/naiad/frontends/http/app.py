@@ -110,7 +110,7 @@ class _Routes:
         body = await self.body(request)
         if not body.strip():
             return {}
-        document = decode_json(body, what)
+        document = decode_json(body, f"the {what} body")
         if not isinstance(document, dict):
             raise NaiadError.invalid(f"the {what} body must be a JSON object")
         return document
@@ -200,7 +200,7 @@ class _Routes:
         if "config" in parameters:
             text = parameters["config"]
             if isinstance(text, str):
-                config = decode_json(text.encode("utf-8"), f"'config' parameter of the load request for model '{name}'")
+                config = decode_json(text.encode("utf-8"), f"the 'config' parameter of the load request for model '{name}'")
             elif isinstance(text, dict):
                 config = text
             if not isinstance(config, dict):

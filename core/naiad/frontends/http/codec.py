@@ -46,12 +46,12 @@ class EncodedResponse:
     header_length: int | None
 
 
-def decode_json(data: bytes | memoryview, what: str = "request") -> Any:
-    """Parse JSON; a syntax error is INVALID_ARG naming where it failed."""
+def decode_json(data: bytes | memoryview, what: str = "the request body") -> Any:
+    """Parse JSON; a syntax error is INVALID_ARG naming `what` and where it failed."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise NaiadError.invalid(f"malformed JSON in the {what} body: {exc}") from None
+        raise NaiadError.invalid(f"malformed JSON in {what}: {exc}") from None
 
 
 def split_body(body: bytes, header_length: str | None) -> tuple[memoryview, memoryview]:
@@ -88,7 +88,7 @@ def decode_infer_request(
     Raises INVALID_ARG naming the input and the fault for every malformed part.
     """
     header, binary = split_body(body, header_length)
-    document = decode_json(header, "inference request")
+    document = decode_json(header, "the inference request body")
     if not isinstance(document, dict):
         raise NaiadError.invalid("the inference request body must be a JSON object")
     request_id = document.get("id", "")
@@ -255,9 +255,6 @@ def _bytes_from_json(name: str, data: list[Any]) -> np.ndarray:
     return array
 
 
-_NUMBER_KINDS = {"b": "booleans", "i": "integers", "u": "integers", "f": "numbers"}
-
-
 def _numbers_from_json(name: str, datatype: str, data: list[Any]) -> np.ndarray:
     try:
         parsed = np.array(data)
@@ -267,10 +264,10 @@ def _numbers_from_json(name: str, datatype: str, data: list[Any]) -> np.ndarray:
     if datatype == "BOOL":
         allowed = "b"
     elif datatype in ("FP16", "FP32", "FP64", "BF16"):
-        allowed = "biuf"
+        allowed = "iuf"
     else:
-        allowed = "biu"
-    if parsed.size and kind not in allowed:
+        allowed = "iu"
+    if parsed.size and kind not in allowed and not (kind in "fO" and "i" in allowed and "f" not in allowed):
         wanted = "true/false values" if datatype == "BOOL" else (
             "numbers" if "f" in allowed else "integers")
         raise NaiadError.invalid(f"input '{name}': {datatype} data must be {wanted}")
@@ -279,6 +276,13 @@ def _numbers_from_json(name: str, datatype: str, data: list[Any]) -> np.ndarray:
 
         return bf16_words(parsed.astype(np.float32))
     target = numpy_dtype(datatype)
+    if target.kind in "iu" and kind in "fO" and parsed.size:
+        # Integers past int64 (UINT64's upper half) make numpy fall back to float or object.
+        _require_integers(name, datatype, data)
+        try:
+            return np.array(data, dtype=target)
+        except (OverflowError, ValueError):
+            raise NaiadError.invalid(f"input '{name}': a value is outside the range of {datatype}") from None
     if kind in "iu" and target.kind in "iu" and parsed.size:
         info = np.iinfo(target)
         low, high = parsed.min(), parsed.max()
@@ -287,6 +291,19 @@ def _numbers_from_json(name: str, datatype: str, data: list[Any]) -> np.ndarray:
                 f"input '{name}': value {low if low < info.min else high} is outside the range of {datatype}"
             )
     return parsed.astype(target, copy=False)
+
+
+def _require_integers(name: str, datatype: str, data: list[Any]) -> None:
+    stack = [iter(data)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            if isinstance(item, bool) or not isinstance(item, int):
+                raise NaiadError.invalid(f"input '{name}': {datatype} data must be integers, got {item!r}")
+        else:
+            stack.pop()
 
 
 def _decode_output(raw: Any, index: int) -> RequestedOutput:
