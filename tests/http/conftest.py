@@ -44,6 +44,9 @@ output [{name:"OUTPUT0" data_type: TYPE_INT32 dims:[2, 3]}]''',
 input [{name:"INPUT0" data_type: TYPE_INT32 dims:[1]}]
 output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[1]}]
 parameters {key:"op" value {string_value:"echo_parameters"}}''',
+    "identity": '''backend: "numpy" max_batch_size: 0
+input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]''',
     "failing": '''backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]

@@ -222,3 +222,27 @@ def test_model_failure_is_a_500_and_the_server_keeps_serving(server):
     assert info.value.status() == "500"
     a, b, inputs = add_sub_inputs(httpclient)
     np.testing.assert_array_equal(client.infer("add_sub", inputs).as_numpy("OUTPUT0"), a + b)
+
+
+def test_raw_binary_request(base_url):
+    """`Inference-Header-Content-Length: 0`: the body is the only input's raw data."""
+    import httpx
+
+    raw = {"Inference-Header-Content-Length": "0"}
+    response = httpx.post(base_url + "/v2/models/identity/infer", content=np.arange(3, dtype=np.float32).tobytes(),
+                          headers=raw)
+    assert response.status_code == 200, response.text
+    length = int(response.headers["Inference-Header-Content-Length"])
+    header = json.loads(response.content[:length])
+    assert header["outputs"] == [{"name": "OUTPUT0", "datatype": "FP32", "shape": [3],
+                                  "parameters": {"binary_data_size": 12}}]
+    np.testing.assert_array_equal(np.frombuffer(response.content[length:], np.float32), [0, 1, 2])
+    # A batching model gets batch 1 of its config dims.
+    response = httpx.post(base_url + "/v2/models/classify/infer", content=bytes(20), headers=raw)
+    assert response.status_code == 200, response.text
+    assert json.loads(response.content[: int(response.headers["Inference-Header-Content-Length"])])[
+        "outputs"][0]["shape"] == [1, 5]
+    response = httpx.post(base_url + "/v2/models/classify/infer", content=bytes(12), headers=raw)
+    assert response.status_code == 400 and "12 bytes given" in response.json()["error"]
+    response = httpx.post(base_url + "/v2/models/add_sub/infer", content=bytes(16), headers=raw)
+    assert response.status_code == 400 and "exactly one input" in response.json()["error"]

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from ...errors import HTTP_STATUS, ErrorCode, NaiadError
 from ...server import Server
-from .codec import decode_infer_request, decode_json, encode_infer_response
+from .codec import decode_infer_request, decode_json, decode_raw_request, encode_infer_response, is_raw_request
 
 __all__ = ["create_app", "DEFAULT_MAX_INPUT_SIZE"]
 
@@ -153,9 +153,13 @@ class _Routes:
     async def infer(self, request: Request) -> Response:
         body = await self.body(request)
         shared_memory = self.server.shared_memory
-        inference, binary_output = decode_infer_request(
-            body, request.headers.get(_HEADER_LENGTH), request.path_params["model"], _version(request), shared_memory
-        )
+        name, version = request.path_params["model"], _version(request)
+        header_length = request.headers.get(_HEADER_LENGTH)
+        if is_raw_request(header_length):
+            inference = decode_raw_request(body, self.server.model_config(name, version), version)
+            binary_output = True
+        else:
+            inference, binary_output = decode_infer_request(body, header_length, name, version, shared_memory)
         response = await self.server.infer(inference)
         encoded = encode_infer_response(response, inference.outputs, binary_output, shared_memory)
         headers = {}

@@ -18,6 +18,7 @@ import orjson
 from ...datatypes import DATATYPES, numpy_dtype, tensor_from_raw, tensor_to_raw
 from ...errors import NaiadError
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
+from ...model_config import ModelConfig
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
 
@@ -25,6 +26,8 @@ __all__ = [
     "EncodedResponse",
     "decode_json",
     "decode_infer_request",
+    "decode_raw_request",
+    "is_raw_request",
     "encode_infer_response",
     "split_body",
 ]
@@ -68,12 +71,62 @@ def split_body(body: bytes, header_length: str | None) -> tuple[memoryview, memo
     if length <= 0 or length > len(body):
         raise NaiadError.invalid(
             f"Inference-Header-Content-Length is {length}, but the body holds {len(body)} bytes; "
-            "the JSON header must be 1 to the body's length bytes long"
+            "the JSON header must be 1 to the body's length bytes long (0 sends the whole body as the "
+            "raw data of a single-input model)"
         )
     return view[:length], view[length:]
 
 
 # -- requests ---------------------------------------------------------------------------
+
+
+def is_raw_request(header_length: str | None) -> bool:
+    """`Inference-Header-Content-Length: 0`: the body is the raw data of the model's only input."""
+    return header_length is not None and header_length.strip() == "0"
+
+
+def decode_raw_request(body: bytes, config: ModelConfig, model_version: str) -> InferenceRequest:
+    """A raw binary request: no JSON, the whole body is the one input of the model. Its
+    datatype comes from the config and its shape from the config dims (batch 1 for batching
+    models), a variable dimension sized by the byte count. Outputs come back binary."""
+    model = config.name
+    if len(config.inputs) != 1:
+        raise NaiadError.invalid(
+            f"a raw binary request (Inference-Header-Content-Length: 0) needs a model with exactly one input; "
+            f"model '{model}' has {len(config.inputs)}"
+        )
+    spec = config.inputs[0]
+    dims = list(spec.dims)
+    batch = [1] if config.max_batch_size > 0 else []
+    if spec.datatype == "BYTES":
+        # The body is one element.
+        array = np.empty(1, dtype=object)
+        array[0] = bytes(body)
+        shape = tuple(batch + [1 if d == -1 else d for d in dims])
+        if _element_count(shape) != 1:
+            raise NaiadError.invalid(
+                f"a raw binary request carries one BYTES element; input '{spec.name}' of model '{model}' "
+                f"has shape {batch + dims}"
+            )
+        return InferenceRequest(model, [Tensor(spec.name, "BYTES", shape, array.reshape(shape))], model_version)
+    itemsize = numpy_dtype(spec.datatype).itemsize
+    variable = dims.count(-1)
+    fixed = _element_count(tuple(d for d in dims if d != -1))
+    if variable > 1:
+        raise NaiadError.invalid(
+            f"a raw binary request cannot size input '{spec.name}' of model '{model}': its dims {dims} have "
+            "more than one variable dimension"
+        )
+    if variable == 1:
+        if len(body) % (itemsize * fixed):
+            raise NaiadError.invalid(
+                f"raw binary request for input '{spec.name}' of model '{model}': {len(body)} bytes is not a "
+                f"whole number of {spec.datatype} elements of dims {dims}"
+            )
+        dims = [len(body) // (itemsize * fixed) if d == -1 else d for d in dims]
+    shape = tuple(batch + dims)
+    array = _from_raw(spec.name, spec.datatype, shape, memoryview(body))
+    return InferenceRequest(model, [Tensor(spec.name, spec.datatype, shape, array)], model_version)
 
 
 def decode_infer_request(
