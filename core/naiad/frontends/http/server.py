@@ -83,8 +83,12 @@ async def serve_uvicorn(app: Starlette, sock: socket.socket, started: asyncio.Ev
 
 
 async def serve_hypercorn(app: Starlette, sock: socket.socket, started: asyncio.Event) -> None:
-    from hypercorn.asyncio import serve
-    from hypercorn.config import Config
+    try:
+        from hypercorn.asyncio import serve
+        from hypercorn.config import Config
+    except ImportError:
+        sock.close()
+        raise RuntimeError("--http-server hypercorn needs hypercorn: pip install 'naiad[http2]'") from None
 
     config = Config()
     # Hypercorn takes ownership of the descriptor.
