@@ -256,3 +256,45 @@ def test_port_in_use_is_a_clear_startup_error(server, repository):
         assert f"cannot listen on 127.0.0.1:{server.http_port}" in blocked.log()
     finally:
         blocked.__exit__()
+
+
+def test_aio_client_covers_the_management_endpoints(explicit_server):
+    import asyncio
+
+    import tritonclient.http.aio as aioclient
+
+    async def go():
+        client = aioclient.InferenceServerClient(explicit_server.http_url)
+        try:
+            assert (await client.get_server_metadata())["name"] == "naiad"
+            assert (await client.get_model_config("add_sub"))["max_batch_size"] == 8
+            stats = await client.get_inference_statistics("add_sub")
+            assert stats["model_stats"][0]["name"] == "add_sub"
+            await client.load_model("identity")
+            assert await client.is_model_ready("identity")
+            index = await client.get_model_repository_index()
+            assert {"name": "identity", "version": "1", "state": "READY"} in index
+            await client.unload_model("identity")
+            assert not await client.is_model_ready("identity")
+            key = f"/naiad-aio-{uuid.uuid4().hex[:8]}"
+            handle = shm.create_shared_memory_region("aio", key, 64)
+            try:
+                await client.register_system_shared_memory("aio", key, 64)
+                assert (await client.get_system_shared_memory_status())[0]["key"] == key
+                await client.unregister_system_shared_memory("aio")
+                assert await client.get_system_shared_memory_status() == []
+            finally:
+                shm.destroy_shared_memory_region(handle)
+            assert await client.get_cuda_shared_memory_status() == []
+        finally:
+            await client.close()
+
+    asyncio.run(go())
+
+
+def test_sigterm_stops_both_http_servers_cleanly(repository):
+    for kind in ("uvicorn", "hypercorn"):
+        process = start_server(repository, "--http-server", kind)
+        assert httpclient.InferenceServerClient(process.http_url).is_server_live()
+        assert process.stop() == 0, process.log()
+        process.__exit__()
