@@ -152,3 +152,10 @@ def test_tritonclient_sees_status_and_message(server):
     with pytest.raises(InferenceServerException) as info:
         client.get_model_metadata("nosuch")
     assert info.value.status() == "404" and "nosuch" in info.value.message()
+
+
+def test_version_zero_is_not_the_default_version(base_url):
+    response = httpx.get(base_url + "/v2/models/add_sub/versions/0")
+    assert response.status_code == 404 and "version 0" in response.json()["error"]
+    response = httpx.post(base_url + "/v2/models/add_sub/versions/0/infer", json={"inputs": GOOD})
+    assert response.status_code == 404

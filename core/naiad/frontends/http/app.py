@@ -16,15 +16,16 @@ from typing import Any, Awaitable, Callable
 import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from ...errors import HTTP_STATUS, ErrorCode, NaiadError
 from ...server import Server
 from .codec import decode_infer_request, decode_json, decode_raw_request, encode_infer_response, is_raw_request
 
-__all__ = ["create_app", "DEFAULT_MAX_INPUT_SIZE"]
+__all__ = ["create_app", "NaiadHttpApp", "DEFAULT_MAX_INPUT_SIZE"]
 
 log = logging.getLogger("naiad.http")
 
@@ -54,7 +55,9 @@ def error_response(error: NaiadError) -> Response:
 
 
 def _version(request: Request) -> str:
-    return request.path_params.get("version", "")
+    # The route converts the version to int; the core takes the text ("" for the default).
+    version = request.path_params.get("version")
+    return "" if version is None else str(version)
 
 
 class _Routes:
@@ -67,19 +70,29 @@ class _Routes:
     async def body(self, request: Request) -> bytes:
         """The request body (decompressed when Content-Encoding says so), refused with 400
         once it passes --http-max-input-size."""
+        headers = request.headers
+        return await self.read_body(request.receive, headers.get("content-length"), headers.get("content-encoding"))
+
+    async def read_body(self, receive: Receive, content_length: str | None, content_encoding: str | None) -> bytes:
         limit = self.max_input_size
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise self._too_large(int(declared))
+        if content_length is not None and content_length.isdigit() and int(content_length) > limit:
+            raise self._too_large(int(content_length))
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise self._too_large(size)
-            chunks.append(chunk)
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnect()
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > limit:
+                    raise self._too_large(size)
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        encoding = request.headers.get("content-encoding", "").strip().lower()
+        encoding = (content_encoding or "").strip().lower()
         if encoding and encoding != "identity" and body:
             body = self._decompress(body, encoding)
         return body
@@ -151,10 +164,19 @@ class _Routes:
     # -- inference -----------------------------------------------------------------------
 
     async def infer(self, request: Request) -> Response:
+        headers = request.headers
         body = await self.body(request)
+        content, extra, media_type = await self.answer_infer(
+            request.path_params["model"], _version(request), body,
+            headers.get(_HEADER_LENGTH), headers.get("accept-encoding"),
+        )
+        return Response(content, headers=extra, media_type=media_type)
+
+    async def answer_infer(
+        self, name: str, version: str, body: bytes, header_length: str | None, accept_encoding: str | None
+    ) -> tuple[bytes, dict[str, str], str]:
+        """Body, extra headers and media type of the answer to one infer body."""
         shared_memory = self.server.shared_memory
-        name, version = request.path_params["model"], _version(request)
-        header_length = request.headers.get(_HEADER_LENGTH)
         if is_raw_request(header_length):
             inference = decode_raw_request(body, self.server.model_config(name, version), version)
             binary_output = True
@@ -162,22 +184,21 @@ class _Routes:
             inference, binary_output = decode_infer_request(body, header_length, name, version, shared_memory)
         response = await self.server.infer(inference)
         encoded = encode_infer_response(response, inference.outputs, binary_output, shared_memory)
-        headers = {}
+        headers: dict[str, str] = {}
         media_type = _JSON
         if encoded.header_length is not None:
             headers[_HEADER_LENGTH] = str(encoded.header_length)
             media_type = _BINARY
         content = encoded.body
-        accepted = request.headers.get("accept-encoding", "")
-        if accepted:
-            encoding = _response_encoding(accepted)
+        if accept_encoding:
+            encoding = _response_encoding(accept_encoding)
             if encoding == "gzip":
                 content = gzip.compress(content, compresslevel=6)
             elif encoding == "deflate":
                 content = zlib.compress(content)
             if encoding:
                 headers["Content-Encoding"] = encoding
-        return Response(content, headers=headers, media_type=media_type)
+        return content, headers, media_type
 
     # -- model repository ----------------------------------------------------------------
 
@@ -280,17 +301,25 @@ def _response_encoding(accepted: str) -> str:
     return ""
 
 
+def _error_for(exc: Exception, scope: Scope) -> Response:
+    """The JSON error answer for an exception; anything but NaiadError is a 500 naming it."""
+    if isinstance(exc, NaiadError):
+        return error_response(exc)
+    log.error("unexpected error answering %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
+    return error_response(NaiadError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
+
+
 def _guarded(handler: Handler) -> Handler:
     """Turn NaiadError into its JSON error body; anything else is a 500 naming it."""
 
     async def endpoint(request: Request) -> Response:
         try:
             return await handler(request)
-        except NaiadError as error:
-            return error_response(error)
+        except ClientDisconnect:
+            # Nobody is left to answer; the response is dropped by the server.
+            return _empty(499)
         except Exception as exc:  # noqa: BLE001 - one bad request must not take the server down
-            log.exception("unexpected error answering %s %s", request.method, request.url.path)
-            return error_response(NaiadError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
+            return _error_for(exc, request.scope)
 
     return endpoint
 
@@ -300,7 +329,71 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     return _json({"error": exc.detail}, exc.status_code)
 
 
-def create_app(server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> Starlette:
+class NaiadHttpApp:
+    """The ASGI app: `POST .../infer`, the hot path, is answered here without starlette's
+    routing and request objects; every other request goes to the starlette app."""
+
+    def __init__(self, routes: _Routes, app: Starlette) -> None:
+        self._routes = routes
+        self.app = app
+
+    @property
+    def routes(self) -> list[Any]:
+        return self.app.routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            target = _infer_target(scope["path"])
+            if target is not None:
+                await self._infer(scope, receive, send, *target)
+                return
+        await self.app(scope, receive, send)
+
+    async def _infer(self, scope: Scope, receive: Receive, send: Send, name: str, version: str) -> None:
+        wanted = {b"content-length": None, b"content-encoding": None, b"accept-encoding": None,
+                  b"inference-header-content-length": None}
+        for key, value in scope["headers"]:
+            if key in wanted:
+                wanted[key] = value.decode("latin-1")
+        routes = self._routes
+        try:
+            body = await routes.read_body(receive, wanted[b"content-length"], wanted[b"content-encoding"])
+            content, extra, media_type = await routes.answer_infer(
+                name, version, body, wanted[b"inference-header-content-length"], wanted[b"accept-encoding"]
+            )
+            status = 200
+        except ClientDisconnect:
+            return
+        except Exception as exc:  # noqa: BLE001 - answered like every other endpoint
+            response = _error_for(exc, scope)
+            await response(scope, receive, send)
+            return
+        headers = [(b"content-type", media_type.encode()), (b"content-length", str(len(content)).encode())]
+        headers += [(key.encode("latin-1"), value.encode("latin-1")) for key, value in extra.items()]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+
+
+_MODELS_PREFIX = "/v2/models/"
+_INFER_SUFFIX = "/infer"
+
+
+def _infer_target(path: str) -> tuple[str, str] | None:
+    """(model, version) of an infer path, as the starlette routes would match it."""
+    if not path.startswith(_MODELS_PREFIX) or not path.endswith(_INFER_SUFFIX):
+        return None
+    middle = path[len(_MODELS_PREFIX) : -len(_INFER_SUFFIX)]
+    if not middle:
+        return None
+    if "/" not in middle:
+        return middle, ""
+    name, _, version = middle.partition("/versions/")
+    if name and "/" not in name and version.isdigit() and version.isascii():
+        return name, str(int(version))
+    return None
+
+
+def create_app(server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> NaiadHttpApp:
     """The ASGI app serving `server`; bodies over `max_input_size` bytes get 400."""
     r = _Routes(server, max_input_size)
     model = "/v2/models/{model}"
@@ -337,4 +430,4 @@ def create_app(server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> 
         ("/v2/cudasharedmemory/unregister", r.cuda_shm_unregister, post),
     ]
     routes = [Route(path, _guarded(handler), methods=methods) for path, handler, methods in table]
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
+    return NaiadHttpApp(r, Starlette(routes=routes, exception_handlers={HTTPException: _http_exception}))
