@@ -13,7 +13,7 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from conftest import server_process, start_server, write_repository
+from conftest import MODELS, server_process, start_server, write_repository
 
 
 def test_health(server, base_url):
@@ -297,4 +297,21 @@ def test_sigterm_stops_both_http_servers_cleanly(repository):
         process = start_server(repository, "--http-server", kind)
         assert httpclient.InferenceServerClient(process.http_url).is_server_live()
         assert process.stop() == 0, process.log()
+        process.__exit__()
+
+
+@pytest.mark.parametrize("strict", ["true", "false"])
+def test_readiness_with_a_model_that_failed_to_load(tmp_path, strict):
+    repository = write_repository(tmp_path, {"add_sub": MODELS["add_sub"],
+                                             "broken": 'backend: "numpy" max_batch_size: -3'})
+    process = start_server(repository, "--exit-on-error", "false", "--strict-readiness", strict)
+    try:
+        response = httpx.get(f"http://{process.http_url}/v2/health/ready")
+        assert response.status_code == (400 if strict == "true" else 200)
+        assert httpx.get(f"http://{process.http_url}/v2/health/live").status_code == 200
+        broken = httpx.get(f"http://{process.http_url}/v2/models/broken")
+        assert broken.status_code == 503 and "max_batch_size" in broken.json()["error"]
+        index = httpclient.InferenceServerClient(process.http_url).get_model_repository_index()
+        assert {"name": "broken", "state": "UNAVAILABLE"} == {k: v for k, v in index[1].items() if k != "reason"}
+    finally:
         process.__exit__()

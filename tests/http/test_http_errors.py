@@ -159,3 +159,9 @@ def test_version_zero_is_not_the_default_version(base_url):
     assert response.status_code == 404 and "version 0" in response.json()["error"]
     response = httpx.post(base_url + "/v2/models/add_sub/versions/0/infer", json={"inputs": GOOD})
     assert response.status_code == 404
+
+
+def test_paths_that_are_not_infer_routes(base_url):
+    for path in ("/v2/models/a/b/infer", "/v2/models//infer", "/v2/models/add_sub/versions/x/infer"):
+        response = httpx.post(base_url + path, json={"inputs": GOOD})
+        assert response.status_code == 404 and response.json() == {"error": "Not Found"}, path
