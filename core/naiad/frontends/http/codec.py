@@ -21,6 +21,7 @@ from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...model_config import ModelConfig
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
+from .json_tensors import array_from_json, json_from_tensor
 
 __all__ = [
     "EncodedResponse",
@@ -242,7 +243,7 @@ def _decode_input(
         start = _non_negative_int(parameters.pop(_SHM_OFFSET, 0), f"input '{name}': '{_SHM_OFFSET}'")
         array = _from_raw(name, datatype, shape, shared_memory.read(region, start, size))
     else:
-        array = _from_json(name, datatype, shape, raw["data"])
+        array = array_from_json(name, datatype, shape, raw["data"])
     return Tensor(name, datatype, shape, array, parameters), used
 
 
@@ -272,91 +273,6 @@ def _element_count(shape: tuple[int, ...]) -> int:
     for dim in shape:
         count *= dim
     return count
-
-
-def _from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np.ndarray:
-    """Nested or flat JSON data as an array of `shape`."""
-    count = _element_count(shape)
-    if not isinstance(data, list):
-        data = [data]
-    if datatype == "BYTES":
-        array = _bytes_from_json(name, data)
-    else:
-        array = _numbers_from_json(name, datatype, data)
-    if array.size != count:
-        raise NaiadError.invalid(
-            f"input '{name}': shape {list(shape)} needs {count} elements, 'data' holds {array.size}"
-        )
-    return array.reshape(shape)
-
-
-def _bytes_from_json(name: str, data: list[Any]) -> np.ndarray:
-    flat: list[bytes] = []
-    stack = [iter(data)]
-    while stack:
-        for item in stack[-1]:
-            if isinstance(item, list):
-                stack.append(iter(item))
-                break
-            if not isinstance(item, str):
-                raise NaiadError.invalid(f"input '{name}': BYTES data in JSON must be strings, got {item!r}")
-            flat.append(item.encode("utf-8"))
-        else:
-            stack.pop()
-    array = np.empty(len(flat), dtype=object)
-    array[:] = flat
-    return array
-
-
-def _numbers_from_json(name: str, datatype: str, data: list[Any]) -> np.ndarray:
-    try:
-        parsed = np.array(data)
-    except ValueError:
-        raise NaiadError.invalid(f"input '{name}': 'data' is a ragged nested list; every row must have the same length") from None
-    kind = parsed.dtype.kind
-    if datatype == "BOOL":
-        allowed = "b"
-    elif datatype in ("FP16", "FP32", "FP64", "BF16"):
-        allowed = "iuf"
-    else:
-        allowed = "iu"
-    if parsed.size and kind not in allowed and not (kind in "fO" and "i" in allowed and "f" not in allowed):
-        wanted = "true/false values" if datatype == "BOOL" else (
-            "numbers" if "f" in allowed else "integers")
-        raise NaiadError.invalid(f"input '{name}': {datatype} data must be {wanted}")
-    if datatype == "BF16":
-        from ...datatypes import bf16_words
-
-        return bf16_words(parsed.astype(np.float32))
-    target = numpy_dtype(datatype)
-    if target.kind in "iu" and kind in "fO" and parsed.size:
-        # Integers past int64 (UINT64's upper half) make numpy fall back to float or object.
-        _require_integers(name, datatype, data)
-        try:
-            return np.array(data, dtype=target)
-        except (OverflowError, ValueError):
-            raise NaiadError.invalid(f"input '{name}': a value is outside the range of {datatype}") from None
-    if kind in "iu" and target.kind in "iu" and parsed.size:
-        info = np.iinfo(target)
-        low, high = parsed.min(), parsed.max()
-        if low < info.min or high > info.max:
-            raise NaiadError.invalid(
-                f"input '{name}': value {low if low < info.min else high} is outside the range of {datatype}"
-            )
-    return parsed.astype(target, copy=False)
-
-
-def _require_integers(name: str, datatype: str, data: list[Any]) -> None:
-    stack = [iter(data)]
-    while stack:
-        for item in stack[-1]:
-            if isinstance(item, list):
-                stack.append(iter(item))
-                break
-            if isinstance(item, bool) or not isinstance(item, int):
-                raise NaiadError.invalid(f"input '{name}': {datatype} data must be integers, got {item!r}")
-        else:
-            stack.pop()
 
 
 def _decode_output(raw: Any, index: int) -> RequestedOutput:
@@ -415,7 +331,7 @@ def encode_infer_response(
             entry.setdefault("parameters", {})["binary_data_size"] = len(raw)
             chunks.append(raw)
         else:
-            entry["data"] = _json_data(tensor)
+            entry["data"] = json_from_tensor(tensor)
         outputs.append(entry)
     document: dict[str, Any] = {}
     if response.id:
@@ -429,19 +345,3 @@ def encode_infer_response(
     if not chunks:
         return EncodedResponse(header, None)
     return EncodedResponse(b"".join([header, *chunks]), len(header))
-
-
-def _json_data(tensor: Tensor) -> Any:
-    """Flat JSON data for an output (orjson writes numpy arrays natively)."""
-    data = tensor.data
-    if tensor.datatype == "BYTES":
-        try:
-            return [item.decode("utf-8") if isinstance(item, bytes) else str(item) for item in data.reshape(-1)]
-        except UnicodeDecodeError:
-            raise NaiadError.invalid(
-                f"output '{tensor.name}' holds bytes that are not UTF-8 text, which JSON cannot carry; "
-                "request it with the 'binary_data' parameter"
-            ) from None
-    if tensor.datatype == "BF16":
-        data = (data.astype(np.uint32) << 16).view(np.float32)
-    return np.ascontiguousarray(data).reshape(-1)
