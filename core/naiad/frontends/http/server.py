@@ -58,6 +58,7 @@ async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Even
     config = uvicorn.Config(
         app,
         http=http,
+        ws="none",
         lifespan="off",
         log_config=None,
         access_log=False,
