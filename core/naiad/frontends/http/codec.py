@@ -37,8 +37,6 @@ _SHM_REGION = "shared_memory_region"
 _SHM_OFFSET = "shared_memory_offset"
 _SHM_SIZE = "shared_memory_byte_size"
 _DATATYPE_NAMES = ", ".join(sorted(DATATYPES))
-# Request parameters that steer this frontend and are not passed on to the model.
-_FRONTEND_PARAMETERS = ("binary_data_output",)
 
 
 @dataclass(slots=True)
@@ -149,11 +147,10 @@ def decode_infer_request(
     if not isinstance(request_id, str):
         raise NaiadError.invalid(f"the request 'id' must be a string, got {request_id!r}")
     parameters = _parameters(document, "the request")
+    # binary_data_output steers this frontend; the model does not see it.
     binary_output = parameters.pop("binary_data_output", False)
     if not isinstance(binary_output, bool):
         raise NaiadError.invalid(f"request parameter 'binary_data_output' must be true or false, got {binary_output!r}")
-    for name in _FRONTEND_PARAMETERS:
-        parameters.pop(name, None)
 
     raw_inputs = document.get("inputs")
     if not isinstance(raw_inputs, list):
