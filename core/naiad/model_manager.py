@@ -145,13 +145,9 @@ class ModelManager:
                 state, reason = record.states[version]
                 if ready_only and state != ModelState.READY:
                     continue
-                row = {"name": name}
+                row = {"name": name, "state": state, "reason": reason}
                 if version:
                     row["version"] = str(version)
-                row["state"] = state
-                if reason:
-                    # Triton leaves the reason out of a row that has none.
-                    row["reason"] = reason
                 rows.append(row)
         return rows
 

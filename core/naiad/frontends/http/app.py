@@ -109,7 +109,10 @@ class _Routes:
         ready = document.get("ready", False)
         if not isinstance(ready, bool):
             raise NaiadError.invalid(f"'ready' must be true or false, got {ready!r}")
-        return json_response(self.server.repository_index(ready))
+        # Triton's JSON leaves out the reason of a row that has none.
+        rows = [{key: value for key, value in row.items() if key != "reason" or value}
+                for row in self.server.repository_index(ready)]
+        return json_response(rows)
 
     async def load(self, request: Request) -> Response:
         name = request.path_params["model"]
