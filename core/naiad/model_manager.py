@@ -181,13 +181,9 @@ class ModelManager:
                         state, reason = ModelState.UNAVAILABLE, problem
                 if ready_only and state != ModelState.READY:
                     continue
-                row = {"name": name}
+                row = {"name": name, "state": state, "reason": reason}
                 if version:
                     row["version"] = str(version)
-                row["state"] = state
-                if reason:
-                    # Triton leaves the reason out of a row that has none.
-                    row["reason"] = reason
                 rows.append(row)
         return rows
 
@@ -306,7 +302,7 @@ class ModelManager:
             if version is not None and version not in record.serving:
                 record.states[version] = (ModelState.UNAVAILABLE, reason)
             return
-        versions = [v for v in record.states if v] or [version or 0]
+        versions = [v for v in record.states if v] or [0]
         record.states = {v: (ModelState.UNAVAILABLE, reason) for v in versions}
 
     async def _retire(self, versions: list[LoadedVersion], timeout: float | None = None) -> None:
@@ -389,7 +385,7 @@ class ModelManager:
         model = backend.create_model(context)
         if self.auto_complete:
             model.auto_complete_config(provisional)
-        fill_config_defaults(proto, filename, gpu_ids())
+        fill_config_defaults(proto, name, filename, gpu_ids())
         config = validate_config(proto, name, source.path)
         context.config = config
         runners: list[InstanceRunner] = []
