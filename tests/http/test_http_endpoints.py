@@ -212,12 +212,34 @@ def test_load_request_validation(explicit_server):
     assert response.status_code == 400 and "JSON object" in response.json()["error"]
     response = httpx.post(base + "/types/load", json={"parameters": {"config": json.dumps({"backend": "numpy", "max_batch_size": -1})}})
     assert response.status_code == 400 and "max_batch_size" in response.json()["error"]
-    response = httpx.post(base + "/types/load", json={"parameters": {"config": "{}", "file:1/model.onnx": "AAAA"}})
-    assert response.status_code == 501 and "file:1/model.onnx" in response.json()["error"]
-    response = httpx.post(base + "/add_sub/unload", json={"parameters": {"unload_dependents": True}})
-    assert response.status_code == 501 and "unload_dependents" in response.json()["error"]
+    response = httpx.post(base + "/evil/load", json={"parameters": {"config": "{}", "file:../evil.py": "AAAA"}})
+    assert response.status_code == 400 and "file path '../evil.py' must be relative" in response.json()["error"]
+    response = httpx.post(base + "/evil/load", json={"parameters": {"config": "{}", "file:1/model.py": "not base64!"}})
+    assert response.status_code == 400 and "must hold the file's content in base64" in response.json()["error"]
+    response = httpx.post(base + "/add_sub/unload", json={"parameters": {"unload_dependents": "yes"}})
+    assert response.status_code == 400 and "unload_dependents" in response.json()["error"]
     response = httpx.post(base + "/add_sub/load", content=b"{x")
     assert response.status_code == 400 and "malformed JSON" in response.json()["error"]
+
+
+def test_load_uploaded_files_and_unload_dependents(explicit_server):
+    client = httpclient.InferenceServerClient(explicit_server.http_url)
+    config = {"backend": "numpy", "max_batch_size": 0,
+              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+              "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
+    client.load_model("uploaded", config=json.dumps(config), files={"file:1/weights.bin": b"\x00\x01"})
+    infer_input = httpclient.InferInput("INPUT0", [2], "FP32")
+    infer_input.set_data_from_numpy(np.array([1, 2], np.float32))
+    np.testing.assert_array_equal(client.infer("uploaded", [infer_input]).as_numpy("OUTPUT0"), [1, 2])
+    ensemble = {"platform": "ensemble", "max_batch_size": 0,
+                "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [-1]}],
+                "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [-1]}],
+                "ensemble_scheduling": {"step": [{"model_name": "uploaded", "model_version": -1,
+                                                  "input_map": {"INPUT0": "IN"}, "output_map": {"OUTPUT0": "OUT"}}]}}
+    client.load_model("pipeline", config=json.dumps(ensemble), files={"file:1/.keep": b""})
+    assert client.is_model_ready("pipeline")
+    client.unload_model("uploaded", unload_dependents=True)
+    assert not client.is_model_ready("pipeline") and not client.is_model_ready("uploaded")
 
 
 def test_repository_index_ready_filter(explicit_server):

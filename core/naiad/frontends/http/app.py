@@ -8,6 +8,8 @@ from the core; errors become Triton's `{"error": "..."}` bodies (see responses.p
 
 from __future__ import annotations
 
+import base64
+
 from typing import Any, Awaitable, Callable
 
 from starlette.applications import Starlette
@@ -120,12 +122,15 @@ class _Routes:
         parameters = document.get("parameters", {})
         if not isinstance(parameters, dict):
             raise NaiadError.invalid("'parameters' of the load request must be a JSON object")
-        files = [key for key in parameters if key.startswith("file:")]
-        if files:
-            raise NaiadError.unsupported(
-                f"loading model '{name}' with uploaded files ({', '.join(files)}) is not supported yet; "
-                "put the files in the model repository and load the model by name"
-            )
+        files: dict[str, bytes] = {}
+        for key, value in parameters.items():
+            if key.startswith("file:"):
+                try:
+                    files[key.removeprefix("file:")] = base64.b64decode(value, validate=True)
+                except (TypeError, ValueError):
+                    raise NaiadError.invalid(
+                        f"failed to load '{name}': parameter '{key}' must hold the file's content in base64"
+                    ) from None
         config = None
         if "config" in parameters:
             text = parameters["config"]
@@ -138,7 +143,7 @@ class _Routes:
                     f"the 'config' parameter of the load request for model '{name}' must be a JSON object "
                     "(or a string holding one) in the model configuration's JSON form"
                 )
-        await self.server.load_model(name, config=config)
+        await self.server.load_model(name, config=config, files=files)
         return empty_response()
 
     async def unload(self, request: Request) -> Response:
@@ -147,11 +152,10 @@ class _Routes:
         parameters = document.get("parameters", {})
         if not isinstance(parameters, dict):
             raise NaiadError.invalid("'parameters' of the unload request must be a JSON object")
-        if parameters.get("unload_dependents", False):
-            raise NaiadError.unsupported(
-                f"unloading model '{name}' with unload_dependents is not supported yet; unload each model by name"
-            )
-        await self.server.unload_model(name)
+        dependents = parameters.get("unload_dependents", False)
+        if not isinstance(dependents, bool):
+            raise NaiadError.invalid("'unload_dependents' of the unload request must be true or false")
+        await self.server.unload_model(name, unload_dependents=dependents)
         return empty_response()
 
     # -- system shared memory ------------------------------------------------------------
