@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,9 @@ class ModelRecord:
     # Index rows by version (0 when the failure came before versions were known).
     states: dict[int, tuple[str, str]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Counters by version, kept across reloads and unloads so Prometheus counters and the
+    # statistics extension stay cumulative for the life of the server.
+    statistics: dict[int, ModelStatistics] = field(default_factory=dict)
 
 
 class ModelManager:
@@ -172,7 +176,7 @@ class ModelManager:
                 if version not in record.serving:
                     record.states[version] = (ModelState.LOADING, "")
             try:
-                built = await asyncio.to_thread(self._build, source, config_override)
+                built = await asyncio.to_thread(self._build, source, config_override, dict(record.statistics))
                 for loaded in built.values():
                     await loaded.scheduler.start()
             except NaiadError as exc:
@@ -184,6 +188,7 @@ class ModelManager:
                 raise NaiadError.internal(message) from exc
             retired = list(record.serving.values())
             record.serving = built
+            record.statistics.update({v: loaded.statistics for v, loaded in built.items()})
             record.states = {v: (ModelState.READY, "") for v in built}
             log.info("loaded model '%s' version(s) %s", name, sorted(built))
         await self._retire(retired)
@@ -235,7 +240,10 @@ class ModelManager:
             except Exception:  # noqa: BLE001
                 log.exception("model '%s' failed to finalize", loaded.name)
 
-    def _build(self, source: ModelSource, override: dict[str, Any] | None) -> dict[int, LoadedVersion]:
+    def _build(
+        self, source: ModelSource, override: dict[str, Any] | None,
+        statistics: dict[int, ModelStatistics] | None = None,
+    ) -> dict[int, LoadedVersion]:
         """Runs in a worker thread: framework loads block."""
         name = source.name
         if override is not None:
@@ -253,15 +261,18 @@ class ModelManager:
         built: dict[int, LoadedVersion] = {}
         try:
             for version in versions:
-                built[version] = self._build_version(source, proto, version)
+                built[version] = self._build_version(source, proto, version, (statistics or {}).get(version))
         except BaseException:
             for loaded in built.values():
                 self._finalize(loaded)
             raise
         return built
 
-    def _build_version(self, source: ModelSource, base: pb.ModelConfig, version: int) -> LoadedVersion:
+    def _build_version(
+        self, source: ModelSource, base: pb.ModelConfig, version: int, statistics: ModelStatistics | None = None
+    ) -> LoadedVersion:
         name = source.name
+        load_started = time.monotonic()
         proto = pb.ModelConfig()
         proto.CopyFrom(base)
         if proto.platform == "ensemble":
@@ -284,7 +295,11 @@ class ModelManager:
         config = validate_config(proto, name, source.path)
         context.config = config
         runners: list[InstanceRunner] = []
-        statistics = ModelStatistics(name, str(version))
+        if statistics is None:
+            statistics = ModelStatistics(name, str(version))
+        metrics_settings = getattr(self.server, "metrics_settings", None)
+        if metrics_settings is not None:
+            metrics_settings.prepare(statistics, config)
         try:
             model.initialize()
             for instance_context in expand_instance_groups(config):
@@ -296,6 +311,7 @@ class ModelManager:
             self._finalize(loaded)
             raise
         scheduler = create_scheduler(config, runners)
+        statistics.load_duration_s = time.monotonic() - load_started
         return LoadedVersion(name, version, config, scheduler, statistics, model, runners)
 
 

@@ -16,18 +16,35 @@ from typing import Any, AsyncIterator
 
 from . import __version__
 from .backend_registry import BackendRegistry
+from .custom_metrics import CustomMetricRegistry
 from .errors import NaiadError
 from .inference import InferenceRequest, InferenceResponse
+from .log_settings import LogSettings
+from .metrics_settings import MetricsSettings
 from .model_config import ModelConfig
 from .model_manager import LoadedVersion, ModelManager
 from .repository import LocalRepository
 from .request_validation import validate_request
 from .scheduling.job import Job
 from .shared_memory import SharedMemoryRegistry
+from .tracing import TraceSettings, Tracing
 
-__all__ = ["Server", "ServerOptions"]
+__all__ = ["Server", "ServerOptions", "BUILTIN_METRIC_FAMILIES"]
 
 log = logging.getLogger("naiad.server")
+
+# The server's own Prometheus families; custom metrics may not take these names.
+BUILTIN_METRIC_FAMILIES = (
+    "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
+    "nv_inference_exec_count", "nv_inference_pending_request_count", "nv_inference_request_duration_us",
+    "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
+    "nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us",
+    "nv_inference_request_summary_us", "nv_inference_queue_summary_us", "nv_inference_compute_input_summary_us",
+    "nv_inference_compute_infer_summary_us", "nv_inference_compute_output_summary_us",
+    "nv_inference_first_response_histogram_ms", "nv_model_load_duration_secs", "nv_cpu_utilization",
+    "nv_cpu_memory_total_bytes", "nv_cpu_memory_used_bytes", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
+    "nv_gpu_memory_used_bytes", "nv_gpu_power_usage", "nv_gpu_power_limit", "nv_energy_consumption",
+)
 
 
 @dataclass
@@ -49,6 +66,10 @@ class ServerOptions:
     backend_plugins: list[object] = field(default_factory=list)
     load_backend_entry_points: bool = True
     server_id: str = "naiad"
+    # Observability: what --metrics-*, --log-* and --trace-config set.
+    metrics_settings: MetricsSettings = field(default_factory=MetricsSettings)
+    log_settings: LogSettings | None = None
+    trace_settings: TraceSettings | None = None
 
 
 class Server:
@@ -63,6 +84,13 @@ class Server:
         self.backends: BackendRegistry | None = None
         self.models: ModelManager | None = None
         self.shared_memory = SharedMemoryRegistry()
+        self.metrics_settings = self.options.metrics_settings
+        # The logging and trace extensions read and change these live.
+        self.log_settings = self.options.log_settings or LogSettings()
+        self.tracing = Tracing(self.options.trace_settings)
+        # Metric families models define (Triton's custom metrics); the metrics frontend
+        # exports them beside the server's own.
+        self.custom_metrics = CustomMetricRegistry(reserved=BUILTIN_METRIC_FAMILIES)
         self._live = False
         self._startup_failures: list[str] = []
         self._extensions: list[str] = [
@@ -128,6 +156,7 @@ class Server:
             await self.models.unload_all(self.options.exit_timeout_secs)
         if self.backends is not None:
             self.backends.finalize()
+        self.tracing.close()
 
     async def __aenter__(self) -> "Server":
         await self.start()
@@ -270,9 +299,19 @@ class Server:
             raise
         future: asyncio.Future[InferenceResponse] = loop.create_future()
         statistics.pending += 1
+        trace = request.trace
+        if trace is None and self.tracing.active:
+            trace = self.tracing.begin(request, loaded.name, str(loaded.version))
+        awaiting_first = statistics.first_response_histogram is not None
 
         def deliver(response: InferenceResponse) -> None:
+            nonlocal awaiting_first
+            if awaiting_first:
+                awaiting_first = False
+                statistics.record_first_response(int((loop.time() - started) * 1e9))
             if response.final:
+                if trace is not None:
+                    trace.request_done(response)
                 statistics.pending -= 1
                 elapsed = int((loop.time() - started) * 1e9)
                 if response.error is None:

@@ -67,11 +67,13 @@ class InstanceRunner:
             error = exc if isinstance(exc, NaiadError) else NaiadError.internal(
                 f"model '{self.model_name}' failed to execute: {type(exc).__name__}: {exc}"
             )
+            _trace_compute(jobs, start, time.monotonic_ns() - start)
             for job in jobs:
                 job.finish(self._stamp(InferenceResponse(error=error), job))
             return
         finally:
             elapsed = time.monotonic_ns() - start
+        _trace_compute(jobs, start, elapsed)
         self.statistics.record_execution(sum(j.batch_size for j in jobs), len(jobs), 0, elapsed, 0)
         if self.decoupled:
             self._check_decoupled(result, jobs)
@@ -129,3 +131,10 @@ class InstanceRunner:
     def close(self) -> None:
         if self._thread is not None:
             self._thread.shutdown(wait=True)
+
+
+def _trace_compute(jobs: list[Job], start: int, elapsed: int) -> None:
+    """Give traced requests their queue and compute timestamps (one check when untraced)."""
+    for job in jobs:
+        if job.request.trace is not None:
+            job.request.trace.compute(job.enqueued_ns, start, start + elapsed)
