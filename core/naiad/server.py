@@ -27,6 +27,7 @@ from .repository import LocalRepository
 from .request_validation import validate_request
 from .scheduling.job import Job
 from .shared_memory import SharedMemoryRegistry
+from .statistics import failure_reason
 from .tracing import TraceSettings, Tracing
 
 __all__ = ["Server", "ServerOptions", "BUILTIN_METRIC_FAMILIES"]
@@ -291,12 +292,10 @@ class Server:
     ) -> tuple[Job, asyncio.Future[InferenceResponse]]:
         statistics = loaded.statistics
         started = loop.time()
-        try:
-            request.take_control_parameters()
-            batch_size = validate_request(request, loaded.config, str(loaded.version))
-        except NaiadError:
-            statistics.record_failure(int((loop.time() - started) * 1e9), "OTHER")
-            raise
+        # A request refused by validation never reaches the model; like tritonserver
+        # (checked against 2.51), it counts in neither the statistics nor the metrics.
+        request.take_control_parameters()
+        batch_size = validate_request(request, loaded.config, str(loaded.version))
         future: asyncio.Future[InferenceResponse] = loop.create_future()
         statistics.pending += 1
         trace = request.trace
@@ -317,7 +316,7 @@ class Server:
                 if response.error is None:
                     statistics.record_success(elapsed)
                 else:
-                    statistics.record_failure(elapsed, "CANCELED" if request.cancelled else "BACKEND")
+                    statistics.record_failure(elapsed, failure_reason(response.error, request.cancelled))
             if queue is not None:
                 queue.put_nowait(response)
             elif not future.done():

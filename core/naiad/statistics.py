@@ -12,7 +12,19 @@ from typing import Any, Callable
 
 from .latency_summary import DEFAULT_BUCKETS_MS, DEFAULT_QUANTILES, LatencyHistogram, LatencySummary
 
-__all__ = ["Duration", "BatchStatistics", "ModelStatistics"]
+__all__ = ["Duration", "BatchStatistics", "ModelStatistics", "failure_reason"]
+
+
+def failure_reason(error: Any, cancelled: bool = False) -> str:
+    """The `reason` label of nv_inference_request_failure for a failed request: CANCELED
+    when the client went away, REJECTED when a scheduler refused it (UNAVAILABLE: queue
+    full, model unloading), BACKEND when the model failed."""
+    code = getattr(getattr(error, "code", None), "value", None)
+    if cancelled or code == "CANCELLED":
+        return "CANCELED"
+    if code == "UNAVAILABLE":
+        return "REJECTED"
+    return "BACKEND"
 
 
 @dataclass(slots=True)

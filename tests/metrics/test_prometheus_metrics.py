@@ -3,12 +3,15 @@ that equal the statistics extension, positive durations, counters that survive a
 opt-in summaries, CPU gauges, and GPU gauges only with a GPU."""
 
 import asyncio
+import threading
 
 import httpx
 import numpy as np
 import pytest
 
-from naiad import InferenceRequest, NaiadError, Tensor
+from naiad import (
+    Backend, InferenceRequest, InferenceResponse, Model, ModelInstance, NaiadError, Tensor, hookimpl,
+)
 from prometheus_text import value
 
 from conftest import MetricsServer
@@ -50,6 +53,9 @@ def test_counters_are_exact_and_equal_the_statistics_extension(repo):
     async def go():
         async with MetricsServer(repo) as ms:
             await send(ms.server)
+            # Refused before reaching the model: counted nowhere, as tritonserver does.
+            with pytest.raises(NaiadError, match="INPUT1"):
+                await ms.server.infer(InferenceRequest("add_sub", [Tensor.from_numpy("INPUT0", np.ones((1, 4), np.float32))]))
             text, samples, types = await ms.scrape()
             add_sub = {"model": "add_sub", "version": "1"}
             failing = {"model": "failing", "version": "1"}
@@ -175,3 +181,78 @@ def test_bad_metrics_flags_are_refused(repo):
         with pytest.raises(NaiadError) as info:
             options_from_args(args)
         assert message in info.value.message
+
+
+def test_failure_reasons():
+    from naiad.statistics import failure_reason
+
+    assert failure_reason(NaiadError.internal("model crashed")) == "BACKEND"
+    assert failure_reason(NaiadError.unavailable("queue is full")) == "REJECTED"
+    assert failure_reason(NaiadError.cancelled_request()) == "CANCELED"
+    assert failure_reason(NaiadError.internal("x"), cancelled=True) == "CANCELED"
+
+
+class GatedInstance(ModelInstance):
+    """Holds each execution until the test opens the gate."""
+
+    gate = threading.Event()
+
+    def execute(self, requests):
+        assert self.gate.wait(60)
+        return [InferenceResponse(outputs=[Tensor.from_numpy("OUTPUT0", r.input("INPUT0").data)]) for r in requests]
+
+
+class GatedModel(Model):
+    def create_instance(self, context):
+        return GatedInstance(self, context)
+
+
+class GatedBackend(Backend):
+    name = "gated"
+
+    def create_model(self, context):
+        return GatedModel(context)
+
+
+class GatedPlugin:
+    @hookimpl
+    def naiad_backends(self):
+        return [GatedBackend]
+
+
+GATED = '''backend: "gated" max_batch_size: 0
+input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]}]
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]}]'''
+
+
+def test_a_request_cancelled_in_the_queue_counts_as_canceled(repo):
+    from conftest import make_model
+
+    make_model(repo, "gated", GATED)
+    GatedInstance.gate.clear()
+
+    async def go():
+        async with MetricsServer(repo, plugins=[GatedPlugin()]) as ms:
+            statistics = ms.server.model("gated").statistics
+
+            def gated():
+                return InferenceRequest("gated", [Tensor.from_numpy("INPUT0", np.ones(4, np.float32))])
+
+            running = asyncio.create_task(ms.server.infer(gated()))
+            queued = asyncio.create_task(ms.server.infer(gated()))
+            while statistics.pending < 2:
+                await asyncio.sleep(0.001)
+            _, during, _ = await ms.scrape()
+            labels = {"model": "gated", "version": "1"}
+            assert value(during, "nv_inference_pending_request_count", **labels) == 2
+            queued.cancel()
+            GatedInstance.gate.set()
+            await running
+            while statistics.pending:
+                await asyncio.sleep(0.001)
+            _, samples, _ = await ms.scrape()
+            assert value(samples, "nv_inference_request_success", **labels) == 1
+            assert value(samples, "nv_inference_request_failure", reason="CANCELED", **labels) == 1
+            assert value(samples, "nv_inference_pending_request_count", **labels) == 0
+
+    asyncio.run(go())
