@@ -79,6 +79,14 @@ class TraceSettings:
             for key, value in changes.items():
                 if key not in _KEYS:
                     raise NaiadError.invalid(f"unknown trace setting '{key}' (known: {', '.join(_KEYS)})")
+                if key != "trace_level" and isinstance(value, (list, tuple)):
+                    # gRPC's TraceSetting sends every value as a list of strings; an empty
+                    # list clears the setting, as null does over HTTP.
+                    if len(value) > 1:
+                        raise NaiadError.invalid(f"{key} takes one value, got {list(value)}")
+                    value = value[0] if value else None
+                elif key == "trace_level" and isinstance(value, (list, tuple)) and not value:
+                    value = None
                 if key == "trace_mode" and value is not None and value != self._global["trace_mode"]:
                     raise NaiadError.invalid("trace_mode is chosen at start-up (--trace-config mode=...) "
                                              "and cannot be changed while serving")

@@ -35,7 +35,7 @@ def test_defaults_and_validation():
     cases = [
         ({"trace_level": ["BAD"]}, "unknown level(s) ['BAD']"),
         ({"trace_level": ["OFF", "TIMESTAMPS"]}, "OFF cannot be combined"),
-        ({"trace_level": []}, "must be a list"),
+        ({"trace_level": [3]}, "must be a list"),
         ({"trace_rate": "x"}, "trace_rate must be an integer"),
         ({"trace_rate": "0"}, "trace_rate must be at least 1"),
         ({"trace_count": "-2"}, "trace_count must be at least -1"),
@@ -60,6 +60,11 @@ def test_model_overrides_fall_back_to_global(tmp_path):
     assert settings.get("add_sub")["trace_level"] == ["TIMESTAMPS", "TENSORS"]
     assert settings.update({"trace_rate": None}, model="add_sub")["trace_rate"] == "1000"
     assert settings.update({"trace_level": None, "trace_file": None}) == TRITON_DEFAULTS
+    # gRPC's shape: every value a list of strings, an empty list clears.
+    assert settings.update({"trace_rate": ["7"]}, model="m")["trace_rate"] == "7"
+    assert settings.update({"trace_rate": []}, model="m")["trace_rate"] == "1000"
+    with pytest.raises(NaiadError, match="takes one value"):
+        settings.update({"trace_rate": ["1", "2"]})
 
 
 def test_trace_config_flags():
