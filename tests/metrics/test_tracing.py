@@ -175,3 +175,54 @@ def test_opentelemetry_spans(repo):
         assert root.start_time <= spans[child].start_time <= spans[child].end_time <= root.end_time
     assert spans["queue"].end_time <= spans["compute"].start_time
     assert [e.name for e in root.events] == ORDER
+
+
+def test_otlp_export_to_a_collector_on_loopback(repo):
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    import http.server
+    import threading
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from naiad.testing import free_port
+    from naiad.tracing import otlp_tracer_provider
+
+    received = []
+
+    class Collector(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    port = free_port()
+    collector = http.server.HTTPServer(("127.0.0.1", port), Collector)
+    thread = threading.Thread(target=collector.serve_forever, daemon=True)
+    thread.start()
+    provider = otlp_tracer_provider({"url": f"http://127.0.0.1:{port}/v1/traces", "resource": "deployment=test"})
+    try:
+        async def go():
+            server = serve_with(repo, "--trace-config", "mode=opentelemetry", "--trace-config", "level=TIMESTAMPS",
+                                "--trace-config", "rate=1")
+            server.tracing.tracer_provider = provider
+            async with server:
+                await server.infer(request())
+
+        asyncio.run(go())
+        assert provider.force_flush(10_000)
+    finally:
+        provider.shutdown()
+        collector.shutdown()
+    assert received and received[0][0] == "/v1/traces"
+    exported = ExportTraceServiceRequest()
+    exported.ParseFromString(b"".join(body for _, body in received[:1]))
+    resource = {a.key: a.value.string_value for a in exported.resource_spans[0].resource.attributes}
+    assert resource["service.name"] == "naiad" and resource["deployment"] == "test"
+    names = sorted(s.name for rs in exported.resource_spans for ss in rs.scope_spans for s in ss.spans)
+    assert names == ["InferRequest", "compute", "queue"]
