@@ -62,13 +62,13 @@ class MetricsEndpoint:
             await _respond(send, 405, b"method not allowed: use GET\n", "text/plain; charset=utf-8")
         else:
             body = await self.scrape()
-            await _respond(send, 200, b"" if scope["method"] == "HEAD" else body, CONTENT_TYPE)
+            await _respond(send, 200, body, CONTENT_TYPE, head=scope["method"] == "HEAD")
 
 
-async def _respond(send: Any, status: int, body: bytes, content_type: str) -> None:
+async def _respond(send: Any, status: int, body: bytes, content_type: str, head: bool = False) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": b"" if head else body})
 
 
 def _bind(host: str, port: int) -> socket.socket:
