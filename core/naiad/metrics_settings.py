@@ -17,9 +17,22 @@ if TYPE_CHECKING:
     from .model_config import ModelConfig
     from .statistics import ModelStatistics
 
-__all__ = ["MetricsSettings", "FIRST_RESPONSE_HISTOGRAM"]
+__all__ = ["MetricsSettings", "FIRST_RESPONSE_HISTOGRAM", "BUILTIN_METRIC_FAMILIES"]
 
 FIRST_RESPONSE_HISTOGRAM = "nv_inference_first_response_histogram_ms"
+
+# The server's own Prometheus families; custom metrics may not take these names.
+BUILTIN_METRIC_FAMILIES = (
+    "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
+    "nv_inference_exec_count", "nv_inference_pending_request_count", "nv_inference_request_duration_us",
+    "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
+    "nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us",
+    "nv_inference_request_summary_us", "nv_inference_queue_summary_us", "nv_inference_compute_input_summary_us",
+    "nv_inference_compute_infer_summary_us", "nv_inference_compute_output_summary_us",
+    "nv_inference_first_response_histogram_ms", "nv_model_load_duration_secs", "nv_cpu_utilization",
+    "nv_cpu_memory_total_bytes", "nv_cpu_memory_used_bytes", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
+    "nv_gpu_memory_used_bytes", "nv_gpu_power_usage", "nv_gpu_power_limit", "nv_energy_consumption",
+)
 
 _BOOL = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
 

@@ -20,7 +20,7 @@ from .custom_metrics import CustomMetricRegistry
 from .errors import NaiadError
 from .inference import InferenceRequest, InferenceResponse
 from .log_settings import LogSettings
-from .metrics_settings import MetricsSettings
+from .metrics_settings import BUILTIN_METRIC_FAMILIES, MetricsSettings
 from .model_config import ModelConfig
 from .model_manager import LoadedVersion, ModelManager
 from .repository import LocalRepository
@@ -30,22 +30,9 @@ from .shared_memory import SharedMemoryRegistry
 from .statistics import failure_reason
 from .tracing import TraceSettings, Tracing
 
-__all__ = ["Server", "ServerOptions", "BUILTIN_METRIC_FAMILIES"]
+__all__ = ["Server", "ServerOptions"]
 
 log = logging.getLogger("naiad.server")
-
-# The server's own Prometheus families; custom metrics may not take these names.
-BUILTIN_METRIC_FAMILIES = (
-    "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
-    "nv_inference_exec_count", "nv_inference_pending_request_count", "nv_inference_request_duration_us",
-    "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
-    "nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us",
-    "nv_inference_request_summary_us", "nv_inference_queue_summary_us", "nv_inference_compute_input_summary_us",
-    "nv_inference_compute_infer_summary_us", "nv_inference_compute_output_summary_us",
-    "nv_inference_first_response_histogram_ms", "nv_model_load_duration_secs", "nv_cpu_utilization",
-    "nv_cpu_memory_total_bytes", "nv_cpu_memory_used_bytes", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
-    "nv_gpu_memory_used_bytes", "nv_gpu_power_usage", "nv_gpu_power_limit", "nv_energy_consumption",
-)
 
 
 @dataclass
