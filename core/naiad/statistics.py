@@ -140,6 +140,17 @@ class ModelStatistics:
         batch.compute_infer.add(infer_ns)
         batch.compute_output.add(output_ns)
 
+    def record_failed_execution(self, batch_size: int, infer_ns: int) -> None:
+        """An execution that raised: tritonserver counts it in `execution_count` and the
+        batch statistics, but not in `inference_count` or the per-request compute times."""
+        self.execution_count += 1
+        batch = self.batches.get(batch_size)
+        if batch is None:
+            batch = self.batches[batch_size] = BatchStatistics(batch_size)
+        batch.compute_infer.add(infer_ns)
+        batch.compute_input.add(0)
+        batch.compute_output.add(0)
+
     def to_dict(self) -> dict[str, Any]:
         """Triton's JSON shape of one entry of `model_stats`."""
         return {

@@ -68,6 +68,9 @@ def test_counters_are_exact_and_equal_the_statistics_extension(repo):
             for reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER"):
                 assert value(samples, "nv_inference_request_failure", reason=reason, **add_sub) == 0
             assert value(samples, "nv_inference_count", **add_sub) == 2 * N_OK
+            # A model that raises: its executions count, its inferences do not (as in tritonserver).
+            assert value(samples, "nv_inference_exec_count", **failing) == M_FAIL
+            assert value(samples, "nv_inference_count", **failing) == 0
             assert value(samples, "nv_inference_exec_count", **add_sub) == N_OK
             assert value(samples, "nv_inference_pending_request_count", **add_sub) == 0
             assert value(samples, "nv_inference_request_duration_us", **add_sub) > 0

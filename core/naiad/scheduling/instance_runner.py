@@ -67,7 +67,9 @@ class InstanceRunner:
             error = exc if isinstance(exc, NaiadError) else NaiadError.internal(
                 f"model '{self.model_name}' failed to execute: {type(exc).__name__}: {exc}"
             )
-            _trace_compute(jobs, start, time.monotonic_ns() - start)
+            failed_ns = time.monotonic_ns() - start
+            self.statistics.record_failed_execution(sum(j.batch_size for j in jobs), failed_ns)
+            _trace_compute(jobs, start, failed_ns)
             for job in jobs:
                 job.finish(self._stamp(InferenceResponse(error=error), job))
             return
