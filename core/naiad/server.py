@@ -298,7 +298,8 @@ class Server:
             if response.final:
                 if trace is not None:
                     trace.request_done(response)
-                statistics.pending -= 1
+                if not job.executed:
+                    statistics.pending -= 1
                 elapsed = int((loop.time() - started) * 1e9)
                 if response.error is None:
                     statistics.record_success(elapsed)

@@ -89,6 +89,7 @@ class ModelStatistics:
     # Failures by reason ("REJECTED", "CANCELED", "BACKEND", "OTHER"), as Triton's
     # nv_inference_request_failure labels them.
     failures_by_reason: dict[str, int] = field(default_factory=dict)
+    # Requests received and not yet taken by an instance (nv_inference_pending_request_count).
     pending: int = 0
     # Seconds the last load of this version took (nv_model_load_duration_secs).
     load_duration_s: float = 0.0

@@ -53,6 +53,9 @@ class InstanceRunner:
         start = time.monotonic_ns()
         for job in jobs:
             self.statistics.queue.add(start - job.enqueued_ns)
+            # nv_inference_pending_request_count counts requests awaiting execution.
+            job.executed = True
+            self.statistics.pending -= 1
         requests = [job.request for job in jobs]
         if self.decoupled:
             for job in jobs:

@@ -43,7 +43,7 @@ def model_families(server: "Server", counter_latencies: bool = True) -> list[Fam
                      "counter")
     count = Family("nv_inference_count", "Inferences performed (a batch of 8 counts 8)", "counter")
     executions = Family("nv_inference_exec_count", "Model executions performed (a batch of 8 counts 1)", "counter")
-    pending = Family("nv_inference_pending_request_count", "Requests received and not yet executed, now", "gauge")
+    pending = Family("nv_inference_pending_request_count", "Requests received and waiting for an instance, now", "gauge")
     load = Family("nv_model_load_duration_secs", "Seconds the last load of the model version took", "gauge")
     durations = [Family(name, text, "counter") for name, text, _, _, _ in _LATENCIES]
     summaries = [Family(name, text, "summary") for _, _, _, name, text in _LATENCIES]
