@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -87,6 +88,9 @@ class ModelRecord:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Fingerprint of the model directory at the last load attempt (poll mode compares it).
     fingerprint: str | None = None
+    # Counters by version, kept across reloads and unloads so Prometheus counters and the
+    # statistics extension stay cumulative for the life of the server.
+    statistics: dict[int, ModelStatistics] = field(default_factory=dict)
 
 
 class ModelManager:
@@ -225,7 +229,7 @@ class ModelManager:
             serving = dict(record.serving) if config_override is None else {}
             try:
                 await self._load_ensemble_steps(name, source, config_override)
-                built = await self._build_with_timeout(source, config_override, serving)
+                built = await self._build_with_timeout(source, config_override, serving, dict(record.statistics))
                 fresh = [v for v in built.values() if v is not serving.get(v.version)]
                 try:
                     if config_override is None and source.fingerprint() != record.fingerprint:
@@ -246,16 +250,21 @@ class ModelManager:
                 raise NaiadError.internal(message) from exc
             retired = [v for v in record.serving.values() if built.get(v.version) is not v]
             record.serving = built
+            record.statistics.update({v: loaded.statistics for v, loaded in built.items()})
             record.states = {v: (ModelState.READY, "") for v in built}
             log.info("loaded model '%s' version(s) %s", name, sorted(built))
         await self._retire(retired)
 
     async def _build_with_timeout(
-        self, source: ModelSource, override: dict[str, Any] | None, serving: dict[int, LoadedVersion]
+        self,
+        source: ModelSource,
+        override: dict[str, Any] | None,
+        serving: dict[int, LoadedVersion],
+        statistics: dict[int, ModelStatistics],
     ) -> dict[int, LoadedVersion]:
         """`_build` in a worker thread, given up on after the load timeout. A thread cannot
         be stopped: what it builds after the deadline is finalized as soon as it is done."""
-        build = asyncio.ensure_future(asyncio.to_thread(self._build, source, override, serving))
+        build = asyncio.ensure_future(asyncio.to_thread(self._build, source, override, serving, statistics))
         try:
             return await asyncio.wait_for(asyncio.shield(build), self.load_timeout_secs)
         except asyncio.TimeoutError:
@@ -325,10 +334,15 @@ class ModelManager:
                 log.exception("model '%s' failed to finalize", loaded.name)
 
     def _build(
-        self, source: ModelSource, override: dict[str, Any] | None, serving: dict[int, LoadedVersion]
+        self,
+        source: ModelSource,
+        override: dict[str, Any] | None,
+        serving: dict[int, LoadedVersion],
+        statistics: dict[int, ModelStatistics],
     ) -> dict[int, LoadedVersion]:
         """Runs in a worker thread: framework loads block. Versions of `serving` whose
-        files did not change are reused as they are."""
+        files did not change are reused as they are; new ones continue the counters in
+        `statistics`."""
         name = source.name
         if override is not None:
             proto = config_from_dict(override, name)
@@ -352,7 +366,7 @@ class ModelManager:
                     built[version] = current
                     continue
                 try:
-                    built[version] = self._build_version(source, proto, version)
+                    built[version] = self._build_version(source, proto, version, statistics.get(version))
                 except NaiadError as exc:
                     exc.failed_version = version  # type: ignore[attr-defined]
                     raise
@@ -364,8 +378,11 @@ class ModelManager:
             raise
         return built
 
-    def _build_version(self, source: ModelSource, base: pb.ModelConfig, version: int) -> LoadedVersion:
+    def _build_version(
+        self, source: ModelSource, base: pb.ModelConfig, version: int, statistics: ModelStatistics | None = None
+    ) -> LoadedVersion:
         name = source.name
+        load_started = time.monotonic()
         proto = pb.ModelConfig()
         proto.CopyFrom(base)
         if proto.platform == "ensemble":
@@ -389,7 +406,11 @@ class ModelManager:
         config = validate_config(proto, name, source.path)
         context.config = config
         runners: list[InstanceRunner] = []
-        statistics = ModelStatistics(name, str(version))
+        if statistics is None:
+            statistics = ModelStatistics(name, str(version))
+        metrics_settings = getattr(self.server, "metrics_settings", None)
+        if metrics_settings is not None:
+            metrics_settings.prepare(statistics, config)
         try:
             model.initialize()
             for instance_context in expand_instance_groups(config):
@@ -401,6 +422,7 @@ class ModelManager:
             self._finalize(loaded)
             raise
         scheduler = create_scheduler(config, runners)
+        statistics.load_duration_s = time.monotonic() - load_started
         return LoadedVersion(name, version, config, scheduler, statistics, model, runners)
 
 

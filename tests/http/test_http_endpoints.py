@@ -13,7 +13,7 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from conftest import MODELS, server_process, start_server, write_repository
+from http_servers import MODELS, server_process, start_server, write_repository
 
 
 def test_health(server, base_url):

@@ -10,7 +10,7 @@ import pytest
 
 from naiad import NaiadError, ServerOptions
 
-from conftest import GRAPHDEF_CONFIG, InProcessServer, write_model
+from tf_models import GRAPHDEF_CONFIG, InProcessServer, write_model
 
 BAD_CONFIGS = {
     # name: (config, model kind, words the load error must contain)

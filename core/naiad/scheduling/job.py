@@ -21,6 +21,8 @@ class Job:
     deliver: Callable[[InferenceResponse], None]
     enqueued_ns: int = field(default_factory=time.monotonic_ns)
     done: bool = False
+    # Set when an instance takes the job: it no longer counts as pending.
+    executed: bool = False
 
     def finish(self, response: InferenceResponse) -> None:
         if self.done:
