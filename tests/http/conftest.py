@@ -1,8 +1,8 @@
 from pathlib import Path
-import pytest
-from naiad.testing import ServerProcess
 
-from http_servers import write_repository, start_server
+import pytest
+from http_servers import start_server, write_repository
+from naiad.testing import ServerProcess
 
 
 @pytest.fixture(scope="session")

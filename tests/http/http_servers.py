@@ -1,11 +1,11 @@
 """The HTTP tests' model repository and server processes."""
 
 from __future__ import annotations
+
 import os
 from pathlib import Path
-import pytest
-from naiad.testing import ServerProcess
 
+from naiad.testing import ServerProcess
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 

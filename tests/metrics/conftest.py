@@ -1,5 +1,4 @@
 import pytest
-
 from metrics_server import ADD_SUB, FAILING, make_model
 
 

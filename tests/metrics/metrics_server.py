@@ -4,13 +4,11 @@ import asyncio
 import contextlib
 
 import httpx
-
 from naiad import Server
 from naiad.cli import build_parser, options_from_args
 from naiad.frontends import metrics as metrics_frontend
 from naiad.testing import free_port
 from numpy_backend import NumpyPlugin
-
 from prometheus_text import parse
 
 ADD_SUB = '''backend: "numpy" max_batch_size: 8

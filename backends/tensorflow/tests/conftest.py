@@ -1,8 +1,15 @@
 from pathlib import Path
-import pytest
-from naiad import InferenceRequest, Server, ServerOptions, Tensor
 
-from tf_models import build_module, save_savedmodel, save_graphdef, write_model, GRAPHDEF_CONFIG, InProcessServer
+import pytest
+from naiad import ServerOptions
+from tf_models import (
+    GRAPHDEF_CONFIG,
+    InProcessServer,
+    build_module,
+    save_graphdef,
+    save_savedmodel,
+    write_model,
+)
 
 
 @pytest.fixture(scope="session")

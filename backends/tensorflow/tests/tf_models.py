@@ -1,12 +1,12 @@
 """TensorFlow models built at test time, and an in-process server serving them."""
 
 from __future__ import annotations
+
 import asyncio
 from pathlib import Path
-import numpy as np
-import pytest
-from naiad import InferenceRequest, Server, ServerOptions, Tensor
 
+import numpy as np
+from naiad import InferenceRequest, Server, ServerOptions, Tensor
 
 WEIGHTS = np.arange(12, dtype=np.float32).reshape(4, 3) / 10.0
 
@@ -56,7 +56,9 @@ def save_savedmodel(module, directory: Path) -> None:
 
 def save_graphdef(module, path: Path) -> None:
     """Freeze `serve` (variables become constants) and write the binary GraphDef."""
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
 
     frozen = convert_variables_to_constants_v2(module.serve.get_concrete_function())
     path.write_bytes(frozen.graph.as_graph_def().SerializeToString())
