@@ -106,6 +106,23 @@ class _Routes:
 
     # -- model repository ----------------------------------------------------------------
 
+    # -- logging and trace extensions -----------------------------------------------------
+
+    async def logging(self, request: Request) -> Response:
+        settings = self.server.log_settings
+        if request.method == "GET":
+            return json_response(settings.get())
+        return json_response(settings.update(await self.json_body(request, "log settings")))
+
+    async def trace_setting(self, request: Request) -> Response:
+        model = request.path_params.get("model", "")
+        if model:
+            self.server.model(model)  # NOT_FOUND for a model the server does not serve
+        tracing = self.server.tracing
+        if request.method == "GET":
+            return json_response(tracing.get(model))
+        return json_response(tracing.update(await self.json_body(request, "trace settings"), model))
+
     async def repository_index(self, request: Request) -> Response:
         document = await self.json_body(request, "repository index request")
         ready = document.get("ready", False)
@@ -244,6 +261,9 @@ def create_app(server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> 
         (versioned + "/stats", r.statistics, get),
         (model + "/infer", r.infer, post),
         (versioned + "/infer", r.infer, post),
+        ("/v2/logging", r.logging, get + post),
+        ("/v2/trace/setting", r.trace_setting, get + post),
+        (model + "/trace/setting", r.trace_setting, get + post),
         ("/v2/repository/index", r.repository_index, post),
         ("/v2/repository/models/{model}/load", r.load, post),
         ("/v2/repository/models/{model}/unload", r.unload, post),
