@@ -95,6 +95,10 @@ class NumpyInstance(ModelInstance):
 
 
 class NumpyModel(Model):
+    def initialize(self):
+        # `allocate_mb` stands in for weights: memory a model holds until it is finalized.
+        self.weights = np.ones(int(self.context.config.parameter("allocate_mb", "0")) * 2**20, np.uint8)
+
     def create_instance(self, context):
         return NumpyInstance(self, context)
 
