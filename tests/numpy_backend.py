@@ -1,39 +1,134 @@
 """A tiny backend written in numpy, registered as a plugin object, so core tests exercise
 the real server path without any framework. Models pick an operation with the config
-parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
-`identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (sleeps `sleep_ms`, then identity)."""
+parameter `op`:
+
+* `add_sub`: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 (batched with the core's
+  batch helpers, so one execution computes the whole batch).
+* `identity`: OUTPUTi = INPUTi. `fail`: raises.
+* `sleep`: sleeps `sleep_ms` (or, when the request has a DELAY_MS input, the largest value
+  in the batch), then identity.
+* `accumulate`: a sequence model without implicit state. Per correlation id it keeps a
+  running sum of INPUT (reset by START; requests whose READY is false are padding and
+  change nothing). OUTPUT is the sum, CONTROLS echoes [START, END, READY] and CORRID the
+  correlation id it received. Control input names are START, END, READY and CORRID.
+* `state_add`: a sequence model with implicit state: OUTPUT = OUTPUT_STATE = INPUT +
+  INPUT_STATE (its state input).
+
+Every execution is recorded on the model (`NumpyModel.executions`): instance name,
+monotonic start and end times, and the batch's request count and total batch size, and
+the request ids; `started` lists request ids as executions begin. Tests check overlap
+and batch formation with these, without timing anything.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from naiad import Backend, InferenceResponse, Model, ModelInstance, Tensor, hookimpl
+from naiad.batching import Batch
+
+
+@dataclass(frozen=True)
+class Execution:
+    instance: str
+    start: float
+    end: float
+    requests: int
+    batch_size: int
+    ids: tuple[str, ...] = ()
 
 
 class NumpyInstance(ModelInstance):
+    def initialize(self):
+        # Sums by correlation id; a sequence always runs on the same instance.
+        self.sums: dict[object, np.ndarray] = {}
+
     def execute(self, requests):
         config = self.model.context.config
         op = config.parameter("op", "identity")
+        start = time.monotonic()
+        self.model.started.extend(r.id for r in requests)
+        try:
+            return self._run(op, config, requests)
+        finally:
+            batch_size = sum(int(r.inputs[0].shape[0]) if config.max_batch_size > 0 else 1 for r in requests)
+            self.model.record(
+                Execution(self.context.name, start, time.monotonic(), len(requests), batch_size,
+                          tuple(r.id for r in requests))
+            )
+
+    def _run(self, op, config, requests):
         if op == "fail":
             raise RuntimeError("the model failed on purpose")
+        if op == "add_sub":
+            batch = Batch.stack(requests, config)
+            a, b = batch.inputs["INPUT0"], batch.inputs["INPUT1"]
+            return batch.responses({"OUTPUT0": a + b, "OUTPUT1": a - b})
         if op == "sleep":
-            time.sleep(int(config.parameter("sleep_ms", "50")) / 1000)
-        responses = []
-        for request in requests:
-            if op == "add_sub":
-                a, b = request.input("INPUT0").data, request.input("INPUT1").data
-                outputs = [Tensor.from_numpy("OUTPUT0", a + b), Tensor.from_numpy("OUTPUT1", a - b)]
-            else:
-                outputs = [
-                    Tensor(t.name.replace("INPUT", "OUTPUT"), t.datatype, t.shape, t.data) for t in request.inputs
+            delays = [int(r.input("DELAY_MS").data.max()) for r in requests if r.input("DELAY_MS") is not None]
+            time.sleep((max(delays) if delays else int(config.parameter("sleep_ms", "50"))) / 1000)
+        if op == "accumulate":
+            return [self._accumulate(request) for request in requests]
+        if op == "state_add":
+            return [self._state_add(request) for request in requests]
+        return [
+            InferenceResponse(
+                outputs=[
+                    Tensor(t.name.replace("INPUT", "OUTPUT"), t.datatype, t.shape, t.data)
+                    for t in request.inputs
+                    if t.name.startswith("INPUT")
                 ]
-            responses.append(InferenceResponse(outputs=outputs))
-        return responses
+            )
+            for request in requests
+        ]
+
+    def _accumulate(self, request):
+        for name in ("START", "END", "READY", "CORRID"):
+            self.model.control_datatypes[name] = request.input(name).datatype
+        value = request.input("INPUT").data
+        flags = [int(np.asarray(request.input(name).data).reshape(-1)[0]) for name in ("START", "END", "READY")]
+        corrid = request.input("CORRID").data.reshape(-1)[0]
+        key = corrid.decode() if isinstance(corrid, bytes) else int(corrid)
+        start, _, ready = flags
+        if ready:
+            if start or key not in self.sums:
+                self.sums[key] = np.zeros_like(value)
+            self.sums[key] = self.sums[key] + value
+            total = self.sums[key]
+        else:
+            total = np.zeros_like(value)
+        controls = np.asarray(flags, dtype=np.int32).reshape(value.shape[:-1] + (3,))
+        return InferenceResponse(
+            outputs=[
+                Tensor.from_numpy("OUTPUT", total),
+                Tensor.from_numpy("CONTROLS", controls),
+                Tensor("CORRID_OUT", request.input("CORRID").datatype,
+                       request.input("CORRID").shape, request.input("CORRID").data),
+            ]
+        )
+
+    def _state_add(self, request):
+        total = request.input("INPUT").data + request.input("INPUT_STATE").data
+        return InferenceResponse(outputs=[Tensor.from_numpy("OUTPUT", total), Tensor.from_numpy("OUTPUT_STATE", total)])
 
 
 class NumpyModel(Model):
+    def initialize(self):
+        self.executions: list[Execution] = []
+        # Request ids in the order executions began (appended before the work).
+        self.started: list[str] = []
+        # Datatypes of the control inputs last received, by input name.
+        self.control_datatypes: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def record(self, execution: Execution) -> None:
+        with self._lock:
+            self.executions.append(execution)
+
     def create_instance(self, context):
         return NumpyInstance(self, context)
 

@@ -27,6 +27,7 @@ from .model_config import (
 )
 from .protos import model_config_pb2 as pb
 from .repository import LocalRepository, ModelSource, find_models, select_versions
+from .scheduling.direct_scheduler import DirectScheduler
 from .scheduling.factory import create_scheduler
 from .scheduling.instance_runner import InstanceRunner
 from .scheduling.scheduler import Scheduler
@@ -291,11 +292,11 @@ class ModelManager:
                 instance = model.create_instance(instance_context)
                 instance.initialize()
                 runners.append(InstanceRunner(instance, statistics, name, str(version), config.decoupled))
+            scheduler = create_scheduler(config, runners)
         except BaseException:
-            loaded = LoadedVersion(name, version, config, create_scheduler(config, []), statistics, model, runners)
+            loaded = LoadedVersion(name, version, config, DirectScheduler([]), statistics, model, runners)
             self._finalize(loaded)
             raise
-        scheduler = create_scheduler(config, runners)
         return LoadedVersion(name, version, config, scheduler, statistics, model, runners)
 
 

@@ -224,7 +224,7 @@ class Server:
         try:
             response = await future
         except asyncio.CancelledError:
-            request.cancelled = True
+            job.cancel()
             raise
         if response.error is not None:
             raise response.error
@@ -235,7 +235,7 @@ class Server:
         response with `error` set. Bad input raises NaiadError before the first one."""
         loaded = self.model(request.model_name, request.model_version)
         queue: asyncio.Queue[InferenceResponse] = asyncio.Queue()
-        self._submit(loaded, request, asyncio.get_running_loop(), queue)
+        job, _ = self._submit(loaded, request, asyncio.get_running_loop(), queue)
         final = False
         try:
             while not final:
@@ -247,7 +247,7 @@ class Server:
         finally:
             if not final:
                 # The consumer went away: let schedulers and models drop the work.
-                request.cancelled = True
+                job.cancel()
 
     def _submit(
         self,
@@ -274,7 +274,8 @@ class Server:
                 if response.error is None:
                     statistics.record_success(elapsed)
                 else:
-                    statistics.record_failure(elapsed, "CANCELED" if request.cancelled else "BACKEND")
+                    reason = "CANCELED" if request.cancelled else "REJECTED" if job.rejected else "BACKEND"
+                    statistics.record_failure(elapsed, reason)
             if queue is not None:
                 queue.put_nowait(response)
             elif not future.done():

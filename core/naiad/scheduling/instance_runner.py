@@ -51,8 +51,11 @@ class InstanceRunner:
         if anything goes wrong), so no caller waits forever."""
         loop = asyncio.get_running_loop()
         start = time.monotonic_ns()
+        # Padding jobs (batch_size 0, a sequence batcher's empty slots) are not requests:
+        # they count in no statistic.
         for job in jobs:
-            self.statistics.queue.add(start - job.enqueued_ns)
+            if job.batch_size:
+                self.statistics.queue.add(start - job.enqueued_ns)
         requests = [job.request for job in jobs]
         if self.decoupled:
             for job in jobs:
@@ -72,7 +75,9 @@ class InstanceRunner:
             return
         finally:
             elapsed = time.monotonic_ns() - start
-        self.statistics.record_execution(sum(j.batch_size for j in jobs), len(jobs), 0, elapsed, 0)
+        self.statistics.record_execution(
+            sum(j.batch_size for j in jobs), sum(1 for j in jobs if j.batch_size), 0, elapsed, 0
+        )
         if self.decoupled:
             self._check_decoupled(result, jobs)
             return
