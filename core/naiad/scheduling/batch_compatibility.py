@@ -18,15 +18,15 @@ __all__ = ["BatchSignature"]
 
 
 class BatchSignature:
-    """`compatible(a, b)` for one model's config."""
+    """`of(job)`: what must be equal for two jobs of one model to share a batch."""
 
     def __init__(self, config: ModelConfig) -> None:
         self._ragged = {spec.name for spec in config.inputs if spec.allow_ragged_batch}
         self._shape_tensors = {spec.name for spec in config.inputs if spec.is_shape_tensor}
 
     def of(self, job: Job) -> Hashable:
-        parts = []
-        for tensor in sorted(job.request.inputs, key=lambda t: t.name):
+        parts: list[tuple] = []
+        for tensor in sorted(job.request.inputs, key=_by_name):
             if tensor.name in self._shape_tensors:
                 parts.append((tensor.name, tuple(tensor.shape), tensor.data.tobytes()))
             elif tensor.name in self._ragged:
@@ -35,5 +35,6 @@ class BatchSignature:
                 parts.append((tensor.name, tuple(tensor.shape[1:])))
         return tuple(parts)
 
-    def compatible(self, a: Job, b: Job) -> bool:
-        return self.of(a) == self.of(b)
+
+def _by_name(tensor) -> str:
+    return tensor.name

@@ -17,7 +17,7 @@ as Triton's documentation states them for `dynamic_batching`:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Hashable, Iterable, Sequence
 
 from .job import Job
 
@@ -37,8 +37,9 @@ class BatchPolicy:
     max_batch_size: int
     preferred_batch_sizes: tuple[int, ...] = ()
     max_queue_delay_ns: int = 0
-    # Whether two jobs may share a batch (same shapes of non-ragged inputs...).
-    compatible: Callable[[Job, Job], bool] = lambda a, b: True
+    # Jobs share a batch only when their signatures are equal (same shapes of
+    # non-ragged inputs...); None batches anything together.
+    signature: Callable[[Job], Hashable] | None = None
 
     @property
     def target(self) -> int:
@@ -50,10 +51,17 @@ class BatchPolicy:
         total = 0
         blocked = False
         target = self.target
+        signature = self.signature
+        first: Hashable = None
         for job in candidates:
-            if gathered and (total + job.batch_size > self.max_batch_size or not self.compatible(gathered[0], job)):
-                blocked = True
-                break
+            if gathered:
+                if total + job.batch_size > self.max_batch_size or (
+                    signature is not None and signature(job) != first
+                ):
+                    blocked = True
+                    break
+            elif signature is not None:
+                first = signature(job)
             gathered.append(job)
             total += job.batch_size
             if total >= target:

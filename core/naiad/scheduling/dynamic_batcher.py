@@ -39,7 +39,7 @@ class DynamicBatcher(Scheduler):
             max_batch_size=config.max_batch_size if batching else 1,
             preferred_batch_sizes=tuple(sorted(set(settings.preferred_batch_size))) if batching else (),
             max_queue_delay_ns=settings.max_queue_delay_microseconds * 1000,
-            compatible=BatchSignature(config).compatible,
+            signature=BatchSignature(config).of,
         )
         self._ordering = ResponseOrdering() if settings.preserve_ordering else None
         self._runners = runners

@@ -103,7 +103,7 @@ class SequenceBatcher(Scheduler):
                 max_batch_size=max(config.max_batch_size, 1),
                 preferred_batch_sizes=tuple(sorted(set(oldest.preferred_batch_size))) if self._batched else (),
                 max_queue_delay_ns=oldest.max_queue_delay_microseconds * 1000,
-                compatible=BatchSignature(config).compatible,
+                signature=BatchSignature(config).of,
             )
             self._ordering = ResponseOrdering() if oldest.preserve_ordering else None
         else:

@@ -1,0 +1,146 @@
+"""Requests per second for the shared bench's add_sub model, with and without dynamic
+batching, under N concurrent clients (default 64).
+
+Not a test: run it by hand and read the figures.
+
+    .venv/bin/python bench/scheduling_bench.py [--clients 64] [--seconds 5] [--http]
+
+The model is ../shared/bench's add_sub (max_batch_size 64, two FP32 [16] inputs, one
+CPU instance), served by the numpy test backend so the figures measure naiad's request
+path and scheduler rather than a framework. Each configuration runs twice: with
+`dynamic_batching { max_queue_delay_microseconds: 100 }` as the bench model has it, and
+with no dynamic_batching (one request per execution). In-process, every client is an
+asyncio task calling `Server.infer` in a loop; with --http (when naiad.frontends.http is
+importable), a `naiad serve` process is started and every client is a tritonclient.http.aio
+coroutine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from naiad import InferenceRequest, Server, ServerOptions, Tensor  # noqa: E402
+from numpy_backend import NumpyPlugin  # noqa: E402
+
+MODEL = '''name: "add_sub"
+backend: "numpy"
+max_batch_size: 64
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 16 ] } ]
+parameters { key: "op" value { string_value: "add_sub" } }
+instance_group [ { count: 1 kind: KIND_CPU } ]
+'''
+BATCHING = "dynamic_batching { max_queue_delay_microseconds: 100 }\n"
+
+
+def make_repo(root: Path, dynamic: bool) -> Path:
+    repo = root / ("dynamic" if dynamic else "direct")
+    (repo / "add_sub" / "1").mkdir(parents=True)
+    (repo / "add_sub" / "config.pbtxt").write_text(MODEL + (BATCHING if dynamic else ""))
+    return repo
+
+
+async def closed_loop(call, clients: int, seconds: float) -> int:
+    """Run `clients` loops of `call()` for `seconds` after a short warm-up; count calls."""
+    done = 0
+    measuring = False
+    stop = False
+
+    async def client() -> None:
+        nonlocal done
+        while not stop:
+            await call()
+            if measuring:
+                done += 1
+
+    tasks = [asyncio.ensure_future(client()) for _ in range(clients)]
+    await asyncio.sleep(min(1.0, seconds / 4))
+    measuring = True
+    await asyncio.sleep(seconds)
+    measuring = False
+    stop = True
+    await asyncio.gather(*tasks)
+    return done
+
+
+async def in_process(repo: Path, clients: int, seconds: float) -> tuple[float, dict]:
+    options = ServerOptions([str(repo)], backend_plugins=[NumpyPlugin()], load_backend_entry_points=False)
+    a = np.random.rand(1, 16).astype(np.float32)
+    b = np.random.rand(1, 16).astype(np.float32)
+    async with Server(options) as server:
+        async def call() -> None:
+            request = InferenceRequest("add_sub", [Tensor.from_numpy("INPUT0", a), Tensor.from_numpy("INPUT1", b)])
+            await server.infer(request)
+
+        count = await closed_loop(call, clients, seconds)
+        stats = server.statistics("add_sub")[0]
+    return count / seconds, stats
+
+
+async def over_http(repo: Path, clients: int, seconds: float) -> float:
+    import tritonclient.http.aio as httpclient
+
+    from naiad.testing import ServerProcess
+
+    a = np.random.rand(1, 16).astype(np.float32)
+    b = np.random.rand(1, 16).astype(np.float32)
+    with ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin",
+                       env={"PYTHONPATH": str(ROOT / "tests")}) as server:
+        client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"), conn_limit=clients)
+        try:
+            inputs = [httpclient.InferInput("INPUT0", [1, 16], "FP32"), httpclient.InferInput("INPUT1", [1, 16], "FP32")]
+            inputs[0].set_data_from_numpy(a, binary_data=True)
+            inputs[1].set_data_from_numpy(b, binary_data=True)
+
+            async def call() -> None:
+                await client.infer("add_sub", inputs)
+
+            count = await closed_loop(call, clients, seconds)
+        finally:
+            await client.close()
+    return count / seconds
+
+
+def http_available() -> bool:
+    try:
+        import naiad.frontends.http  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--http", action="store_true", help="also measure over HTTP (needs naiad.frontends.http)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"add_sub (FP32 [1,16] x2), {args.clients} concurrent clients, {args.seconds:.0f} s per run")
+        for dynamic in (False, True):
+            label = "dynamic_batching" if dynamic else "no batching     "
+            repo = make_repo(Path(tmp), dynamic)
+            rate, stats = asyncio.run(in_process(repo, args.clients, args.seconds))
+            executions, inferences = stats["execution_count"], stats["inference_count"]
+            print(f"in-process  {label}: {rate:9.0f} req/s   "
+                  f"(mean batch {inferences / max(executions, 1):.1f} over {executions} executions)")
+            if args.http:
+                if http_available():
+                    print(f"HTTP        {label}: {asyncio.run(over_http(repo, args.clients, args.seconds)):9.0f} req/s")
+                else:
+                    print(f"HTTP        {label}: skipped (naiad.frontends.http is not importable here)")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
