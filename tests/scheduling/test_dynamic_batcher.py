@@ -208,6 +208,19 @@ def test_request_cannot_extend_the_default_timeout(tmp_path):
     asyncio.run(go())
 
 
+def test_request_timeout_needs_a_default_to_shorten(tmp_path):
+    policy = "default_queue_policy { allow_timeout_override: true }"
+    write_model(tmp_path, "m", sleep_config(f"dynamic_batching {{ {policy} }}", sleep_ms=200))
+
+    async def go():
+        async with serving(tmp_path) as server:
+            # As in Triton: with no default timeout, the request's timeout does not apply.
+            results = await asyncio.gather(server.infer(one_input("a")), server.infer(one_input("b", timeout=1000)))
+            assert [r.id for r in results] == ["a", "b"]
+
+    asyncio.run(go())
+
+
 def test_timeout_action_delay_moves_expired_requests_behind_the_others(tmp_path):
     policy = ("default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 600000000 "
               "allow_timeout_override: true }")

@@ -4,7 +4,8 @@ Level 1 is the highest priority. A request's `priority` picks its level; 0 (not 
 a value above `priority_levels` means `default_priority_level`, as in Triton. Each level
 applies its `ModelQueuePolicy`: `max_queue_size` (0: unbounded) rejects new requests
 with UNAVAILABLE when the level is full; a timeout (`default_timeout_microseconds`, or
-the request's own `timeout` when `allow_timeout_override` lets it shorten the default)
+the request's own `timeout` when `allow_timeout_override` lets it shorten a non-zero
+default)
 either rejects the request once it has waited that long (REJECT) or moves it behind
 every request of its level that has not timed out (DELAY).
 """
@@ -40,10 +41,11 @@ class QueuePolicy:
         )
 
     def timeout_us(self, requested_us: int) -> int:
-        """The timeout a request gets: a request may shorten the default, never extend it."""
-        if self.allow_timeout_override and requested_us > 0:
-            if self.default_timeout_us == 0 or requested_us < self.default_timeout_us:
-                return requested_us
+        """The timeout a request gets: a request may shorten the default, never extend it.
+        Without a default there is nothing to shorten, so requests get no timeout (as in
+        Triton, checked against the real server)."""
+        if self.allow_timeout_override and 0 < requested_us < self.default_timeout_us:
+            return requested_us
         return self.default_timeout_us
 
 
