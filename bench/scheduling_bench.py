@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
