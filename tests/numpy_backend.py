@@ -9,7 +9,7 @@ parameter `op`:
   in the batch), then identity.
 * `accumulate`: a sequence model without implicit state. Per correlation id it keeps a
   running sum of INPUT (reset by START; requests whose READY is false are padding and
-  change nothing). OUTPUT is the sum, CONTROLS echoes [START, END, READY] and CORRID the
+  change nothing; `sleep_ms` slows each execution). OUTPUT is the sum, CONTROLS echoes [START, END, READY] and CORRID the
   correlation id it received. Control input names are START, END, READY and CORRID.
 * `state_add`: a sequence model with implicit state: OUTPUT = OUTPUT_STATE = INPUT +
   INPUT_STATE (its state input).
@@ -72,6 +72,7 @@ class NumpyInstance(ModelInstance):
             delays = [int(r.input("DELAY_MS").data.max()) for r in requests if r.input("DELAY_MS") is not None]
             time.sleep((max(delays) if delays else int(config.parameter("sleep_ms", "50"))) / 1000)
         if op == "accumulate":
+            time.sleep(int(config.parameter("sleep_ms", "0")) / 1000)
             return [self._accumulate(request) for request in requests]
         if op == "state_add":
             return [self._state_add(request) for request in requests]

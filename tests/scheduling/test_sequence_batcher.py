@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from naiad import ErrorCode, InferenceRequest, NaiadError, Tensor
-from scheduling_helpers import model_of, serving, write_model
+from scheduling_helpers import model_of, serving, wait_until, write_model
 
 CONTROLS = '''control_input [
   {name: "START" control [{kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1]}]},
@@ -249,5 +249,43 @@ def test_bad_control_config_fails_the_load_with_a_clear_message(tmp_path):
             assert "model 'm'" in message and "START" in message and "two values" in message
         finally:
             await server.stop()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_pipelined_requests_of_one_sequence_run_one_at_a_time_in_order(tmp_path, strategy):
+    write_model(tmp_path, "m", accumulate_config(strategy))
+
+    async def go():
+        async with serving(tmp_path) as server:
+            # Sent without waiting for answers: the batcher must still run them in order,
+            # never two of one sequence in the same batch.
+            responses = await asyncio.gather(
+                server.infer(step(1, 9, start=True)), server.infer(step(2, 9)), server.infer(step(3, 9, end=True)),
+            )
+            assert [total(r) for r in responses] == [1, 3, 6]
+            assert [e.requests for e in model_of(server, "m").executions] == [1, 1, 1]
+
+    asyncio.run(go())
+
+
+def test_cancelled_sequence_request_is_dropped(tmp_path):
+    config = accumulate_config("direct { }").replace(
+        'parameters {key:"op" value {string_value:"accumulate"}}',
+        'parameters [{key:"op" value {string_value:"accumulate"}}, {key:"sleep_ms" value {string_value:"300"}}]')
+    write_model(tmp_path, "m", config)
+
+    async def go():
+        async with serving(tmp_path) as server:
+            first = asyncio.ensure_future(server.infer(step(1, 5, start=True, rid="first")))
+            await wait_until(lambda: model_of(server, "m").started, "the first request runs")
+            doomed = asyncio.ensure_future(server.infer(step(100, 5, rid="doomed")))
+            await asyncio.sleep(0)  # queued behind the running request of its sequence
+            doomed.cancel()
+            assert total(await first) == 1
+            assert total(await server.infer(step(2, 5, end=True, rid="last"))) == 3
+            assert model_of(server, "m").started == ["first", "last"]
+            assert server.statistics("m")[0]["inference_count"] == 2
 
     asyncio.run(go())
