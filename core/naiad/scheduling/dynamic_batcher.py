@@ -73,10 +73,11 @@ class DynamicBatcher(Scheduler):
         loop = asyncio.get_running_loop()
         while True:
             now = time.monotonic_ns()
-            wake: int | None = None
-            if self._sweep_requested or self._queue.needs_sweep():
+            if self._sweep_requested or self._queue.needs_sweep(now):
                 self._sweep_requested = False
-                wake = self._queue.sweep(now)
+                self._queue.sweep(now)
+            # Wake up for the next timeout even while every instance is busy.
+            wake = self._queue.next_deadline()
             while self._free and len(self._queue):
                 decision = self._policy.decide(self._queue, now)
                 if not decision.jobs:

@@ -74,8 +74,10 @@ class PriorityQueue:
             for n in range(1, count + 1)
         ]
         self._size = 0
-        # Jobs that carry a deadline; when none does, expiry scans are skipped.
+        # Jobs that carry a deadline, and the earliest deadline: scans for expired jobs
+        # only run once it has passed.
         self._timed = 0
+        self._next_deadline: int | None = None
 
     def __len__(self) -> int:
         return self._size
@@ -103,6 +105,8 @@ class PriorityQueue:
         if timeout_us:
             job.deadline_ns = job.enqueued_ns + timeout_us * 1000
             self._timed += 1
+            if self._next_deadline is None or job.deadline_ns < self._next_deadline:
+                self._next_deadline = job.deadline_ns
         level.waiting.append(job)
         self._size += 1
         return True
@@ -166,10 +170,15 @@ class PriorityQueue:
                     else:
                         survivors.append(job)
                 level.delayed = survivors
+        self._next_deadline = next_deadline
         return next_deadline
 
-    def needs_sweep(self) -> bool:
-        return self._timed > 0
+    def next_deadline(self) -> int | None:
+        return self._next_deadline if self._timed else None
+
+    def needs_sweep(self, now_ns: int) -> bool:
+        deadline = self.next_deadline()
+        return deadline is not None and now_ns >= deadline
 
     def _drop_cancelled(self, job: Job) -> None:
         self._forget(job)
@@ -182,4 +191,5 @@ class PriorityQueue:
             level.delayed.clear()
         self._size = 0
         self._timed = 0
+        self._next_deadline = None
         return jobs
