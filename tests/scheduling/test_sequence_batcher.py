@@ -151,6 +151,9 @@ def test_requests_outside_a_sequence_get_clear_errors(tmp_path):
             with pytest.raises(NaiadError) as info:
                 await server.infer(request)
             assert "batch size 1" in info.value.message
+            with pytest.raises(NaiadError) as info:
+                await server.infer(step(1, 2**64, start=True))
+            assert info.value.code is ErrorCode.INVALID_ARG and "does not fit" in info.value.message
             # The server keeps serving sequences.
             assert total(await server.infer(step(4, 58, start=True, end=True))) == 4
 

@@ -79,7 +79,11 @@ class DynamicBatcher(Scheduler):
             # Wake up for the next timeout even while every instance is busy.
             wake = self._queue.next_deadline()
             while self._free and len(self._queue):
-                decision = self._policy.decide(self._queue, now)
+                try:
+                    decision = self._policy.decide(self._queue, now)
+                except Exception as exc:  # noqa: BLE001 - one bad request must not stop the batcher
+                    self._fail_head(exc)
+                    continue
                 if not decision.jobs:
                     wake = decision.wake_ns if wake is None else min(wake, decision.wake_ns or wake)
                     break
@@ -97,6 +101,12 @@ class DynamicBatcher(Scheduler):
             await self._changed.wait()
             if timer is not None:
                 timer.cancel()
+
+    def _fail_head(self, exc: Exception) -> None:
+        head = next(iter(self._queue))
+        self._queue.take(1)
+        head.finish(InferenceResponse(error=NaiadError.internal(
+            f"model '{self._model_name}' could not batch a request: {type(exc).__name__}: {exc}")))
 
     async def _execute(self, runner: InstanceRunner, jobs: list[Job]) -> None:
         try:

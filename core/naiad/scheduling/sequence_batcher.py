@@ -305,24 +305,21 @@ class SequenceBatcher(Scheduler):
         return [(slot, slot.sequence.pending[0]) for slot in ready], None  # type: ignore[union-attr]
 
     async def _execute(self, worker: _InstanceWorker, chosen: list[tuple[_Slot, Job]]) -> None:
-        batch: list[Job] = []
-        if self._oldest:
-            for slot, job in chosen:
-                batch.append(self._prepare(slot, job))
-        else:
-            by_index = {slot.index: (slot, job) for slot, job in chosen}
-            template = chosen[0][1].request
-            for index in range(max(by_index) + 1):
-                if index in by_index:
-                    batch.append(self._prepare(*by_index[index]))
-                else:
-                    batch.append(self._padding(template))
         sequences = [slot.sequence for slot, _ in chosen]
         for sequence in sequences:
             assert sequence is not None
             sequence.pending.popleft()
             sequence.in_flight = True
         try:
+            try:
+                batch = self._assemble(chosen)
+            except Exception as exc:  # noqa: BLE001 - fail these requests, keep the instance serving
+                error = NaiadError.internal(
+                    f"model '{self._model_name}': could not prepare sequence inputs: {type(exc).__name__}: {exc}"
+                )
+                for _, job in chosen:
+                    job.finish(InferenceResponse(error=error))
+                return
             await worker.runner.run(batch)
         finally:
             now = time.monotonic_ns()
@@ -332,6 +329,17 @@ class SequenceBatcher(Scheduler):
                 sequence.last_seen_ns = now
                 if job.request.sequence_end and not sequence.pending:
                     self._release(sequence)
+
+    def _assemble(self, chosen: list[tuple[_Slot, Job]]) -> list[Job]:
+        """The batch to execute: prepared requests, and (direct) padding in empty positions."""
+        if self._oldest:
+            return [self._prepare(slot, job) for slot, job in chosen]
+        by_index = {slot.index: (slot, job) for slot, job in chosen}
+        template = chosen[0][1].request
+        return [
+            self._prepare(*by_index[index]) if index in by_index else self._padding(template)
+            for index in range(max(by_index) + 1)
+        ]
 
     def _prepare(self, slot: _Slot, job: Job) -> Job:
         """Add control and state inputs; route state outputs back into the sequence."""

@@ -65,6 +65,13 @@ class SequenceControls:
                 f"model '{self.model_name}' takes integer correlation IDs (its CORRID control is TYPE_{kind}), "
                 f"got the string '{correlation_id}'"
             )
+        else:
+            limits = np.iinfo(numpy_dtype(kind))
+            if not limits.min <= correlation_id <= limits.max:
+                raise NaiadError.invalid(
+                    f"correlation ID {correlation_id} does not fit model '{self.model_name}''s CORRID control "
+                    f"(TYPE_{kind}, {limits.min}..{limits.max})"
+                )
 
     def tensors(self, start: bool, end: bool, ready: bool, correlation_id: int | str) -> list[Tensor]:
         flags = {"START": start, "END": end, "READY": ready}
