@@ -75,6 +75,12 @@ def test_concurrent_single_requests_run_in_fewer_larger_batches(tmp_path):
             assert stats["inference_stats"]["success"]["count"] == 16
             assert stats["inference_stats"]["queue"]["count"] == 16
             assert [e.requests for e in model_of(server, "m").executions] == [8, 8]
+            # The backend stacks and splits with the core's batch helpers, whose time is
+            # reported apart from the model's own compute.
+            for phase in ("compute_input", "compute_infer", "compute_output"):
+                assert stats["inference_stats"][phase]["count"] == 16
+                assert stats["inference_stats"][phase]["ns"] > 0
+                assert stats["batch_stats"][0][phase]["count"] == 2
 
     asyncio.run(go())
 
