@@ -1,24 +1,24 @@
 """A tiny backend written in numpy, registered as a plugin object, so core tests exercise
 the real server path without any framework. Models pick an operation with the config
-parameter `op`:
+parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
+`identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (sleeps `sleep_ms`, then identity).
 
-* `add_sub`: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 (batched with the core's
-  batch helpers, so one execution computes the whole batch).
-* `identity`: OUTPUTi = INPUTi. `fail`: raises.
-* `sleep`: sleeps `sleep_ms` (or, when the request has a DELAY_MS input, the largest value
-  in the batch), then identity.
+Scheduling tests add (in `RecordingInstance`):
+
+* `add_sub` runs batched through the core's batch helpers, so one execution computes the
+  whole batch; `sleep` with a DELAY_MS input sleeps the largest value in the batch instead.
 * `accumulate`: a sequence model without implicit state. Per correlation id it keeps a
   running sum of INPUT (reset by START; requests whose READY is false are padding and
-  change nothing; `sleep_ms` slows each execution). OUTPUT is the sum, CONTROLS echoes [START, END, READY] and CORRID the
-  correlation id it received. Control input names are START, END, READY and CORRID.
+  change nothing; `sleep_ms` slows each execution). OUTPUT is the sum, CONTROLS echoes
+  [START, END, READY] and CORRID_OUT the correlation id it received. Control input names
+  are START, END, READY and CORRID.
 * `state_add`: a sequence model with implicit state: OUTPUT = OUTPUT_STATE = INPUT +
   INPUT_STATE (its state input).
 
 Every execution is recorded on the model (`NumpyModel.executions`): instance name,
-monotonic start and end times, and the batch's request count and total batch size, and
-the request ids; `started` lists request ids as executions begin. Tests check overlap
-and batch formation with these, without timing anything.
-"""
+monotonic start and end times, the batch's request count and total batch size, and the
+request ids; `started` lists request ids as executions begin. Tests check overlap and
+batch formation with these, without timing anything."""
 
 from __future__ import annotations
 
@@ -32,6 +32,27 @@ from naiad import Backend, InferenceResponse, Model, ModelInstance, Tensor, hook
 from naiad.batching import Batch
 
 
+class NumpyInstance(ModelInstance):
+    def execute(self, requests):
+        config = self.model.context.config
+        op = config.parameter("op", "identity")
+        if op == "fail":
+            raise RuntimeError("the model failed on purpose")
+        if op == "sleep":
+            time.sleep(int(config.parameter("sleep_ms", "50")) / 1000)
+        responses = []
+        for request in requests:
+            if op == "add_sub":
+                a, b = request.input("INPUT0").data, request.input("INPUT1").data
+                outputs = [Tensor.from_numpy("OUTPUT0", a + b), Tensor.from_numpy("OUTPUT1", a - b)]
+            else:
+                outputs = [
+                    Tensor(t.name.replace("INPUT", "OUTPUT"), t.datatype, t.shape, t.data) for t in request.inputs
+                ]
+            responses.append(InferenceResponse(outputs=outputs))
+        return responses
+
+
 @dataclass(frozen=True)
 class Execution:
     instance: str
@@ -42,7 +63,9 @@ class Execution:
     ids: tuple[str, ...] = ()
 
 
-class NumpyInstance(ModelInstance):
+class RecordingInstance(NumpyInstance):
+    """Records every execution on the model and adds the scheduling tests' ops."""
+
     def initialize(self):
         # Sums by correlation id; a sequence always runs on the same instance.
         self.sums: dict[object, np.ndarray] = {}
@@ -53,39 +76,29 @@ class NumpyInstance(ModelInstance):
         start = time.monotonic()
         self.model.started.extend(r.id for r in requests)
         try:
-            return self._run(op, config, requests)
+            if op == "add_sub":
+                batch = Batch.stack(requests, config)
+                a, b = batch.inputs["INPUT0"], batch.inputs["INPUT1"]
+                return batch.responses({"OUTPUT0": a + b, "OUTPUT1": a - b})
+            if op == "sleep" and any(r.input("DELAY_MS") is not None for r in requests):
+                time.sleep(max(int(r.input("DELAY_MS").data.max()) for r in requests) / 1000)
+                return [
+                    InferenceResponse(outputs=[Tensor("OUTPUT0", t.datatype, t.shape, t.data)
+                                               for t in r.inputs if t.name == "INPUT0"])
+                    for r in requests
+                ]
+            if op == "accumulate":
+                time.sleep(int(config.parameter("sleep_ms", "0")) / 1000)
+                return [self._accumulate(request) for request in requests]
+            if op == "state_add":
+                return [self._state_add(request) for request in requests]
+            return super().execute(requests)
         finally:
             batch_size = sum(int(r.inputs[0].shape[0]) if config.max_batch_size > 0 else 1 for r in requests)
             self.model.record(
                 Execution(self.context.name, start, time.monotonic(), len(requests), batch_size,
                           tuple(r.id for r in requests))
             )
-
-    def _run(self, op, config, requests):
-        if op == "fail":
-            raise RuntimeError("the model failed on purpose")
-        if op == "add_sub":
-            batch = Batch.stack(requests, config)
-            a, b = batch.inputs["INPUT0"], batch.inputs["INPUT1"]
-            return batch.responses({"OUTPUT0": a + b, "OUTPUT1": a - b})
-        if op == "sleep":
-            delays = [int(r.input("DELAY_MS").data.max()) for r in requests if r.input("DELAY_MS") is not None]
-            time.sleep((max(delays) if delays else int(config.parameter("sleep_ms", "50"))) / 1000)
-        if op == "accumulate":
-            time.sleep(int(config.parameter("sleep_ms", "0")) / 1000)
-            return [self._accumulate(request) for request in requests]
-        if op == "state_add":
-            return [self._state_add(request) for request in requests]
-        return [
-            InferenceResponse(
-                outputs=[
-                    Tensor(t.name.replace("INPUT", "OUTPUT"), t.datatype, t.shape, t.data)
-                    for t in request.inputs
-                    if t.name.startswith("INPUT")
-                ]
-            )
-            for request in requests
-        ]
 
     def _accumulate(self, request):
         for name in ("START", "END", "READY", "CORRID"):
@@ -131,7 +144,7 @@ class NumpyModel(Model):
             self.executions.append(execution)
 
     def create_instance(self, context):
-        return NumpyInstance(self, context)
+        return RecordingInstance(self, context)
 
 
 class NumpyBackend(Backend):
