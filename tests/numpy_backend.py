@@ -1,28 +1,10 @@
 """A tiny backend written in numpy, registered as a plugin object, so core tests exercise
 the real server path without any framework. Models pick an operation with the config
 parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
-`identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (sleeps `sleep_ms`, then identity).
-
-Scheduling tests add (in `RecordingInstance`):
-
-* `add_sub` runs batched through the core's batch helpers, so one execution computes the
-  whole batch; `sleep` with a DELAY_MS input sleeps the largest value in the batch instead.
-* `accumulate`: a sequence model without implicit state. Per correlation id it keeps a
-  running sum of INPUT (reset by START; requests whose READY is false are padding and
-  change nothing; `sleep_ms` slows each execution). OUTPUT is the sum, CONTROLS echoes
-  [START, END, READY] and CORRID_OUT the correlation id it received. Control input names
-  are START, END, READY and CORRID.
-* `state_add`: a sequence model with implicit state: OUTPUT = OUTPUT_STATE = INPUT +
-  INPUT_STATE (its state input).
-
-Every execution is recorded on the model (`NumpyModel.executions`): instance name,
-monotonic start and end times, the batch's request count and total batch size, and the
-request ids; `started` lists request ids as executions begin. Tests check overlap and
-batch formation with these, without timing anything."""
+`identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (sleeps `sleep_ms`, then identity)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 
@@ -64,7 +46,23 @@ class Execution:
 
 
 class RecordingInstance(NumpyInstance):
-    """Records every execution on the model and adds the scheduling tests' ops."""
+    """Records every execution on the model and adds the scheduling tests' ops:
+
+    * `add_sub` runs batched through the core's batch helpers, so one execution computes
+      the whole batch; `sleep` with a DELAY_MS input sleeps the largest value in the batch.
+    * `accumulate`: a sequence model without implicit state. Per correlation id it keeps a
+      running sum of INPUT (reset by START; requests whose READY is false are padding and
+      change nothing; `sleep_ms` slows each execution). OUTPUT is the sum, CONTROLS echoes
+      [START, END, READY] and CORRID_OUT the correlation id it received. Control input
+      names are START, END, READY and CORRID.
+    * `state_add`: a sequence model with implicit state: OUTPUT = OUTPUT_STATE = INPUT +
+      INPUT_STATE (its state input).
+
+    Records go to the model (`NumpyModel.executions`): instance name, monotonic start and
+    end times, the batch's request count and total batch size, and the request ids;
+    `started` lists request ids as executions begin. Tests check overlap and batch
+    formation with these, without timing anything.
+    """
 
     def initialize(self):
         # Sums by correlation id; a sequence always runs on the same instance.
@@ -137,11 +135,9 @@ class NumpyModel(Model):
         self.started: list[str] = []
         # Datatypes of the control inputs last received, by input name.
         self.control_datatypes: dict[str, str] = {}
-        self._lock = threading.Lock()
 
     def record(self, execution: Execution) -> None:
-        with self._lock:
-            self.executions.append(execution)
+        self.executions.append(execution)  # list.append is atomic: instances share this
 
     def create_instance(self, context):
         return RecordingInstance(self, context)
