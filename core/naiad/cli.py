@@ -14,7 +14,7 @@ from . import __version__
 from .server import Server, ServerOptions
 from .testing import READY_LINE
 
-__all__ = ["build_parser", "main", "options_from_args", "status_table"]
+__all__ = ["build_parser", "load_plugin", "main", "options_from_args", "status_table"]
 
 log = logging.getLogger("naiad")
 
@@ -41,6 +41,30 @@ def _backend_setting(text: str) -> tuple[str, str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected BACKEND,KEY=VALUE or KEY=VALUE, got '{text}'")
     return backend, key, value
+
+
+def _plugin_reference(text: str) -> str:
+    module, sep, attribute = text.partition(":")
+    if not sep or not module or not attribute:
+        raise argparse.ArgumentTypeError(f"expected MODULE:OBJECT, got '{text}'")
+    return text
+
+
+def load_plugin(reference: str) -> object:
+    """`MODULE:OBJECT` for --backend-plugin -> the object (an instance when it is a class)."""
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise SystemExit(f"--backend-plugin: expected MODULE:OBJECT, got '{reference}'")
+    try:
+        target: object = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SystemExit(f"--backend-plugin {reference}: cannot import '{module_name}': {exc}") from None
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise SystemExit(f"--backend-plugin {reference}: module '{module_name}' has no '{attribute}'") from None
+    return target() if isinstance(target, type) else target
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,8 +100,14 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="tritonserver's older spelling: true is --disable-auto-complete-config")
     repo.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
                       help="models loaded in parallel (default 4)")
+    repo.add_argument("--model-load-timeout-secs", type=float, default=0, metavar="SECONDS",
+                      help="a model whose load takes longer fails to load; 0 waits forever (default 0)")
     repo.add_argument("--backend-config", action="append", default=[], type=_backend_setting,
                       metavar="BACKEND,KEY=VALUE", help="a setting passed to a backend; repeatable")
+    repo.add_argument("--backend-plugin", action="append", default=[], type=_plugin_reference,
+                      metavar="MODULE:OBJECT",
+                      help="a pluggy plugin providing backends that is not installed as a 'naiad.backends' "
+                           "entry point (a class is instantiated); repeatable")
 
     life = p.add_argument_group("server")
     life.add_argument("--strict-readiness", type=_bool, default=True, metavar="BOOL",
@@ -101,6 +131,42 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     grpc.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL", help="serve gRPC (default true)")
     grpc.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
     grpc.add_argument("--grpc-address", default="0.0.0.0", help="gRPC address (default 0.0.0.0)")
+    grpc.add_argument("--reuse-grpc-port", type=_bool, default=False, metavar="BOOL",
+                      help="let several servers listen on the gRPC port (SO_REUSEPORT; default false)")
+    grpc.add_argument("--grpc-max-message-size", type=int, default=2**31 - 1, metavar="BYTES",
+                      help="largest gRPC message received or sent (default 2147483647, Triton's limit)")
+    grpc.add_argument("--grpc-infer-response-compression-level", choices=("none", "low", "medium", "high"),
+                      default="none", help="compression of responses (gzip/deflate, as the client accepts; "
+                                           "default none); compressed requests are always accepted")
+    grpc.add_argument("--grpc-keepalive-time", type=int, default=7_200_000, metavar="MS",
+                      help="milliseconds between keepalive pings (default 7200000)")
+    grpc.add_argument("--grpc-keepalive-timeout", type=int, default=20_000, metavar="MS",
+                      help="milliseconds to wait for a keepalive ping's acknowledgement (default 20000)")
+    grpc.add_argument("--grpc-keepalive-permit-without-calls", type=_bool, default=False, metavar="BOOL",
+                      help="allow keepalive pings when no call is in flight (default false)")
+    grpc.add_argument("--grpc-http2-max-pings-without-data", type=int, default=2, metavar="N",
+                      help="pings sent without data before gRPC stops sending them; 0: no limit (default 2)")
+    grpc.add_argument("--grpc-http2-min-recv-ping-interval-without-data", type=int, default=300_000, metavar="MS",
+                      help="shortest interval between a client's pings without data (default 300000)")
+    grpc.add_argument("--grpc-http2-max-ping-strikes", type=int, default=2, metavar="N",
+                      help="bad pings tolerated before the connection is closed; 0: any (default 2)")
+    grpc.add_argument("--grpc-max-connection-age", type=int, default=None, metavar="MS",
+                      help="milliseconds a connection may live (default: unlimited)")
+    grpc.add_argument("--grpc-max-connection-age-grace", type=int, default=None, metavar="MS",
+                      help="grace period after the maximum connection age (default: unlimited)")
+    grpc.add_argument("--grpc-header-forward-pattern", default=None, metavar="REGEX",
+                      help="request headers whose names match become inference request parameters")
+    grpc.add_argument("--grpc-restricted-protocol", action="append", default=[], metavar="PROTOCOLS:KEY=VALUE",
+                      help="answer the comma-separated protocol groups (health, metadata, inference, shared-memory, "
+                           "model-config, model-repository, statistics, trace, logging) only for calls with the "
+                           "header triton-grpc-protocol-KEY: VALUE; repeatable")
+    grpc.add_argument("--grpc-use-ssl", type=_bool, default=False, metavar="BOOL",
+                      help="serve gRPC over TLS (needs --grpc-server-cert and --grpc-server-key)")
+    grpc.add_argument("--grpc-use-ssl-mutual", type=_bool, default=False, metavar="BOOL",
+                      help="TLS with client certificates checked against --grpc-root-cert")
+    grpc.add_argument("--grpc-server-cert", default=None, metavar="PEM", help="server certificate file")
+    grpc.add_argument("--grpc-server-key", default=None, metavar="PEM", help="server private key file")
+    grpc.add_argument("--grpc-root-cert", default=None, metavar="PEM", help="root certificate file")
 
     metrics = p.add_argument_group("metrics")
     metrics.add_argument("--allow-metrics", type=_bool, default=True, metavar="BOOL",
@@ -130,18 +196,23 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         exit_on_error=args.exit_on_error,
         auto_complete_config=auto_complete,
         exit_timeout_secs=args.exit_timeout_secs,
+        model_load_thread_count=args.model_load_thread_count,
+        model_load_timeout_secs=args.model_load_timeout_secs or None,
         backend_config=backend_config,
+        backend_plugins=[load_plugin(reference) for reference in args.backend_plugin],
         server_id=args.server_id,
     )
 
 
 def status_table(server: Server) -> str:
     """The model-status table printed at start-up, as tritonserver prints one."""
-    rows = [(r["name"], r.get("version", "-"), r.get("state", "UNAVAILABLE") if r.get("state") != "READY"
-             else "READY", r.get("reason", "")) for r in server.repository_index()]
-    headers = ("Model", "Version", "Status", "Reason")
-    rows = [(name, version, "READY" if state == "READY" else f"UNAVAILABLE: {reason}" if reason else state)
-            for name, version, state, reason in rows]
+    rows = []
+    for row in server.repository_index():
+        state = row.get("state", "UNAVAILABLE")
+        reason = row.get("reason", "")
+        status = f"{state}: {reason}" if reason and state != "READY" else state
+        rows.append((row["name"], row.get("version", "-"), status))
+    headers = ("Model", "Version", "Status")
     widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(3)]
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
     out = [line, "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |", line]
@@ -195,7 +266,8 @@ async def serve(args: argparse.Namespace) -> int:
         log.info("%s: %s", READY_LINE, ", ".join(t.get_name().removeprefix("naiad-") for t in tasks) or "no frontends")
         stop_waiter = asyncio.create_task(stop.wait())
         await asyncio.wait([stop_waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
-    log.info("shutting down")
+    log.info("shutting down: finishing in-flight requests (up to %ss)", args.exit_timeout_secs)
+    await server.drain(args.exit_timeout_secs)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .backend_abi import Model, ModelContext
 from .backend_registry import BackendRegistry
-from .errors import NaiadError
+from .config_defaults import fill_config_defaults
+from .devices import gpu_ids
+from .ensemble_validation import find_ensemble_cycle, step_model_names, validate_ensemble
+from .errors import ErrorCode, NaiadError
 from .instance_groups import expand_instance_groups
 from .model_config import (
     ConfigError,
@@ -26,8 +29,9 @@ from .model_config import (
     validate_config,
 )
 from .protos import model_config_pb2 as pb
-from .repository import LocalRepository, ModelSource, find_models, select_versions
+from .repository import ModelSource, Repository, find_models, select_versions
 from .scheduling.direct_scheduler import DirectScheduler
+from .scheduling.ensemble_scheduler import EnsembleScheduler
 from .scheduling.factory import create_scheduler
 from .scheduling.instance_runner import InstanceRunner
 from .scheduling.scheduler import Scheduler
@@ -61,8 +65,15 @@ class LoadedVersion:
     statistics: ModelStatistics
     model: Model | None = None
     runners: list[InstanceRunner] = field(default_factory=list)
+    # (model files, version files) fingerprints it was built from; a reload reuses a
+    # version whose fingerprints did not change.
+    fingerprint: tuple[str, str] | None = None
+    # For ensembles: why a model it uses is missing (None when every one is ready).
+    dependency_problem: Callable[[], str | None] | None = None
 
     def is_ready(self) -> bool:
+        if self.dependency_problem is not None and self.dependency_problem() is not None:
+            return False
         return self.model is None or self.model.is_ready()
 
 
@@ -75,20 +86,24 @@ class ModelRecord:
     # Index rows by version (0 when the failure came before versions were known).
     states: dict[int, tuple[str, str]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Fingerprint of the model directory at the last load attempt (poll mode compares it).
+    fingerprint: str | None = None
 
 
 class ModelManager:
     def __init__(
         self,
-        repositories: list[LocalRepository],
+        repositories: list[Repository],
         backends: BackendRegistry,
         server: "Server | None" = None,
         auto_complete: bool = True,
+        load_timeout_secs: float | None = None,
     ) -> None:
         self.repositories = repositories
         self.backends = backends
         self.server = server
         self.auto_complete = auto_complete
+        self.load_timeout_secs = load_timeout_secs
         self._records: dict[str, ModelRecord] = {}
 
     # -- queries -------------------------------------------------------------------------
@@ -121,6 +136,23 @@ class ModelManager:
             )
         return loaded
 
+    def known(self, name: str) -> ModelRecord | None:
+        return self._records.get(name)
+
+    def dependents(self, name: str) -> list[str]:
+        """Loaded ensembles that have `name` as a step."""
+        found = []
+        for other, record in self._records.items():
+            for loaded in record.serving.values():
+                steps = loaded.config.proto.ensemble_scheduling.step
+                if any(step.model_name == name for step in steps):
+                    found.append(other)
+                    break
+        return found
+
+    def loaded_names(self) -> list[str]:
+        return [name for name, record in self._records.items() if record.serving]
+
     def ready_models(self) -> list[LoadedVersion]:
         return [v for r in self._records.values() for v in r.serving.values()]
 
@@ -142,11 +174,21 @@ class ModelManager:
                 continue
             for version in sorted(record.states):
                 state, reason = record.states[version]
+                loaded = record.serving.get(version)
+                if state == ModelState.READY and loaded is not None and loaded.dependency_problem is not None:
+                    # An ensemble whose step model went away serves nothing, as Triton shows it.
+                    problem = loaded.dependency_problem()
+                    if problem is not None:
+                        state, reason = ModelState.UNAVAILABLE, problem
                 if ready_only and state != ModelState.READY:
                     continue
-                row = {"name": name, "state": state, "reason": reason}
+                row = {"name": name}
                 if version:
                     row["version"] = str(version)
+                row["state"] = state
+                if reason:
+                    # Triton leaves the reason out of a row that has none.
+                    row["reason"] = reason
                 rows.append(row)
         return rows
 
@@ -155,39 +197,83 @@ class ModelManager:
     def sources(self) -> tuple[dict[str, ModelSource], dict[str, str]]:
         return find_models(self.repositories)
 
-    async def load(self, name: str, config_override: dict[str, Any] | None = None) -> None:
-        """Load (or reload) every version its policy selects; raise on failure."""
+    def refresh_repositories(self) -> None:
+        """Bring remote repositories' local mirrors up to date (blocking: network I/O)."""
+        for repository in self.repositories:
+            repository.refresh()
+
+    async def load(
+        self, name: str, config_override: dict[str, Any] | None = None, source: ModelSource | None = None
+    ) -> None:
+        """Load (or reload) every version its policy selects; raise on failure.
+
+        New versions are built beside the serving ones and swapped in when all are ready;
+        unchanged versions stay as they are. `source` loads from another directory than
+        the repositories (files uploaded with the load request)."""
         record = self.record(name)
         async with record.lock:
-            sources, duplicates = self.sources()
-            if name in duplicates:
-                self._fail(record, duplicates[name])
-                raise NaiadError.invalid(duplicates[name])
-            source = sources.get(name)
             if source is None:
-                message = f"failed to load '{name}', failed to poll from model repository: no model directory named '{name}'"
+                sources, duplicates = self.sources()
+                if name in duplicates:
+                    self._fail(record, duplicates[name])
+                    raise NaiadError.invalid(duplicates[name])
+                source = sources.get(name)
+            if source is None:
+                message = f"failed to load '{name}': no model directory named '{name}' in the model repositories"
                 if not record.serving:
                     self._records.pop(name, None)
                 raise NaiadError.not_found(message)
             for version in record.states:
                 if version not in record.serving:
                     record.states[version] = (ModelState.LOADING, "")
+            record.fingerprint = source.fingerprint()
+            serving = dict(record.serving) if config_override is None else {}
             try:
-                built = await asyncio.to_thread(self._build, source, config_override)
-                for loaded in built.values():
-                    await loaded.scheduler.start()
+                await self._load_ensemble_steps(name, source, config_override)
+                built = await self._build_with_timeout(source, config_override, serving)
+                fresh = [v for v in built.values() if v is not serving.get(v.version)]
+                try:
+                    if config_override is None and source.fingerprint() != record.fingerprint:
+                        raise _ChangedWhileLoading(name)
+                    for loaded in fresh:
+                        await loaded.scheduler.start()
+                except BaseException:
+                    await self._retire(fresh)
+                    raise
             except NaiadError as exc:
-                self._fail(record, exc.message)
+                if isinstance(exc, _ChangedWhileLoading):
+                    record.fingerprint = None  # the next poll loads it again
+                self._fail(record, exc.message, getattr(exc, "failed_version", None))
                 raise
             except Exception as exc:  # noqa: BLE001 - a broken backend must not take the server down
                 message = f"failed to load '{name}': {type(exc).__name__}: {exc}"
                 self._fail(record, message)
                 raise NaiadError.internal(message) from exc
-            retired = list(record.serving.values())
+            retired = [v for v in record.serving.values() if built.get(v.version) is not v]
             record.serving = built
             record.states = {v: (ModelState.READY, "") for v in built}
             log.info("loaded model '%s' version(s) %s", name, sorted(built))
         await self._retire(retired)
+
+    async def _build_with_timeout(
+        self, source: ModelSource, override: dict[str, Any] | None, serving: dict[int, LoadedVersion]
+    ) -> dict[int, LoadedVersion]:
+        """`_build` in a worker thread, given up on after the load timeout. A thread cannot
+        be stopped: what it builds after the deadline is finalized as soon as it is done."""
+        build = asyncio.ensure_future(asyncio.to_thread(self._build, source, override, serving))
+        try:
+            return await asyncio.wait_for(asyncio.shield(build), self.load_timeout_secs)
+        except asyncio.TimeoutError:
+            def discard(task: "asyncio.Future[dict[int, LoadedVersion]]") -> None:
+                if not task.cancelled() and task.exception() is None:
+                    for loaded in task.result().values():
+                        if loaded is not serving.get(loaded.version):
+                            self._finalize(loaded)
+
+            build.add_done_callback(discard)
+            raise NaiadError.unavailable(
+                f"failed to load '{source.name}': loading took longer than {self.load_timeout_secs}s"
+            ) from None
 
     async def unload(self, name: str) -> None:
         record = self._records.get(name)
@@ -203,18 +289,25 @@ class ModelManager:
             log.info("unloaded model '%s'", name)
 
     async def unload_all(self, timeout: float | None = None) -> None:
-        for name in list(self._records):
+        # Ensembles first, so their in-flight requests can still reach their steps.
+        def is_ensemble(name: str) -> bool:
+            return any(v.config.platform == "ensemble" for v in self._records[name].serving.values())
+
+        for name in sorted(self._records, key=lambda n: not is_ensemble(n)):
             record = self._records[name]
             retired = list(record.serving.values())
             record.serving = {}
             await self._retire(retired, timeout)
 
-    def _fail(self, record: ModelRecord, reason: str) -> None:
+    def _fail(self, record: ModelRecord, reason: str, version: int | None = None) -> None:
         log.error("%s", reason)
         if record.serving:
-            # The old versions keep serving; the failure is reported beside them.
+            # The serving versions stay READY; the failure is reported beside them.
+            record.states = {v: (ModelState.READY, "") for v in record.serving}
+            if version is not None and version not in record.serving:
+                record.states[version] = (ModelState.UNAVAILABLE, reason)
             return
-        versions = [v for v in record.states] or [0]
+        versions = [v for v in record.states if v] or [version or 0]
         record.states = {v: (ModelState.UNAVAILABLE, reason) for v in versions}
 
     async def _retire(self, versions: list[LoadedVersion], timeout: float | None = None) -> None:
@@ -236,8 +329,11 @@ class ModelManager:
             except Exception:  # noqa: BLE001
                 log.exception("model '%s' failed to finalize", loaded.name)
 
-    def _build(self, source: ModelSource, override: dict[str, Any] | None) -> dict[int, LoadedVersion]:
-        """Runs in a worker thread: framework loads block."""
+    def _build(
+        self, source: ModelSource, override: dict[str, Any] | None, serving: dict[int, LoadedVersion]
+    ) -> dict[int, LoadedVersion]:
+        """Runs in a worker thread: framework loads block. Versions of `serving` whose
+        files did not change are reused as they are."""
         name = source.name
         if override is not None:
             proto = config_from_dict(override, name)
@@ -251,13 +347,25 @@ class ModelManager:
         # The policy can only be read after parsing; validate it before choosing versions.
         validate_config(_policy_only(proto), name)
         versions = select_versions(proto.version_policy, available, name)
+        model_files = source.model_fingerprint()
         built: dict[int, LoadedVersion] = {}
         try:
             for version in versions:
-                built[version] = self._build_version(source, proto, version)
+                fingerprint = (model_files, source.version_fingerprint(version))
+                current = serving.get(version)
+                if current is not None and current.fingerprint == fingerprint:
+                    built[version] = current
+                    continue
+                try:
+                    built[version] = self._build_version(source, proto, version)
+                except NaiadError as exc:
+                    exc.failed_version = version  # type: ignore[attr-defined]
+                    raise
+                built[version].fingerprint = fingerprint
         except BaseException:
             for loaded in built.values():
-                self._finalize(loaded)
+                if loaded is not serving.get(loaded.version):
+                    self._finalize(loaded)
             raise
         return built
 
@@ -266,7 +374,7 @@ class ModelManager:
         proto = pb.ModelConfig()
         proto.CopyFrom(base)
         if proto.platform == "ensemble":
-            raise NaiadError.unsupported(f"model '{name}': ensembles are not supported yet")
+            return self._build_ensemble(source, proto, version)
         backend = self.backends.get(proto.backend)
         filename = proto.default_model_filename or backend.default_model_filename
         provisional = ModelConfig(proto)
@@ -282,6 +390,9 @@ class ModelManager:
         model = backend.create_model(context)
         if self.auto_complete:
             model.auto_complete_config(provisional)
+        # Defaults name instance groups after the model: a config may leave its name out.
+        proto.name = proto.name or name
+        fill_config_defaults(proto, filename, gpu_ids())
         config = validate_config(proto, name, source.path)
         context.config = config
         runners: list[InstanceRunner] = []
@@ -299,9 +410,93 @@ class ModelManager:
             raise
         return LoadedVersion(name, version, config, scheduler, statistics, model, runners)
 
+    # -- ensembles -----------------------------------------------------------------------
+
+    def peek_config(self, name: str) -> pb.ModelConfig | None:
+        """A model's config as loaded, else as its repository holds it (None if neither)."""
+        record = self._records.get(name)
+        if record is not None and record.serving:
+            return record.serving[max(record.serving)].config.proto
+        try:
+            sources, _ = self.sources()
+        except NaiadError:
+            return None
+        source = sources.get(name)
+        return _peek_config(source, None) if source is not None else None
+
+    async def _load_ensemble_steps(self, name: str, source: ModelSource, override: dict[str, Any] | None) -> None:
+        """Before an ensemble loads: refuse a cycle of ensembles, and load each step model
+        that is not serving yet (Triton loads an ensemble's composing models with it)."""
+        proto = _peek_config(source, override)
+        if proto is None or proto.platform != "ensemble":
+            return
+        cycle = find_ensemble_cycle(name, proto, self.peek_config)
+        if cycle is not None:
+            raise NaiadError.invalid(
+                f"ensemble '{name}': its steps lead back to itself through ensembles: " + " -> ".join(cycle)
+                + "; an ensemble cannot contain itself"
+            )
+        sources, _ = self.sources()
+        for step_name in step_model_names(proto):
+            record = self._records.get(step_name)
+            if (record is not None and record.serving) or step_name not in sources:
+                continue  # serving already, or unknown: validation names it
+            try:
+                await self.load(step_name)
+            except NaiadError as exc:
+                raise NaiadError(
+                    exc.code, f"ensemble '{name}': step model '{step_name}' failed to load: {exc.message}"
+                ) from None
+
+    def _step_config(self, model: str, version: int) -> ModelConfig:
+        """The config of an ensemble step's model; raises naming why it is not there."""
+        record = self._records.get(model)
+        if record is None or not (record.serving or record.states):
+            try:
+                sources, _ = self.sources()
+            except NaiadError:
+                sources = {}
+            if model not in sources:
+                raise NaiadError.not_found(f"unknown model '{model}': no such model in the model repository")
+        return self.get(model, "" if version in (-1, 0) else str(version)).config
+
+    def _build_ensemble(self, source: ModelSource, proto: pb.ModelConfig, version: int) -> LoadedVersion:
+        name = source.name
+        if self.server is None:
+            raise NaiadError.internal(f"ensemble '{name}' needs a server to run its steps")
+        config = validate_config(proto, name, source.path)
+        plan = validate_ensemble(config, self._step_config)
+        # As in Triton, an ensemble with a decoupled step streams: it is decoupled itself.
+        proto.model_transaction_policy.decoupled = plan.decoupled
+        statistics = ModelStatistics(name, str(version))
+        scheduler = EnsembleScheduler(self.server, config, plan, statistics, str(version), self._step_config)
+        return LoadedVersion(name, version, config, scheduler, statistics, dependency_problem=scheduler.problem)
+
+
+class _ChangedWhileLoading(NaiadError):
+    """The model's files changed during its load: what was read may be half old, half new,
+    so the build is dropped and the serving versions stay."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            ErrorCode.UNAVAILABLE, f"failed to load '{name}': its files changed while it loaded; it will load again"
+        )
+
 
 def _policy_only(proto: pb.ModelConfig) -> pb.ModelConfig:
     """A copy holding just what validation needs to check the version policy early."""
     copy = pb.ModelConfig(name=proto.name)
     copy.version_policy.CopyFrom(proto.version_policy)
     return copy
+
+
+
+def _peek_config(source: ModelSource, override: dict[str, Any] | None) -> pb.ModelConfig | None:
+    """The config a load would use, or None when it does not parse (the load reports it)."""
+    try:
+        if override is not None:
+            return config_from_dict(override, source.name)
+        text = source.config_text()
+        return parse_config_text(text, source.name) if text is not None else None
+    except NaiadError:
+        return None

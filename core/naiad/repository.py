@@ -7,14 +7,16 @@ once; a model name found in two of them is an error, as in Triton.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .errors import NaiadError
 from .model_config import ConfigError
 from .protos import model_config_pb2 as pb
 
-__all__ = ["ModelSource", "LocalRepository", "find_models", "select_versions"]
+__all__ = ["ModelSource", "LocalRepository", "Repository", "find_models", "select_versions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,15 +49,48 @@ class ModelSource:
     def version_path(self, version: int) -> Path:
         return self.path / str(version)
 
+    def model_fingerprint(self) -> str:
+        """Changes whenever a file outside the version directories changes (config.pbtxt,
+        label files)."""
+        versions = {str(v) for v in self.versions()}
+        return _fingerprint(self.path, lambda rel: rel.parts[0] not in versions)
+
+    def version_fingerprint(self, version: int) -> str:
+        """Changes whenever a file inside one version directory changes."""
+        return _fingerprint(self.version_path(version), lambda rel: True)
+
+    def fingerprint(self) -> str:
+        """Changes whenever any file of the model changes."""
+        return _fingerprint(self.path, lambda rel: True)
+
+
+def _fingerprint(root: Path, include) -> str:
+    """Paths, sizes and modification times of the files under `root`: cheap to compute
+    on every poll, and it changes whenever a file is written, added or removed."""
+    digest = hashlib.sha256()
+    if not root.is_dir():
+        return ""
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if not include(rel) or not path.is_file():
+            continue
+        stat = path.stat()
+        digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
 
 class LocalRepository:
     """A repository directory on the local file system."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
+        self.location = str(self.root)
 
     def __repr__(self) -> str:
-        return f"LocalRepository({str(self.root)!r})"
+        return f"LocalRepository({self.location!r})"
+
+    def refresh(self) -> None:
+        """Local directories are always current; remote repositories download here."""
 
     def list_models(self) -> dict[str, ModelSource]:
         if not self.root.is_dir():
@@ -67,22 +102,34 @@ class LocalRepository:
         return models
 
 
-def find_models(repositories: list[LocalRepository]) -> tuple[dict[str, ModelSource], dict[str, str]]:
+class Repository(Protocol):
+    """What the server needs of a repository, local or remote."""
+
+    location: str
+
+    def list_models(self) -> dict[str, ModelSource]: ...
+
+    def refresh(self) -> None: ...
+
+
+def find_models(repositories: "list[Repository]") -> tuple[dict[str, ModelSource], dict[str, str]]:
     """Every model of every repository, and the models found twice with why they fail."""
     found: dict[str, ModelSource] = {}
+    first_location: dict[str, str] = {}
     duplicates: dict[str, str] = {}
     for repository in repositories:
         for name, source in repository.list_models().items():
             if name in found or name in duplicates:
                 first = found.pop(name, None)
-                where = [str(first.repository)] if first else []
+                where = [first_location[name]] if first else []
                 previous = duplicates.get(name, "")
                 duplicates[name] = (
                     previous or f"model '{name}' appears in more than one model repository: "
                     + ", ".join(where)
-                ) + f", {repository.root}"
+                ) + f", {repository.location}"
                 continue
             found[name] = source
+            first_location[name] = repository.location
     return found, duplicates
 
 

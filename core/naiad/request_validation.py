@@ -7,6 +7,7 @@ expects (config `reshape` applied) and its batch size is returned.
 
 from __future__ import annotations
 
+from .classification import classification_count
 from .errors import NaiadError
 from .inference import InferenceRequest
 from .model_config import ModelConfig, TensorSpec
@@ -61,6 +62,7 @@ def validate_request(request: InferenceRequest, config: ModelConfig, version: st
     for output in request.outputs:
         if output.name not in config.output_by_name:
             raise NaiadError.invalid(f"unexpected inference output '{output.name}' for {model}")
+        classification_count(output)
     return batch_size if batch_size is not None else 1
 
 

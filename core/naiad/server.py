@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from . import __version__
 from .backend_registry import BackendRegistry
-from .errors import NaiadError
+from .classification import apply_classification
+from .ensemble_validation import load_order
+from .errors import ErrorCode, NaiadError
 from .inference import InferenceRequest, InferenceResponse
 from .model_config import ModelConfig
 from .model_manager import LoadedVersion, ModelManager
-from .repository import LocalRepository
+from .remote_repository import open_repository
+from .repository_poller import RepositoryPoller
 from .request_validation import validate_request
 from .scheduling.job import Job
 from .shared_memory import SharedMemoryRegistry
+from .uploaded_models import UploadedModels
 
 __all__ = ["Server", "ServerOptions"]
 
@@ -42,6 +47,9 @@ class ServerOptions:
     exit_on_error: bool = True
     auto_complete_config: bool = True
     exit_timeout_secs: float = 30.0
+    model_load_thread_count: int = 4
+    # Seconds one model's load may take before it fails; None waits forever.
+    model_load_timeout_secs: float | None = None
     # {"onnxruntime": {"key": "value"}}; the "" entry holds settings for every backend.
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
     # Extra pluggy plugins (objects with @hookimpl functions), for embedding applications.
@@ -62,6 +70,12 @@ class Server:
         self.backends: BackendRegistry | None = None
         self.models: ModelManager | None = None
         self.shared_memory = SharedMemoryRegistry()
+        self.uploads = UploadedModels()
+        self.poller: RepositoryPoller | None = None
+        self._draining = False
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._poll_task: asyncio.Task[None] | None = None
         self._live = False
         self._startup_failures: list[str] = []
         self._extensions: list[str] = [
@@ -88,8 +102,12 @@ class Server:
         self.backends = BackendRegistry(
             options.backend_config, options.backend_plugins, options.load_backend_entry_points
         )
-        repositories = [LocalRepository(path) for path in options.model_repositories]
-        self.models = ModelManager(repositories, self.backends, self, options.auto_complete_config)
+        repositories = await asyncio.gather(
+            *(asyncio.to_thread(open_repository, location) for location in options.model_repositories)
+        )
+        self.models = ModelManager(
+            list(repositories), self.backends, self, options.auto_complete_config, options.model_load_timeout_secs
+        )
         self._live = True
         if options.model_control_mode == "explicit":
             names = options.load_models
@@ -98,6 +116,9 @@ class Server:
         else:
             names = self._all_model_names()
         await self._load_at_startup(names)
+        if options.model_control_mode == "poll":
+            self.poller = RepositoryPoller(self.models, options.repository_poll_secs)
+            self._poll_task = asyncio.create_task(self.poller.run(), name="naiad-poller")
 
     def _all_model_names(self) -> list[str]:
         assert self.models is not None
@@ -105,25 +126,49 @@ class Server:
         return sorted(set(found) | set(duplicates))
 
     async def _load_at_startup(self, names: list[str]) -> None:
-        async def load(name: str) -> None:
-            try:
-                await self.load_model(name)
-            except NaiadError as exc:
-                self._startup_failures.append(exc.message)
+        parallel = asyncio.Semaphore(max(1, self.options.model_load_thread_count))
 
-        await asyncio.gather(*(load(name) for name in names))
+        async def load(name: str) -> None:
+            async with parallel:
+                try:
+                    await self._models().load(name)
+                except NaiadError as exc:
+                    self._startup_failures.append(exc.message)
+
+        # Ensembles load after the models their steps use (an ensemble validates against
+        # its step models' loaded configs); everything else loads in parallel.
+        for wave in load_order(names, self._models().peek_config):
+            await asyncio.gather(*(load(name) for name in wave))
 
     @property
     def startup_failures(self) -> list[str]:
         """Why each model that failed to load at start-up failed."""
         return list(self._startup_failures)
 
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Refuse new requests (UNAVAILABLE) and wait up to `timeout` seconds for the ones
+        in flight to finish; True when none is left. Graceful shutdown calls this first."""
+        self._draining = True
+        if self._inflight == 0:
+            return True
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            log.warning("%d request(s) still in flight after %ss", self._inflight, timeout)
+            return False
+        return True
+
     async def stop(self) -> None:
+        self._draining = True
         self._live = False
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+            await asyncio.gather(self._poll_task, return_exceptions=True)
         if self.models is not None:
             await self.models.unload_all(self.options.exit_timeout_secs)
         if self.backends is not None:
             self.backends.finalize()
+        self.uploads.close()
 
     async def __aenter__(self) -> "Server":
         await self.start()
@@ -187,21 +232,46 @@ class Server:
         """Triton's `model_stats` list: one model's versions, or every loaded model."""
         models = self._models()
         if name:
+            try:
+                # get() first: models.record() would create a record (and an index row) for
+                # a name nobody loaded.
+                loaded = models.get(name, version)
+            except NaiadError as exc:
+                # Triton answers the statistics of a model it does not serve as a bad request.
+                if exc.code is ErrorCode.INVALID_ARG:
+                    raise
+                what = f"requested model '{name}'" + (f" version {version}" if version else "")
+                raise NaiadError.invalid(f"{what} is not available: {exc.message}") from None
             if version:
-                return [models.get(name, version).statistics.to_dict()]
+                return [loaded.statistics.to_dict()]
             record = models.record(name)
-            if not record.serving:
-                models.get(name)  # raises the right NOT_FOUND / UNAVAILABLE
             return [record.serving[v].statistics.to_dict() for v in sorted(record.serving)]
         return [v.statistics.to_dict() for v in sorted(models.ready_models(), key=lambda v: (v.name, v.version))]
 
     # -- model management ----------------------------------------------------------------
 
-    async def load_model(self, name: str, config: dict[str, Any] | None = None) -> None:
-        await self._models().load(name, config)
+    async def load_model(
+        self, name: str, config: dict[str, Any] | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
+        """Load or reload a model. `config` overrides its config.pbtxt (Triton's JSON form);
+        `files` (path relative to the model directory -> content, e.g. "1/model.onnx")
+        loads it from those files instead of the repository, and then needs `config`."""
+        source = None
+        if files:
+            if config is None:
+                raise NaiadError.invalid(f"failed to load '{name}': model files were sent without a config")
+            source = self.uploads.write(name, files)
+        else:
+            await asyncio.to_thread(self._models().refresh_repositories)
+        await self._models().load(name, config, source)
 
-    async def unload_model(self, name: str) -> None:
-        await self._models().unload(name)
+    async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
+        """Unload a model; with `unload_dependents`, also the ensembles that use it."""
+        models = self._models()
+        if unload_dependents:
+            for dependent in models.dependents(name):
+                await models.unload(dependent)
+        await models.unload(name)
 
     # -- inference -----------------------------------------------------------------------
 
@@ -228,7 +298,9 @@ class Server:
             raise
         if response.error is not None:
             raise response.error
-        return _select_outputs(response, request)
+        response = _select_outputs(response, request)
+        apply_classification(response, request, loaded.config)
+        return response
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
         """Every response a request produces, in order; an execution error arrives as a
@@ -243,6 +315,7 @@ class Server:
                 final = response.final
                 if response.error is None:
                     response = _select_outputs(response, request, strict=False)
+                    apply_classification(response, request, loaded.config)
                 yield response
         finally:
             if not final:
@@ -256,21 +329,30 @@ class Server:
         loop: asyncio.AbstractEventLoop,
         queue: asyncio.Queue[InferenceResponse] | None = None,
     ) -> tuple[Job, asyncio.Future[InferenceResponse]]:
+        if self._draining:
+            raise NaiadError.unavailable("server is shutting down")
         statistics = loaded.statistics
-        started = loop.time()
+        # monotonic_ns, not loop.time(): uvloop's clock ticks in milliseconds, which would
+        # record most requests as taking 0 ns.
+        started = time.monotonic_ns()
         try:
             request.take_control_parameters()
             batch_size = validate_request(request, loaded.config, str(loaded.version))
         except NaiadError:
-            statistics.record_failure(int((loop.time() - started) * 1e9), "OTHER")
+            statistics.record_failure(time.monotonic_ns() - started, "OTHER")
             raise
         future: asyncio.Future[InferenceResponse] = loop.create_future()
         statistics.pending += 1
+        self._inflight += 1
+        self._idle.clear()
 
         def deliver(response: InferenceResponse) -> None:
             if response.final:
                 statistics.pending -= 1
-                elapsed = int((loop.time() - started) * 1e9)
+                self._inflight -= 1
+                if self._inflight == 0:
+                    self._idle.set()
+                elapsed = time.monotonic_ns() - started
                 if response.error is None:
                     statistics.record_success(elapsed)
                 else:

@@ -83,7 +83,8 @@ class SharedMemoryRegistry:
         with self._lock:
             region = self._regions.get(name)
         if region is None:
-            raise NaiadError.invalid(f"unable to find system shared memory region: '{name}'")
+            # NOT_FOUND, as Triton answers a tensor placed in a region it does not hold.
+            raise NaiadError.not_found(f"unable to find system shared memory region: '{name}'")
         if offset < 0 or byte_size < 0 or offset + byte_size > region.byte_size:
             raise NaiadError.invalid(
                 f"shared memory region '{name}': offset {offset} + byte_size {byte_size} is outside its "

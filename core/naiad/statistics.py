@@ -116,4 +116,6 @@ class ModelStatistics:
             },
             "batch_stats": [self.batches[size].to_dict() for size in sorted(self.batches)],
             "memory_usage": [],
+            # Per-response counters of decoupled models; Triton reports an empty map otherwise.
+            "response_stats": {},
         }

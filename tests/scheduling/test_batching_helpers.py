@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from naiad import InferenceRequest, NaiadError, Tensor
-from naiad.batching import Batch, split_outputs, stack_inputs
+from naiad.batching import Batch, split_output_tensors, stack_requests
 from naiad.model_config import parse_config_text, validate_config
 
 
@@ -59,11 +59,11 @@ batch_input [{kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "OFFSETS" data_
 
 def test_mismatched_shapes_and_row_counts_are_reported():
     with pytest.raises(NaiadError) as info:
-        stack_inputs([request(X=np.ones((1, 3), np.float32)), request(X=np.ones((1, 4), np.float32))])
+        stack_requests([request(X=np.ones((1, 3), np.float32)), request(X=np.ones((1, 4), np.float32))])
     assert "'X'" in info.value.message and "allow_ragged_batch" in info.value.message
     with pytest.raises(NaiadError) as info:
-        split_outputs({"Y": np.ones((2, 1))}, [1, 2])
-    assert "'Y'" in info.value.message and "3 rows" in info.value.message
+        split_output_tensors({"Y": np.ones((2, 1))}, [1, 2])
+    assert "'Y'" in info.value.message and "to be 3" in info.value.message
 
 
 def test_model_without_batch_dimension_takes_one_request_as_is():

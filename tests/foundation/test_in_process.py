@@ -42,3 +42,29 @@ def test_add_sub_in_process(tmp_path):
             assert info.value.code is ErrorCode.INVALID_ARG and "'INPUT1'" in info.value.message
 
     run(go())
+
+
+SLOW = '''backend: "numpy" max_batch_size: 0
+input [{name:"INPUT0" data_type: TYPE_INT32 dims:[-1]}]
+output [{name:"OUTPUT0" data_type: TYPE_INT32 dims:[-1]}]
+parameters {key:"op" value {string_value:"sleep"}}
+parameters {key:"sleep_ms" value {string_value:"200"}}'''
+
+
+def test_drain_finishes_in_flight_and_refuses_new(tmp_path):
+    make_model(tmp_path, "slow", SLOW)
+
+    async def go():
+        async with Server(ServerOptions([str(tmp_path)], backend_plugins=[NumpyPlugin()])) as server:
+            data = np.arange(3, dtype=np.int32)
+            in_flight = asyncio.create_task(server.infer(InferenceRequest("slow", [Tensor.from_numpy("INPUT0", data)])))
+            await asyncio.sleep(0.05)
+            drained = asyncio.create_task(server.drain(timeout=10))
+            await asyncio.sleep(0)
+            with pytest.raises(NaiadError) as info:
+                await server.infer(InferenceRequest("slow", [Tensor.from_numpy("INPUT0", data)]))
+            assert info.value.code is ErrorCode.UNAVAILABLE and "shutting down" in info.value.message
+            np.testing.assert_array_equal((await in_flight).output("OUTPUT0").data, data)
+            assert await drained is True
+
+    run(go())

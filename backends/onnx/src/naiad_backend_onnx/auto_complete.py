@@ -1,0 +1,94 @@
+"""Fills a config's inputs, outputs and max_batch_size from an ONNX model, as Triton's
+onnxruntime backend does when auto-complete is on.
+
+A model batches when every input and output has a variable first dimension; such a model
+gets `max_batch_size` = the backend's `default-max-batch-size` (4 unless configured) and,
+when the config picks no scheduler, `dynamic_batching {}`. Dims are the model's shape
+without the batch dimension, variable dimensions as -1; a tensor left with no dims becomes
+`dims: [1]` with `reshape: { shape: [] }`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from naiad.datatypes import datatype_to_config_type
+from naiad.protos import model_config_pb2 as pb
+
+from .onnx_types import datatype_of_ort_type
+
+__all__ = ["ModelTensor", "auto_complete", "model_supports_batching"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTensor:
+    """An input or output as the ONNX model declares it; variable dimensions are -1."""
+
+    name: str
+    ort_type: str
+    shape: tuple[int, ...]
+
+    @property
+    def datatype(self) -> str | None:
+        return datatype_of_ort_type(self.ort_type)
+
+    @classmethod
+    def from_node_arg(cls, arg: object) -> "ModelTensor":
+        shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in (getattr(arg, "shape", None) or []))
+        return cls(getattr(arg, "name"), getattr(arg, "type"), shape)
+
+
+def model_supports_batching(inputs: list[ModelTensor], outputs: list[ModelTensor]) -> bool:
+    tensors = inputs + outputs
+    return bool(tensors) and all(len(t.shape) >= 1 and t.shape[0] == -1 for t in tensors)
+
+
+def _declared_dims_imply_batching(proto: pb.ModelConfig, model: dict[str, ModelTensor]) -> bool | None:
+    """True/False when the config's own dims say whether the batch dimension is left out;
+    None when the config declares no dims to judge by."""
+    verdict: bool | None = None
+    for tensor in list(proto.input) + list(proto.output):
+        found = model.get(tensor.name)
+        if found is None or not tensor.dims or tensor.HasField("reshape"):
+            continue
+        if len(tensor.dims) == len(found.shape):
+            return False
+        if len(tensor.dims) == len(found.shape) - 1:
+            verdict = True
+    return verdict
+
+
+def _fill(tensor: pb.ModelInput | pb.ModelOutput, found: ModelTensor, batching: bool) -> None:
+    if tensor.data_type == pb.TYPE_INVALID and found.datatype is not None:
+        tensor.data_type = pb.DataType.Value(datatype_to_config_type(found.datatype))
+    if not tensor.dims and not tensor.HasField("reshape"):
+        dims = list(found.shape[1:] if batching else found.shape)
+        if dims:
+            tensor.dims.extend(dims)
+        else:
+            tensor.dims.append(1)
+            tensor.reshape.SetInParent()
+
+
+def auto_complete(
+    proto: pb.ModelConfig, inputs: list[ModelTensor], outputs: list[ModelTensor], default_max_batch_size: int
+) -> None:
+    """Fill `proto` in place; what the config already says is kept."""
+    everything = {t.name: t for t in inputs + outputs}
+    if proto.max_batch_size == 0 and default_max_batch_size > 0 and model_supports_batching(inputs, outputs):
+        declared = _declared_dims_imply_batching(proto, everything)
+        if declared is None or declared:
+            proto.max_batch_size = default_max_batch_size
+    batching = proto.max_batch_size > 0
+    if batching and proto.WhichOneof("scheduling_choice") is None:
+        proto.dynamic_batching.SetInParent()
+
+    for declared_list, found_list in ((proto.input, inputs), (proto.output, outputs)):
+        if not declared_list:
+            for found in found_list:
+                declared_list.add(name=found.name)
+        by_name = {t.name: t for t in found_list}
+        for tensor in declared_list:
+            found = by_name.get(tensor.name)
+            if found is not None:
+                _fill(tensor, found, batching)

@@ -1,0 +1,272 @@
+"""`OnnxModel` and `OnnxInstance`: one ONNX Runtime session per device, shared by every
+instance on it (`InferenceSession.run` is thread-safe), batches stacked along axis 0."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnxruntime as ort
+
+from naiad import (
+    ConfigError,
+    InferenceRequest,
+    InferenceResponse,
+    InstanceContext,
+    Model,
+    ModelConfig,
+    ModelContext,
+    ModelInstance,
+    NaiadError,
+    Tensor,
+)
+from naiad.batching import group_stackable, split_outputs, stack_requests
+
+from .auto_complete import ModelTensor, auto_complete
+from .session_options import SessionSettings, choose_providers, read_session_settings
+
+if TYPE_CHECKING:
+    from .backend import OnnxRuntimeBackend
+
+__all__ = ["OnnxModel", "OnnxInstance"]
+
+log = logging.getLogger("naiad.backends.onnxruntime")
+
+# ORT's own error classes; the ones that mean "these inputs are wrong" become INVALID_ARG.
+_ORT_ERRORS = ort.capi.onnxruntime_pybind11_state
+_INPUT_ERRORS = tuple(
+    getattr(_ORT_ERRORS, name) for name in ("InvalidArgument",) if hasattr(_ORT_ERRORS, name)
+)
+
+
+def _ort_message(exc: BaseException) -> str:
+    """ORT prefixes messages with '[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : '; drop it."""
+    text = str(exc).strip()
+    if text.startswith("[ONNXRuntimeError]"):
+        parts = text.split(" : ", 3)
+        text = parts[-1] if len(parts) == 4 else text
+    return " ".join(text.split())
+
+
+class OnnxModel(Model):
+    def __init__(self, context: ModelContext, backend: "OnnxRuntimeBackend") -> None:
+        super().__init__(context)
+        self.backend = backend
+        self._sessions: dict[tuple[str, int], Any] = {}
+        self._lock = threading.Lock()
+        self._settings: SessionSettings | None = None
+        self.inputs: list[ModelTensor] = []
+        self.outputs: list[ModelTensor] = []
+
+    # -- model file and sessions ---------------------------------------------------------
+
+    @property
+    def model_path(self) -> Path:
+        """`model.onnx`, or `model.onnx/model.onnx` when the model is a directory holding
+        its external data files beside the graph."""
+        path = self.context.model_file
+        if path.is_dir():
+            path = path / "model.onnx"
+        if not path.is_file():
+            raise ConfigError(
+                self.context.name,
+                f"model file not found: {path} (version {self.context.version}; set default_model_filename "
+                "in the config if the file has another name)",
+            )
+        return path
+
+    def session(self, config: ModelConfig, kind: str = "CPU", device_id: int = 0) -> Any:
+        """The session for one kind of device, created once and shared."""
+        key = (kind, device_id if kind == "GPU" else 0)
+        with self._lock:
+            session = self._sessions.get(key)
+            if session is not None:
+                return session
+            if self._settings is None:
+                self._settings = read_session_settings(config, self.backend.settings)
+            if self._settings.global_thread_pool:
+                self.backend.ensure_global_thread_pool()
+            providers = choose_providers(config, kind, device_id, ort.get_available_providers())
+            try:
+                session = ort.InferenceSession(
+                    str(self.model_path),
+                    sess_options=self._settings.build(),
+                    providers=[name for name, _ in providers],
+                    provider_options=[options for _, options in providers],
+                )
+            except (ConfigError, NaiadError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - ORT raises its own classes
+                raise ConfigError(self.context.name, f"onnxruntime cannot load {self.model_path.name}: {_ort_message(exc)}") from None
+            self._sessions[key] = session
+            if not self.inputs and not self.outputs:
+                self.inputs = [ModelTensor.from_node_arg(a) for a in session.get_inputs()]
+                self.outputs = [ModelTensor.from_node_arg(a) for a in session.get_outputs()]
+            return session
+
+    # -- the Model ABI -------------------------------------------------------------------
+
+    def auto_complete_config(self, config: ModelConfig) -> None:
+        self.session(config)
+        auto_complete(config.proto, self.inputs, self.outputs, self.backend.settings.default_max_batch_size)
+        config.refresh()
+
+    def initialize(self) -> None:
+        config = self.context.config
+        # Read the model's signature (the auto-complete session is reused when there was one).
+        self.session(config)
+        self._check_config(config)
+
+    def _check_config(self, config: ModelConfig) -> None:
+        """Refuse configs that disagree with the model, naming the tensor and the fault."""
+        name = config.name
+        batching = config.max_batch_size > 0
+        for kind, specs, found_list in (("input", config.inputs, self.inputs), ("output", config.outputs, self.outputs)):
+            found_by_name = {t.name: t for t in found_list}
+            for spec in specs:
+                found = found_by_name.get(spec.name)
+                if found is None:
+                    raise ConfigError(
+                        name,
+                        f"{kind} '{spec.name}': not an {kind} of {self.model_path.name}, whose {kind}s are "
+                        + ", ".join(f"'{t}'" for t in found_by_name),
+                    )
+                if found.datatype is None:
+                    raise ConfigError(name, f"{kind} '{spec.name}': the model's type {found.ort_type} has no Triton datatype")
+                if found.datatype == "BF16":
+                    raise ConfigError(
+                        name,
+                        f"{kind} '{spec.name}': BF16 tensors cannot cross onnxruntime's Python API; "
+                        "cast to FP32 or FP16 inside the model",
+                    )
+                if found.datatype != spec.datatype:
+                    raise ConfigError(
+                        name,
+                        f"{kind} '{spec.name}': the config says data_type {spec.datatype}, the model has {found.datatype}",
+                    )
+                shape = list(spec.reshape if spec.reshape is not None else spec.dims)
+                if batching:
+                    if not found.shape or found.shape[0] not in (-1,):
+                        raise ConfigError(
+                            name,
+                            f"{kind} '{spec.name}': max_batch_size {config.max_batch_size} needs a variable first "
+                            f"dimension, the model's shape is {list(found.shape)}",
+                        )
+                    shape = [-1] + shape
+                if found.shape and len(shape) != len(found.shape):
+                    raise ConfigError(
+                        name,
+                        f"{kind} '{spec.name}': the config's shape {shape} (batch dimension included) has rank "
+                        f"{len(shape)}, the model's shape {list(found.shape)} has rank {len(found.shape)}",
+                    )
+                for want, have in zip(shape, found.shape):
+                    if have != -1 and want != -1 and want != have:
+                        raise ConfigError(
+                            name,
+                            f"{kind} '{spec.name}': dims {list(spec.dims)} do not match the model's shape "
+                            f"{list(found.shape)}",
+                        )
+
+    def create_instance(self, context: InstanceContext) -> ModelInstance:
+        return OnnxInstance(self, context)
+
+    def finalize(self) -> None:
+        with self._lock:
+            self._sessions.clear()
+
+
+class OnnxInstance(ModelInstance):
+    model: OnnxModel
+
+    def initialize(self) -> None:
+        config = self.model.context.config
+        self.config = config
+        self.session = self.model.session(config, self.context.kind, self.context.device_id)
+        self.batching = config.max_batch_size > 0
+        self.input_names = [spec.name for spec in config.inputs]
+        self.all_outputs = [spec.name for spec in config.outputs]
+
+    def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
+        responses: list[InferenceResponse | None] = [None] * len(requests)
+        groups = group_stackable(requests) if self.batching else [[i] for i in range(len(requests))]
+        for group in groups:
+            batch = [requests[i] for i in group]
+            try:
+                results = self._run(batch)
+            except NaiadError as exc:
+                if len(batch) > 1:
+                    # One bad request must not fail its neighbours: run each on its own.
+                    results = [self._run_alone(request) for request in batch]
+                else:
+                    results = [InferenceResponse(error=exc)]
+            for index, response in zip(group, results):
+                responses[index] = response
+        return responses  # type: ignore[return-value]
+
+    def _run_alone(self, request: InferenceRequest) -> InferenceResponse:
+        try:
+            return self._run([request])[0]
+        except NaiadError as exc:
+            return InferenceResponse(error=exc)
+
+    def _run(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
+        names = [t.name for t in requests[0].inputs]
+        stacked = stack_requests(requests, names)
+        feed = {name: self._to_ort(name, array) for name, array in stacked.inputs.items()}
+        wanted = self._outputs_for(requests)
+        try:
+            arrays = self.session.run(wanted, feed)
+        except _INPUT_ERRORS as exc:
+            raise NaiadError.invalid(f"model '{self.config.name}': onnxruntime rejected the input: {_ort_message(exc)}") from None
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own classes
+            raise NaiadError.internal(f"model '{self.config.name}': onnxruntime failed: {_ort_message(exc)}") from None
+        per_request: list[list[Tensor]] = [[] for _ in requests]
+        for name, array in zip(wanted, arrays):
+            spec = self.config.output_by_name[name]
+            array = self._from_ort(array, spec.datatype)
+            parts = split_outputs(array, stacked.sizes, name) if len(requests) > 1 else [array]
+            for outputs, part in zip(per_request, parts):
+                if spec.reshape is not None:
+                    part = part.reshape(([part.shape[0]] if self.batching else []) + list(spec.dims))
+                outputs.append(Tensor(name, spec.datatype, tuple(part.shape), part))
+        return [InferenceResponse(outputs=outputs) for outputs in per_request]
+
+    def _outputs_for(self, requests: list[InferenceRequest]) -> list[str]:
+        """Run only what someone in the batch asked for (all outputs for a request that
+        named none)."""
+        if any(not r.outputs for r in requests):
+            return self.all_outputs
+        asked = {o.name for r in requests for o in r.outputs}
+        return [name for name in self.all_outputs if name in asked]
+
+    @staticmethod
+    def _to_ort(name: str, array: np.ndarray) -> np.ndarray:
+        if array.dtype != object:
+            return array
+        # ORT string tensors take Python str; naiad carries BYTES as bytes.
+        flat = array.reshape(-1)
+        text = np.empty(flat.shape, dtype=object)
+        for index, item in enumerate(flat):
+            if isinstance(item, (bytes, bytearray)):
+                try:
+                    text[index] = bytes(item).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise NaiadError.invalid(
+                        f"input '{name}': element {index} is not UTF-8 text, which ONNX Runtime string tensors need"
+                    ) from None
+            else:
+                text[index] = str(item)
+        return text.reshape(array.shape)
+
+    @staticmethod
+    def _from_ort(array: np.ndarray, datatype: str) -> np.ndarray:
+        if datatype != "BYTES":
+            return array
+        flat = array.reshape(-1)
+        data = np.empty(flat.shape, dtype=object)
+        for index, item in enumerate(flat):
+            data[index] = item.encode("utf-8") if isinstance(item, str) else bytes(item)
+        return data.reshape(array.shape)

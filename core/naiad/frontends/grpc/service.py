@@ -1,0 +1,359 @@
+"""`inference.GRPCInferenceService` on a `naiad.Server`, for grpcio's asyncio server.
+
+Each RPC decodes with `codec`, calls the one `Server` method that does the work, and
+encodes the answer; a `NaiadError` becomes the gRPC status `errors.GRPC_STATUS_NAME` names,
+with the error's message as the details tritonclient shows. `method_handlers` builds the
+service glue from the proto's own service descriptor, so no generated `_pb2_grpc` module is
+needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import re
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
+
+import grpc
+
+from ...errors import GRPC_STATUS_NAME, NaiadError
+from ...inference import InferenceRequest, InferenceResponse
+from ...protos import grpc_service_pb2 as pb
+from ...server import Server
+from . import codec
+from .restrictions import Restriction, guard
+from .settings import FrontendSettings
+
+__all__ = ["SERVICE_NAME", "InferenceServicer", "method_handlers", "status_of"]
+
+log = logging.getLogger("naiad.grpc")
+
+SERVICE_NAME = "inference.GRPCInferenceService"
+
+# The request parameter with which a streaming client asks for the empty response that
+# closes a decoupled request (tritonclient: `enable_empty_final_response=True`).
+EMPTY_FINAL = "triton_enable_empty_final_response"
+# The response parameter that tells a streaming client a request is complete.
+FINAL_FLAG = "triton_final_response"
+
+
+def status_of(error: NaiadError) -> grpc.StatusCode:
+    return grpc.StatusCode[GRPC_STATUS_NAME[error.code]]
+
+
+def _unary(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Turn NaiadError into its gRPC status; anything unexpected into INTERNAL (and a log
+    line), so a bug in one request never takes the connection down."""
+
+    @functools.wraps(method)
+    async def wrapper(self: "InferenceServicer", request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await method(self, request, context)
+        except NaiadError as exc:
+            await context.abort(status_of(exc), exc.message)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as exc:  # noqa: BLE001
+            log.exception("%s failed", method.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+    return wrapper
+
+
+class InferenceServicer:
+    """One method per RPC of `inference.GRPCInferenceService`."""
+
+    def __init__(
+        self, server: Server, settings: FrontendSettings | None = None, forward_headers: re.Pattern[str] | None = None
+    ) -> None:
+        self.server = server
+        self.settings = settings or FrontendSettings()
+        # --grpc-header-forward-pattern: matching request headers become request parameters.
+        self.forward_headers = forward_headers
+
+    # -- health and metadata ---------------------------------------------------------------
+
+    @_unary
+    async def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
+        return pb.ServerLiveResponse(live=self.server.is_live())
+
+    @_unary
+    async def ServerReady(self, request: pb.ServerReadyRequest, context: Any) -> pb.ServerReadyResponse:
+        return pb.ServerReadyResponse(ready=self.server.is_ready())
+
+    @_unary
+    async def ModelReady(self, request: pb.ModelReadyRequest, context: Any) -> pb.ModelReadyResponse:
+        try:
+            ready = self.server.model(request.name, request.version).is_ready()
+        except NaiadError as exc:
+            if exc.code.name == "INVALID_ARG":  # a malformed version is the client's error
+                raise
+            ready = False
+        return pb.ModelReadyResponse(ready=ready)
+
+    @_unary
+    async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Any) -> pb.ServerMetadataResponse:
+        metadata = self.server.metadata()
+        return pb.ServerMetadataResponse(
+            name=metadata["name"], version=metadata["version"], extensions=metadata["extensions"]
+        )
+
+    @_unary
+    async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Any) -> pb.ModelMetadataResponse:
+        return codec.model_metadata_response(self.server.model_metadata(request.name, request.version))
+
+    @_unary
+    async def ModelConfig(self, request: pb.ModelConfigRequest, context: Any) -> pb.ModelConfigResponse:
+        config = self.server.model_config(request.name, request.version)
+        response = pb.ModelConfigResponse()
+        response.config.CopyFrom(config.proto)
+        return response
+
+    @_unary
+    async def ModelStatistics(
+        self, request: pb.ModelStatisticsRequest, context: Any
+    ) -> pb.ModelStatisticsResponse:
+        return codec.statistics_response(self.server.statistics(request.name, request.version))
+
+    # -- inference -------------------------------------------------------------------------
+
+    def _decode(self, message: pb.ModelInferRequest, context: Any) -> InferenceRequest:
+        request = codec.decode_infer_request(message, self.server.shared_memory)
+        if self.forward_headers is not None:
+            for key, value in context.invocation_metadata() or ():
+                if isinstance(value, str) and self.forward_headers.search(key):
+                    request.parameters.setdefault(key, value)
+        if request.outputs:
+            codec.check_output_placements(request, self.server.shared_memory)
+        return request
+
+    @_unary
+    async def ModelInfer(self, message: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
+        request = self._decode(message, context)
+        if self.server.model(request.model_name, request.model_version).config.decoupled:
+            # As Triton: a decoupled model may answer with any number of responses, which
+            # one unary reply cannot carry.
+            raise NaiadError.unsupported(
+                f"ModelInfer RPC doesn't support models with decoupled transaction policy (model "
+                f"'{request.model_name}'); use ModelStreamInfer"
+            )
+        response = await self.server.infer(request)
+        return codec.encode_infer_response(response, request, self.server.shared_memory)
+
+    async def ModelStreamInfer(
+        self, requests: AsyncIterator[pb.ModelInferRequest], context: Any
+    ) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        """Requests run concurrently, started in the order they arrive; every response and
+        every error goes back on the stream, which stays open until the client closes it."""
+        outbox: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
+        running: set[asyncio.Task[None]] = set()
+
+        async def read_all() -> None:
+            try:
+                async for message in requests:
+                    task = asyncio.create_task(self._stream_one(message, context, outbox))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                while running:
+                    await asyncio.gather(*list(running), return_exceptions=True)
+            finally:
+                outbox.put_nowait(None)
+
+        reader = asyncio.create_task(read_all())
+        try:
+            while (item := await outbox.get()) is not None:
+                yield item
+            await reader  # surfaces a failed read (the RPC then ends with its status)
+        finally:
+            reader.cancel()
+            for task in list(running):
+                task.cancel()
+
+    async def _stream_one(self, message: pb.ModelInferRequest, context: Any, outbox: asyncio.Queue[Any]) -> None:
+        try:
+            request = self._decode(message, context)
+            empty_final = bool(request.parameters.pop(EMPTY_FINAL, False))
+            if self.server.model(request.model_name, request.model_version).config.decoupled:
+                # aclosing: a cancelled stream closes the generator now, which tells the
+                # model the request was cancelled, instead of whenever it is collected.
+                async with contextlib.aclosing(self.server.infer_stream(request)) as responses:
+                    async for response in responses:
+                        self._stream_put(outbox, response, request, empty_final)
+            else:
+                response = await self.server.infer(request)
+                self._stream_put(outbox, response, request, empty_final)
+        except NaiadError as exc:
+            outbox.put_nowait(codec.stream_error(exc, message.id))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            log.exception("streamed request for model '%s' failed", message.model_name)
+            outbox.put_nowait(codec.stream_error(NaiadError.internal(f"{type(exc).__name__}: {exc}"), message.id))
+
+    def _stream_put(
+        self, outbox: asyncio.Queue[Any], response: InferenceResponse, request: InferenceRequest, empty_final: bool
+    ) -> None:
+        if response.error is not None:
+            outbox.put_nowait(codec.stream_error(response.error, request.id))
+            return
+        # A final response with nothing in it only closes the request; Triton sends it to
+        # clients that asked for it and drops it otherwise.
+        if response.final and not response.outputs and not empty_final:
+            return
+        try:
+            encoded = codec.encode_infer_response(response, request, self.server.shared_memory)
+        except NaiadError as exc:
+            outbox.put_nowait(codec.stream_error(exc, request.id))
+            return
+        encoded.id = request.id
+        if not encoded.model_name:
+            encoded.model_name = request.model_name
+        encoded.parameters[FINAL_FLAG].bool_param = response.final
+        outbox.put_nowait(pb.ModelStreamInferResponse(infer_response=encoded))
+
+    # -- model repository ------------------------------------------------------------------
+
+    @_unary
+    async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Any) -> pb.RepositoryIndexResponse:
+        return codec.repository_index_response(self.server.repository_index(request.ready))
+
+    def _check_explicit_control(self) -> None:
+        mode = self.server.options.model_control_mode
+        if mode != "explicit":
+            raise NaiadError.unavailable(
+                f"explicit model load / unload is not allowed in model control mode '{mode}'; start "
+                "the server with --model-control-mode=explicit"
+            )
+
+    @_unary
+    async def RepositoryModelLoad(
+        self, request: pb.RepositoryModelLoadRequest, context: Any
+    ) -> pb.RepositoryModelLoadResponse:
+        self._check_explicit_control()
+        config = codec.load_config_override(request.model_name, request.parameters)
+        await self.server.load_model(request.model_name, config)
+        return pb.RepositoryModelLoadResponse()
+
+    @_unary
+    async def RepositoryModelUnload(
+        self, request: pb.RepositoryModelUnloadRequest, context: Any
+    ) -> pb.RepositoryModelUnloadResponse:
+        self._check_explicit_control()
+        await self.server.unload_model(request.model_name)
+        return pb.RepositoryModelUnloadResponse()
+
+    # -- shared memory ---------------------------------------------------------------------
+
+    @_unary
+    async def SystemSharedMemoryStatus(
+        self, request: pb.SystemSharedMemoryStatusRequest, context: Any
+    ) -> pb.SystemSharedMemoryStatusResponse:
+        regions = self.server.shared_memory.status(request.name or None)
+        return codec.system_shared_memory_status_response(regions)
+
+    @_unary
+    async def SystemSharedMemoryRegister(
+        self, request: pb.SystemSharedMemoryRegisterRequest, context: Any
+    ) -> pb.SystemSharedMemoryRegisterResponse:
+        self.server.shared_memory.register(request.name, request.key, request.offset, request.byte_size)
+        return pb.SystemSharedMemoryRegisterResponse()
+
+    @_unary
+    async def SystemSharedMemoryUnregister(
+        self, request: pb.SystemSharedMemoryUnregisterRequest, context: Any
+    ) -> pb.SystemSharedMemoryUnregisterResponse:
+        self.server.shared_memory.unregister(request.name or None)
+        return pb.SystemSharedMemoryUnregisterResponse()
+
+    # CUDA shared memory needs a CUDA device and its IPC handles: this build serves without
+    # CUDA, so the status is an empty list and registering is refused as UNIMPLEMENTED.
+    _NO_CUDA = "CUDA shared memory is not supported: this server runs without CUDA"
+
+    @_unary
+    async def CudaSharedMemoryStatus(
+        self, request: pb.CudaSharedMemoryStatusRequest, context: Any
+    ) -> pb.CudaSharedMemoryStatusResponse:
+        if request.name:
+            raise NaiadError.not_found(f"unable to find cuda shared memory region: '{request.name}'")
+        return pb.CudaSharedMemoryStatusResponse()
+
+    @_unary
+    async def CudaSharedMemoryRegister(
+        self, request: pb.CudaSharedMemoryRegisterRequest, context: Any
+    ) -> pb.CudaSharedMemoryRegisterResponse:
+        raise NaiadError.unsupported(self._NO_CUDA)
+
+    @_unary
+    async def CudaSharedMemoryUnregister(
+        self, request: pb.CudaSharedMemoryUnregisterRequest, context: Any
+    ) -> pb.CudaSharedMemoryUnregisterResponse:
+        # Nothing can be registered, so there is nothing to remove: succeed, as Triton does
+        # for a name it does not hold (clients unregister everything when they clean up).
+        return pb.CudaSharedMemoryUnregisterResponse()
+
+    # -- trace and log settings ------------------------------------------------------------
+
+    @_unary
+    async def TraceSetting(self, request: pb.TraceSettingRequest, context: Any) -> pb.TraceSettingResponse:
+        if request.model_name:
+            self.server.model(request.model_name)  # NOT_FOUND for a model the server does not know
+        updates = {key: list(value.value) for key, value in request.settings.items()}
+        settings = self.settings.update_trace(updates)
+        response = pb.TraceSettingResponse()
+        for key, values in settings.items():
+            response.settings[key].value.extend(values)
+        return response
+
+    @_unary
+    async def LogSettings(self, request: pb.LogSettingsRequest, context: Any) -> pb.LogSettingsResponse:
+        updates: dict[str, Any] = {}
+        for key, value in request.settings.items():
+            choice = value.WhichOneof("parameter_choice")
+            updates[key] = getattr(value, choice) if choice else None
+        settings = self.settings.update_log(updates)
+        response = pb.LogSettingsResponse()
+        for key, current in settings.items():
+            if isinstance(current, bool):
+                response.settings[key].bool_param = current
+            elif isinstance(current, int):
+                response.settings[key].uint32_param = current
+            else:
+                response.settings[key].string_param = str(current)
+        return response
+
+
+def method_handlers(
+    servicer: InferenceServicer, restrictions: Mapping[str, Restriction] | None = None
+) -> dict[str, grpc.RpcMethodHandler]:
+    """Handlers for every method of the service, built from the proto's descriptor so the
+    method names, streaming kinds and message types cannot drift from the .proto."""
+    service = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"]
+    return handlers_from_descriptor(service, pb, servicer, restrictions)
+
+
+def handlers_from_descriptor(
+    service: Any, module: Any, servicer: object, restrictions: Mapping[str, Restriction] | None = None
+) -> dict[str, grpc.RpcMethodHandler]:
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in service.methods:
+        request_class = getattr(module, method.input_type.name)
+        response_class = getattr(module, method.output_type.name)
+        implementation = getattr(servicer, method.name)
+        if restrictions and method.name in restrictions:
+            implementation = guard(implementation, restrictions[method.name])
+        if method.client_streaming and method.server_streaming:
+            factory = grpc.stream_stream_rpc_method_handler
+        elif method.server_streaming:
+            factory = grpc.unary_stream_rpc_method_handler
+        elif method.client_streaming:
+            factory = grpc.stream_unary_rpc_method_handler
+        else:
+            factory = grpc.unary_unary_rpc_method_handler
+        handlers[method.name] = factory(
+            implementation,
+            request_deserializer=request_class.FromString,
+            response_serializer=response_class.SerializeToString,
+        )
+    return handlers

@@ -1,0 +1,34 @@
+"""The HTTP/REST frontend: KServe v2 with Triton's extensions (see docs/http.md).
+
+`naiad serve` starts it through `run`; an application embedding `naiad.Server` can mount
+`create_app(server)` in any ASGI server instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from ...server import Server
+from .app import DEFAULT_MAX_INPUT_SIZE, create_app
+from .server import bind_socket, serve_hypercorn, serve_uvicorn
+
+__all__ = ["run", "create_app", "DEFAULT_MAX_INPUT_SIZE"]
+
+log = logging.getLogger("naiad.http")
+
+
+async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) -> None:
+    """Serve HTTP on --http-address:--http-port until cancelled."""
+    max_input_size = getattr(args, "http_max_input_size", DEFAULT_MAX_INPUT_SIZE)
+    if max_input_size <= 0:
+        raise ValueError(f"--http-max-input-size must be positive, got {max_input_size}")
+    app = create_app(server, max_input_size)
+    kind = getattr(args, "http_server", "uvicorn")
+    sock = bind_socket(args.http_address, args.http_port)
+    log.info("HTTP service (%s) listening on %s:%d", kind, args.http_address, sock.getsockname()[1])
+    if kind == "hypercorn":
+        await serve_hypercorn(app, sock, started)
+    else:
+        await serve_uvicorn(app, sock, started)

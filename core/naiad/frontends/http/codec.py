@@ -1,0 +1,377 @@
+"""Pure decode/encode functions between KServe v2 HTTP bodies and naiad's request and
+response types, with Triton's binary-tensor and system-shared-memory extensions.
+
+A body is a JSON object, optionally followed by binary tensor data; the header
+`Inference-Header-Content-Length` says where the JSON ends. Binary input data is viewed
+with `np.frombuffer` (no Python lists on that path); JSON data goes through one numpy
+conversion per tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ...datatypes import DATATYPES, numpy_dtype, tensor_from_raw, tensor_to_raw
+from ...errors import NaiadError
+from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
+from ...shared_memory import SharedMemoryRegistry
+from ...tensor import Tensor
+
+__all__ = [
+    "EncodedResponse",
+    "decode_json",
+    "decode_infer_request",
+    "encode_infer_response",
+    "split_body",
+]
+
+_SHM_REGION = "shared_memory_region"
+_SHM_OFFSET = "shared_memory_offset"
+_SHM_SIZE = "shared_memory_byte_size"
+_DATATYPE_NAMES = ", ".join(sorted(DATATYPES))
+# Request parameters that steer this frontend and are not passed on to the model.
+_FRONTEND_PARAMETERS = ("binary_data_output",)
+
+
+@dataclass(slots=True)
+class EncodedResponse:
+    """An encoded inference response: the body, and the JSON header's length when binary
+    tensor data follows it (the `Inference-Header-Content-Length` header)."""
+
+    body: bytes
+    header_length: int | None
+
+
+def decode_json(data: bytes | memoryview, what: str = "request") -> Any:
+    """Parse JSON; a syntax error is INVALID_ARG naming where it failed."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise NaiadError.invalid(f"malformed JSON in the {what} body: {exc}") from None
+
+
+def split_body(body: bytes, header_length: str | None) -> tuple[memoryview, memoryview]:
+    """The JSON part and the binary part of a body, as `Inference-Header-Content-Length` says."""
+    view = memoryview(body)
+    if header_length is None:
+        return view, view[:0]
+    try:
+        length = int(header_length)
+    except ValueError:
+        raise NaiadError.invalid(
+            f"Inference-Header-Content-Length must be an integer, got '{header_length}'"
+        ) from None
+    if length <= 0 or length > len(body):
+        raise NaiadError.invalid(
+            f"Inference-Header-Content-Length is {length}, but the body holds {len(body)} bytes; "
+            "the JSON header must be 1 to the body's length bytes long"
+        )
+    return view[:length], view[length:]
+
+
+# -- requests ---------------------------------------------------------------------------
+
+
+def decode_infer_request(
+    body: bytes,
+    header_length: str | None,
+    model_name: str,
+    model_version: str,
+    shared_memory: SharedMemoryRegistry,
+) -> tuple[InferenceRequest, bool]:
+    """Decode an infer body into a request; also returns the `binary_data_output` default.
+
+    Raises INVALID_ARG naming the input and the fault for every malformed part.
+    """
+    header, binary = split_body(body, header_length)
+    document = decode_json(header, "inference request")
+    if not isinstance(document, dict):
+        raise NaiadError.invalid("the inference request body must be a JSON object")
+    request_id = document.get("id", "")
+    if not isinstance(request_id, str):
+        raise NaiadError.invalid(f"the request 'id' must be a string, got {request_id!r}")
+    parameters = _parameters(document, "the request")
+    binary_output = parameters.pop("binary_data_output", False)
+    if not isinstance(binary_output, bool):
+        raise NaiadError.invalid(f"request parameter 'binary_data_output' must be true or false, got {binary_output!r}")
+    for name in _FRONTEND_PARAMETERS:
+        parameters.pop(name, None)
+
+    raw_inputs = document.get("inputs")
+    if not isinstance(raw_inputs, list):
+        raise NaiadError.invalid(
+            "the inference request needs an 'inputs' list" if raw_inputs is None else "'inputs' must be a list"
+        )
+    inputs: list[Tensor] = []
+    offset = 0
+    for index, raw in enumerate(raw_inputs):
+        tensor, used = _decode_input(raw, index, binary, offset, shared_memory)
+        offset += used
+        inputs.append(tensor)
+    if offset != len(binary):
+        raise NaiadError.invalid(
+            f"the body holds {len(binary) - offset} bytes of binary data after the last binary input "
+            f"(inputs' binary_data_size values add up to {offset}, {len(binary)} bytes follow the JSON)"
+        )
+
+    outputs = [_decode_output(raw, index) for index, raw in enumerate(_list(document, "outputs"))]
+    request = InferenceRequest(
+        model_name=model_name,
+        inputs=inputs,
+        model_version=model_version,
+        id=request_id,
+        outputs=outputs,
+        parameters=parameters,
+    )
+    return request, binary_output
+
+
+def _list(document: dict[str, Any], key: str) -> list[Any]:
+    value = document.get(key, [])
+    if not isinstance(value, list):
+        raise NaiadError.invalid(f"'{key}' must be a list")
+    return value
+
+
+def _parameters(document: dict[str, Any], where: str) -> dict[str, Any]:
+    value = document.get("parameters", {})
+    if not isinstance(value, dict):
+        raise NaiadError.invalid(f"'parameters' of {where} must be a JSON object")
+    return dict(value)
+
+
+def _decode_input(
+    raw: Any, index: int, binary: memoryview, offset: int, shared_memory: SharedMemoryRegistry
+) -> tuple[Tensor, int]:
+    """One input tensor, and how many bytes of the binary part it used."""
+    if not isinstance(raw, dict):
+        raise NaiadError.invalid(f"inputs[{index}] must be a JSON object")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise NaiadError.invalid(f"inputs[{index}] needs a 'name' string")
+    datatype = raw.get("datatype")
+    if not isinstance(datatype, str):
+        raise NaiadError.invalid(f"input '{name}' needs a 'datatype' string")
+    if datatype not in DATATYPES:
+        raise NaiadError.invalid(f"input '{name}': unknown datatype '{datatype}'; expected one of {_DATATYPE_NAMES}")
+    shape = _shape(raw.get("shape"), name)
+    parameters = _parameters(raw, f"input '{name}'")
+
+    sources = [s for s, present in (("'data'", "data" in raw), ("'binary_data_size'", "binary_data_size" in parameters),
+                                    (f"'{_SHM_REGION}'", _SHM_REGION in parameters)) if present]
+    if len(sources) != 1:
+        found = " and ".join(sources) if sources else "none of them"
+        raise NaiadError.invalid(
+            f"input '{name}' must carry its data in exactly one of 'data', the 'binary_data_size' parameter "
+            f"or the '{_SHM_REGION}' parameter; it has {found}"
+        )
+    used = 0
+    if "binary_data_size" in parameters:
+        size = _non_negative_int(parameters.pop("binary_data_size"), f"input '{name}': 'binary_data_size'")
+        if offset + size > len(binary):
+            raise NaiadError.invalid(
+                f"input '{name}': binary_data_size is {size}, but only {len(binary) - offset} bytes of binary "
+                "data remain in the body"
+            )
+        array = _from_raw(name, datatype, shape, binary[offset : offset + size])
+        used = size
+    elif _SHM_REGION in parameters:
+        region = parameters.pop(_SHM_REGION)
+        if not isinstance(region, str):
+            raise NaiadError.invalid(f"input '{name}': '{_SHM_REGION}' must be a string")
+        if _SHM_SIZE not in parameters:
+            raise NaiadError.invalid(f"input '{name}': '{_SHM_REGION}' needs '{_SHM_SIZE}' too")
+        size = _non_negative_int(parameters.pop(_SHM_SIZE), f"input '{name}': '{_SHM_SIZE}'")
+        start = _non_negative_int(parameters.pop(_SHM_OFFSET, 0), f"input '{name}': '{_SHM_OFFSET}'")
+        array = _from_raw(name, datatype, shape, shared_memory.read(region, start, size))
+    else:
+        array = _from_json(name, datatype, shape, raw["data"])
+    return Tensor(name, datatype, shape, array, parameters), used
+
+
+def _shape(value: Any, name: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in value):
+        raise NaiadError.invalid(f"input '{name}' needs a 'shape' list of integers, got {value!r}")
+    if any(d < 0 for d in value):
+        raise NaiadError.invalid(f"input '{name}': shape {value} has a negative dimension")
+    return tuple(value)
+
+
+def _non_negative_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise NaiadError.invalid(f"{what} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _from_raw(name: str, datatype: str, shape: tuple[int, ...], raw: memoryview) -> np.ndarray:
+    try:
+        return tensor_from_raw(datatype, shape, raw)
+    except ValueError as exc:
+        raise NaiadError.invalid(f"input '{name}': {exc}") from None
+
+
+def _element_count(shape: tuple[int, ...]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
+
+
+def _from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np.ndarray:
+    """Nested or flat JSON data as an array of `shape`."""
+    count = _element_count(shape)
+    if not isinstance(data, list):
+        data = [data]
+    if datatype == "BYTES":
+        array = _bytes_from_json(name, data)
+    else:
+        array = _numbers_from_json(name, datatype, data)
+    if array.size != count:
+        raise NaiadError.invalid(
+            f"input '{name}': shape {list(shape)} needs {count} elements, 'data' holds {array.size}"
+        )
+    return array.reshape(shape)
+
+
+def _bytes_from_json(name: str, data: list[Any]) -> np.ndarray:
+    flat: list[bytes] = []
+    stack = [iter(data)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            if not isinstance(item, str):
+                raise NaiadError.invalid(f"input '{name}': BYTES data in JSON must be strings, got {item!r}")
+            flat.append(item.encode("utf-8"))
+        else:
+            stack.pop()
+    array = np.empty(len(flat), dtype=object)
+    array[:] = flat
+    return array
+
+
+_NUMBER_KINDS = {"b": "booleans", "i": "integers", "u": "integers", "f": "numbers"}
+
+
+def _numbers_from_json(name: str, datatype: str, data: list[Any]) -> np.ndarray:
+    try:
+        parsed = np.array(data)
+    except ValueError:
+        raise NaiadError.invalid(f"input '{name}': 'data' is a ragged nested list; every row must have the same length") from None
+    kind = parsed.dtype.kind
+    if datatype == "BOOL":
+        allowed = "b"
+    elif datatype in ("FP16", "FP32", "FP64", "BF16"):
+        allowed = "biuf"
+    else:
+        allowed = "biu"
+    if parsed.size and kind not in allowed:
+        wanted = "true/false values" if datatype == "BOOL" else (
+            "numbers" if "f" in allowed else "integers")
+        raise NaiadError.invalid(f"input '{name}': {datatype} data must be {wanted}")
+    if datatype == "BF16":
+        from ...datatypes import bf16_words
+
+        return bf16_words(parsed.astype(np.float32))
+    target = numpy_dtype(datatype)
+    if kind in "iu" and target.kind in "iu" and parsed.size:
+        info = np.iinfo(target)
+        low, high = parsed.min(), parsed.max()
+        if low < info.min or high > info.max:
+            raise NaiadError.invalid(
+                f"input '{name}': value {low if low < info.min else high} is outside the range of {datatype}"
+            )
+    return parsed.astype(target, copy=False)
+
+
+def _decode_output(raw: Any, index: int) -> RequestedOutput:
+    if not isinstance(raw, dict):
+        raise NaiadError.invalid(f"outputs[{index}] must be a JSON object")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise NaiadError.invalid(f"outputs[{index}] needs a 'name' string")
+    parameters = _parameters(raw, f"output '{name}'")
+    binary = parameters.get("binary_data")
+    if binary is not None and not isinstance(binary, bool):
+        raise NaiadError.invalid(f"output '{name}': 'binary_data' must be true or false, got {binary!r}")
+    if _SHM_REGION in parameters:
+        if not isinstance(parameters[_SHM_REGION], str):
+            raise NaiadError.invalid(f"output '{name}': '{_SHM_REGION}' must be a string")
+        if _SHM_SIZE not in parameters:
+            raise NaiadError.invalid(f"output '{name}': '{_SHM_REGION}' needs '{_SHM_SIZE}' too")
+        _non_negative_int(parameters[_SHM_SIZE], f"output '{name}': '{_SHM_SIZE}'")
+        _non_negative_int(parameters.get(_SHM_OFFSET, 0), f"output '{name}': '{_SHM_OFFSET}'")
+    return RequestedOutput(name, parameters)
+
+
+# -- responses --------------------------------------------------------------------------
+
+
+def encode_infer_response(
+    response: InferenceResponse,
+    requested: list[RequestedOutput],
+    binary_output: bool,
+    shared_memory: SharedMemoryRegistry,
+) -> EncodedResponse:
+    """JSON (plus binary data when any output is binary) for one response.
+
+    Outputs asked for with `binary_data` (or all, under the request's `binary_data_output`)
+    travel as raw bytes after the JSON; outputs placed in a shared-memory region are
+    written there and only described in the JSON.
+    """
+    by_name = {o.name: o.parameters for o in requested}
+    outputs: list[dict[str, Any]] = []
+    chunks: list[bytes | memoryview] = []
+    for tensor in response.outputs:
+        parameters = by_name.get(tensor.name, {})
+        entry: dict[str, Any] = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
+        if tensor.parameters:
+            entry["parameters"] = dict(tensor.parameters)
+        if _SHM_REGION in parameters:
+            raw = tensor_to_raw(tensor.datatype, tensor.data)
+            region, start, size = parameters[_SHM_REGION], parameters.get(_SHM_OFFSET, 0), parameters[_SHM_SIZE]
+            shared_memory.write(region, start, raw, size)
+            placed = {_SHM_REGION: region, _SHM_SIZE: len(raw)}
+            if start:
+                placed[_SHM_OFFSET] = start
+            entry.setdefault("parameters", {}).update(placed)
+        elif parameters.get("binary_data", binary_output):
+            raw = tensor_to_raw(tensor.datatype, tensor.data)
+            entry.setdefault("parameters", {})["binary_data_size"] = len(raw)
+            chunks.append(raw)
+        else:
+            entry["data"] = _json_data(tensor)
+        outputs.append(entry)
+    document: dict[str, Any] = {}
+    if response.id:
+        document["id"] = response.id
+    document["model_name"] = response.model_name
+    document["model_version"] = response.model_version
+    if response.parameters:
+        document["parameters"] = response.parameters
+    document["outputs"] = outputs
+    header = orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
+    if not chunks:
+        return EncodedResponse(header, None)
+    return EncodedResponse(b"".join([header, *chunks]), len(header))
+
+
+def _json_data(tensor: Tensor) -> Any:
+    """Flat JSON data for an output (orjson writes numpy arrays natively)."""
+    data = tensor.data
+    if tensor.datatype == "BYTES":
+        try:
+            return [item.decode("utf-8") if isinstance(item, bytes) else str(item) for item in data.reshape(-1)]
+        except UnicodeDecodeError:
+            raise NaiadError.invalid(
+                f"output '{tensor.name}' holds bytes that are not UTF-8 text, which JSON cannot carry; "
+                "request it with the 'binary_data' parameter"
+            ) from None
+    if tensor.datatype == "BF16":
+        data = (data.astype(np.uint32) << 16).view(np.float32)
+    return np.ascontiguousarray(data).reshape(-1)

@@ -1,0 +1,108 @@
+"""Runs the HTTP app under uvicorn (httptools, uvloop; the default and fastest) or hypercorn
+(`--http-server hypercorn`, which adds HTTP/2, also in cleartext with prior knowledge).
+
+The listening socket is bound here first, so a port in use is a clear error from `run`
+rather than an exit from inside the ASGI server, and the CLI keeps owning the signals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from typing import Any, Iterator
+
+from starlette.applications import Starlette
+
+__all__ = ["bind_socket", "serve_uvicorn", "serve_hypercorn"]
+
+log = logging.getLogger("naiad.http")
+
+# Seconds an idle keep-alive connection stays open; load tools and tritonclient pools
+# reuse connections, so this is longer than uvicorn's 5 s default.
+KEEP_ALIVE_SECONDS = 75
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port; OSError names the address when that fails."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"HTTP frontend cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock
+
+
+async def serve_uvicorn(app: Starlette, sock: socket.socket, started: asyncio.Event) -> None:
+    import uvicorn
+
+    class _EmbeddedServer(uvicorn.Server):
+        # `naiad serve` handles SIGINT/SIGTERM itself and cancels the frontends.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    try:
+        import httptools  # noqa: F401
+
+        http = "httptools"
+    except ImportError:
+        http = "h11"
+    config = uvicorn.Config(
+        app,
+        http=http,
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )
+    server = _EmbeddedServer(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError("uvicorn stopped before it started serving")
+            await asyncio.sleep(0.01)
+        started.set()
+        await asyncio.shield(task)
+    finally:
+        if not task.done():
+            server.should_exit = True
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await task
+        sock.close()
+
+
+async def serve_hypercorn(app: Starlette, sock: socket.socket, started: asyncio.Event) -> None:
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    config = Config()
+    # Hypercorn takes ownership of the descriptor.
+    config.bind = [f"fd://{sock.detach()}"]
+    config.accesslog = None
+    config.keep_alive_timeout = KEEP_ALIVE_SECONDS
+    stop = asyncio.Event()
+    options: dict[str, Any] = {"shutdown_trigger": stop.wait}
+    task = asyncio.create_task(serve(app, config, **options))  # type: ignore[arg-type]
+    try:
+        # The socket already listens: connections made now wait in its backlog.
+        await asyncio.sleep(0)
+        if task.done():
+            task.result()
+        started.set()
+        await asyncio.shield(task)
+    finally:
+        if not task.done():
+            stop.set()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await task

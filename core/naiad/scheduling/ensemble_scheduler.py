@@ -1,0 +1,394 @@
+"""Runs ensemble requests: the steps of an `EnsemblePlan` as a graph of asyncio tasks.
+
+A step starts as soon as every tensor it reads exists; steps that do not depend on each
+other run at the same time. Each step is an ordinary request to its model through
+`Server.infer` (or `Server.infer_stream` for a decoupled step), so the step model's own
+scheduler, dynamic batcher, instances and statistics apply exactly as for a client's
+request.
+
+Decoupled steps: every response of a decoupled step starts a new "frame" holding its
+outputs, and the steps downstream of it run once per frame. Validation guarantees that a
+step only reads tensors of one lineage (see `ensemble_validation`), so a frame never needs
+values from a sibling frame. When the ensemble outputs descend from a decoupled step, each
+frame that completes them becomes one response of the ensemble's stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from ..ensemble_validation import EnsemblePlan, EnsembleStep, StepConfigLookup, validate_ensemble
+from ..errors import ErrorCode, NaiadError
+from ..inference import InferenceRequest, InferenceResponse, RequestedOutput
+from ..model_config import ModelConfig
+from ..request_validation import shape_matches
+from ..statistics import ModelStatistics
+from ..tensor import Tensor
+from .job import Job
+from .scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from ..server import Server
+
+__all__ = ["EnsembleScheduler"]
+
+log = logging.getLogger("naiad.ensemble")
+
+
+class EnsembleScheduler(Scheduler):
+    """The scheduler of one ensemble version."""
+
+    def __init__(
+        self,
+        server: "Server",
+        config: ModelConfig,
+        plan: EnsemblePlan,
+        statistics: ModelStatistics,
+        version: str,
+        lookup: StepConfigLookup,
+    ) -> None:
+        self._server = server
+        self._config = config
+        self._plan = plan
+        self._statistics = statistics
+        self._version = version
+        self._lookup = lookup
+        # The step versions the plan was last validated against; a step model reloaded
+        # since then is checked again before the next request uses it.
+        self._validated_with: tuple[object, ...] | None = None
+        self._runs: set[asyncio.Task[None]] = set()
+        self._accepting = False
+        limit = plan.max_inflight_requests
+        # Triton's max_inflight_requests: per step, across this ensemble's requests.
+        self._limiters = [asyncio.Semaphore(limit) for _ in plan.steps] if limit > 0 else None
+
+    @property
+    def plan(self) -> EnsemblePlan:
+        return self._plan
+
+    def enqueue(self, job: Job) -> None:
+        if not self._accepting:
+            job.finish(InferenceResponse(error=NaiadError.unavailable("model is not accepting requests")))
+            return
+        try:
+            plan = self.current_plan()
+        except NaiadError as exc:
+            job.finish(self._stamp(InferenceResponse(error=exc), job))
+            return
+        run = _EnsembleRun(self, plan, job)
+        task = asyncio.create_task(run.execute(), name=f"naiad-ensemble-{self._config.name}")
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+
+    async def start(self) -> None:
+        self._accepting = True
+
+    async def stop(self, timeout: float | None = None) -> None:
+        self._accepting = False
+        runs = list(self._runs)
+        if runs:
+            _, pending = await asyncio.wait(runs, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+
+    # -- readiness -----------------------------------------------------------------------
+
+    def current_plan(self) -> EnsemblePlan:
+        """The plan, after checking that every step model is loaded and ready; raises
+        UNAVAILABLE naming the missing step model otherwise."""
+        name = self._config.name
+        versions = []
+        for step in self._plan.steps:
+            try:
+                loaded = self._server.model(step.model_name, step.version_text)
+            except NaiadError as exc:
+                raise NaiadError.unavailable(
+                    f"in ensemble '{name}', {step.label} is not available: {exc.message}"
+                ) from None
+            if not loaded.is_ready():
+                raise NaiadError.unavailable(
+                    f"in ensemble '{name}', {step.label} is not available: model '{step.model_name}' is not ready"
+                )
+            versions.append(loaded)
+        identity = tuple(versions)
+        if self._validated_with is None or any(a is not b for a, b in zip(identity, self._validated_with)):
+            plan = self._revalidate()
+            self._plan = plan
+            self._validated_with = identity
+        return self._plan
+
+    def _revalidate(self) -> EnsemblePlan:
+        try:
+            plan = validate_ensemble(self._config, self._lookup)
+        except NaiadError as exc:
+            raise NaiadError.unavailable(f"a step model changed since the ensemble was loaded: {exc.message}") from None
+        if plan.decoupled != self._config.decoupled:
+            raise NaiadError.unavailable(
+                f"ensemble '{self._config.name}': a step model changed between decoupled and not decoupled since "
+                "the ensemble was loaded; load the ensemble again"
+            )
+        return plan
+
+    def problem(self) -> str | None:
+        """Why the ensemble cannot serve now (a step model missing or changed), or None."""
+        try:
+            self.current_plan()
+        except NaiadError as exc:
+            return exc.message
+        return None
+
+    def _stamp(self, response: InferenceResponse, job: Job) -> InferenceResponse:
+        response.model_name = self._config.name
+        response.model_version = self._version
+        response.id = job.request.id
+        return response
+
+
+class _Frame:
+    """The ensemble tensors of one lineage value: the request's own (lineage 0), or one
+    response of a decoupled step and what downstream steps made of it."""
+
+    __slots__ = ("lineage", "values", "batched", "fired", "answered")
+
+    def __init__(self, lineage: int) -> None:
+        self.lineage = lineage
+        self.values: dict[str, Tensor] = {}
+        # Whether each tensor carries a batch dimension (it came from a batching model).
+        self.batched: dict[str, bool] = {}
+        self.fired: set[int] = set()
+        self.answered = False
+
+    def put(self, tensor: Tensor, batched: bool) -> None:
+        self.values[tensor.name] = tensor
+        self.batched[tensor.name] = batched
+
+
+class _EnsembleRun:
+    """One ensemble request in flight."""
+
+    def __init__(self, scheduler: EnsembleScheduler, plan: EnsemblePlan, job: Job) -> None:
+        self.scheduler = scheduler
+        self.plan = plan
+        self.job = job
+        self.request = job.request
+        self.requested = [o.name for o in self.request.outputs] or list(plan.outputs)
+        self.needed = plan.steps_needed(self.requested)
+        self.tasks: dict[asyncio.Task[None], InferenceRequest | None] = {}
+        self.error: NaiadError | None = None
+        self.root = _Frame(0)
+        self.step_ns = 0
+        self.answered = 0
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    async def execute(self) -> None:
+        batching = self.scheduler._config.max_batch_size > 0
+        for tensor in self.request.inputs:
+            self.root.put(tensor, batching)
+        try:
+            self._offer(self.root, list(self.root.values), first=True)
+            while self.tasks:
+                await asyncio.wait(list(self.tasks))
+        except asyncio.CancelledError:
+            self._cancel_steps()
+            self._finish(InferenceResponse(error=NaiadError.unavailable(
+                f"in ensemble '{self.name}', the ensemble was unloaded before the request finished")))
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug here must still answer the client
+            log.exception("ensemble '%s' failed", self.name)
+            self._fail(NaiadError.internal(f"in ensemble '{self.name}', {type(exc).__name__}: {exc}"))
+        self._conclude()
+
+    # -- scheduling ----------------------------------------------------------------------
+
+    def _offer(self, frame: _Frame, tensors: list[str], first: bool = False, more_may_follow: bool = False) -> None:
+        """Start every needed step of `frame`'s lineage that `tensors` made ready; answer
+        when the frame completes the requested outputs. `more_may_follow`: the caller is a
+        decoupled step that may still respond."""
+        if self.error is not None:
+            return
+        candidates: set[int] = set()
+        for tensor in tensors:
+            candidates.update(self.plan.consumers.get(tensor, ()))
+        if first:
+            candidates.update(s.index for s in self.plan.steps if not s.inputs)
+        for index in sorted(candidates):
+            step = self.plan.steps[index]
+            if (
+                index in self.needed
+                and step.lineage == frame.lineage
+                and index not in frame.fired
+                and all(t in frame.values for t in step.inputs.values())
+            ):
+                frame.fired.add(index)
+                self._start(step, frame)
+        if (
+            self.plan.decoupled
+            and frame.lineage == self.plan.output_lineage
+            and not frame.answered
+            and all(name in frame.values for name in self.requested)
+        ):
+            frame.answered = True
+            self.answered += 1
+            # Like Triton, the response that leaves nothing in flight carries the final flag.
+            current = asyncio.current_task()
+            final = not more_may_follow and all(task is current for task in self.tasks)
+            self._send(InferenceResponse(outputs=self._outputs(frame), final=final))
+
+    def _start(self, step: EnsembleStep, frame: _Frame) -> None:
+        request = self._step_request(step, frame)
+        task = asyncio.create_task(self._run_step(step, frame, request))
+        self.tasks[task] = request
+        task.add_done_callback(self._step_done)
+
+    def _step_done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.pop(task, None)
+
+    def _step_request(self, step: EnsembleStep, frame: _Frame) -> InferenceRequest:
+        """The step's request: the ensemble tensors renamed to the step model's inputs,
+        with the ensemble request's id, sequence, priority, timeout and parameters, which
+        Triton also forwards to composing models."""
+        parent = self.request
+        inputs = [
+            _fit_to_step(frame.values[tensor], input_name, step, frame.batched[tensor])
+            for input_name, tensor in step.inputs.items()
+        ]
+        return InferenceRequest(
+            model_name=step.model_name,
+            inputs=inputs,
+            model_version=step.version_text,
+            id=parent.id,
+            outputs=[RequestedOutput(name) for name in step.outputs],
+            parameters=dict(parent.parameters),
+            correlation_id=parent.correlation_id,
+            sequence_start=parent.sequence_start,
+            sequence_end=parent.sequence_end,
+            priority=parent.priority,
+            timeout_us=parent.timeout_us,
+        )
+
+    async def _run_step(self, step: EnsembleStep, frame: _Frame, request: InferenceRequest) -> None:
+        limiters = self.scheduler._limiters
+        limiter = limiters[step.index] if limiters is not None else None
+        if limiter is not None:
+            await limiter.acquire()
+        started = time.monotonic_ns()
+        try:
+            if self.error is not None:
+                return
+            if self.request.cancelled:
+                raise NaiadError.cancelled_request()
+            server = self.scheduler._server
+            if step.decoupled:
+                async for response in server.infer_stream(request):
+                    if response.error is not None:
+                        raise response.error
+                    if self.request.cancelled:
+                        raise NaiadError.cancelled_request()
+                    if response.outputs:
+                        child = _Frame(step.output_lineage)
+                        self._store(step, child, response)
+                        self._offer(child, list(child.values), more_may_follow=True)
+            else:
+                response = await server.infer(request)
+                if self.request.cancelled:
+                    raise NaiadError.cancelled_request()
+                self._store(step, frame, response)
+                self._offer(frame, [step.outputs[t.name] for t in response.outputs if t.name in step.outputs])
+        except asyncio.CancelledError:
+            request.cancelled = True
+            raise
+        except NaiadError as exc:
+            self._fail(exc, step)
+        except Exception as exc:  # noqa: BLE001
+            self._fail(NaiadError.internal(f"{type(exc).__name__}: {exc}"), step)
+        finally:
+            self.step_ns += time.monotonic_ns() - started
+            if limiter is not None:
+                limiter.release()
+
+    def _store(self, step: EnsembleStep, frame: _Frame, response: InferenceResponse) -> None:
+        for tensor in response.outputs:
+            target = step.outputs.get(tensor.name)
+            if target is not None:
+                frame.put(Tensor(target, tensor.datatype, tensor.shape, tensor.data), step.batching)
+
+    # -- ending --------------------------------------------------------------------------
+
+    def _fail(self, error: NaiadError, step: EnsembleStep | None = None) -> None:
+        if self.error is not None:
+            return
+        where = f", {step.label}" if step is not None else ""
+        message = error.message
+        if not message.startswith(f"in ensemble '{self.name}'"):
+            message = f"in ensemble '{self.name}'{where}: {message}"
+        self.error = NaiadError(error.code, message)
+        self._cancel_steps()
+
+    def _cancel_steps(self) -> None:
+        current = asyncio.current_task()
+        for task, request in list(self.tasks.items()):
+            if task is current:
+                continue
+            if request is not None:
+                request.cancelled = True
+            task.cancel()
+
+    def _conclude(self) -> None:
+        statistics = self.scheduler._statistics
+        if self.error is not None:
+            self._finish(InferenceResponse(error=self.error))
+            return
+        if self.plan.decoupled:
+            self._record(statistics)
+            if not self.job.done:
+                # The stream is over without a last response to carry the flag: the
+                # frontends forward this bare marker only to clients that asked for it.
+                self._finish(InferenceResponse(parameters={"triton_final_response": True}))
+            return
+        missing = [name for name in self.requested if name not in self.root.values]
+        if missing:
+            self._finish(InferenceResponse(error=NaiadError(ErrorCode.INTERNAL,
+                f"in ensemble '{self.name}', no step is left to run but output(s) "
+                + ", ".join(f"'{m}'" for m in missing) + " were not produced")))
+            return
+        self._record(statistics)
+        self._finish(InferenceResponse(outputs=self._outputs(self.root)))
+
+    def _record(self, statistics: ModelStatistics) -> None:
+        # The ensemble's own execution: one per request, its compute time the time its
+        # steps took (each step model also counts its own executions).
+        statistics.record_execution(self.job.batch_size, 1, 0, self.step_ns, 0)
+
+    def _outputs(self, frame: _Frame) -> list[Tensor]:
+        return [frame.values[name] for name in self.requested if name in frame.values]
+
+    def _send(self, response: InferenceResponse) -> None:
+        self.job.finish(self.scheduler._stamp(response, self.job))
+
+    def _finish(self, response: InferenceResponse) -> None:
+        response.final = True
+        self._send(response)
+
+
+def _fit_to_step(tensor: Tensor, input_name: str, step: EnsembleStep, batched: bool) -> Tensor:
+    """Rename an ensemble tensor to a step input, adding or dropping a batch dimension of
+    1 where a batching and a non-batching model share it (as Triton does)."""
+    data = tensor.data
+    dims = step.input_dims.get(input_name, ())
+    if step.batching and not batched and shape_matches(tuple(tensor.shape), dims):
+        data = data.reshape((1, *tensor.shape))
+    elif (
+        not step.batching and batched and not shape_matches(tuple(tensor.shape), dims)
+        and tensor.shape and tensor.shape[0] == 1
+    ):
+        data = data.reshape(tuple(tensor.shape[1:]))
+    return Tensor(input_name, tensor.datatype, tuple(int(d) for d in data.shape), data)
+

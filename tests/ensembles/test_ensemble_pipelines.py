@@ -1,0 +1,277 @@
+"""Ensembles run through the in-process server with the numpy test backend: data flows
+through the steps, independent steps overlap, each step model keeps its own statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ensemble_repo import add_sub, ensemble, serve, step, tensor, unary
+from naiad import ErrorCode, InferenceRequest, NaiadError, RequestedOutput, Tensor
+
+A = np.arange(8, dtype=np.float32).reshape(2, 4)
+B = np.full((2, 4), 0.5, np.float32)
+
+
+def request(model: str, outputs: tuple[str, ...] = (), **tensors: np.ndarray) -> InferenceRequest:
+    return InferenceRequest(
+        model,
+        [Tensor.from_numpy(name, value) for name, value in tensors.items()],
+        outputs=[RequestedOutput(name) for name in outputs],
+    )
+
+
+def chain(repo):
+    """A -> add_sub -> SUM -> double -> SUM2; DIFF straight out."""
+    add_sub(repo)
+    unary(repo, "double", "scale", factor="2")
+    ensemble(
+        repo, "chain", [tensor("A"), tensor("B")], [tensor("SUM2"), tensor("DIFF")],
+        [
+            step("add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "SUM", "OUTPUT1": "DIFF"}),
+            step("double", {"INPUT0": "SUM"}, {"OUTPUT0": "SUM2"}),
+        ],
+    )
+
+
+def test_two_step_chain_computes_and_counts_per_step(tmp_path):
+    chain(tmp_path)
+
+    async def body(server):
+        response = await server.infer(request("chain", A=A, B=B))
+        assert (response.model_name, response.model_version) == ("chain", "1")
+        assert [t.name for t in response.outputs] == ["SUM2", "DIFF"]
+        np.testing.assert_array_equal(response.output("SUM2").data, (A + B) * 2)
+        np.testing.assert_array_equal(response.output("DIFF").data, A - B)
+        await server.infer(request("chain", A=A[:1], B=B[:1]))
+        stats = {s["name"]: s for s in server.statistics()}
+        # The ensemble counts its own requests; each step model counts its executions.
+        assert stats["chain"]["inference_stats"]["success"]["count"] == 2
+        assert stats["chain"]["inference_count"] == 3 and stats["chain"]["execution_count"] == 2
+        for name in ("add_sub", "double"):
+            assert stats[name]["inference_stats"]["success"]["count"] == 2
+            assert stats[name]["inference_count"] == 3
+        assert server.model_ready("chain") and server.is_ready()
+        metadata = server.model_metadata("chain")
+        assert metadata["platform"] == "ensemble"
+        assert [i["name"] for i in metadata["inputs"]] == ["A", "B"]
+        assert metadata["outputs"][0] == {"name": "SUM2", "datatype": "FP32", "shape": [-1, 4]}
+        assert server.model_config("chain").decoupled is False
+
+    serve(tmp_path, body)
+
+
+def test_independent_steps_run_at_the_same_time(tmp_path):
+    # Both branches wait for each other at a barrier: run one after the other, they
+    # would fail (BrokenBarrierError), so a correct answer proves they overlapped.
+    unary(tmp_path, "left", "rendezvous", barrier="overlap", parties="2")
+    unary(tmp_path, "right", "rendezvous", barrier="overlap", parties="2")
+    add_sub(tmp_path)
+    ensemble(
+        tmp_path, "diamond", [tensor("X")], [tensor("SUM")],
+        [
+            step("left", {"INPUT0": "X"}, {"OUTPUT0": "L"}),
+            step("right", {"INPUT0": "X"}, {"OUTPUT0": "R"}),
+            step("add_sub", {"INPUT0": "L", "INPUT1": "R"}, {"OUTPUT0": "SUM"}),
+        ],
+    )
+
+    async def body(server):
+        response = await server.infer(request("diamond", X=A))
+        np.testing.assert_array_equal(response.output("SUM").data, A + A)
+
+    serve(tmp_path, body)
+
+
+def test_requested_intermediate_output_prunes_later_steps(tmp_path):
+    add_sub(tmp_path)
+    unary(tmp_path, "double", "scale", factor="2")
+    ensemble(
+        tmp_path, "tapped", [tensor("A"), tensor("B")], [tensor("SUM"), tensor("SUM2"), tensor("DIFF")],
+        [
+            step("add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "SUM", "OUTPUT1": "DIFF"}),
+            step("double", {"INPUT0": "SUM"}, {"OUTPUT0": "SUM2"}),
+        ],
+    )
+
+    async def body(server):
+        # SUM is an intermediate tensor (it feeds 'double') that is also an output.
+        response = await server.infer(request("tapped", ("SUM",), A=A, B=B))
+        assert [t.name for t in response.outputs] == ["SUM"]
+        np.testing.assert_array_equal(response.output("SUM").data, A + B)
+        # Only what leads to the requested output ran, as Triton prunes ensembles.
+        assert server.statistics("double")[0]["execution_count"] == 0
+        response = await server.infer(request("tapped", ("SUM2", "SUM"), A=A, B=B))
+        assert [t.name for t in response.outputs] == ["SUM2", "SUM"]
+        np.testing.assert_array_equal(response.output("SUM2").data, (A + B) * 2)
+        assert server.statistics("double")[0]["execution_count"] == 1
+
+    serve(tmp_path, body)
+
+
+def test_ensemble_of_ensembles(tmp_path):
+    chain(tmp_path)
+    unary(tmp_path, "triple", "scale", factor="3")
+    ensemble(
+        tmp_path, "outer", [tensor("P"), tensor("Q")], [tensor("OUT"), tensor("D")],
+        [
+            step("chain", {"A": "P", "B": "Q"}, {"SUM2": "S", "DIFF": "D"}),
+            step("triple", {"INPUT0": "S"}, {"OUTPUT0": "OUT"}),
+        ],
+    )
+
+    async def body(server):
+        assert server.startup_failures == []
+        response = await server.infer(request("outer", P=A, Q=B))
+        np.testing.assert_array_equal(response.output("OUT").data, (A + B) * 6)
+        np.testing.assert_array_equal(response.output("D").data, A - B)
+        assert server.statistics("chain")[0]["inference_stats"]["success"]["count"] == 1
+        assert server.statistics("add_sub")[0]["inference_stats"]["success"]["count"] == 1
+
+    serve(tmp_path, body)
+
+
+def test_decoupled_step_streams_through_downstream_steps(tmp_path):
+    unary(tmp_path, "pre", "identity")
+    unary(tmp_path, "repeat", "count_up", repeat="3", extra="model_transaction_policy { decoupled: true }\n")
+    unary(tmp_path, "double", "scale", factor="2")
+    ensemble(
+        tmp_path, "stream", [tensor("X")], [tensor("Y")],
+        [
+            step("pre", {"INPUT0": "X"}, {"OUTPUT0": "P"}),
+            step("repeat", {"INPUT0": "P"}, {"OUTPUT0": "R"}),
+            step("double", {"INPUT0": "R"}, {"OUTPUT0": "Y"}),
+        ],
+    )
+
+    async def body(server):
+        assert server.model_config("stream").decoupled is True
+        responses = [r async for r in server.infer_stream(request("stream", X=A))]
+        assert all(r.error is None for r in responses)
+        assert responses[-1].final and not any(r.final for r in responses[:-1])
+        values = sorted(r.output("Y").data[0, 0] for r in responses if r.outputs)
+        assert values == [0.0, 2.0, 4.0]  # (A + i) * 2 for i in 0..2, A[0, 0] == 0
+        for r in responses:
+            if r.outputs:
+                assert r.model_name == "stream"
+                np.testing.assert_array_equal((r.output("Y").data / 2 - A), np.full_like(A, r.output("Y").data[0, 0] / 2))
+        # Each response of the decoupled step ran the step after it once.
+        assert server.statistics("double")[0]["inference_stats"]["success"]["count"] == 3
+        assert server.statistics("pre")[0]["inference_stats"]["success"]["count"] == 1
+        # A stream of three cannot be one answer.
+        with pytest.raises(NaiadError) as info:
+            await server.infer(request("stream", X=A))
+        assert info.value.code is ErrorCode.UNSUPPORTED and "3 responses" in info.value.message
+
+    serve(tmp_path, body)
+
+
+def test_batching_ensemble_with_non_batching_step(tmp_path):
+    # The full shapes agree: [-1, 4] for the ensemble, [-1, 4] for the non-batching step.
+    unary(tmp_path, "flat", "scale", dims="[-1, 4]", max_batch_size=0, factor="10")
+    ensemble(
+        tmp_path, "mixed", [tensor("X")], [tensor("Y")],
+        [step("flat", {"INPUT0": "X"}, {"OUTPUT0": "Y"})],
+    )
+
+    async def body(server):
+        response = await server.infer(request("mixed", X=A))
+        np.testing.assert_array_equal(response.output("Y").data, A * 10)
+
+    serve(tmp_path, body)
+
+
+def test_failing_step_names_ensemble_and_step_and_server_keeps_serving(tmp_path):
+    add_sub(tmp_path)
+    unary(tmp_path, "boom", "fail")
+    ensemble(
+        tmp_path, "fragile", [tensor("A"), tensor("B")], [tensor("Y")],
+        [
+            step("add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "SUM"}),
+            step("boom", {"INPUT0": "SUM"}, {"OUTPUT0": "Y"}),
+        ],
+    )
+
+    async def body(server):
+        with pytest.raises(NaiadError) as info:
+            await server.infer(request("fragile", A=A, B=B))
+        message = info.value.message
+        assert message.startswith("in ensemble 'fragile', step 1 (model 'boom'): ")
+        assert "failed on purpose" in message
+        stats = server.statistics("fragile")[0]["inference_stats"]
+        assert stats["fail"]["count"] == 1 and stats["success"]["count"] == 0
+        response = await server.infer(request("add_sub", INPUT0=A, INPUT1=B))
+        np.testing.assert_array_equal(response.output("OUTPUT0").data, A + B)
+        # Bad input to the ensemble is refused before any step runs.
+        with pytest.raises(NaiadError) as info:
+            await server.infer(request("fragile", A=A))
+        assert info.value.code is ErrorCode.INVALID_ARG and "'B'" in info.value.message
+        assert server.statistics("add_sub")[0]["inference_stats"]["success"]["count"] == 2
+
+    serve(tmp_path, body)
+
+
+def test_unloading_a_step_model_makes_the_ensemble_unavailable(tmp_path):
+    chain(tmp_path)
+
+    async def body(server):
+        # Explicit mode: loading the ensemble loads its step models, as Triton does.
+        await server.load_model("chain")
+        assert {r["name"]: r.get("state") for r in server.repository_index()} == {
+            "add_sub": "READY", "chain": "READY", "double": "READY"}
+        await server.unload_model("double")
+        assert not server.model_ready("chain")
+        with pytest.raises(NaiadError) as info:
+            await server.infer(request("chain", A=A, B=B))
+        assert info.value.code is ErrorCode.UNAVAILABLE
+        assert "in ensemble 'chain', step 1 (model 'double') is not available" in info.value.message
+        row = next(r for r in server.repository_index() if r["name"] == "chain")
+        assert row["state"] == "UNAVAILABLE" and "'double'" in row["reason"]
+        assert server.statistics("add_sub")[0]["execution_count"] == 0  # nothing half-ran
+        await server.load_model("double")
+        assert server.model_ready("chain")
+        response = await server.infer(request("chain", A=A, B=B))
+        np.testing.assert_array_equal(response.output("SUM2").data, (A + B) * 2)
+
+    serve(tmp_path, body, model_control_mode="explicit")
+
+
+def test_step_version_pinning(tmp_path):
+    add_sub(tmp_path)
+    unary(tmp_path, "double", "scale", factor="2")
+    (tmp_path / "double" / "2").mkdir()
+    config = (tmp_path / "double" / "config.pbtxt")
+    config.write_text(config.read_text() + "version_policy { all { } }\n")
+    ensemble(
+        tmp_path, "pinned", [tensor("X")], [tensor("Y")],
+        [step("double", {"INPUT0": "X"}, {"OUTPUT0": "Y"}, version=1)],
+    )
+    ensemble(
+        tmp_path, "missing_version", [tensor("X")], [tensor("Y")],
+        [step("double", {"INPUT0": "X"}, {"OUTPUT0": "Y"}, version=7)],
+    )
+
+    async def body(server):
+        response = await server.infer(request("pinned", X=A))
+        np.testing.assert_array_equal(response.output("Y").data, A * 2)
+        assert server.statistics("double", "1")[0]["execution_count"] == 1
+        assert server.statistics("double", "2")[0]["execution_count"] == 0
+        assert any("step 0 (model 'double')" in f and "no version 7" in f for f in server.startup_failures)
+
+    serve(tmp_path, body)
+
+
+def test_ensembles_load_after_their_steps_in_none_mode(tmp_path):
+    # 'aaa' sorts before the models it uses; start-up still loads them first.
+    add_sub(tmp_path, "zz_add_sub")
+    ensemble(
+        tmp_path, "aaa", [tensor("A"), tensor("B")], [tensor("S")],
+        [step("zz_add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "S"})],
+    )
+
+    async def body(server):
+        assert server.startup_failures == []
+        response = await server.infer(request("aaa", A=A, B=B))
+        np.testing.assert_array_equal(response.output("S").data, A + B)
+
+    serve(tmp_path, body)
