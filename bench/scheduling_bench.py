@@ -3,7 +3,7 @@ batching, under N concurrent clients (default 64).
 
 Not a test: run it by hand and read the figures.
 
-    .venv/bin/python bench/scheduling_bench.py [--clients 64] [--seconds 5] [--http]
+    .venv/bin/python bench/scheduling_bench.py [--clients 64] [--seconds 5] [--http] [--wrk]
 
 The model is ../shared/bench's add_sub (max_batch_size 64, two FP32 [16] inputs, one
 CPU instance), served by the numpy test backend so the figures measure naiad's request
@@ -12,20 +12,29 @@ path and scheduler rather than a framework. Each configuration runs twice: with
 with no dynamic_batching (one request per execution). In-process, every client is an
 asyncio task calling `Server.infer` in a loop; with --http (when naiad.frontends.http is
 importable), a `naiad serve` process is started and every client is a tritonclient.http.aio
-coroutine.
+coroutine in this process; with --wrk, the same server is driven by `wrk` (one thread, the
+binary-tensor body of ../shared/bench/make_bodies.py), a client light enough that the
+server, not the client, is measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+SHARED_BENCH = ROOT.parent.parent / "shared" / "bench"
 sys.path.insert(0, str(ROOT / "tests"))
 
 from naiad import InferenceRequest, Server, ServerOptions, Tensor  # noqa: E402
@@ -89,12 +98,9 @@ async def in_process(repo: Path, clients: int, seconds: float) -> tuple[float, d
 async def over_http(repo: Path, clients: int, seconds: float) -> float:
     import tritonclient.http.aio as httpclient
 
-    from naiad.testing import ServerProcess
-
     a = np.random.rand(1, 16).astype(np.float32)
     b = np.random.rand(1, 16).astype(np.float32)
-    with ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin",
-                       env={"PYTHONPATH": str(ROOT / "tests")}) as server:
+    with served(repo) as server:
         client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"), conn_limit=clients)
         try:
             inputs = [httpclient.InferInput("INPUT0", [1, 16], "FP32"), httpclient.InferInput("INPUT1", [1, 16], "FP32")]
@@ -110,6 +116,39 @@ async def over_http(repo: Path, clients: int, seconds: float) -> float:
     return count / seconds
 
 
+def served(repo: Path):
+    from naiad.testing import ServerProcess
+
+    return ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin",
+                         env={"PYTHONPATH": str(ROOT / "tests")})
+
+
+def server_batches(http_url: str) -> tuple[int, int]:
+    with urllib.request.urlopen(f"{http_url}/v2/models/add_sub/stats") as answer:
+        stats = json.load(answer)["model_stats"][0]
+    return int(stats["inference_count"]), int(stats["execution_count"])
+
+
+def over_wrk(repo: Path, clients: int, seconds: float) -> tuple[float, int, int]:
+    bodies = tempfile.mkdtemp()
+    try:
+        subprocess.run([sys.executable, str(SHARED_BENCH / "make_bodies.py"), bodies, "add_sub"], check=True)
+        with served(repo) as server:
+            base = server.http_url if server.http_url.startswith("http") else f"http://{server.http_url}"
+            url = f"{base}/v2/models/add_sub/infer"
+            out = subprocess.run(
+                ["wrk", "-t1", f"-c{clients}", f"-d{int(seconds)}s", "-s", str(SHARED_BENCH / "wrk_bin.lua"), url],
+                env={**os.environ, "BODY_DIR": bodies}, capture_output=True, text=True, check=True,
+            ).stdout
+            if "Non-2xx" in out:
+                raise RuntimeError(f"wrk saw failed requests:\n{out}")
+            rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+            inferences, executions = server_batches(base)
+        return rate, inferences, executions
+    finally:
+        shutil.rmtree(bodies, ignore_errors=True)
+
+
 def http_available() -> bool:
     try:
         import naiad.frontends.http  # noqa: F401
@@ -122,7 +161,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--http", action="store_true", help="also measure over HTTP (needs naiad.frontends.http)")
+    parser.add_argument("--http", action="store_true", help="also measure over HTTP with tritonclient")
+    parser.add_argument("--wrk", action="store_true", help="also measure over HTTP with wrk (needs wrk on PATH)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         print(f"add_sub (FP32 [1,16] x2), {args.clients} concurrent clients, {args.seconds:.0f} s per run")
@@ -133,11 +173,15 @@ def main() -> None:
             executions, inferences = stats["execution_count"], stats["inference_count"]
             print(f"in-process  {label}: {rate:9.0f} req/s   "
                   f"(mean batch {inferences / max(executions, 1):.1f} over {executions} executions)")
+            if (args.http or args.wrk) and not http_available():
+                print(f"HTTP        {label}: skipped (naiad.frontends.http is not importable here)")
+                continue
             if args.http:
-                if http_available():
-                    print(f"HTTP        {label}: {asyncio.run(over_http(repo, args.clients, args.seconds)):9.0f} req/s")
-                else:
-                    print(f"HTTP        {label}: skipped (naiad.frontends.http is not importable here)")
+                print(f"HTTP tritonclient.aio {label}: {asyncio.run(over_http(repo, args.clients, args.seconds)):9.0f} req/s")
+            if args.wrk:
+                rate, inferences, executions = over_wrk(repo, args.clients, args.seconds)
+                print(f"HTTP wrk    {label}: {rate:9.0f} req/s   "
+                      f"(mean batch {inferences / max(executions, 1):.1f} over {executions} executions)")
     sys.stdout.flush()
 
 
