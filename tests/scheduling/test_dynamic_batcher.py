@@ -383,3 +383,20 @@ dynamic_batching { default_queue_policy { max_queue_size: 1 } }'''
             assert server.statistics("m")[0]["execution_count"] == 1
 
     asyncio.run(go())
+
+
+def test_unloading_runs_queued_requests_without_waiting_for_the_delay(tmp_path):
+    # A delay far beyond the test's life: only the unload can make the batch go.
+    write_model(tmp_path, "m", add_sub_config(
+        "dynamic_batching { preferred_batch_size: [4] max_queue_delay_microseconds: 600000000 }"))
+
+    async def go():
+        async with serving(tmp_path) as server:
+            waiting = asyncio.ensure_future(server.infer(add_sub_request(5, "queued")))
+            await asyncio.sleep(0)
+            await asyncio.wait_for(server.unload_model("m"), 60)
+            response = await waiting
+            assert response.id == "queued"
+            np.testing.assert_array_equal(response.output("OUTPUT0").data, np.full((1, 4), 6, np.float32))
+
+    asyncio.run(go())

@@ -292,3 +292,22 @@ def test_cancelled_sequence_request_is_dropped(tmp_path):
             assert server.statistics("m")[0]["inference_count"] == 2
 
     asyncio.run(go())
+
+
+def test_unloading_runs_pending_sequence_requests_and_refuses_waiting_sequences(tmp_path):
+    config = accumulate_config("direct { max_queue_delay_microseconds: 600000000 minimum_slot_utilization: 1.0 }",
+                               max_batch_size=0, idle_us=600_000_000)
+    write_model(tmp_path, "m", config)
+
+    async def go():
+        async with serving(tmp_path) as server:
+            await server.infer(step(1, 1, start=True, batched=False))
+            # Sequence 2 waits for the only slot, which sequence 1 keeps.
+            backlog = asyncio.ensure_future(server.infer(step(5, 2, start=True, batched=False)))
+            await asyncio.sleep(0)
+            await asyncio.wait_for(server.unload_model("m"), 60)
+            with pytest.raises(NaiadError) as info:
+                await backlog
+            assert info.value.code is ErrorCode.UNAVAILABLE and "unloaded" in info.value.message
+
+    asyncio.run(go())

@@ -26,6 +26,9 @@ from .scheduler import Scheduler
 
 __all__ = ["DynamicBatcher"]
 
+# A time after every queue delay: what the batch policy is asked at shutdown.
+_FLUSH = 2**63
+
 
 class DynamicBatcher(Scheduler):
     def __init__(self, config: ModelConfig, runners: list[InstanceRunner]) -> None:
@@ -80,7 +83,8 @@ class DynamicBatcher(Scheduler):
             wake = self._queue.next_deadline()
             while self._free and len(self._queue):
                 try:
-                    decision = self._policy.decide(self._queue, now)
+                    # Once stopping, nothing waits for more requests: flush what is queued.
+                    decision = self._policy.decide(self._queue, now if self._accepting else _FLUSH)
                 except Exception as exc:  # noqa: BLE001 - one bad request must not stop the batcher
                     self._fail_head(exc)
                     continue

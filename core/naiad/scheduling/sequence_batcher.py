@@ -49,6 +49,8 @@ from .sequence_controls import SequenceControls
 __all__ = ["SequenceBatcher"]
 
 _DEFAULT_IDLE_US = 1_000_000
+# A time after every queue delay: what batch decisions are asked at shutdown.
+_FLUSH = 2**63
 
 
 @dataclass(eq=False)
@@ -259,7 +261,8 @@ class SequenceBatcher(Scheduler):
         while True:
             self._drop_cancelled(worker)
             now = time.monotonic_ns()
-            jobs, wake = self._form_batch(worker, now)
+            # Once stopping, nothing waits for more requests: run what is pending.
+            jobs, wake = self._form_batch(worker, now if self._accepting else _FLUSH)
             if jobs:
                 await self._execute(worker, jobs)
                 continue
