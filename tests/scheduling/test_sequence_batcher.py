@@ -225,8 +225,9 @@ def test_implicit_state_carries_between_requests(tmp_path, strategy):
 def test_initial_state_from_a_data_file(tmp_path):
     version = write_model(tmp_path, "m", state_config(
         "direct { }", 'initial_state {data_type: TYPE_INT32 dims: [1] data_file: "hundred" name: "h"}'))
-    (version / "initial_state").mkdir()
-    (version / "initial_state" / "hundred").write_bytes(np.array([100], np.int32).tobytes())
+    # Where Triton looks: an initial_state directory in the model's directory.
+    (version.parent / "initial_state").mkdir()
+    (version.parent / "initial_state" / "hundred").write_bytes(np.array([100], np.int32).tobytes())
 
     async def go():
         async with serving(tmp_path) as server:
@@ -309,5 +310,16 @@ def test_unloading_runs_pending_sequence_requests_and_refuses_waiting_sequences(
             with pytest.raises(NaiadError) as info:
                 await backlog
             assert info.value.code is ErrorCode.UNAVAILABLE and "unloaded" in info.value.message
+
+    asyncio.run(go())
+
+
+def test_state_without_initial_state_starts_with_one_element_per_variable_dim(tmp_path):
+    write_model(tmp_path, "m", state_config("direct { }", "").replace("dims: [1] }", "dims: [-1] }"))
+
+    async def go():
+        async with serving(tmp_path) as server:
+            assert total(await server.infer(step(4, 21, start=True))) == 4
+            assert total(await server.infer(step(5, 21, end=True))) == 9
 
     asyncio.run(go())

@@ -5,7 +5,8 @@ declares pairs: before each execution the batcher feeds the sequence's current v
 input `input_name`; after it, the model's output `output_name` becomes the new value.
 A sequence's first request (and every request with the START flag) gets the initial
 value: `initial_state` (zeros, or a file's raw row-major bytes from the model's
-`initial_state/` directory), else zeros of `dims` with variable dims empty. State
+`initial_state/` directory), else zeros of `dims` with every variable dim 1 (Triton leaves
+that tensor uninitialized; zeros are one such value). State
 outputs are not returned to the client unless the config also lists them as outputs.
 """
 
@@ -83,7 +84,8 @@ def _parse_state(model: str, state: pb.ModelSequenceBatching.State, model_dirs: 
         raise ConfigError(model, f"{where}.initial_state: at most one initial state per state, got {len(state.initial_state)}")
     dtype = numpy_dtype(datatype)
     if not state.initial_state:
-        shape = tuple(0 if d < 0 else d for d in state.dims)
+        # As in Triton, a variable dim is 1 in the starting request's state.
+        shape = tuple(1 if d < 0 else d for d in state.dims)
         initial = np.zeros(shape, dtype=dtype) if datatype != "BYTES" else np.full(shape, b"", dtype=object)
         return _StateSpec(state.input_name, state.output_name, datatype, initial)
     init = state.initial_state[0]

@@ -387,8 +387,9 @@ def _put_inputs(request: InferenceRequest, tensors: list[Tensor]) -> None:
 
 
 def _model_dirs(runners: list[InstanceRunner]) -> list[Path]:
-    """Where `initial_state/` files may live: the version directory, then the model's."""
+    """Where `initial_state/` files may live: the model's directory (where Triton looks),
+    then the version directory."""
     if not runners:
         return []
     context = runners[0].instance.model.context
-    return [Path(context.version_path), Path(context.path)]
+    return [Path(context.path), Path(context.version_path)]
