@@ -199,12 +199,14 @@ def test_queue_timeout_rejects_requests_that_waited_too_long(tmp_path):
 
 
 def test_request_cannot_extend_the_default_timeout(tmp_path):
-    policy = "default_queue_policy { default_timeout_microseconds: 20000 allow_timeout_override: true }"
-    write_model(tmp_path, "m", sleep_config(f"dynamic_batching {{ {policy} }}", sleep_ms=300))
+    # Level 1 has no timeout (so the first request surely runs); level 2 a 20 ms default.
+    batching = """dynamic_batching { priority_levels: 2 default_priority_level: 2
+        priority_queue_policy { key: 2 value { default_timeout_microseconds: 20000 allow_timeout_override: true } } }"""
+    write_model(tmp_path, "m", sleep_config(batching, sleep_ms=300))
 
     async def go():
         async with serving(tmp_path) as server:
-            first = asyncio.ensure_future(server.infer(one_input("first")))
+            first = asyncio.ensure_future(server.infer(one_input("first", priority=1)))
             await wait_until(lambda: model_of(server, "m").started, "the first request runs")
             # Asks for 600 s, but the default (20 ms) is the most it may wait.
             late = await outcome(server.infer(one_input("late", timeout=600_000_000)))
@@ -305,7 +307,7 @@ dynamic_batching { preserve_ordering: true }'''
                 response = await server.infer(request)
                 arrived.append(response.id)
 
-            await asyncio.gather(call("slow", 400), call("fast", 0))
+            await asyncio.gather(call("slow", 1000), call("fast", 0))
             executions = {e.ids[0]: e for e in model_of(server, "m").executions}
             # The two ran on different instances and "fast" finished first...
             assert executions["slow"].instance != executions["fast"].instance
