@@ -167,20 +167,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print(f"add_sub (FP32 [1,16] x2), {args.clients} concurrent clients, {args.seconds:.0f} s per run")
         for dynamic in (False, True):
-            label = "dynamic_batching" if dynamic else "no batching     "
+            label = "dynamic_batching" if dynamic else "no batching"
             repo = make_repo(Path(tmp), dynamic)
             rate, stats = asyncio.run(in_process(repo, args.clients, args.seconds))
             executions, inferences = stats["execution_count"], stats["inference_count"]
-            print(f"in-process  {label}: {rate:9.0f} req/s   "
+            print(f"{'in-process':22} {label:16}: {rate:9.0f} req/s   "
                   f"(mean batch {inferences / max(executions, 1):.1f} over {executions} executions)")
             if (args.http or args.wrk) and not http_available():
-                print(f"HTTP        {label}: skipped (naiad.frontends.http is not importable here)")
+                print(f"{'HTTP':22} {label:16}: skipped (naiad.frontends.http is not importable here)")
                 continue
             if args.http:
-                print(f"HTTP tritonclient.aio {label}: {asyncio.run(over_http(repo, args.clients, args.seconds)):9.0f} req/s")
+                rate = asyncio.run(over_http(repo, args.clients, args.seconds))
+                print(f"{'HTTP tritonclient.aio':22} {label:16}: {rate:9.0f} req/s")
             if args.wrk:
                 rate, inferences, executions = over_wrk(repo, args.clients, args.seconds)
-                print(f"HTTP wrk    {label}: {rate:9.0f} req/s   "
+                print(f"{'HTTP wrk':22} {label:16}: {rate:9.0f} req/s   "
                       f"(mean batch {inferences / max(executions, 1):.1f} over {executions} executions)")
     sys.stdout.flush()
 
