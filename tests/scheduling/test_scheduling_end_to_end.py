@@ -44,6 +44,11 @@ output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
 parameters [{key:"op" value {string_value:"sleep"}}, {key:"sleep_ms" value {string_value:"300"}}]
 dynamic_batching { default_queue_policy { max_queue_size: 1 default_timeout_microseconds: 600000000
                                           allow_timeout_override: true } }''',
+    "slow": '''backend: "numpy" max_batch_size: 1
+input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}]
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
+parameters [{key:"op" value {string_value:"sleep"}}, {key:"sleep_ms" value {string_value:"500"}}]
+dynamic_batching { }''',
     "batched": '''backend: "numpy" max_batch_size: 8
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]},{name:"INPUT1" data_type: TYPE_FP32 dims:[4]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[4]}]
@@ -173,6 +178,50 @@ def test_concurrent_http_requests_are_batched(server):
             assert int(stats["inference_count"]) == 16
             assert int(stats["execution_count"]) < 16
             assert all(int(b["batch_size"]) > 1 for b in stats["batch_stats"])
+        finally:
+            await client.close()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_request_of_a_client_that_gave_up_is_dropped_from_the_queue(server, protocol):
+    async def go():
+        if protocol == "grpc":
+            client, module = grpcaio.InferenceServerClient(server.grpc_url), grpcaio
+        else:
+            client, module = httpaio.InferenceServerClient(server.http_url), httpaio
+
+        def one():
+            tensor = module.InferInput("INPUT0", [1, 1], "FP32")
+            tensor.set_data_from_numpy(np.ones((1, 1), np.float32))
+            return [tensor]
+
+        async def stats():
+            if protocol == "grpc":
+                return (await client.get_inference_statistics("slow", as_json=True))["model_stats"][0]
+            return (await client.get_inference_statistics("slow"))["model_stats"][0]
+
+        def count(stats, kind):  # gRPC's JSON leaves zero counts out
+            return int(stats["inference_stats"].get(kind, {}).get("count", 0))
+
+        try:
+            before = await stats()
+            started = count(before, "queue")
+            first = asyncio.ensure_future(client.infer("slow", one()))
+            while count(await stats(), "queue") == started:
+                await asyncio.sleep(0.01)
+            # Queued behind the running request, then abandoned by its client.
+            with pytest.raises((InferenceServerException, asyncio.TimeoutError)):
+                if protocol == "grpc":
+                    await client.infer("slow", one(), client_timeout=0.1)
+                else:
+                    await asyncio.wait_for(client.infer("slow", one()), 0.1)
+            await first
+            after = await stats()
+            # Only the first request executed; the abandoned one failed as cancelled.
+            assert int(after.get("inference_count", 0)) == int(before.get("inference_count", 0)) + 1
+            assert count(after, "fail") == count(before, "fail") + 1
         finally:
             await client.close()
 

@@ -8,6 +8,7 @@ from the core, errors become Triton's `{"error": "..."}` bodies with the status 
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import logging
 import zlib
@@ -156,7 +157,7 @@ class _Routes:
         inference, binary_output = decode_infer_request(
             body, request.headers.get(_HEADER_LENGTH), request.path_params["model"], _version(request), shared_memory
         )
-        response = await self.server.infer(inference)
+        response = await _unless_disconnected(request, self.server.infer(inference))
         encoded = encode_infer_response(response, inference.outputs, binary_output, shared_memory)
         headers = {}
         media_type = _JSON
@@ -265,6 +266,27 @@ class _Routes:
 
     async def cuda_shm_unregister(self, request: Request) -> Response:
         return _empty()
+
+
+async def _unless_disconnected(request: Request, inference: Awaitable[Any]) -> Any:
+    """Await `inference`, cancelling it when the client disconnects first: the server
+    then drops the request from its model's queue (Triton does the same)."""
+    work = asyncio.ensure_future(inference)
+    watch = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not work.done():
+        work.cancel()
+        raise NaiadError.cancelled_request()
+    return work.result()
+
+
+async def _disconnected(request: Request) -> None:
+    # The body is read: what the server sends next is the disconnect, if it comes.
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _response_encoding(accepted: str) -> str:
