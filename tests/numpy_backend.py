@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from naiad import Backend, InferenceResponse, Model, ModelInstance, Tensor, hookimpl
+from naiad.batching import Batch
 
 
 # Barriers of the `rendezvous` op, shared by every model of the process that names them.
@@ -94,13 +96,114 @@ class NumpyInstance(ModelInstance):
         return None
 
 
+@dataclass(frozen=True)
+class Execution:
+    instance: str
+    start: float
+    end: float
+    requests: int
+    batch_size: int
+    ids: tuple[str, ...] = ()
+
+
+class RecordingInstance(NumpyInstance):
+    """Records every execution on the model and adds the scheduling tests' ops:
+
+    * `add_sub` runs batched through the core's batch helpers, so one execution computes
+      the whole batch; `sleep` with a DELAY_MS input sleeps the largest value in the batch.
+    * `accumulate`: a sequence model without implicit state. Per correlation id it keeps a
+      running sum of INPUT (reset by START; requests whose READY is false are padding and
+      change nothing; `sleep_ms` slows each execution). OUTPUT is the sum, CONTROLS echoes
+      [START, END, READY] and CORRID_OUT the correlation id it received. Control input
+      names are START, END, READY and CORRID.
+    * `state_add`: a sequence model with implicit state: OUTPUT = OUTPUT_STATE = INPUT +
+      INPUT_STATE (its state input).
+
+    Records go to the model (`NumpyModel.executions`): instance name, monotonic start and
+    end times, the batch's request count and total batch size, and the request ids;
+    `started` lists request ids as executions begin. Tests check overlap and batch
+    formation with these, without timing anything.
+    """
+
+    def initialize(self):
+        # Sums by correlation id; a sequence always runs on the same instance.
+        self.sums: dict[object, np.ndarray] = {}
+
+    def execute(self, requests):
+        config = self.model.context.config
+        op = config.parameter("op", "identity")
+        start = time.monotonic()
+        self.model.started.extend(r.id for r in requests)
+        try:
+            if op == "add_sub":
+                batch = Batch.stack(requests, config)
+                a, b = batch.inputs["INPUT0"], batch.inputs["INPUT1"]
+                return batch.responses({"OUTPUT0": a + b, "OUTPUT1": a - b})
+            if op == "sleep" and any(r.input("DELAY_MS") is not None for r in requests):
+                time.sleep(max(int(r.input("DELAY_MS").data.max()) for r in requests) / 1000)
+                return [
+                    InferenceResponse(outputs=[Tensor("OUTPUT0", t.datatype, t.shape, t.data)
+                                               for t in r.inputs if t.name == "INPUT0"])
+                    for r in requests
+                ]
+            if op == "accumulate":
+                time.sleep(int(config.parameter("sleep_ms", "0")) / 1000)
+                return [self._accumulate(request) for request in requests]
+            if op == "state_add":
+                return [self._state_add(request) for request in requests]
+            return super().execute(requests)
+        finally:
+            batch_size = sum(int(r.inputs[0].shape[0]) if config.max_batch_size > 0 else 1 for r in requests)
+            self.model.record(
+                Execution(self.context.name, start, time.monotonic(), len(requests), batch_size,
+                          tuple(r.id for r in requests))
+            )
+
+    def _accumulate(self, request):
+        for name in ("START", "END", "READY", "CORRID"):
+            self.model.control_datatypes[name] = request.input(name).datatype
+        value = request.input("INPUT").data
+        flags = [int(np.asarray(request.input(name).data).reshape(-1)[0]) for name in ("START", "END", "READY")]
+        corrid = request.input("CORRID").data.reshape(-1)[0]
+        key = corrid.decode() if isinstance(corrid, bytes) else int(corrid)
+        start, _, ready = flags
+        if ready:
+            if start or key not in self.sums:
+                self.sums[key] = np.zeros_like(value)
+            self.sums[key] = self.sums[key] + value
+            total = self.sums[key]
+        else:
+            total = np.zeros_like(value)
+        controls = np.asarray(flags, dtype=np.int32).reshape(value.shape[:-1] + (3,))
+        return InferenceResponse(
+            outputs=[
+                Tensor.from_numpy("OUTPUT", total),
+                Tensor.from_numpy("CONTROLS", controls),
+                Tensor("CORRID_OUT", request.input("CORRID").datatype,
+                       request.input("CORRID").shape, request.input("CORRID").data),
+            ]
+        )
+
+    def _state_add(self, request):
+        total = request.input("INPUT").data + request.input("INPUT_STATE").data
+        return InferenceResponse(outputs=[Tensor.from_numpy("OUTPUT", total), Tensor.from_numpy("OUTPUT_STATE", total)])
+
+
 class NumpyModel(Model):
     def initialize(self):
         # `allocate_mb` stands in for weights: memory a model holds until it is finalized.
         self.weights = np.ones(int(self.context.config.parameter("allocate_mb", "0")) * 2**20, np.uint8)
+        self.executions: list[Execution] = []
+        # Request ids in the order executions began (appended before the work).
+        self.started: list[str] = []
+        # Datatypes of the control inputs last received, by input name.
+        self.control_datatypes: dict[str, str] = {}
+
+    def record(self, execution: Execution) -> None:
+        self.executions.append(execution)  # list.append is atomic: instances share this
 
     def create_instance(self, context):
-        return NumpyInstance(self, context)
+        return RecordingInstance(self, context)
 
 
 class NumpyBackend(Backend):

@@ -31,6 +31,7 @@ from .model_config import (
 )
 from .protos import model_config_pb2 as pb
 from .repository import ModelSource, Repository, find_models, select_versions
+from .scheduling.direct_scheduler import DirectScheduler
 from .scheduling.ensemble_scheduler import EnsembleScheduler
 from .scheduling.factory import create_scheduler
 from .scheduling.instance_runner import InstanceRunner
@@ -417,14 +418,13 @@ class ModelManager:
                 instance = model.create_instance(instance_context)
                 instance.initialize()
                 runners.append(InstanceRunner(instance, statistics, name, str(version), config.decoupled))
+            scheduler = create_scheduler(config, runners)
         except BaseException:
-            loaded = LoadedVersion(name, version, config, create_scheduler(config, []), statistics, model, runners)
+            loaded = LoadedVersion(name, version, config, DirectScheduler([]), statistics, model, runners)
             self._finalize(loaded)
             raise
-        scheduler = create_scheduler(config, runners)
         statistics.load_duration_s = time.monotonic() - load_started
         return LoadedVersion(name, version, config, scheduler, statistics, model, runners)
-
 
     # -- ensembles -----------------------------------------------------------------------
 

@@ -14,8 +14,9 @@ import time
 from typing import Any
 
 from ..backend_abi import ModelInstance
+from ..batching import take_phase_times
 from ..errors import NaiadError
-from ..inference import InferenceResponse
+from ..inference import InferenceRequest, InferenceResponse
 from ..statistics import ModelStatistics
 from .job import Job
 
@@ -51,11 +52,14 @@ class InstanceRunner:
         if anything goes wrong), so no caller waits forever."""
         loop = asyncio.get_running_loop()
         start = time.monotonic_ns()
+        # Padding jobs (batch_size 0, a sequence batcher's empty slots) are not requests:
+        # they count in no statistic.
         for job in jobs:
-            self.statistics.queue.add(start - job.enqueued_ns)
-            # nv_inference_pending_request_count counts requests awaiting execution.
-            job.executed = True
-            self.statistics.pending -= 1
+            if job.batch_size:
+                self.statistics.queue.add(start - job.enqueued_ns)
+                # nv_inference_pending_request_count counts requests awaiting execution.
+                job.executed = True
+                self.statistics.pending -= 1
         requests = [job.request for job in jobs]
         if self.decoupled:
             for job in jobs:
@@ -63,8 +67,9 @@ class InstanceRunner:
         try:
             if self._is_async:
                 result: Any = await self.instance.execute(requests)  # type: ignore[misc]
+                phases = (0, 0)
             else:
-                result = await loop.run_in_executor(self._thread, self.instance.execute, requests)
+                result, phases = await loop.run_in_executor(self._thread, self._execute_timed, requests)
         except Exception as exc:  # noqa: BLE001 - a backend failure fails its batch, not the server
             log.warning("model '%s' instance %s failed a batch: %s", self.model_name, self.name, exc)
             error = exc if isinstance(exc, NaiadError) else NaiadError.internal(
@@ -79,11 +84,25 @@ class InstanceRunner:
         finally:
             elapsed = time.monotonic_ns() - start
         _trace_compute(jobs, start, elapsed)
-        self.statistics.record_execution(sum(j.batch_size for j in jobs), len(jobs), 0, elapsed, 0)
+        input_ns, output_ns = phases
+        self.statistics.record_execution(
+            sum(j.batch_size for j in jobs),
+            sum(1 for j in jobs if j.batch_size),
+            input_ns,
+            max(elapsed - input_ns - output_ns, 0),
+            output_ns,
+        )
         if self.decoupled:
             self._check_decoupled(result, jobs)
             return
         self._deliver(result, jobs)
+
+    def _execute_timed(self, requests: list[InferenceRequest]) -> tuple[Any, tuple[int, int]]:
+        """Runs in the instance thread: `execute`, plus the input/output preparation time
+        the batch helpers measured on this thread (Triton's compute_input/output)."""
+        take_phase_times()
+        result = self.instance.execute(requests)
+        return result, take_phase_times()
 
     def _deliver(self, result: Any, jobs: list[Job]) -> None:
         if not isinstance(result, (list, tuple)) or len(result) != len(jobs):

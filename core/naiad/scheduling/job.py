@@ -14,7 +14,14 @@ __all__ = ["Job"]
 @dataclass(slots=True, eq=False)
 class Job:
     """`deliver` is called on the event loop with each response; the one with
-    `final=True` ends the job. `batch_size` is the request's count of inferences."""
+    `final=True` ends the job. `batch_size` is the request's count of inferences (0 for
+    the padding requests a sequence batcher puts into empty slots).
+
+    `deadline_ns` is the monotonic time after which a queue policy times the job out (0:
+    never); `rejected` marks a job a scheduler refused (full queue, timeout), which
+    statistics count apart from execution failures. `on_cancel` lets the scheduler holding
+    the job hear about a cancellation at once instead of at its next queue scan.
+    """
 
     request: InferenceRequest
     batch_size: int
@@ -23,6 +30,9 @@ class Job:
     done: bool = False
     # Set when an instance takes the job: it no longer counts as pending.
     executed: bool = False
+    deadline_ns: int = 0
+    rejected: bool = False
+    on_cancel: Callable[["Job"], None] | None = None
 
     def finish(self, response: InferenceResponse) -> None:
         if self.done:
@@ -30,3 +40,14 @@ class Job:
         if response.final:
             self.done = True
         self.deliver(response)
+
+    def reject(self, response: InferenceResponse) -> None:
+        """Finish with an error the scheduler decided on before any execution."""
+        self.rejected = True
+        self.finish(response)
+
+    def cancel(self) -> None:
+        """The client went away: mark the request and tell the scheduler holding it."""
+        self.request.cancelled = True
+        if not self.done and self.on_cancel is not None:
+            self.on_cancel(self)

@@ -221,6 +221,7 @@ class InferenceServicer:
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: Any
     ) -> pb.RepositoryModelLoadResponse:
+        self.server.check_repository_control()
         config, files = codec.load_request(request.model_name, request.parameters)
         await self.server.load_model(request.model_name, config, files)
         return pb.RepositoryModelLoadResponse()
@@ -229,6 +230,7 @@ class InferenceServicer:
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, context: Any
     ) -> pb.RepositoryModelUnloadResponse:
+        self.server.check_repository_control()
         dependents = request.parameters.get("unload_dependents")
         await self.server.unload_model(request.model_name, bool(dependents is not None and dependents.bool_param))
         return pb.RepositoryModelUnloadResponse()

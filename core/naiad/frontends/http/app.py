@@ -100,7 +100,7 @@ class _Routes:
         headers = request.headers
         content, extra, media_type = await self.infer_endpoint.answer(
             request.path_params["model"], _version(request), await self.body(request),
-            headers.get(HEADER_LENGTH), headers.get("accept-encoding"),
+            headers.get(HEADER_LENGTH), headers.get("accept-encoding"), request.receive,
         )
         return Response(content, headers=extra, media_type=media_type)
 
@@ -135,6 +135,7 @@ class _Routes:
 
     async def load(self, request: Request) -> Response:
         name = request.path_params["model"]
+        self.server.check_repository_control()
         document = await self.json_body(request, "model load request")
         parameters = document.get("parameters", {})
         if not isinstance(parameters, dict):
@@ -165,6 +166,7 @@ class _Routes:
 
     async def unload(self, request: Request) -> Response:
         name = request.path_params["model"]
+        self.server.check_repository_control()
         document = await self.json_body(request, "model unload request")
         parameters = document.get("parameters", {})
         if not isinstance(parameters, dict):

@@ -7,12 +7,15 @@ request goes on to the starlette app.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, Awaitable
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
+from ...errors import NaiadError
+from ...inference import InferenceResponse
 from ...server import Server
 from .body import BodyReader
 from .codec import decode_infer_request, decode_raw_request, encode_infer_response, is_raw_request
@@ -33,16 +36,19 @@ class InferEndpoint:
         self.body = body
 
     async def answer(
-        self, name: str, version: str, body: bytes, header_length: str | None, accept_encoding: str | None
+        self, name: str, version: str, body: bytes, header_length: str | None, accept_encoding: str | None,
+        receive: Receive | None = None,
     ) -> tuple[bytes, dict[str, str], str]:
-        """Body, extra headers and media type of the answer to one infer body."""
+        """Body, extra headers and media type of the answer to one infer body. With the
+        ASGI `receive` channel, a client that disconnects first cancels the inference."""
         shared_memory = self.server.shared_memory
         if is_raw_request(header_length):
             inference = decode_raw_request(body, self.server.model_config(name, version), version)
             binary_output = True
         else:
             inference, binary_output = decode_infer_request(body, header_length, name, version, shared_memory)
-        response = await self.server.infer(inference)
+        work = self.server.infer(inference)
+        response = await (work if receive is None else _unless_disconnected(receive, work))
         encoded = encode_infer_response(response, inference.outputs, binary_output, shared_memory)
         headers: dict[str, str] = {}
         media_type = JSON
@@ -53,6 +59,27 @@ class InferEndpoint:
         if encoding:
             headers["Content-Encoding"] = encoding
         return content, headers, media_type
+
+
+async def _unless_disconnected(receive: Receive, inference: Awaitable[InferenceResponse]) -> InferenceResponse:
+    """Await `inference`, cancelling it when the client disconnects first: the server then
+    drops the request from its model's queue, as Triton does."""
+    work = asyncio.ensure_future(inference)
+    watch = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not work.done():
+        work.cancel()
+        raise NaiadError.cancelled_request()
+    return work.result()
+
+
+async def _disconnected(receive: Receive) -> None:
+    # The body is read: the next message from the server is the disconnect, if it comes.
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def infer_target(path: str) -> tuple[str, str] | None:
@@ -100,7 +127,7 @@ class NaiadHttpApp:
         try:
             body = await self.infer.body.read(receive, found[b"content-length"], found[b"content-encoding"])
             content, extra, media_type = await self.infer.answer(
-                name, version, body, found[b"inference-header-content-length"], found[b"accept-encoding"]
+                name, version, body, found[b"inference-header-content-length"], found[b"accept-encoding"], receive
             )
         except ClientDisconnect:
             return

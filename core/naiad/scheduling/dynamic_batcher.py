@@ -1,0 +1,132 @@
+"""`dynamic_batching { }`: combines queued requests into batches for free instances.
+
+One dispatcher task owns the queue. Whenever something changes (a request arrives, an
+instance becomes free, a request is cancelled, a delay or timeout runs out) it applies
+the queue policies and, while an instance is free, asks `BatchPolicy` whether a batch
+should go now. Batches only form when an instance is free to take them, so under load
+requests pile up and batches grow by themselves, even with no queue delay configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+
+from ..errors import NaiadError
+from ..inference import InferenceResponse
+from ..model_config import ModelConfig
+from .batch_compatibility import BatchSignature
+from .batch_policy import BatchPolicy
+from .instance_runner import InstanceRunner
+from .job import Job
+from .priority_queue import PriorityQueue
+from .response_ordering import ResponseOrdering
+from .scheduler import Scheduler
+
+__all__ = ["DynamicBatcher"]
+
+# A time after every queue delay: what the batch policy is asked at shutdown.
+_FLUSH = 2**63
+
+
+class DynamicBatcher(Scheduler):
+    def __init__(self, config: ModelConfig, runners: list[InstanceRunner]) -> None:
+        settings = config.proto.dynamic_batching
+        batching = config.max_batch_size > 0
+        self._model_name = config.name
+        self._queue = PriorityQueue(config.name, settings)
+        # A model without a batch dimension still gets queue policies and priorities,
+        # one request per execution.
+        self._policy = BatchPolicy(
+            max_batch_size=config.max_batch_size if batching else 1,
+            preferred_batch_sizes=tuple(sorted(set(settings.preferred_batch_size))) if batching else (),
+            max_queue_delay_ns=settings.max_queue_delay_microseconds * 1000,
+            signature=BatchSignature(config).of,
+        )
+        self._ordering = ResponseOrdering() if settings.preserve_ordering else None
+        self._runners = runners
+        self._free: deque[InstanceRunner] = deque(runners)
+        self._executions: set[asyncio.Task[None]] = set()
+        self._changed = asyncio.Event()
+        self._sweep_requested = False
+        self._accepting = False
+        self._dispatcher: asyncio.Task[None] | None = None
+
+    def enqueue(self, job: Job) -> None:
+        if not self._accepting:
+            job.reject(InferenceResponse(error=NaiadError.unavailable(
+                f"model '{self._model_name}' is not accepting requests")))
+            return
+        if self._ordering is not None:
+            self._ordering.track(job)
+        job.on_cancel = self._cancelled
+        if self._queue.push(job):
+            self._changed.set()
+
+    def _cancelled(self, job: Job) -> None:
+        self._sweep_requested = True
+        self._changed.set()
+
+    async def start(self) -> None:
+        self._accepting = True
+        self._dispatcher = asyncio.create_task(self._dispatch(), name=f"naiad-batcher-{self._model_name}")
+
+    async def _dispatch(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            now = time.monotonic_ns()
+            if self._sweep_requested or self._queue.needs_sweep(now):
+                self._sweep_requested = False
+                self._queue.sweep(now)
+            # Wake up for the next timeout even while every instance is busy.
+            wake = self._queue.next_deadline()
+            while self._free and len(self._queue):
+                try:
+                    # Once stopping, nothing waits for more requests: flush what is queued.
+                    decision = self._policy.decide(self._queue, now if self._accepting else _FLUSH)
+                except Exception as exc:  # noqa: BLE001 - one bad request must not stop the batcher
+                    self._fail_head(exc)
+                    continue
+                if not decision.jobs:
+                    wake = decision.wake_ns if wake is None else min(wake, decision.wake_ns or wake)
+                    break
+                self._queue.take(len(decision.jobs))
+                runner = self._free.popleft()
+                task = asyncio.create_task(self._execute(runner, decision.jobs))
+                self._executions.add(task)
+                task.add_done_callback(self._executions.discard)
+            if not self._accepting and not len(self._queue) and len(self._free) == len(self._runners):
+                return
+            self._changed.clear()
+            timer = None
+            if wake is not None:
+                timer = loop.call_later(max(wake - time.monotonic_ns(), 0) / 1e9, self._changed.set)
+            await self._changed.wait()
+            if timer is not None:
+                timer.cancel()
+
+    def _fail_head(self, exc: Exception) -> None:
+        head = next(iter(self._queue))
+        self._queue.take(1)
+        head.finish(InferenceResponse(error=NaiadError.internal(
+            f"model '{self._model_name}' could not batch a request: {type(exc).__name__}: {exc}")))
+
+    async def _execute(self, runner: InstanceRunner, jobs: list[Job]) -> None:
+        try:
+            await runner.run(jobs)
+        finally:
+            self._free.append(runner)
+            self._changed.set()
+
+    async def stop(self, timeout: float | None = None) -> None:
+        self._accepting = False
+        self._changed.set()
+        if self._dispatcher is not None:
+            done, _ = await asyncio.wait([self._dispatcher], timeout=timeout)
+            if not done:
+                self._dispatcher.cancel()
+                for task in list(self._executions):
+                    task.cancel()
+        for job in self._queue.drain():
+            job.reject(InferenceResponse(error=NaiadError.unavailable(f"model '{self._model_name}' was unloaded")))

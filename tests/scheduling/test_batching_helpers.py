@@ -1,0 +1,77 @@
+"""The batch helpers backends use to stack requests and split outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from naiad import InferenceRequest, NaiadError, Tensor
+from naiad.batching import Batch, split_output_tensors, stack_requests
+from naiad.model_config import parse_config_text, validate_config
+
+
+def request(**arrays) -> InferenceRequest:
+    return InferenceRequest("m", [Tensor.from_numpy(name, array) for name, array in arrays.items()])
+
+
+def test_stack_and_split_round_trip_numbers_and_bytes():
+    requests = [
+        request(X=np.arange(4, dtype=np.float32).reshape(2, 2), S=np.array([[b"a"], [b"bb"]], dtype=object)),
+        request(X=np.full((1, 2), 9, np.float32), S=np.array([[b"ccc"]], dtype=object)),
+    ]
+    batch = Batch.stack(requests)
+    assert batch.sizes == [2, 1] and batch.total == 3
+    assert batch.inputs["X"].shape == (3, 2)
+    assert batch.inputs["S"].tolist() == [[b"a"], [b"bb"], [b"ccc"]]
+    responses = batch.responses({"Y": batch.inputs["X"] * 2, "T": batch.inputs["S"]})
+    first, second = responses
+    np.testing.assert_array_equal(first.output("Y").data, np.arange(4, dtype=np.float32).reshape(2, 2) * 2)
+    assert second.output("Y").shape == (1, 2) and second.output("Y").datatype == "FP32"
+    assert first.output("T").datatype == "BYTES" and first.output("T").data.tolist() == [[b"a"], [b"bb"]]
+    assert second.output("T").data.tolist() == [[b"ccc"]]
+
+
+def test_output_datatypes_follow_the_config():
+    config = validate_config(parse_config_text('''name: "m" backend: "numpy" max_batch_size: 4
+input [{name:"X" data_type: TYPE_FP32 dims:[1]}]
+output [{name:"Y" data_type: TYPE_FP16 dims:[1]}]''', "m"), "m")
+    batch = Batch.stack([request(X=np.ones((1, 1), np.float32))] * 2, config)
+    responses = batch.responses({"Y": np.ones((2, 1), np.float64)})
+    assert [r.output("Y").datatype for r in responses] == ["FP16", "FP16"]
+    assert responses[0].output("Y").data.dtype == np.float16
+
+
+def test_ragged_input_is_flattened_and_batch_inputs_describe_it():
+    config = validate_config(parse_config_text('''name: "m" backend: "numpy" max_batch_size: 8
+input [{name:"X" data_type: TYPE_FP32 dims:[-1] allow_ragged_batch: true}]
+output [{name:"Y" data_type: TYPE_FP32 dims:[1]}]
+batch_input [{kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "OFFSETS" data_type: TYPE_INT32 source_input: "X"},
+             {kind: BATCH_ELEMENT_COUNT target_name: "COUNTS" data_type: TYPE_INT32 source_input: "X"},
+             {kind: BATCH_MAX_ELEMENT_COUNT_AS_SHAPE target_name: "MAX" data_type: TYPE_INT32 source_input: "X"}]''',
+        "m"), "m")
+    requests = [request(X=np.ones((1, 3), np.float32)), request(X=np.full((1, 5), 2, np.float32))]
+    batch = Batch.stack(requests, config)
+    assert batch.inputs["X"].tolist() == [1.0] * 3 + [2.0] * 5
+    assert batch.inputs["OFFSETS"].tolist() == [3, 8]
+    assert batch.inputs["COUNTS"].tolist() == [3, 5]
+    assert batch.inputs["MAX"].shape == (5,)
+
+
+def test_mismatched_shapes_and_row_counts_are_reported():
+    with pytest.raises(NaiadError) as info:
+        stack_requests([request(X=np.ones((1, 3), np.float32)), request(X=np.ones((1, 4), np.float32))])
+    assert "'X'" in info.value.message and "allow_ragged_batch" in info.value.message
+    with pytest.raises(NaiadError) as info:
+        split_output_tensors({"Y": np.ones((2, 1))}, [1, 2])
+    assert "'Y'" in info.value.message and "to be 3" in info.value.message
+
+
+def test_model_without_batch_dimension_takes_one_request_as_is():
+    config = validate_config(parse_config_text('''name: "m" backend: "numpy" max_batch_size: 0
+input [{name:"X" data_type: TYPE_FP32 dims:[2]}]
+output [{name:"Y" data_type: TYPE_FP32 dims:[2]}]''', "m"), "m")
+    only = request(X=np.ones(2, np.float32))
+    batch = Batch.stack([only], config)
+    assert batch.inputs["X"] is only.inputs[0].data and batch.sizes == [1]
+    with pytest.raises(NaiadError):
+        Batch.stack([only, only], config)
