@@ -45,9 +45,9 @@ def mlp_classifier_model(features: int = 16, hidden: int = 64, classes: int = 8,
 
     rng = np.random.default_rng(seed)
     weights = {
-        "W1": rng.standard_normal((features, hidden)).astype(np.float32) / np.sqrt(features),
+        "W1": (rng.standard_normal((features, hidden)) / np.sqrt(features)).astype(np.float32),
         "B1": np.zeros(hidden, np.float32),
-        "W2": rng.standard_normal((hidden, classes)).astype(np.float32) / np.sqrt(hidden),
+        "W2": (rng.standard_normal((hidden, classes)) / np.sqrt(hidden)).astype(np.float32),
         "B2": np.zeros(classes, np.float32),
     }
     nodes = [
