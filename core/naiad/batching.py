@@ -57,6 +57,10 @@ def stack_requests(requests: list[InferenceRequest], names: list[str] | None = N
     if not requests:
         raise ValueError("stack_requests needs at least one request")
     first = requests[0]
+    if len(requests) == 1 and names is None:
+        # The common unbatched case: no copies, no searching.
+        inputs = {t.name: t.data for t in first.inputs}
+        return StackedBatch(inputs, [int(first.inputs[0].shape[0]) if first.inputs and first.inputs[0].shape else 1])
     wanted = names if names is not None else [t.name for t in first.inputs]
     sizes: list[int] = []
     for request in requests:

@@ -190,6 +190,8 @@ class OnnxInstance(ModelInstance):
         self.all_outputs = [spec.name for spec in config.outputs]
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
+        if len(requests) == 1:
+            return [self._run_alone(requests[0])]
         responses: list[InferenceResponse | None] = [None] * len(requests)
         groups = group_stackable(requests) if self.batching else [[i] for i in range(len(requests))]
         for group in groups:
@@ -213,8 +215,7 @@ class OnnxInstance(ModelInstance):
             return InferenceResponse(error=exc)
 
     def _run(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
-        names = [t.name for t in requests[0].inputs]
-        stacked = stack_requests(requests, names)
+        stacked = stack_requests(requests)
         feed = {name: self._to_ort(name, array) for name, array in stacked.inputs.items()}
         wanted = self._outputs_for(requests)
         try:

@@ -182,6 +182,8 @@ class TorchInstance(ModelInstance):
             if self.model.intra_op_threads is not None:
                 torch.set_num_threads(self.model.intra_op_threads)
             self._threads_set = True
+        if len(requests) == 1:
+            return [self._run_alone(requests[0])]
         responses: list[InferenceResponse | None] = [None] * len(requests)
         groups = group_stackable(requests) if self.batching else [[i] for i in range(len(requests))]
         for group in groups:
