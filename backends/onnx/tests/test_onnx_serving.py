@@ -215,3 +215,16 @@ def test_model_directory_with_external_data(tmp_path):
 
     response = onnx_models.serve(tmp_path, body)
     np.testing.assert_allclose(response.output("logits").data, expected, rtol=1e-6)
+
+
+def test_global_thread_pool_backend_setting_serves_several_models(tmp_path):
+    for name in ("first", "second"):
+        onnx_models.write_model(tmp_path, name, onnx_models.mlp())
+    x = np.ones((2, 16), np.float32)
+    settings = {"onnxruntime": {"enable-global-threadpool": "1", "intra_op_thread_count": "1"}}
+
+    async def body(server):
+        return [await server.infer(request(name, ["logits"], input=x)) for name in ("first", "second")]
+
+    first, second = onnx_models.serve(tmp_path, body, backend_config=settings)
+    np.testing.assert_array_equal(first.output("logits").data, second.output("logits").data)
