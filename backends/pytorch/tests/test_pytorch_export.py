@@ -69,3 +69,26 @@ output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT
     response = torch_models.serve(tmp_path, body)
     np.testing.assert_array_equal(response.output("OUTPUT__0").data, a + b)
     np.testing.assert_array_equal(response.output("OUTPUT__1").data, a - b)
+
+
+def test_config_that_contradicts_the_program_fails_the_load(tmp_path):
+    torch_models.export(torch_models.AddSub(), (torch.ones(2, 4), torch.ones(2, 4)), tmp_path / "m" / "1" / "model.pt2")
+    torch_models.write_config(tmp_path, "m", """
+backend: "pytorch" max_batch_size: 16
+input [ { name: "a" data_type: TYPE_INT32 dims: [ 4 ] }, { name: "b" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+""")
+    torch_models.export(torch_models.AddSub(), (torch.ones(2, 4), torch.ones(2, 4)), tmp_path / "w" / "1" / "model.pt2")
+    torch_models.write_config(tmp_path, "w", """
+backend: "pytorch" max_batch_size: 16
+input [ { name: "a" data_type: TYPE_FP32 dims: [ 5 ] }, { name: "b" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+""")
+
+    async def body(server):
+        return {row["name"]: row for row in server.repository_index()}
+
+    index = torch_models.serve(tmp_path, body)
+    assert index["m"]["state"] == "UNAVAILABLE"
+    assert "input 'a': the config says data_type INT32, the program has FP32" in index["m"]["reason"]
+    assert "input 'a': the config's shape [-1, 5]" in index["w"]["reason"]

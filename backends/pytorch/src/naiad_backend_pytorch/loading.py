@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -14,6 +15,11 @@ import torch
 from naiad import ConfigError
 
 __all__ = ["LoadedModule", "find_model_file", "load_module", "is_exported_program"]
+
+# torch.export.load keeps its deserializer in module-level state and fails when two threads
+# load at once ("_CURRENT_DESERIALIZER is already set"); the server loads models in
+# parallel, so loads are serialized. The state is per process, hence a per-process lock.
+_LOAD_LOCK = threading.Lock()
 
 
 @dataclass(slots=True)
@@ -54,6 +60,11 @@ def is_exported_program(path: Path) -> bool:
 
 
 def load_module(path: Path, device: torch.device, model: str) -> LoadedModule:
+    with _LOAD_LOCK:
+        return _load(path, device, model)
+
+
+def _load(path: Path, device: torch.device, model: str) -> LoadedModule:
     try:
         if is_exported_program(path):
             program = torch.export.load(str(path))

@@ -120,6 +120,8 @@ class TorchModel(Model):
                 else "the config declares no inputs or outputs",
             )
         self.binding: InputBinding = bind_inputs(config.name, [s.name for s in config.inputs], loaded.arg_names)
+        if loaded.kind == "export":
+            self._check_program(config, loaded)
         self.inference_mode = _bool_parameter(config, "INFERENCE_MODE", True)
         self.optimized_execution = not _bool_parameter(config, "DISABLE_OPTIMIZED_EXECUTION", False)
         self.intra_op_threads = _int_parameter(config, "INTRA_OP_THREAD_COUNT")
@@ -130,6 +132,37 @@ class TorchModel(Model):
             except RuntimeError as exc:
                 # torch fixes the inter-op pool once any parallel work has run.
                 log.warning("model '%s': INTER_OP_THREAD_COUNT=%d not applied: %s", config.name, inter_op, exc)
+
+    def _check_program(self, config: ModelConfig, loaded: LoadedModule) -> None:
+        """An exported program knows its tensors: refuse a config that contradicts them."""
+        inputs, outputs = program_signature(loaded.program, loaded.arg_names)
+        batch = [-1] if config.max_batch_size > 0 else []
+        pairs = [("input", config.input_by_name[name], found) for name, found in zip(self.binding.order, inputs)]
+        by_name = {t.name: t for t in outputs}
+        for position, spec in enumerate(config.outputs):
+            found = by_name.get(spec.name)
+            if found is None and output_index(spec.name, position) < len(outputs) and not by_name.keys() - {
+                f"OUTPUT__{i}" for i in range(len(outputs))
+            }:
+                found = outputs[output_index(spec.name, position)]
+            if found is not None:
+                pairs.append(("output", spec, found))
+        for kind, spec, found in pairs:
+            if found.datatype != spec.datatype:
+                raise ConfigError(
+                    config.name,
+                    f"{kind} '{spec.name}': the config says data_type {spec.datatype}, the program has "
+                    f"{found.datatype or 'an unsupported dtype'}",
+                )
+            shape = batch + list(spec.reshape if spec.reshape is not None else spec.dims)
+            if len(shape) != len(found.shape) or any(
+                want != -1 and have != -1 and want != have for want, have in zip(shape, found.shape)
+            ):
+                raise ConfigError(
+                    config.name,
+                    f"{kind} '{spec.name}': the config's shape {shape} (batch dimension included) does not fit "
+                    f"the program's {list(found.shape)}",
+                )
 
     def device_for(self, context: InstanceContext) -> torch.device:
         if context.kind != "GPU":
