@@ -8,6 +8,7 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip
 pkgs=(-e ".[test]")
 for b in backends/*/; do
-  [ -f "$b/pyproject.toml" ] && pkgs+=(-e "$b")
+  # Each backend's [test] extra brings what its tests build models with (e.g. onnx).
+  [ -f "$b/pyproject.toml" ] && pkgs+=(-e "${b%/}[test]")
 done
 .venv/bin/python -m pip install -q "torch==2.13.0" "${pkgs[@]}"
