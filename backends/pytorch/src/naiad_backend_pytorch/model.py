@@ -27,9 +27,9 @@ from naiad import (
     ModelContext,
     ModelInstance,
     NaiadError,
-    Tensor,
 )
-from naiad.batching import group_stackable, split_outputs, stack_requests
+from naiad.batching import Batch
+from naiad.output_reshape import apply_output_reshape
 
 from .auto_complete import auto_complete, program_signature
 from .binding import InputBinding, bind_inputs, output_index
@@ -217,18 +217,11 @@ class TorchInstance(ModelInstance):
             self._threads_set = True
         if len(requests) == 1:
             return [self._run_alone(requests[0])]
-        responses: list[InferenceResponse | None] = [None] * len(requests)
-        groups = group_stackable(requests) if self.batching else [[i] for i in range(len(requests))]
-        for group in groups:
-            batch = [requests[i] for i in group]
-            try:
-                results = self._run(batch)
-            except NaiadError as exc:
-                # One bad request must not fail its neighbours: run each on its own.
-                results = [self._run_alone(r) for r in batch] if len(batch) > 1 else [InferenceResponse(error=exc)]
-            for index, response in zip(group, results):
-                responses[index] = response
-        return responses  # type: ignore[return-value]
+        try:
+            return self._run(requests)
+        except NaiadError:
+            # One request the model refuses must not fail its neighbours: run each alone.
+            return [self._run_alone(request) for request in requests]
 
     def _run_alone(self, request: InferenceRequest) -> InferenceResponse:
         try:
@@ -251,8 +244,8 @@ class TorchInstance(ModelInstance):
 
     def _run(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
         order = self.model.binding.order
-        stacked = stack_requests(requests, order)
-        args = [self._argument(name, stacked.inputs[name]) for name in order]
+        batch = Batch.stack(requests, self.config)
+        args = [self._argument(name, batch.inputs[name]) for name in order]
         try:
             with self._context():
                 result = self.loaded.module(*args)
@@ -260,16 +253,9 @@ class TorchInstance(ModelInstance):
             raise NaiadError.invalid(
                 f"model '{self.config.name}': PyTorch failed on the inputs: {_torch_message(exc)}"
             ) from None
-        values = self._outputs(result)
-        per_request: list[list[Tensor]] = [[] for _ in requests]
-        for name, array in values.items():
-            spec = self.config.output_by_name[name]
-            parts = split_outputs(array, stacked.sizes, name) if len(requests) > 1 else [array]
-            for outputs, part in zip(per_request, parts):
-                if spec.reshape is not None:
-                    part = part.reshape(([part.shape[0]] if self.batching else []) + list(spec.dims))
-                outputs.append(Tensor(name, spec.datatype, tuple(part.shape), part))
-        return [InferenceResponse(outputs=outputs) for outputs in per_request]
+        responses = batch.responses(self._outputs(result))
+        apply_output_reshape(responses, self.config)
+        return responses
 
     def _outputs(self, result: Any) -> dict[str, np.ndarray]:
         """Config outputs picked out of forward's result (tensor, tuple/list, dict)."""
