@@ -228,3 +228,21 @@ def test_global_thread_pool_backend_setting_serves_several_models(tmp_path):
 
     first, second = onnx_models.serve(tmp_path, body, backend_config=settings)
     np.testing.assert_array_equal(first.output("logits").data, second.output("logits").data)
+
+
+def test_dynamic_batching_answers_every_request_with_its_own_rows(tmp_path):
+    model = onnx_models.mlp()
+    config = MLP_CONFIG.replace("count: 2", "count: 1") + "dynamic_batching { max_queue_delay_microseconds: 20000 }\n"
+    onnx_models.write_model(tmp_path, "mlp", model, config)
+    session = ort.InferenceSession(model)
+    rng = np.random.default_rng(7)
+    batches = [rng.standard_normal((n, 16)).astype(np.float32) for n in (1, 3, 2, 1, 4, 1, 2, 2)]
+
+    async def body(server):
+        responses = await asyncio.gather(*(server.infer(request("mlp", ["logits"], input=x)) for x in batches))
+        return responses, server.statistics("mlp")[0]
+
+    responses, stats = onnx_models.serve(tmp_path, body)
+    for x, response in zip(batches, responses):
+        np.testing.assert_allclose(response.output("logits").data, session.run(["logits"], {"input": x})[0], rtol=1e-6)
+    assert stats["inference_count"] == sum(len(x) for x in batches)

@@ -194,3 +194,19 @@ output [ { name: "OUTPUT__0" data_type: TYPE_INT64 dims: [ 1 ] } ]""")
 
     error = torch_models.serve(tmp_path, body)
     assert "output 'OUTPUT__0' is FP32 from the model, the config declares INT64" in error.message
+
+
+def test_dynamic_batching_answers_every_request_with_its_own_rows(tmp_path):
+    scripted = torch_models.script(torch_models.MLP(), tmp_path / "mlp" / "1" / "model.pt")
+    config = MLP_CONFIG.replace("count: 2", "count: 1") + "dynamic_batching { max_queue_delay_microseconds: 20000 }\n"
+    torch_models.write_config(tmp_path, "mlp", config)
+    rng = np.random.default_rng(8)
+    batches = [rng.standard_normal((n, 16)).astype(np.float32) for n in (1, 3, 2, 1, 4, 1, 2, 2)]
+
+    async def body(server):
+        return await asyncio.gather(*(server.infer(request("mlp", INPUT__0=x)) for x in batches))
+
+    for x, response in zip(batches, torch_models.serve(tmp_path, body)):
+        with torch.inference_mode():
+            expected = scripted(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(response.output("OUTPUT__0").data, expected, rtol=1e-5)
