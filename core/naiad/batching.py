@@ -12,11 +12,14 @@ without a batch dimension gets one request's arrays as they are. Inputs declared
 `allow_ragged_batch` are flattened and concatenated into one 1-D tensor, and the config's
 `batch_input` entries (element counts, accumulated counts, item shapes) are generated so
 the model can find each request's elements. The schedulers only batch requests whose
-non-ragged shapes agree, so stacking never has to pad.
+non-ragged shapes agree, so stacking never has to pad. Time spent in `Batch.stack` and
+`Batch.responses` is reported as the execution's compute_input / compute_output.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -29,7 +32,23 @@ from .model_config import ModelConfig
 from .protos import model_config_pb2 as pb
 from .tensor import Tensor
 
-__all__ = ["Batch", "stack_inputs", "split_outputs"]
+__all__ = ["Batch", "stack_inputs", "split_outputs", "take_phase_times"]
+
+# Time spent stacking inputs and splitting outputs on each instance thread, so that
+# statistics can report compute_input / compute_output apart from compute_infer.
+_phases = threading.local()
+
+
+def take_phase_times() -> tuple[int, int]:
+    """(input_ns, output_ns) the helpers spent on this thread since the last call."""
+    result = (getattr(_phases, "input_ns", 0), getattr(_phases, "output_ns", 0))
+    _phases.input_ns = 0
+    _phases.output_ns = 0
+    return result
+
+
+def _add_phase(name: str, ns: int) -> None:
+    setattr(_phases, name, getattr(_phases, name, 0) + ns)
 
 
 @dataclass(slots=True)
@@ -52,6 +71,14 @@ class Batch:
         without a batch dimension are handled as the config says."""
         if not requests:
             raise ValueError("cannot stack an empty batch")
+        began = time.monotonic_ns()
+        try:
+            return cls._stack(requests, config)
+        finally:
+            _add_phase("input_ns", time.monotonic_ns() - began)
+
+    @classmethod
+    def _stack(cls, requests: Sequence[InferenceRequest], config: ModelConfig | None) -> "Batch":
         batched = config is None or config.max_batch_size > 0
         if not batched and len(requests) > 1:
             raise NaiadError.internal(
@@ -72,8 +99,12 @@ class Batch:
 
     def responses(self, outputs: Mapping[str, np.ndarray]) -> list[InferenceResponse]:
         """One response per request, holding its rows of every output."""
-        per_request = split_outputs(outputs, self.sizes, self.output_datatypes)
-        return [InferenceResponse(outputs=tensors) for tensors in per_request]
+        began = time.monotonic_ns()
+        try:
+            per_request = split_outputs(outputs, self.sizes, self.output_datatypes)
+            return [InferenceResponse(outputs=tensors) for tensors in per_request]
+        finally:
+            _add_phase("output_ns", time.monotonic_ns() - began)
 
 
 def stack_inputs(requests: Sequence[InferenceRequest], ragged: set[str] | frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
