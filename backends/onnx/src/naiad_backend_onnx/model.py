@@ -90,22 +90,35 @@ class OnnxModel(Model):
             if self._settings.global_thread_pool:
                 self.backend.ensure_global_thread_pool()
             providers = choose_providers(config, kind, device_id, ort.get_available_providers())
+            options = self._settings.build()
             try:
-                session = ort.InferenceSession(
-                    str(self.model_path),
-                    sess_options=self._settings.build(),
-                    providers=[name for name, _ in providers],
-                    provider_options=[options for _, options in providers],
-                )
-            except (ConfigError, NaiadError):
-                raise
-            except Exception as exc:  # noqa: BLE001 - ORT raises its own classes
-                raise ConfigError(self.context.name, f"onnxruntime cannot load {self.model_path.name}: {_ort_message(exc)}") from None
+                session = self._create_session(options, providers)
+            except RuntimeError as exc:
+                if "use_per_session_threads must be false" not in str(exc):
+                    raise ConfigError(self.context.name, f"onnxruntime cannot load {self.model_path.name}: {_ort_message(exc)}") from None
+                # Once anything in this process created ORT's global thread pools, every
+                # later session must use them.
+                log.info("model '%s': onnxruntime's global thread pools exist; the session uses them", self.context.name)
+                options.use_per_session_threads = False
+                session = self._create_session(options, providers)
             self._sessions[key] = session
             if not self.inputs and not self.outputs:
                 self.inputs = [ModelTensor.from_node_arg(a) for a in session.get_inputs()]
                 self.outputs = [ModelTensor.from_node_arg(a) for a in session.get_outputs()]
             return session
+
+    def _create_session(self, options: Any, providers: list[tuple[str, dict[str, str]]]) -> Any:
+        try:
+            return ort.InferenceSession(
+                str(self.model_path),
+                sess_options=options,
+                providers=[name for name, _ in providers],
+                provider_options=[provider_options for _, provider_options in providers],
+            )
+        except RuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own classes
+            raise ConfigError(self.context.name, f"onnxruntime cannot load {self.model_path.name}: {_ort_message(exc)}") from None
 
     # -- the Model ABI -------------------------------------------------------------------
 
