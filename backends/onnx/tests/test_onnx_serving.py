@@ -101,6 +101,7 @@ NUMERIC = [
     ("FP16", TensorProto.FLOAT16, np.float16),
     ("FP32", TensorProto.FLOAT, np.float32),
     ("FP64", TensorProto.DOUBLE, np.float64),
+    ("BF16", TensorProto.BFLOAT16, np.uint16),  # carried as uint16 words
 ]
 
 
@@ -114,7 +115,8 @@ def test_every_numeric_datatype_round_trips(tmp_path):
         results = {}
         for datatype, _, dtype in NUMERIC:
             data = (rng.standard_normal((2, 3)) * 100).astype(dtype)
-            response = await server.infer(request(f"identity_{datatype.lower()}", INPUT0=data))
+            tensor = Tensor("INPUT0", datatype, data.shape, data)
+            response = await server.infer(InferenceRequest(f"identity_{datatype.lower()}", [tensor]))
             config = server.model_config(f"identity_{datatype.lower()}")
             results[datatype] = (data, response.output("OUTPUT0"), config.inputs[0].datatype)
         return results
