@@ -106,6 +106,16 @@ class OnnxModel(Model):
                 log.info("model '%s': onnxruntime's global thread pools exist; the session uses them", self.context.name)
                 options.use_per_session_threads = False
                 session = self._create_session(options, providers)
+            wanted = [name for name, _ in providers if name != "CPUExecutionProvider"]
+            missing = [name for name in wanted if name not in session.get_providers()]
+            if missing:
+                # ORT falls back to the CPU quietly when a GPU provider cannot start (missing
+                # CUDA/cuDNN/TensorRT libraries); a GPU instance must not run on the CPU.
+                raise ConfigError(
+                    self.context.name,
+                    f"onnxruntime could not start {', '.join(missing)} for GPU {device_id} (check the CUDA, "
+                    "cuDNN and TensorRT libraries onnxruntime-gpu needs)",
+                )
             self._sessions[key] = session
             if not self.inputs and not self.outputs:
                 self.inputs = [ModelTensor.from_node_arg(a) for a in session.get_inputs()]
