@@ -93,3 +93,17 @@ def test_gpu_instance_without_cuda_provider_names_the_package():
     with pytest.raises(ConfigError) as info:
         choose_providers(validate_config(parse_config_text(text, "m"), "m"), "GPU", 0, ["CUDAExecutionProvider"])
     assert "unknown accelerator 'openvino'" in info.value.message
+
+
+def test_gpu_session_that_falls_back_to_cpu_is_refused(tmp_path, monkeypatch):
+    # This onnxruntime has no CUDA provider; pretend it lists one, as a GPU build whose CUDA
+    # libraries are missing does: ORT quietly falls back to the CPU, the backend must not.
+    from naiad_backend_onnx import model as model_module
+
+    model, _ = load(tmp_path, onnx_models.mlp(), VARIABLE_MLP)
+    monkeypatch.setattr(
+        model_module.ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    )
+    with pytest.raises(ConfigError) as info:
+        model.session(model.context.config, "GPU", 0)
+    assert "could not start CUDAExecutionProvider for GPU 0" in info.value.message
