@@ -95,6 +95,7 @@ def test_gpu_instance_without_cuda_provider_names_the_package():
     assert "unknown accelerator 'openvino'" in info.value.message
 
 
+@pytest.mark.filterwarnings("ignore:Specified provider:UserWarning")
 def test_gpu_session_that_falls_back_to_cpu_is_refused(tmp_path, monkeypatch):
     # This onnxruntime has no CUDA provider; pretend it lists one, as a GPU build whose CUDA
     # libraries are missing does: ORT quietly falls back to the CPU, the backend must not.
