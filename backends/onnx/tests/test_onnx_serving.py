@@ -263,3 +263,16 @@ def test_dynamic_batching_answers_every_request_with_its_own_rows(tmp_path):
     for x, response in zip(batches, responses):
         np.testing.assert_allclose(response.output("logits").data, session.run(["logits"], {"input": x})[0], rtol=1e-6)
     assert stats["inference_count"] == sum(len(x) for x in batches)
+
+
+def test_missing_or_broken_model_file_fails_the_load_with_a_reason(tmp_path):
+    (tmp_path / "missing" / "1").mkdir(parents=True)
+    (tmp_path / "missing" / "config.pbtxt").write_text(ADD_SUB_CONFIG)
+    onnx_models.write_model(tmp_path, "broken", b"not an onnx model", ADD_SUB_CONFIG)
+
+    async def body(server):
+        return {row["name"]: row for row in server.repository_index()}
+
+    index = onnx_models.serve(tmp_path, body)
+    assert "model file not found" in index["missing"]["reason"] and "model.onnx" in index["missing"]["reason"]
+    assert "onnxruntime cannot load model.onnx" in index["broken"]["reason"]

@@ -123,9 +123,10 @@ class OnnxModel(Model):
             return session
 
     def _create_session(self, options: Any, providers: list[tuple[str, dict[str, str]]]) -> Any:
+        path = str(self.model_path)  # raises its own clear error when the file is missing
         try:
             return ort.InferenceSession(
-                str(self.model_path),
+                path,
                 sess_options=options,
                 providers=[name for name, _ in providers],
                 provider_options=[provider_options for _, provider_options in providers],
