@@ -208,7 +208,6 @@ class OnnxInstance(ModelInstance):
         config = self.model.context.config
         self.config = config
         self.session = self.model.session(config, self.context.kind, self.context.device_id)
-        self.input_names = [spec.name for spec in config.inputs]
         self.uses_bf16 = any(spec.datatype == "BF16" for spec in config.inputs + config.outputs)
         self.all_outputs = [spec.name for spec in config.outputs]
 
