@@ -109,12 +109,13 @@ class OnnxModel(Model):
             wanted = [name for name, _ in providers if name != "CPUExecutionProvider"]
             missing = [name for name in wanted if name not in session.get_providers()]
             if missing:
-                # ORT falls back to the CPU quietly when a GPU provider cannot start (missing
-                # CUDA/cuDNN/TensorRT libraries); a GPU instance must not run on the CPU.
+                # ORT falls back to the CPU quietly when a provider cannot start (missing
+                # libraries); an instance must not silently run somewhere else.
                 raise ConfigError(
                     self.context.name,
-                    f"onnxruntime could not start {', '.join(missing)} for GPU {device_id} (check the CUDA, "
-                    "cuDNN and TensorRT libraries onnxruntime-gpu needs)",
+                    f"onnxruntime could not start {', '.join(missing)} for {kind} instances"
+                    + (f" on GPU {device_id}" if kind == "GPU" else "")
+                    + " (check the libraries the provider needs: CUDA, cuDNN, TensorRT, OpenVINO)",
                 )
             self._sessions[key] = session
             if not self.inputs and not self.outputs:
