@@ -101,6 +101,7 @@ NUMERIC = [
     ("FP16", TensorProto.FLOAT16, np.float16),
     ("FP32", TensorProto.FLOAT, np.float32),
     ("FP64", TensorProto.DOUBLE, np.float64),
+    ("BF16", TensorProto.BFLOAT16, np.uint16),  # carried as uint16 words
 ]
 
 
@@ -114,7 +115,8 @@ def test_every_numeric_datatype_round_trips(tmp_path):
         results = {}
         for datatype, _, dtype in NUMERIC:
             data = (rng.standard_normal((2, 3)) * 100).astype(dtype)
-            response = await server.infer(request(f"identity_{datatype.lower()}", INPUT0=data))
+            tensor = Tensor("INPUT0", datatype, data.shape, data)
+            response = await server.infer(InferenceRequest(f"identity_{datatype.lower()}", [tensor]))
             config = server.model_config(f"identity_{datatype.lower()}")
             results[datatype] = (data, response.output("OUTPUT0"), config.inputs[0].datatype)
         return results
@@ -261,3 +263,16 @@ def test_dynamic_batching_answers_every_request_with_its_own_rows(tmp_path):
     for x, response in zip(batches, responses):
         np.testing.assert_allclose(response.output("logits").data, session.run(["logits"], {"input": x})[0], rtol=1e-6)
     assert stats["inference_count"] == sum(len(x) for x in batches)
+
+
+def test_missing_or_broken_model_file_fails_the_load_with_a_reason(tmp_path):
+    (tmp_path / "missing" / "1").mkdir(parents=True)
+    (tmp_path / "missing" / "config.pbtxt").write_text(ADD_SUB_CONFIG)
+    onnx_models.write_model(tmp_path, "broken", b"not an onnx model", ADD_SUB_CONFIG)
+
+    async def body(server):
+        return {row["name"]: row for row in server.repository_index()}
+
+    index = onnx_models.serve(tmp_path, body)
+    assert "model file not found" in index["missing"]["reason"] and "model.onnx" in index["missing"]["reason"]
+    assert "onnxruntime cannot load model.onnx" in index["broken"]["reason"]

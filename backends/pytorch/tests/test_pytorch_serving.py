@@ -210,3 +210,24 @@ def test_dynamic_batching_answers_every_request_with_its_own_rows(tmp_path):
         with torch.inference_mode():
             expected = scripted(torch.from_numpy(x)).numpy()
         np.testing.assert_allclose(response.output("OUTPUT__0").data, expected, rtol=1e-5)
+
+
+def test_execution_parameters(tmp_path):
+    scripted = torch_models.script(torch_models.MLP(), tmp_path / "tuned" / "1" / "model.pt")
+    torch_models.write_config(tmp_path, "tuned", MLP_CONFIG + """
+parameters { key: "INFERENCE_MODE" value { string_value: "false" } }
+parameters { key: "DISABLE_OPTIMIZED_EXECUTION" value { string_value: "true" } }
+parameters { key: "INTER_OP_THREAD_COUNT" value { string_value: "1" } }""")
+    torch_models.script(torch_models.MLP(), tmp_path / "bad" / "1" / "model.pt")
+    torch_models.write_config(tmp_path, "bad", MLP_CONFIG.replace('string_value: "1"', 'string_value: "lots"'))
+    x = np.ones((2, 16), np.float32)
+
+    async def body(server):
+        response = await server.infer(request("tuned", INPUT__0=x))
+        return response, {row["name"]: row for row in server.repository_index()}
+
+    response, index = torch_models.serve(tmp_path, body)
+    with torch.no_grad():
+        np.testing.assert_allclose(response.output("OUTPUT__0").data, scripted(torch.from_numpy(x)).numpy(), rtol=1e-6)
+    assert index["bad"]["state"] == "UNAVAILABLE"
+    assert "parameters.INTRA_OP_THREAD_COUNT: expected an integer, got 'lots'" in index["bad"]["reason"]

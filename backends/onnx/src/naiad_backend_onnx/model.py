@@ -3,6 +3,7 @@ instance on it (`InferenceSession.run` is thread-safe), batches stacked along ax
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 from pathlib import Path
@@ -40,6 +41,10 @@ _ORT_ERRORS = ort.capi.onnxruntime_pybind11_state
 _INPUT_ERRORS = tuple(
     getattr(_ORT_ERRORS, name) for name in ("InvalidArgument",) if hasattr(_ORT_ERRORS, name)
 )
+
+
+# TensorProto.BFLOAT16; onnx itself is not a runtime dependency.
+_ONNX_BFLOAT16 = 16
 
 
 def _ort_message(exc: BaseException) -> str:
@@ -101,6 +106,17 @@ class OnnxModel(Model):
                 log.info("model '%s': onnxruntime's global thread pools exist; the session uses them", self.context.name)
                 options.use_per_session_threads = False
                 session = self._create_session(options, providers)
+            wanted = [name for name, _ in providers if name != "CPUExecutionProvider"]
+            missing = [name for name in wanted if name not in session.get_providers()]
+            if missing:
+                # ORT falls back to the CPU quietly when a provider cannot start (missing
+                # libraries); an instance must not silently run somewhere else.
+                raise ConfigError(
+                    self.context.name,
+                    f"onnxruntime could not start {', '.join(missing)} for {kind} instances"
+                    + (f" on GPU {device_id}" if kind == "GPU" else "")
+                    + " (check the libraries the provider needs: CUDA, cuDNN, TensorRT, OpenVINO)",
+                )
             self._sessions[key] = session
             if not self.inputs and not self.outputs:
                 self.inputs = [ModelTensor.from_node_arg(a) for a in session.get_inputs()]
@@ -108,9 +124,10 @@ class OnnxModel(Model):
             return session
 
     def _create_session(self, options: Any, providers: list[tuple[str, dict[str, str]]]) -> Any:
+        path = str(self.model_path)  # raises its own clear error when the file is missing
         try:
             return ort.InferenceSession(
-                str(self.model_path),
+                path,
                 sess_options=options,
                 providers=[name for name, _ in providers],
                 provider_options=[provider_options for _, provider_options in providers],
@@ -149,12 +166,6 @@ class OnnxModel(Model):
                     )
                 if found.datatype is None:
                     raise ConfigError(name, f"{kind} '{spec.name}': the model's type {found.ort_type} has no Triton datatype")
-                if found.datatype == "BF16":
-                    raise ConfigError(
-                        name,
-                        f"{kind} '{spec.name}': BF16 tensors cannot cross onnxruntime's Python API; "
-                        "cast to FP32 or FP16 inside the model",
-                    )
                 if found.datatype != spec.datatype:
                     raise ConfigError(
                         name,
@@ -198,7 +209,7 @@ class OnnxInstance(ModelInstance):
         config = self.model.context.config
         self.config = config
         self.session = self.model.session(config, self.context.kind, self.context.device_id)
-        self.input_names = [spec.name for spec in config.inputs]
+        self.uses_bf16 = any(spec.datatype == "BF16" for spec in config.inputs + config.outputs)
         self.all_outputs = [spec.name for spec in config.outputs]
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
@@ -221,7 +232,7 @@ class OnnxInstance(ModelInstance):
         feed = {name: self._to_ort(name, array) for name, array in batch.inputs.items()}
         wanted = self._outputs_for(requests)
         try:
-            arrays = self.session.run(wanted, feed)
+            arrays = self._run_bf16(wanted, feed) if self.uses_bf16 else self.session.run(wanted, feed)
         except _INPUT_ERRORS as exc:
             raise NaiadError.invalid(f"model '{self.config.name}': onnxruntime rejected the input: {_ort_message(exc)}") from None
         except Exception as exc:  # noqa: BLE001 - ORT raises its own classes
@@ -232,6 +243,30 @@ class OnnxInstance(ModelInstance):
         responses = batch.responses(outputs)
         apply_output_reshape(responses, self.config)
         return responses
+
+    def _run_bf16(self, wanted: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """numpy has no bfloat16, so BF16 tensors cross as OrtValues: inputs are typed
+        from their uint16 words, outputs copied out of ORT's buffer as uint16 words."""
+        values = {}
+        for name, array in feed.items():
+            spec = self.config.input_by_name.get(name)
+            array = np.ascontiguousarray(array)
+            if spec is not None and spec.datatype == "BF16":
+                values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, _ONNX_BFLOAT16)
+            else:
+                values[name] = ort.OrtValue.ortvalue_from_numpy(array)
+        results = []
+        for value in self.session.run_with_ort_values(wanted, values):
+            if value.data_type() != "tensor(bfloat16)":
+                results.append(value.numpy())
+                continue
+            shape = tuple(value.shape())
+            count = int(np.prod(shape))
+            words = np.empty(count, np.uint16)
+            if count:
+                ctypes.memmove(words.ctypes.data, value.data_ptr(), count * 2)
+            results.append(words.reshape(shape))
+        return results
 
     def _outputs_for(self, requests: list[InferenceRequest]) -> list[str]:
         """Run only what someone in the batch asked for (all outputs for a request that
