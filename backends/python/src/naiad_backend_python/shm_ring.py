@@ -1,0 +1,126 @@
+"""Shared-memory rings that carry tensor bytes between the server and a model's process.
+
+Each direction has its own ring (a memfd the server creates and the stub inherits) with
+one writer and one reader. The writer copies a message's tensors into the ring, then
+sends the small control message (which names each tensor's place) over the socket; the
+reader copies the tensors out and publishes how far it has consumed in the ring's header.
+Because messages are read in the order they are written, that one number frees every
+earlier byte: no allocator, no per-tensor handshakes, no syscalls for the tensor data.
+
+A tensor that does not fit in the free part of the ring goes into its own file under
+/dev/shm, which the reader deletes once it has copied it; nothing ever waits for space,
+so two sides that both write can never deadlock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import struct
+import tempfile
+import threading
+from typing import Any
+
+__all__ = ["HEADER_BYTES", "RingWriter", "RingReader", "create_ring_fd", "SEGMENT_PREFIX"]
+
+# The header holds the reader's consumed position (uint64 at offset 0); 64 bytes keeps the
+# data region cache-line aligned.
+HEADER_BYTES = 64
+SEGMENT_PREFIX = "naiad-py-"
+_ALIGN = 64
+_counter = itertools.count()
+
+
+def create_ring_fd(byte_size: int) -> int:
+    """An anonymous shared-memory file of `byte_size` data bytes plus the header."""
+    byte_size += -byte_size % _ALIGN
+    fd = os.memfd_create("naiad-python-ring", 0)
+    os.ftruncate(fd, HEADER_BYTES + byte_size)
+    return fd
+
+
+def _segment_dir() -> str:
+    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
+class RingWriter:
+    """The writing side of one ring. `put` and `mark` must be called under the caller's
+    send lock so ring order is socket order."""
+
+    def __init__(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        self._map = mmap.mmap(fd, size)
+        self._capacity = size - HEADER_BYTES
+        self._head = 0  # monotonic byte position of the next write
+        self.lock = threading.Lock()
+
+    def put(self, data: Any) -> tuple[Any, ...]:
+        """Place a bytes-like object; returns its location for the control message."""
+        view = memoryview(data).cast("B")
+        size = len(view)
+        if size == 0:
+            return ("e",)
+        (tail,) = struct.unpack_from("<Q", self._map, 0)
+        position = self._head % self._capacity
+        skip = self._capacity - position if position + size > self._capacity else 0
+        if skip + size + (-(skip + size) % _ALIGN) <= self._capacity - (self._head - tail):
+            start = 0 if skip else position
+            self._map[HEADER_BYTES + start : HEADER_BYTES + start + size] = view
+            self._head += skip + size
+            self._head += -self._head % _ALIGN
+            return ("r", start, size)
+        return ("f", self._write_segment(view), size)
+
+    def mark(self) -> int:
+        """The position the reader publishes once it has consumed everything put so far."""
+        return self._head
+
+    @staticmethod
+    def _write_segment(view: memoryview) -> str:
+        path = os.path.join(_segment_dir(), f"{SEGMENT_PREFIX}{os.getpid()}-{next(_counter)}")
+        with open(path, "wb") as file:
+            file.write(view)
+        return path
+
+    def close(self) -> None:
+        try:
+            self._map.close()
+        except BufferError:
+            pass
+
+
+class RingReader:
+    """The reading side of one ring."""
+
+    def __init__(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        self._map = mmap.mmap(fd, size)
+
+    def view(self, location: tuple[Any, ...]) -> memoryview | bytes:
+        """The bytes at `location`; valid until `consumed` passes them."""
+        kind = location[0]
+        if kind == "e":
+            return b""
+        if kind == "r":
+            start, size = location[1], location[2]
+            return memoryview(self._map)[HEADER_BYTES + start : HEADER_BYTES + start + size]
+        path = location[1]
+        try:
+            with open(path, "rb") as file:
+                return file.read()
+        finally:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def consumed(self, mark: int | None) -> None:
+        if mark is not None:
+            struct.pack_into("<Q", self._map, 0, mark)
+
+    def close(self) -> None:
+        try:
+            self._map.close()
+        except BufferError:
+            pass
