@@ -1,0 +1,66 @@
+"""A model that misbehaves fails only its own requests, is restarted, and nothing else stops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from naiad import ErrorCode
+
+from conftest import bytes_array
+
+
+def mode(name: str) -> dict[str, np.ndarray]:
+    return {"MODE": bytes_array(name.encode())}
+
+
+def pid_of(served) -> bytes:
+    return served.infer("misbehaving", mode("ok")).output("OUT").data[0]
+
+
+def test_execute_that_raises_fails_the_request_with_its_message(served):
+    error = served.infer_error("misbehaving", mode("raise"))
+    assert error.code is ErrorCode.INTERNAL
+    assert "ValueError: the model raised on purpose" in error.message
+    assert "model 'misbehaving'" in error.message
+
+
+def test_triton_model_exception_is_reported(served):
+    error = served.infer_error("misbehaving", mode("model_exception"))
+    assert "TritonModelException: a TritonModelException" in error.message
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("none", "returned None for a batch of 1 requests"),
+    ("too_few", "returned 0 responses for a batch of 1 requests"),
+    ("not_a_response", "returned a str instead of a pb_utils.InferenceResponse"),
+])
+def test_wrong_return_values_are_clear_errors(served, name, expected):
+    before = pid_of(served)
+    error = served.infer_error("misbehaving", mode(name))
+    assert error.code is ErrorCode.INTERNAL
+    assert expected in error.message
+    # A wrong answer is the model's bug, not a reason to restart it.
+    assert pid_of(served) == before
+
+
+def test_a_crashing_model_fails_its_request_and_is_restarted(served):
+    before = pid_of(served)
+    error = served.infer_error("misbehaving", mode("crash"))
+    assert error.code is ErrorCode.INTERNAL
+    assert "exited unexpectedly (exit code 3)" in error.message
+    # Other models never noticed.
+    a = np.ones((1, 4), dtype=np.float32)
+    np.testing.assert_array_equal(served.infer("add_sub_fp32", {"INPUT0": a, "INPUT1": a}).output("OUTPUT0").data, a * 2)
+    # And the crashed one serves again, from a new process.
+    after = pid_of(served)
+    assert after != before
+
+
+def test_a_hanging_model_times_out_and_is_restarted(served):
+    before = pid_of(served)
+    error = served.infer_error("misbehaving", mode("hang"))
+    assert error.code is ErrorCode.INTERNAL
+    assert "did not finish within 2 s" in error.message
+    assert "execute_timeout_seconds" in error.message
+    assert pid_of(served) != before
