@@ -55,15 +55,16 @@ def test_optional_input_present_and_absent(served):
     np.testing.assert_array_equal(only_required.output("OUTPUT0").data, [10, 20])
 
 
+# (TritonError code, naiad code, HTTP status, gRPC status), as the real Triton answers.
 TRITON_CODES = [
-    (0, ErrorCode.UNKNOWN, 500, "UNKNOWN"),
+    (0, ErrorCode.UNKNOWN, 400, "UNKNOWN"),
     (1, ErrorCode.INTERNAL, 500, "INTERNAL"),
     (2, ErrorCode.NOT_FOUND, 404, "NOT_FOUND"),
     (3, ErrorCode.INVALID_ARG, 400, "INVALID_ARGUMENT"),
     (4, ErrorCode.UNAVAILABLE, 503, "UNAVAILABLE"),
     (5, ErrorCode.UNSUPPORTED, 501, "UNIMPLEMENTED"),
-    (6, ErrorCode.ALREADY_EXISTS, 409, "ALREADY_EXISTS"),
-    (7, ErrorCode.CANCELLED, 499, "CANCELLED"),
+    (6, ErrorCode.ALREADY_EXISTS, 400, "ALREADY_EXISTS"),
+    (7, ErrorCode.CANCELLED, 400, "CANCELLED"),
 ]
 
 

@@ -182,7 +182,8 @@ class InProcessInstance(ModelInstance):
                 f"{self.label}: execute did not finish within {timeout:g} s (parameter execute_timeout_seconds); "
                 "in-process models cannot be stopped, so the model keeps its thread") from None
         except ExecuteFailure as failure:
-            raise core_error(failure.code_name, f"{self.label} failed to execute: {failure.text}") from None
+            raise core_error(failure.code_name,
+                             f"Failed to process the request(s) for {self.label}, message: {failure.text}") from None
         finally:
             if not self._decoupled:
                 for key in keys:

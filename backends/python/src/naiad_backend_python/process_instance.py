@@ -141,7 +141,8 @@ class ProcessInstance(ModelInstance):
                     connection.requests.pop(key, None)
         if message.get("error") is not None:
             code, text = message["error"]
-            raise core_error(code, f"{self.label} failed to execute: {text}")
+            # Triton's wording, so log searches and client checks carry over.
+            raise core_error(code, f"Failed to process the request(s) for {self.label}, message: {text}")
         return message.get("responses")
 
     # -- unload --------------------------------------------------------------------------

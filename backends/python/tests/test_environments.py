@@ -1,0 +1,127 @@
+"""Separate servers for what needs its own settings: a model in another virtual
+environment (EXECUTION_ENV_PATH), a tiny shared-memory ring, unload and reload."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from naiad import ErrorCode, NaiadError, ServerOptions
+
+from conftest import MODELS, ServerThread, bytes_array
+
+BENCH_MODELS = Path("/work/shared/bench/models")
+
+
+def base_interpreter() -> str:
+    """The interpreter our venv was made from, whose site-packages hold numpy."""
+    return getattr(sys, "_base_executable", sys.executable)
+
+
+@pytest.fixture(scope="module")
+def env_repository(tmp_path_factory) -> Path:
+    repo = tmp_path_factory.mktemp("env_repo")
+    model_dir = repo / "in_venv"
+    shutil.copytree(MODELS / "init_args", model_dir)
+    venv = model_dir / "venv"
+    subprocess.run([base_interpreter(), "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    config = (model_dir / "config.pbtxt").read_text().replace('"init_args"', '"in_venv"').replace("count: 2", "count: 1")
+    config += 'parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "$$TRITON_MODEL_DIRECTORY/venv" } }\n'
+    (model_dir / "config.pbtxt").write_text(config)
+    return repo
+
+
+def test_model_runs_in_the_named_virtual_environment(env_repository):
+    probe = subprocess.run([base_interpreter(), "-c", "import numpy"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("the base interpreter has no numpy to share with the test venv")
+    server = ServerThread(ServerOptions(model_repositories=[str(env_repository)]))
+    try:
+        assert server.server.startup_failures == []
+        response = server.infer("in_venv", {"IN": np.array([1], dtype=np.int32)})
+        args = json.loads(response.output("ARGS").data[0])
+        assert os.path.realpath(args["sys_prefix"]) == os.path.realpath(env_repository / "in_venv" / "venv")
+        assert args["model_name"] == "in_venv"
+    finally:
+        server.close()
+
+
+def test_missing_environment_is_a_clear_load_error(tmp_path):
+    model_dir = tmp_path / "no_env"
+    shutil.copytree(MODELS / "init_args", model_dir)
+    config = (model_dir / "config.pbtxt").read_text().replace('"init_args"', '"no_env"')
+    config += 'parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "/nonexistent/env" } }\n'
+    (model_dir / "config.pbtxt").write_text(config)
+    server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
+    try:
+        [failure] = server.server.startup_failures
+        assert "EXECUTION_ENV_PATH" in failure and "/nonexistent/env" in failure
+    finally:
+        server.close()
+
+
+def test_tensors_larger_than_the_ring_and_ring_wrap_around():
+    # A 4 KiB ring: most of these tensors spill into their own segments, the rest wrap.
+    options = ServerOptions(model_repositories=[str(MODELS)], model_control_mode="explicit",
+                            load_models=["add_sub_flat", "string_identity"],
+                            backend_config={"python": {"shm-default-byte-size": "4096"}})
+    server = ServerThread(options)
+    try:
+        rng = np.random.default_rng(0)
+        for size in (4, 100, 1000, 3000, 250_000, 7, 1000):
+            a = rng.standard_normal(size).astype(np.float32)
+            b = rng.standard_normal(size).astype(np.float32)
+            # add_sub_flat's dims are [4]: send those, and a big BYTES tensor beside it.
+            response = server.infer("add_sub_flat", {"INPUT0": a[:4] if size >= 4 else a, "INPUT1": b[:4]})
+            np.testing.assert_array_equal(response.output("OUTPUT0").data, a[:4] + b[:4])
+            blob = bytes_array(a.tobytes(), b"x" * size)
+            echoed = server.infer("string_identity", {"INPUT0": blob}).output("OUTPUT0").data
+            assert list(echoed) == list(blob)
+        leftovers = [p for p in os.listdir("/dev/shm") if p.startswith(f"naiad-py-{os.getpid()}-")]
+        assert leftovers == []
+    finally:
+        server.close()
+
+
+def test_unload_runs_finalize_and_reload_serves_again():
+    options = ServerOptions(model_repositories=[str(MODELS)], model_control_mode="explicit",
+                            load_models=["add_sub_flat"])
+    server = ServerThread(options)
+    a = np.ones(4, dtype=np.float32)
+    try:
+        first = server.infer("add_sub_flat", {"INPUT0": a, "INPUT1": a})
+        runner = server.server.model("add_sub_flat").runners[0]
+        process = runner.instance._connection.process
+        server.run(server.server.unload_model("add_sub_flat"))
+        assert process.poll() == 0  # finalize ran and the process exited on its own
+        with pytest.raises(NaiadError) as caught:
+            server.infer("add_sub_flat", {"INPUT0": a, "INPUT1": a})
+        assert caught.value.code in (ErrorCode.UNAVAILABLE, ErrorCode.NOT_FOUND)
+        server.run(server.server.load_model("add_sub_flat"))
+        again = server.infer("add_sub_flat", {"INPUT0": a, "INPUT1": a})
+        np.testing.assert_array_equal(again.output("OUTPUT0").data, first.output("OUTPUT0").data)
+    finally:
+        server.close()
+
+
+@pytest.mark.skipif(not BENCH_MODELS.is_dir(), reason="the shared bench repository is not on this machine")
+def test_bench_repository_answers():
+    server = ServerThread(ServerOptions(model_repositories=[str(BENCH_MODELS)]))
+    try:
+        assert server.server.startup_failures == []
+        a = np.arange(32, dtype=np.float32).reshape(2, 16)
+        b = np.full((2, 16), 3, dtype=np.float32)
+        response = server.infer("add_sub", {"INPUT0": a, "INPUT1": b})
+        np.testing.assert_array_equal(response.output("OUTPUT0").data, a + b)
+        np.testing.assert_array_equal(response.output("OUTPUT1").data, a - b)
+        x = np.linspace(0, 1, 9, dtype=np.float32)
+        np.testing.assert_array_equal(server.infer("identity", {"INPUT0": x}).output("OUTPUT0").data, x)
+    finally:
+        server.close()
