@@ -43,6 +43,7 @@ class ProcessInstance(ModelInstance):
         self._connection: StubConnection | None = None
         self._restart: asyncio.Task[StubConnection] | None = None
         self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._output_names = [spec.name for spec in model.context.config.outputs]
         self._version = int(model.context.version)
         self.restarts = 0
@@ -63,6 +64,8 @@ class ProcessInstance(ModelInstance):
     def _start_restart(self) -> asyncio.Task[StubConnection]:
         if self._restart is None or self._restart.done():
             self._restart = asyncio.create_task(self._spawn())
+            # Whoever awaits it sees a failure; this keeps an unawaited one quiet.
+            self._restart.add_done_callback(lambda task: task.cancelled() or task.exception())
         return self._restart
 
     async def _spawn(self) -> StubConnection:
@@ -78,8 +81,9 @@ class ProcessInstance(ModelInstance):
         return connection
 
     async def _live_connection(self) -> StubConnection:
+        self._loop = asyncio.get_running_loop()
         connection = self._connection
-        if connection is not None and not connection.closed:
+        if connection is not None and not connection.closed and connection.accepting:
             if not connection.attached:
                 await connection.attach()
             return connection
@@ -150,6 +154,15 @@ class ProcessInstance(ModelInstance):
     def finalize(self) -> None:
         """Runs in a worker thread while the server's loop keeps running."""
         self._closing = True
+        restart = self._restart
+        if restart is not None and not restart.done() and self._loop is not None:
+            # A replacement process is starting: let it finish (it finalizes itself on seeing
+            # _closing) rather than leave it running.
+            waiting = asyncio.run_coroutine_threadsafe(asyncio.wait([restart]), self._loop)
+            try:
+                waiting.result(self._launch.settings.start_timeout_s + 15)
+            except (concurrent.futures.TimeoutError, RuntimeError):
+                pass
         connection = self._connection
         if connection is None or connection.closed:
             return

@@ -85,6 +85,9 @@ class StubConnection:
         self.decoupled_keys: set[int] = set()
         self._bls_tasks: set[asyncio.Task[None]] = set()
         self.closed = False
+        # False once the server has killed (or is finalizing) the process: new work must
+        # wait for the replacement even before the socket reports the exit.
+        self.accepting = True
         # Why the process is going away, when the server decided it (timeout, unload).
         self.exit_reason: str | None = None
         self.on_exit: Callable[["StubConnection"], None] | None = None
@@ -320,6 +323,7 @@ class StubConnection:
                 self.on_exit(self)
 
     def kill(self) -> None:
+        self.accepting = False
         if self.process.poll() is None:
             try:
                 self.process.kill()
@@ -329,6 +333,7 @@ class StubConnection:
     async def finalize(self, timeout: float) -> None:
         """Ask the model to finalize and exit; kill it if it takes longer than `timeout`."""
         self.exit_reason = f"{self.launch.label}: the model was unloaded"
+        self.accepting = False
         if not self.closed:
             self.send({"op": "finalize"})
             assert self._finalized is not None
