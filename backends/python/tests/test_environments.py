@@ -53,6 +53,30 @@ def test_model_runs_in_the_named_virtual_environment(env_repository):
         server.close()
 
 
+def test_model_runs_in_an_environment_archive(env_repository, tmp_path):
+    """A packed environment (as conda-pack makes them): unpacked once, then used."""
+    import tarfile
+
+    probe = subprocess.run([base_interpreter(), "-c", "import numpy"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("the base interpreter has no numpy to share with the test venv")
+    model_dir = tmp_path / "from_archive"
+    shutil.copytree(env_repository / "in_venv", model_dir, symlinks=True)
+    with tarfile.open(model_dir / "env.tar.gz", "w:gz") as archive:
+        archive.add(model_dir / "venv", arcname=".")
+    shutil.rmtree(model_dir / "venv")
+    config = (model_dir / "config.pbtxt").read_text().replace('"in_venv"', '"from_archive"')
+    config = config.replace("$$TRITON_MODEL_DIRECTORY/venv", "env.tar.gz")
+    (model_dir / "config.pbtxt").write_text(config)
+    server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
+    try:
+        assert server.server.startup_failures == []
+        args = json.loads(server.infer("from_archive", {"IN": np.array([1], dtype=np.int32)}).output("ARGS").data[0])
+        assert "naiad-python-envs" in args["sys_prefix"]
+    finally:
+        server.close()
+
+
 def test_missing_environment_is_a_clear_load_error(tmp_path):
     model_dir = tmp_path / "no_env"
     shutil.copytree(MODELS / "init_args", model_dir)

@@ -127,3 +127,17 @@ def test_auto_complete_config_fills_in_the_config(served):
     assert [(s.name, s.datatype, s.dims) for s in config.inputs] == [("INPUT0", "FP32", (2,))]
     response = served.infer("auto_complete", {"INPUT0": np.array([[1, 2]], dtype=np.float32)})
     np.testing.assert_array_equal(response.output("OUTPUT0").data, [[2, 4]])
+
+
+def test_a_batch_of_requests_gets_one_response_each_in_order(served):
+    """What a dynamic batcher hands an instance: several requests in one execute."""
+    from conftest import make_request
+
+    instance = served.server.model("error_codes").runners[0].instance
+    requests = [make_request("error_codes", {"CODE": np.array([c], dtype=np.int32)}) for c in (-1, 2, -1, 4)]
+    responses = served.run(instance.execute(requests))
+    assert len(responses) == 4
+    assert responses[0].error is None and list(responses[0].output("OUT").data) == [-1]
+    assert responses[1].error.code is ErrorCode.NOT_FOUND
+    assert responses[2].error is None
+    assert responses[3].error.code is ErrorCode.UNAVAILABLE

@@ -4,8 +4,11 @@ name the model and the parameter."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,13 +80,43 @@ def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str
         env_dir = Path(env_path)
         if not env_dir.is_absolute():
             env_dir = model_dir / env_dir
+        if env_dir.is_file() and env_dir.name.endswith(_ARCHIVE_SUFFIXES):
+            env_dir = _unpacked(env_dir, name)
         if not env_dir.is_dir():
-            raise ConfigError(name, f"parameters.{EXECUTION_ENV_PATH}: '{env_dir}' is not a directory "
-                              "(name a Python virtual environment or an unpacked conda environment)")
+            raise ConfigError(name, f"parameters.{EXECUTION_ENV_PATH}: '{env_dir}' is neither a directory nor a "
+                              ".tar.gz archive (name a Python virtual environment or a conda environment)")
         python = _interpreter_in(env_dir)
         if not python:
             raise ConfigError(name, f"parameters.{EXECUTION_ENV_PATH}: '{env_dir}' has no bin/python3 or bin/python")
     return ModelSettings(mode == IN_PROCESS, timeout, python, env_dir, ring, start)
+
+
+_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+
+
+def _unpacked(archive: Path, model: str) -> Path:
+    """Unpack an environment archive (e.g. from conda-pack) once into a cache directory keyed
+    by its path, size and modification time; later loads reuse it."""
+    stat = archive.stat()
+    key = hashlib.sha256(f"{archive.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:20]
+    cache = Path(tempfile.gettempdir()) / "naiad-python-envs"
+    target = cache / key
+    if target.is_dir():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=cache))
+    try:
+        with tarfile.open(archive) as bundle:
+            # "tar" keeps the archive's own symlinks (a venv's bin/python) but refuses paths
+            # that escape the target directory.
+            bundle.extractall(staging, filter="tar")
+    except (tarfile.TarError, OSError) as exc:
+        raise ConfigError(model, f"parameters.{EXECUTION_ENV_PATH}: cannot unpack '{archive}': {exc}") from None
+    try:
+        staging.rename(target)
+    except OSError:
+        pass  # another load unpacked it first
+    return target if target.is_dir() else staging
 
 
 def _interpreter_in(env_dir: Path) -> str:
