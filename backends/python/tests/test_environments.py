@@ -137,7 +137,8 @@ def test_unload_runs_finalize_and_reload_serves_again():
 
 @pytest.mark.skipif(not BENCH_MODELS.is_dir(), reason="the shared bench repository is not on this machine")
 def test_bench_repository_answers():
-    server = ServerThread(ServerOptions(model_repositories=[str(BENCH_MODELS)]))
+    server = ServerThread(ServerOptions(model_repositories=[str(BENCH_MODELS)], model_control_mode="explicit",
+                                        load_models=["add_sub", "identity"]))
     try:
         assert server.server.startup_failures == []
         a = np.arange(32, dtype=np.float32).reshape(2, 16)
