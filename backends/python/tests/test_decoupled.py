@@ -37,3 +37,14 @@ def test_responses_sent_after_execute_returned_arrive(served):
     responses = served.stream("repeat_decoupled", {"IN": np.array([1, 2, 3], dtype=np.int32),
                                                    "DELAY_MS": np.array([20], dtype=np.int32)})
     assert values(responses) == [1, 2, 3]
+
+
+def test_a_crash_mid_stream_ends_the_stream_with_an_error(served):
+    responses = served.stream("repeat_decoupled", {"IN": np.array([1, 2, -1, 3], dtype=np.int32)})
+    assert values(responses) == [1, 2]
+    last = responses[-1]
+    assert last.final and last.error is not None
+    assert last.error.code is ErrorCode.INTERNAL
+    assert "exited unexpectedly (exit code 5)" in last.error.message
+    # The model was restarted and streams again.
+    assert values(served.stream("repeat_decoupled", {"IN": np.array([8, 9], dtype=np.int32)})) == [8, 9]

@@ -182,6 +182,10 @@ class InProcessInstance(ModelInstance):
                 f"{self.label}: execute did not finish within {timeout:g} s (parameter execute_timeout_seconds); "
                 "in-process models cannot be stopped, so the model keeps its thread") from None
         except ExecuteFailure as failure:
+            if self._decoupled:
+                # The core ends these streams with the error; stop routing to them.
+                for key in keys:
+                    self._bridge.requests.pop(key, None)
             raise core_error(failure.code_name,
                              f"Failed to process the request(s) for {self.label}, message: {failure.text}") from None
         finally:

@@ -145,6 +145,11 @@ class ProcessInstance(ModelInstance):
                     connection.requests.pop(key, None)
         if message.get("error") is not None:
             code, text = message["error"]
+            if decoupled:
+                # The core ends these streams with the error; stop routing to them.
+                for key in keys:
+                    connection.requests.pop(key, None)
+                    connection.decoupled_keys.discard(key)
             # Triton's wording, so log searches and client checks carry over.
             raise core_error(code, f"Failed to process the request(s) for {self.label}, message: {text}")
         return message.get("responses")

@@ -2,6 +2,7 @@
 final flag; in the style of Triton's decoupled "repeat" example."""
 
 import json
+import os
 import threading
 import time
 
@@ -29,6 +30,9 @@ class TritonPythonModel:
 
     def respond(self, sender, values, delay_s):
         for index, value in enumerate(values):
+            if value == -1:
+                # Crash mid-stream (for the isolation tests); what was sent is delivered.
+                os._exit(5)
             if delay_s:
                 time.sleep(delay_s)
             out = pb_utils.Tensor("OUT", np.array([value], dtype=np.int32))
