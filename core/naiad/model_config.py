@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format, text_format
+from google.protobuf.descriptor import FieldDescriptor
 
 from .datatypes import config_type_to_datatype
 from .errors import ErrorCode, NaiadError
@@ -167,17 +168,49 @@ class ModelConfig:
         return {k: v.string_value for k, v in self.proto.parameters.items()}
 
     def to_json_dict(self) -> dict[str, Any]:
-        """Triton's JSON form of the config (proto field names, every field present)."""
-        return json_format.MessageToDict(
+        """Triton's JSON form of the config (proto field names, every field present, 64-bit
+        integers as JSON numbers as Triton writes them, not protobuf's strings)."""
+        data = json_format.MessageToDict(
             self.proto,
             preserving_proto_field_name=True,
             always_print_fields_with_no_presence=True,
         )
+        _int64_as_numbers(self.proto.DESCRIPTOR, data)
+        return data
 
     def copy(self) -> "ModelConfig":
         proto = pb.ModelConfig()
         proto.CopyFrom(self.proto)
         return ModelConfig(proto, dict(self._labels))
+
+
+_INT64_TYPES = frozenset({
+    FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64,
+})
+
+
+def _int64_as_numbers(descriptor: Any, data: Any) -> None:
+    """Turn protobuf JSON's quoted 64-bit integers in `data` (a MessageToDict result for a
+    message of `descriptor`) back into numbers, in place."""
+    if not isinstance(data, dict):
+        return
+    for field in descriptor.fields:
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            for key in value:
+                if value_field.message_type is not None:
+                    _int64_as_numbers(value_field.message_type, value[key])
+                elif value_field.type in _INT64_TYPES:
+                    value[key] = int(value[key])
+        elif field.message_type is not None:
+            for item in value if isinstance(value, list) else [value]:
+                _int64_as_numbers(field.message_type, item)
+        elif field.type in _INT64_TYPES:
+            data[field.name] = [int(v) for v in value] if isinstance(value, list) else int(value)
 
 
 def parse_config_text(text: str, model: str) -> pb.ModelConfig:

@@ -23,8 +23,8 @@ def test_sync_exec_calls_another_model(served, caller):
 @pytest.mark.parametrize("caller", ["bls_sync", "bls_in_process"])
 def test_bls_errors_come_back_as_error_responses(served, caller):
     error = served.infer_error(caller, {"INPUT0": A, "INPUT1": B, "MODEL_NAME": bytes_array(b"no_such_model")})
-    # The caller passed the callee's error on with its code.
-    assert error.code is ErrorCode.NOT_FOUND
+    # The caller passed the callee's error on; as in Triton, a BLS error's code is INTERNAL.
+    assert error.code is ErrorCode.INTERNAL
     assert "no_such_model" in error.message
 
 

@@ -90,6 +90,7 @@ def test_initialize_args_are_tritons(served):
     config = json.loads(args["model_config"])
     assert config == served.server.model_config("init_args").to_json_dict()
     assert config["name"] == "init_args" and config["backend"] == "python"
+    assert config["input"][0]["dims"] == [1]  # numbers, as Triton writes them
     assert args["model_instance_kind"] == "CPU"
     assert args["model_instance_name"] in ("init_args_0_0", "init_args_0_1")
     assert args["model_instance_device_id"] == "0"

@@ -99,3 +99,25 @@ def test_auto_complete_config_rules():
     assert config.as_dict()["model_transaction_policy"] == {"decoupled": True}
     assert pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL == 1
     assert pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END == 2
+
+
+def test_response_iterator_works_with_for_and_async_for():
+    import asyncio
+    import threading
+
+    from naiad_backend_python.response_iterator import ResponseIterator
+
+    def feed(iterator: ResponseIterator) -> None:
+        for i in range(3):
+            iterator.put(pb_utils.InferenceResponse([pb_utils.Tensor("X", np.array([i]))]), final=(i == 2))
+
+    blocking = ResponseIterator()
+    threading.Thread(target=feed, args=(blocking,)).start()
+    assert [int(r.output_tensors()[0].as_numpy()[0]) for r in blocking] == [0, 1, 2]
+
+    async def consume() -> list[int]:
+        iterator = ResponseIterator()
+        threading.Thread(target=feed, args=(iterator,)).start()
+        return [int(r.output_tensors()[0].as_numpy()[0]) async for r in iterator]
+
+    assert asyncio.run(consume()) == [0, 1, 2]

@@ -73,8 +73,7 @@ class PythonModel(Model):
         if not _defines_auto_complete(model_file):
             return
         settings = self._settings(config)
-        current = json_format.MessageToDict(config.proto, preserving_proto_field_name=True,
-                                            always_print_fields_with_no_presence=True)
+        current = config.to_json_dict()
         if settings.in_process:
             try:
                 completed = run_auto_complete(model_file, current, add_to_path=True)

@@ -1,7 +1,8 @@
 """The server side of BLS: a model's `InferenceRequest(...).exec()` becomes a call to
 `Server.infer` (or `infer_stream` for decoupled BLS), whichever mode the model runs in.
 Failures come back as error responses, as Triton's BLS reports them, never as exceptions
-in the calling model."""
+in the calling model; like Triton's (measured), their code is always INTERNAL and the
+message is the called model's."""
 
 from __future__ import annotations
 
@@ -53,6 +54,10 @@ class BlsCall:
         )
 
 
+def _as_bls_error(error: NaiadError) -> NaiadError:
+    return error if error.code is ErrorCode.INTERNAL else NaiadError(ErrorCode.INTERNAL, error.message)
+
+
 def error_response(error: NaiadError) -> InferenceResponse:
     return InferenceResponse(error=error, final=True)
 
@@ -66,12 +71,14 @@ async def run_bls(server: "Server | None", call: BlsCall, decoupled: bool) -> As
         request = call.to_request()
         if decoupled:
             async for response in server.infer_stream(request):
+                if response.error is not None:
+                    response.error = _as_bls_error(response.error)
                 yield response
             return
         response = await server.infer(request)
         response.final = True
         yield response
     except NaiadError as exc:
-        yield error_response(exc)
+        yield error_response(_as_bls_error(exc))
     except Exception as exc:  # noqa: BLE001 - a BLS failure is the calling model's error response
         yield error_response(NaiadError(ErrorCode.INTERNAL, f"BLS request to '{call.model_name}' failed: {exc}"))

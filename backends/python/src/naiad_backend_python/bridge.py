@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import abc
 import contextvars
-from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .response_iterator import ResponseIterator
     from .utils import InferenceRequest, InferenceResponse
 
 __all__ = ["Bridge", "current_bridge", "use_bridge", "set_default_bridge"]
@@ -38,16 +39,17 @@ class Bridge(abc.ABC):
         """Run a BLS request and block until its one response."""
 
     @abc.abstractmethod
-    def bls_stream(self, request: "InferenceRequest") -> Iterator["InferenceResponse"]:
-        """Run a BLS request on a decoupled model; iterate its responses (blocking)."""
+    def bls_stream(self, request: "InferenceRequest") -> "ResponseIterator":
+        """Run a BLS request on a decoupled model; its responses as they arrive."""
 
     @abc.abstractmethod
     async def bls_async(self, request: "InferenceRequest") -> "InferenceResponse":
         """`bls` for coroutines running on the model's event loop."""
 
     @abc.abstractmethod
-    def bls_stream_async(self, request: "InferenceRequest") -> AsyncIterator["InferenceResponse"]:
-        """`bls_stream` for coroutines running on the model's event loop."""
+    def bls_stream_async(self, request: "InferenceRequest") -> "ResponseIterator":
+        """`bls_stream` for coroutines running on the model's event loop (the iterator
+        works with `for`, as in Triton, and with `async for`)."""
 
     @abc.abstractmethod
     def log(self, level: int, message: str) -> None:

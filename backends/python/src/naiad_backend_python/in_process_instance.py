@@ -14,7 +14,7 @@ import itertools
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
 
 from naiad.backend_abi import InstanceContext, ModelInstance
 from naiad.errors import NaiadError
@@ -32,6 +32,7 @@ from .conversions import (
     utils_response_from_core,
 )
 from .model_host import ExecuteFailure, ModelHost
+from .response_iterator import ResponseIterator
 
 if TYPE_CHECKING:
     from .backend import PythonModel
@@ -87,18 +88,10 @@ class InProcessBridge(Bridge):
         self._feed(request, False, replies.put)
         return utils_response_from_core(replies.get())
 
-    def bls_stream(self, request: utils.InferenceRequest) -> Iterator[utils.InferenceResponse]:
-        replies: queue.Queue[CoreResponse] = queue.Queue()
-        self._feed(request, True, replies.put)
-
-        def iterate() -> Iterator[utils.InferenceResponse]:
-            while True:
-                response = replies.get()
-                yield utils_response_from_core(response)
-                if response.final:
-                    return
-
-        return iterate()
+    def bls_stream(self, request: utils.InferenceRequest) -> ResponseIterator:
+        responses = ResponseIterator()
+        self._feed(request, True, lambda r: responses.put(utils_response_from_core(r), r.final))
+        return responses
 
     async def bls_async(self, request: utils.InferenceRequest) -> utils.InferenceResponse:
         loop = asyncio.get_running_loop()
@@ -106,19 +99,8 @@ class InProcessBridge(Bridge):
         self._feed(request, False, lambda r: loop.call_soon_threadsafe(lambda: future.done() or future.set_result(r)))
         return utils_response_from_core(await future)
 
-    def bls_stream_async(self, request: utils.InferenceRequest) -> AsyncIterator[utils.InferenceResponse]:
-        loop = asyncio.get_running_loop()
-        replies: asyncio.Queue[CoreResponse] = asyncio.Queue()
-        self._feed(request, True, lambda r: loop.call_soon_threadsafe(replies.put_nowait, r))
-
-        async def iterate() -> AsyncIterator[utils.InferenceResponse]:
-            while True:
-                response = await replies.get()
-                yield utils_response_from_core(response)
-                if response.final:
-                    return
-
-        return iterate()
+    def bls_stream_async(self, request: utils.InferenceRequest) -> ResponseIterator:
+        return self.bls_stream(request)
 
     def log(self, level: int, message: str) -> None:
         log.log(_LOG_LEVELS.get(level, logging.INFO), "%s: %s", self.instance.label, message)
@@ -163,7 +145,7 @@ class InProcessInstance(ModelInstance):
                 request_id=request.id,
                 correlation_id=request.correlation_id,
                 inputs=[utils.Tensor(t.name, t.data, t.datatype) for t in request.inputs],
-                requested_output_names=requested_output_names(request, self._output_names),
+                requested_output_names=set(requested_output_names(request, self._output_names)),
                 model_name=request.model_name,
                 model_version=self._version,
                 flags=sequence_flags(request),

@@ -15,9 +15,10 @@ import itertools
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
 from .bridge import Bridge, use_bridge
+from .response_iterator import ResponseIterator
 from .utils import (
     InferenceRequest,
     InferenceResponse,
@@ -171,13 +172,13 @@ class _CollectingBridge(Bridge):
     def bls(self, request: InferenceRequest) -> InferenceResponse:
         return self.inner.bls(request)
 
-    def bls_stream(self, request: InferenceRequest) -> Iterator[InferenceResponse]:
+    def bls_stream(self, request: InferenceRequest) -> ResponseIterator:
         return self.inner.bls_stream(request)
 
     async def bls_async(self, request: InferenceRequest) -> InferenceResponse:
         return await self.inner.bls_async(request)
 
-    def bls_stream_async(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+    def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
         return self.inner.bls_stream_async(request)
 
     def log(self, level: int, message: str) -> None:

@@ -23,10 +23,11 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any, Callable
 
 from .bridge import Bridge, set_default_bridge
 from .model_host import ExecuteFailure, ModelHost, run_auto_complete
+from .response_iterator import ResponseIterator
 from .shm_ring import RingReader, RingWriter
 from .utils import InferenceRequest, InferenceResponse, LogLevel, Tensor, TritonError
 from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
@@ -178,18 +179,10 @@ class StubBridge(Bridge):
         self._start_bls(request, False, replies.put)
         return replies.get()["response"]
 
-    def bls_stream(self, request: InferenceRequest) -> Iterator[InferenceResponse]:
-        replies: queue.Queue[dict[str, Any]] = queue.Queue()
-        self._start_bls(request, True, replies.put)
-
-        def iterate() -> Iterator[InferenceResponse]:
-            while True:
-                reply = replies.get()
-                yield reply["response"]
-                if reply.get("final", True):
-                    return
-
-        return iterate()
+    def bls_stream(self, request: InferenceRequest) -> ResponseIterator:
+        responses = ResponseIterator()
+        self._start_bls(request, True, lambda reply: responses.put(reply["response"], reply.get("final", True)))
+        return responses
 
     async def bls_async(self, request: InferenceRequest) -> InferenceResponse:
         loop = asyncio.get_running_loop()
@@ -201,19 +194,8 @@ class StubBridge(Bridge):
         self._start_bls(request, False, sink)
         return (await future)["response"]
 
-    def bls_stream_async(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
-        loop = asyncio.get_running_loop()
-        replies: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._start_bls(request, True, lambda reply: loop.call_soon_threadsafe(replies.put_nowait, reply))
-
-        async def iterate() -> AsyncIterator[InferenceResponse]:
-            while True:
-                reply = await replies.get()
-                yield reply["response"]
-                if reply.get("final", True):
-                    return
-
-        return iterate()
+    def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
+        return self.bls_stream(request)
 
     def log(self, level: int, message: str) -> None:
         self.channel.send({"op": "log", "level": level, "message": message})
@@ -226,7 +208,7 @@ def _build_requests(message: dict[str, Any], bridge: StubBridge) -> list[Inferen
             request_id=data["id"],
             correlation_id=data["correlation_id"],
             inputs=[Tensor(name, array, datatype) for name, datatype, array in data["inputs"]],
-            requested_output_names=data["requested_output_names"],
+            requested_output_names=set(data["requested_output_names"]),
             model_name=data["model_name"],
             model_version=data["model_version"],
             flags=data["flags"],

@@ -413,7 +413,7 @@ class InferenceRequest:
         request_id: str = "",
         correlation_id: int | str = 0,
         inputs: list[Tensor] | None = None,
-        requested_output_names: list[str] | None = None,
+        requested_output_names: "list[str] | set[str] | None" = None,
         model_name: str = "",
         model_version: int = -1,
         flags: int = 0,
@@ -427,7 +427,10 @@ class InferenceRequest:
         self._request_id = request_id
         self._correlation_id = correlation_id
         self._inputs = list(inputs or [])
-        self._requested_output_names = list(requested_output_names or [])
+        # A received request holds a set (as Triton's does); a BLS request keeps the list given.
+        self._requested_output_names: Any = (
+            requested_output_names if isinstance(requested_output_names, set) else list(requested_output_names or [])
+        )
         self._model_name = model_name
         self._model_version = model_version
         self._flags = flags
@@ -448,7 +451,7 @@ class InferenceRequest:
     def correlation_id(self) -> int | str:
         return self._correlation_id
 
-    def requested_output_names(self) -> list[str]:
+    def requested_output_names(self) -> Any:
         return self._requested_output_names
 
     def model_name(self) -> str:

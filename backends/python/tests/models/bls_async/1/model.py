@@ -24,7 +24,8 @@ class TritonPythonModel:
             )
             added, stream = await asyncio.gather(add.async_exec(), repeat.async_exec(decoupled=True))
             total = 0
-            async for part in stream:
+            # As in Triton, the decoupled result is iterated with a plain for loop.
+            for part in stream:
                 if part.has_error():
                     raise pb_utils.TritonModelException(part.error().message())
                 out = pb_utils.get_output_tensor_by_name(part, "OUT")

@@ -23,9 +23,8 @@ class TritonPythonModel:
             answer["correlation_id"] = request.correlation_id()
             answer["flags"] = request.flags()
             answer["parameters"] = json.loads(request.parameters())
-            answer["requested_output_names"] = request.requested_output_names()
+            answer["requested_output_names"] = sorted(request.requested_output_names())
             answer["is_cancelled"] = request.is_cancelled()
-            answer["model_name"] = request.model_name()
             out = pb_utils.Tensor("ARGS", np.array([json.dumps(answer).encode()], dtype=np.object_))
             responses.append(pb_utils.InferenceResponse([out], parameters={"from_model": "yes"}))
         return responses
