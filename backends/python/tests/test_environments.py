@@ -150,3 +150,32 @@ def test_bench_repository_answers():
         np.testing.assert_array_equal(server.infer("identity", {"INPUT0": x}).output("OUTPUT0").data, x)
     finally:
         server.close()
+
+
+def test_broken_models_fail_their_load_with_the_reason(tmp_path):
+    for name, source in (
+        ("syntax_error", "class TritonPythonModel:\n    def execute(self, requests)\n        return []\n"),
+        ("init_raises", "class TritonPythonModel:\n    def initialize(self, args):\n"
+                        "        raise RuntimeError('no weights found')\n"
+                        "    def execute(self, requests):\n        return []\n"),
+        ("no_class", "x = 1\n"),
+    ):
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "1" / "model.py").write_text(source)
+        (tmp_path / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "python"\ninput [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]\n'
+            'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
+    shutil.copytree(MODELS / "add_sub_flat", tmp_path / "add_sub_flat")
+    server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
+    try:
+        failures = " | ".join(server.server.startup_failures)
+        assert "model 'syntax_error'" in failures and "SyntaxError" in failures
+        assert "model 'init_raises'" in failures and "RuntimeError: no weights found" in failures
+        assert "model 'no_class'" in failures and "defines no class TritonPythonModel" in failures
+        # The good model beside them serves.
+        a = np.ones(4, dtype=np.float32)
+        np.testing.assert_array_equal(server.infer("add_sub_flat", {"INPUT0": a, "INPUT1": a}).output("OUTPUT0").data, a * 2)
+        states = {row["name"]: row.get("state") for row in server.server.repository_index()}
+        assert states["init_raises"] == "UNAVAILABLE" and states["add_sub_flat"] == "READY"
+    finally:
+        server.close()

@@ -22,7 +22,7 @@ import tempfile
 import threading
 from typing import Any
 
-__all__ = ["HEADER_BYTES", "RingWriter", "RingReader", "create_ring_fd", "SEGMENT_PREFIX"]
+__all__ = ["HEADER_BYTES", "RingWriter", "RingReader", "create_ring_fd", "remove_segments_of", "SEGMENT_PREFIX"]
 
 # The header holds the reader's consumed position (uint64 at offset 0); 64 bytes keeps the
 # data region cache-line aligned.
@@ -54,6 +54,9 @@ class RingWriter:
         self._capacity = size - HEADER_BYTES
         self._head = 0  # monotonic byte position of the next write
         self.lock = threading.Lock()
+        # Spill files written but maybe not yet read (the reader deletes them); whatever is
+        # left when this side closes (the reader died) is deleted then.
+        self._segments: list[str] = []
 
     def put(self, data: Any) -> tuple[Any, ...]:
         """Place a bytes-like object; returns its location for the control message."""
@@ -70,7 +73,10 @@ class RingWriter:
             self._head += skip + size
             self._head += -self._head % _ALIGN
             return ("r", start, size)
-        return ("f", self._write_segment(view), size)
+        self._segments = [path for path in self._segments if os.path.exists(path)]
+        path = self._write_segment(view)
+        self._segments.append(path)
+        return ("f", path, size)
 
     def mark(self) -> int:
         """The position the reader publishes once it has consumed everything put so far."""
@@ -84,9 +90,30 @@ class RingWriter:
         return path
 
     def close(self) -> None:
+        for path in self._segments:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self._segments = []
         try:
             self._map.close()
         except BufferError:
+            pass
+
+
+def remove_segments_of(pid: int) -> None:
+    """Delete spill files a dead process wrote and nobody read."""
+    directory = _segment_dir()
+    prefix = f"{SEGMENT_PREFIX}{pid}-"
+    try:
+        names = [name for name in os.listdir(directory) if name.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
             pass
 
 

@@ -28,7 +28,7 @@ from naiad.inference import InferenceResponse as CoreResponse
 from .bls_runner import BlsCall, run_bls
 from .conversions import FINAL_MARKER, core_response_from_parts
 from .settings import ModelSettings
-from .shm_ring import RingReader, RingWriter, create_ring_fd
+from .shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
 from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
 
 if TYPE_CHECKING:
@@ -372,6 +372,8 @@ class StubConnection:
         self._close_resources()
 
     def _close_resources(self) -> None:
+        if self.process.poll() is not None:
+            remove_segments_of(self.process.pid)
         try:
             self.sock.close()
         except OSError:
