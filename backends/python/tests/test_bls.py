@@ -28,14 +28,16 @@ def test_bls_errors_come_back_as_error_responses(served, caller):
     assert "no_such_model" in error.message
 
 
-def test_async_exec_and_decoupled_async_exec(served):
-    response = served.infer("bls_async", {"INPUT0": A, "INPUT1": B})
+@pytest.mark.parametrize("caller", ["bls_async", "bls_async_in_process"])
+def test_async_exec_and_decoupled_async_exec(served, caller):
+    response = served.infer(caller, {"INPUT0": A, "INPUT1": B})
     np.testing.assert_array_equal(response.output("OUTPUT0").data, A + B)
     np.testing.assert_array_equal(response.output("SUM").data, [10])
 
 
+@pytest.mark.parametrize("caller", ["bls_decoupled_sync", "bls_decoupled_sync_in_process"])
 @pytest.mark.parametrize("items", [[], [4], [1, 2, 3]])
-def test_decoupled_exec_iterates_every_response(served, items):
-    response = served.infer("bls_decoupled_sync", {"IN": np.array(items, dtype=np.int32)})
+def test_decoupled_exec_iterates_every_response(served, caller, items):
+    response = served.infer(caller, {"IN": np.array(items, dtype=np.int32)})
     np.testing.assert_array_equal(response.output("COUNT").data, [len(items)])
     np.testing.assert_array_equal(response.output("SUM").data, [sum(items)])
