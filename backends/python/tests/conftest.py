@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, TypeVar
 
 import numpy as np
 import pytest

@@ -186,9 +186,11 @@ class InProcessInstance(ModelInstance):
             except Exception:  # noqa: BLE001
                 log.exception("%s: finalize failed", self.label)
             self._stop_loop()
-        for key, request in list(self._bridge.requests.items()):
+        # Streams the model left open end with an error rather than hang.
+        unloaded = NaiadError.unavailable(f"{self.label}: the model was unloaded")
+        for request in list(self._bridge.requests.values()):
             if request.response_sender is not None:
-                request.response_sender(CoreResponse(error=NaiadError.unavailable(f"{self.label}: the model was unloaded")), True)
+                request.response_sender(CoreResponse(error=unloaded), True)
         self._bridge.requests.clear()
 
     def _stop_loop(self) -> None:
