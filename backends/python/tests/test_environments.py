@@ -179,3 +179,52 @@ def test_broken_models_fail_their_load_with_the_reason(tmp_path):
         assert states["init_raises"] == "UNAVAILABLE" and states["add_sub_flat"] == "READY"
     finally:
         server.close()
+
+
+REMEMBER_MODEL = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.previous = None
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            current = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            # Keep the input array itself (no copy) across requests.
+            previous = self.previous if self.previous is not None else np.zeros_like(current)
+            self.previous = current
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", current), pb_utils.Tensor("PREV", previous)]))
+        return responses
+'''
+
+
+def test_large_tensors_kept_by_model_and_caller_stay_intact(tmp_path):
+    """Large tensors are read in place from the rings; arrays that outlive their request
+    (kept by the model, or by the caller) must never be overwritten by later traffic."""
+    (tmp_path / "remember" / "1").mkdir(parents=True)
+    (tmp_path / "remember" / "1" / "model.py").write_text(REMEMBER_MODEL)
+    (tmp_path / "remember" / "config.pbtxt").write_text(
+        'name: "remember"\nbackend: "python"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "PREV" data_type: TYPE_FP32 dims: [ -1 ] } ]\n')
+    options = ServerOptions(model_repositories=[str(tmp_path)],
+                            backend_config={"python": {"shm-default-byte-size": str(1024 * 1024)}})
+    server = ServerThread(options)
+    try:
+        sent, kept = [], []
+        for i in range(40):
+            x = np.full(40_000 + 1000 * (i % 7), float(i), dtype=np.float32)  # 160-184 KB: read in place
+            response = server.infer("remember", {"X": x})
+            np.testing.assert_array_equal(response.output("Y").data, x)
+            if i:
+                np.testing.assert_array_equal(response.output("PREV").data, sent[-1])
+            sent.append(x)
+            if i % 5 == 0:
+                kept.append((x, response))  # the caller keeps some responses alive
+        for x, response in kept:
+            np.testing.assert_array_equal(response.output("Y").data, x)
+    finally:
+        server.close()

@@ -14,13 +14,17 @@ so two sides that both write can never deadlock.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import mmap
 import os
 import struct
 import tempfile
 import threading
+import weakref
 from typing import Any
+
+import numpy as np
 
 __all__ = ["HEADER_BYTES", "RingWriter", "RingReader", "create_ring_fd", "remove_segments_of", "SEGMENT_PREFIX"]
 
@@ -28,6 +32,9 @@ __all__ = ["HEADER_BYTES", "RingWriter", "RingReader", "create_ring_fd", "remove
 # data region cache-line aligned.
 HEADER_BYTES = 64
 SEGMENT_PREFIX = "naiad-py-"
+# Tensors this large are read in place rather than copied (a copy of a small tensor is
+# cheaper than tracking its lifetime).
+ZERO_COPY_BYTES = 64 * 1024
 _ALIGN = 64
 _counter = itertools.count()
 
@@ -70,9 +77,10 @@ class RingWriter:
         if skip + size + (-(skip + size) % _ALIGN) <= self._capacity - (self._head - tail):
             start = 0 if skip else position
             self._map[HEADER_BYTES + start : HEADER_BYTES + start + size] = view
+            first = self._head + skip  # monotonic position of the tensor's first byte
             self._head += skip + size
             self._head += -self._head % _ALIGN
-            return ("r", start, size)
+            return ("r", start, size, first)
         self._segments = [path for path in self._segments if os.path.exists(path)]
         path = self._write_segment(view)
         self._segments.append(path)
@@ -118,11 +126,26 @@ def remove_segments_of(pid: int) -> None:
 
 
 class RingReader:
-    """The reading side of one ring."""
+    """The reading side of one ring.
+
+    Small tensors are copied out. Large ones (ZERO_COPY_BYTES and up) are handed out as numpy
+    arrays viewing the ring itself: their bytes stay reserved until the last reference to
+    the array (or a view of it) is gone, so what the reader publishes as consumed is the
+    start of the oldest span still in use, else the last message's mark. A model or a
+    frontend that keeps such an array simply keeps its span; the writer spills around it.
+    """
 
     def __init__(self, fd: int) -> None:
         size = os.fstat(fd).st_size
         self._map = mmap.mmap(fd, size)
+        self._lock = threading.Lock()
+        self._held: dict[int, int] = {}  # span start -> live arrays viewing it
+        # Finalizers only append here (they may run inside any code, even while this
+        # thread holds the lock, when garbage collection strikes); the owner of the lock
+        # applies them.
+        self._released: collections.deque[int] = collections.deque()
+        self._latest = 0
+        self._closed = False
 
     def view(self, location: tuple[Any, ...]) -> memoryview | bytes:
         """The bytes at `location`; valid until `consumed` passes them."""
@@ -142,12 +165,61 @@ class RingReader:
             except FileNotFoundError:
                 pass
 
+    def array(self, location: tuple[Any, ...], dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """A numpy array of the tensor at `location`: a view into the ring for large ring
+        tensors (reserved until the array is garbage), a private copy otherwise."""
+        if location[0] == "r" and location[2] >= ZERO_COPY_BYTES:
+            start, size, first = location[1], location[2], location[3]
+            array = np.frombuffer(self._map, dtype=dtype, count=size // dtype.itemsize,
+                                  offset=HEADER_BYTES + start).reshape(shape)
+            with self._lock:
+                self._held[first] = self._held.get(first, 0) + 1
+                self._publish()
+            weakref.finalize(array, self._release, first)
+            return array
+        raw = self.view(location)
+        array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        if isinstance(raw, memoryview):
+            raw.release()
+        return array
+
+    def _release(self, first: int) -> None:
+        self._released.append(first)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._publish()
+            finally:
+                self._lock.release()
+        # Else the holder of the lock (or the next message) publishes it.
+
     def consumed(self, mark: int | None) -> None:
         if mark is not None:
-            struct.pack_into("<Q", self._map, 0, mark)
+            with self._lock:
+                self._latest = mark
+                self._publish()
+
+    def _publish(self) -> None:
+        """Apply releases and publish the consumed position; call with the lock held."""
+        while self._released:
+            first = self._released.popleft()
+            count = self._held.get(first, 0) - 1
+            if count > 0:
+                self._held[first] = count
+            else:
+                self._held.pop(first, None)
+        if self._closed:
+            return
+        tail = min(self._held) if self._held else self._latest
+        try:
+            struct.pack_into("<Q", self._map, 0, tail)
+        except ValueError:  # the mapping is closed
+            pass
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         try:
             self._map.close()
         except BufferError:
+            # Arrays still view the ring; the mapping goes when they do.
             pass

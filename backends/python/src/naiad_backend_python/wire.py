@@ -65,23 +65,25 @@ def encode_array(ring: RingWriter, name: str, datatype: str, array: np.ndarray) 
 
 
 def decode_array(ring: RingReader, descriptor: tuple[Any, ...]) -> tuple[str, str, np.ndarray]:
-    """Copy a tensor out of the ring (the ring space is reused once the message is
-    consumed, so the reader never keeps views into it)."""
+    """A tensor out of the ring: BYTES and small tensors are copied, large ones viewed in
+    place (see RingReader.array)."""
     name, datatype, shape, location = descriptor
-    raw = ring.view(location)
     count = 1
     for dim in shape:
         count *= dim
     if datatype == "BYTES":
+        raw = ring.view(location)
         array = _decode_bytes(raw, count).reshape(shape)
-    else:
-        dtype = np.dtype(_NUMPY_OF[datatype])
-        if len(raw) != count * dtype.itemsize:
-            raise ValueError(f"tensor '{name}': {len(raw)} bytes for {datatype} of shape {list(shape)}")
-        array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-    if isinstance(raw, memoryview):
-        raw.release()
-    return name, datatype, array
+        if isinstance(raw, memoryview):
+            raw.release()
+        return name, datatype, array
+    dtype = np.dtype(_NUMPY_OF[datatype])
+    size = location[2] if location[0] != "e" else 0
+    if size != count * dtype.itemsize:
+        raise ValueError(f"tensor '{name}': {size} bytes for {datatype} of shape {list(shape)}")
+    if size == 0:
+        return name, datatype, np.empty(shape, dtype=dtype)
+    return name, datatype, ring.array(location, dtype, tuple(shape))
 
 
 def _decode_bytes(raw: Any, count: int) -> np.ndarray:
