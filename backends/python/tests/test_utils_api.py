@@ -49,6 +49,8 @@ def test_dlpack_round_trip_with_torch():
     source = pb_utils.Tensor("x", np.arange(6, dtype=np.float32).reshape(2, 3))
     as_torch = torch.utils.dlpack.from_dlpack(source.to_dlpack())
     assert as_torch.shape == (2, 3) and float(as_torch.sum()) == 15.0
+    from_capsule = pb_utils.Tensor.from_dlpack("c", torch.utils.dlpack.to_dlpack(torch.ones(3)))
+    np.testing.assert_array_equal(from_capsule.as_numpy(), [1, 1, 1])
     back = pb_utils.Tensor.from_dlpack("y", torch.arange(4, dtype=torch.int64))
     assert back.name() == "y" and back.triton_dtype() == 9
     np.testing.assert_array_equal(back.as_numpy(), [0, 1, 2, 3])
