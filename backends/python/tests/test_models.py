@@ -112,14 +112,20 @@ def test_sequence_fields_become_request_flags_and_correlation_id(served):
 
 
 def test_each_instance_is_its_own_process(served):
-    pids = set()
-    for _ in range(6):
-        response = served.infer("init_args", {"IN": np.array([1], dtype=np.int32)})
-        pids.add(json.loads(response.output("ARGS").data[0])["pid"])
+    """instance_group count 2: two processes, each answering for its own instance."""
     import os
 
-    assert os.getpid() not in pids
-    assert len(pids) >= 1
+    from conftest import make_request
+
+    runners = served.server.model("init_args").runners
+    assert len(runners) == 2
+    answers = []
+    for runner in runners:
+        [response] = served.run(runner.instance.execute([make_request("init_args", {"IN": np.array([1], dtype=np.int32)})]))
+        answers.append(json.loads(response.outputs[0].data[0]))
+    pids = {answer["pid"] for answer in answers}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert sorted(a["model_instance_name"] for a in answers) == ["init_args_0_0", "init_args_0_1"]
 
 
 def test_auto_complete_config_fills_in_the_config(served):

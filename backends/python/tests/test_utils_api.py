@@ -51,6 +51,9 @@ def test_dlpack_round_trip_with_torch():
     assert as_torch.shape == (2, 3) and float(as_torch.sum()) == 15.0
     from_capsule = pb_utils.Tensor.from_dlpack("c", torch.utils.dlpack.to_dlpack(torch.ones(3)))
     np.testing.assert_array_equal(from_capsule.as_numpy(), [1, 1, 1])
+    bf16 = pb_utils.Tensor.from_dlpack("b", torch.tensor([1.0, -2.0], dtype=torch.bfloat16))
+    assert bf16.triton_dtype() == 14  # BF16, carried as its 16-bit words
+    assert list(bf16.as_numpy()) == [0x3F80, 0xC000]
     back = pb_utils.Tensor.from_dlpack("y", torch.arange(4, dtype=torch.int64))
     assert back.name() == "y" and back.triton_dtype() == 9
     np.testing.assert_array_equal(back.as_numpy(), [0, 1, 2, 3])

@@ -268,6 +268,12 @@ class Tensor:
     def from_dlpack(name: str, dlpack_tensor: Any) -> "Tensor":
         """A Tensor from an object with `__dlpack__` (torch, cupy, numpy...) or a DLPack
         capsule; device tensors are copied to host memory."""
+        if str(getattr(dlpack_tensor, "dtype", "")) == "torch.bfloat16":
+            # numpy has no bfloat16: carry the raw 16-bit words, as naiad does for BF16.
+            import torch  # a torch tensor was passed, so torch is importable
+
+            words = dlpack_tensor.detach().cpu().contiguous().view(torch.int16)
+            return Tensor(name, np.from_dlpack(words).view(np.uint16), "BF16")
         source = dlpack_tensor
         if not hasattr(source, "__dlpack__"):
             source = _CapsuleHolder(dlpack_tensor)
