@@ -49,3 +49,19 @@ def test_a_crash_mid_stream_ends_the_stream_with_an_error(served):
     assert "exited unexpectedly (exit code 5)" in last.error.message
     # The model was restarted and streams again.
     assert values(served.stream("repeat_decoupled", {"IN": np.array([8, 9], dtype=np.int32)})) == [8, 9]
+
+
+def test_the_model_sees_the_client_cancel(served):
+    from conftest import make_request
+
+    request = make_request("cancellable", {"IN": np.array([0], dtype=np.int32)})
+
+    async def run():
+        seen = []
+        async for response in served.server.infer_stream(request):
+            seen.append(int(response.output("OUT").data[0]))
+            # What the server does when the client goes away mid-stream.
+            request.cancelled = True
+        return seen
+
+    assert served.run(run()) == [1, -1]

@@ -76,7 +76,7 @@ class PythonModel(Model):
         current = config.to_json_dict()
         if settings.in_process:
             try:
-                completed = run_auto_complete(model_file, current, add_to_path=True)
+                completed = run_auto_complete(model_file, current, in_server=True)
             except Exception as exc:  # noqa: BLE001
                 raise ConfigError(config.name, f"auto_complete_config failed: {type(exc).__name__}: {exc}") from exc
         else:

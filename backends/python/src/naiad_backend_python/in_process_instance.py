@@ -116,7 +116,7 @@ class InProcessInstance(ModelInstance):
         self._settings = launch.settings
         self._decoupled = launch.decoupled
         self._bridge = InProcessBridge(self)
-        self._host = ModelHost(launch.model_file, launch.args, self._bridge, launch.decoupled)
+        self._host = ModelHost(launch.model_file, launch.args, self._bridge, launch.decoupled, in_server=True)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"naiad-python-{context.name}",
                                         daemon=True)

@@ -43,14 +43,19 @@ class ExecuteFailure(Exception):
         self.text = text
 
 
-def load_model_module(model_file: Path, add_to_path: bool) -> Any:
-    """Import model.py under a unique module name (two models' files never collide);
-    its directory goes on sys.path so helper modules beside it import, as in Triton."""
+def load_model_module(model_file: Path, in_server: bool) -> Any:
+    """Import model.py under a unique module name (two models' files never collide); its
+    directory goes on sys.path so helper modules beside it import, as in Triton. In the
+    model's own process it goes first; inside the server (in-process mode) last, so a
+    model's helper file can never shadow a module the server uses."""
     if not model_file.is_file():
         raise FileNotFoundError(f"model file {model_file} does not exist")
     directory = str(model_file.parent)
-    if add_to_path and directory not in sys.path:
-        sys.path.insert(0, directory)
+    if directory not in sys.path:
+        if in_server:
+            sys.path.append(directory)
+        else:
+            sys.path.insert(0, directory)
     module_name = f"naiad_python_model_{next(_module_numbers)}"
     spec = importlib.util.spec_from_file_location(module_name, model_file)
     if spec is None or spec.loader is None:
@@ -63,9 +68,9 @@ def load_model_module(model_file: Path, add_to_path: bool) -> Any:
     return module
 
 
-def run_auto_complete(model_file: Path, config: dict[str, Any], add_to_path: bool) -> dict[str, Any]:
+def run_auto_complete(model_file: Path, config: dict[str, Any], in_server: bool) -> dict[str, Any]:
     """Call the model's static `auto_complete_config`, if it has one; returns the config."""
-    module = load_model_module(model_file, add_to_path)
+    module = load_model_module(model_file, in_server)
     hook = getattr(module.TritonPythonModel, "auto_complete_config", None)
     if hook is None:
         return config
@@ -79,17 +84,17 @@ def run_auto_complete(model_file: Path, config: dict[str, Any], add_to_path: boo
 
 class ModelHost:
     def __init__(self, model_file: Path, args: dict[str, str], bridge: Bridge, decoupled: bool,
-                 add_to_path: bool = True) -> None:
+                 in_server: bool = False) -> None:
         self.model_file = model_file
         self.args = args
         self.bridge = bridge
         self.decoupled = decoupled
-        self.add_to_path = add_to_path
+        self.in_server = in_server
         self.model: Any = None
 
     async def initialize(self) -> None:
         use_bridge(self.bridge)
-        module = load_model_module(self.model_file, self.add_to_path)
+        module = load_model_module(self.model_file, self.in_server)
         self.model = module.TritonPythonModel()
         hook = getattr(self.model, "initialize", None)
         if hook is not None:

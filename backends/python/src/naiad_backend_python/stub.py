@@ -312,7 +312,7 @@ def _auto_complete_main(model_file: str) -> int:
     """``--auto-complete FILE``: read a config JSON on stdin, write the completed one."""
     config = json.load(sys.stdin)
     try:
-        result = run_auto_complete(Path(model_file), config, add_to_path=True)
+        result = run_auto_complete(Path(model_file), config, in_server=False)
     except Exception as exc:  # noqa: BLE001
         json.dump({"error": f"{type(exc).__name__}: {exc}"}, sys.stdout)
         return 0
