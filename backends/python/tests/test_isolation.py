@@ -64,3 +64,43 @@ def test_a_hanging_model_times_out_and_is_restarted(served):
     assert "did not finish within 2 s" in error.message
     assert "execute_timeout_seconds" in error.message
     assert pid_of(served) != before
+
+
+SERVER_SCRIPT = """
+import asyncio, sys
+from naiad import Server, ServerOptions
+
+async def main():
+    async with Server(ServerOptions(model_repositories=[sys.argv[1]], model_control_mode="explicit",
+                                    load_models=["add_sub_flat"])) as server:
+        print(server.model("add_sub_flat").runners[0].instance._connection.process.pid, flush=True)
+        await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+def test_model_processes_die_with_a_killed_server():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import MODELS
+
+    server = subprocess.Popen([sys.executable, "-c", SERVER_SCRIPT, str(MODELS)], stdout=subprocess.PIPE, text=True)
+    try:
+        stub_pid = int(server.stdout.readline())
+        os.kill(stub_pid, 0)  # alive while the server is
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(stub_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"model process {stub_pid} outlived its server")

@@ -17,7 +17,6 @@ import itertools
 import json
 import os
 import queue
-import signal
 import socket
 import sys
 import threading
@@ -245,9 +244,13 @@ def _read_loop(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict[s
                 loop.call_soon_threadsafe(work.put_nowait, message)
     except (OSError, ValueError):
         pass
+    # The server went away (after a finalize this process has already exited itself). Leave
+    # now, even if model code is stuck in execute: nobody can use its answers any more.
+    # (PR_SET_PDEATHSIG would not do: it fires when the *thread* that spawned us exits.)
     bridge.fail_all("the server closed the connection to the model process")
-    # The server is gone (or finalize finished): nothing left to serve.
-    loop.call_soon_threadsafe(work.put_nowait, None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 async def _serve(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict[str, Any] | None]") -> int:
@@ -297,17 +300,6 @@ async def _serve(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict
             return 0
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to kill this process when the server dies, even if model code hangs."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _auto_complete_main(model_file: str) -> int:
     """``--auto-complete FILE``: read a config JSON on stdin, write the completed one."""
     config = json.load(sys.stdin)
@@ -329,7 +321,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.auto_complete:
         return _auto_complete_main(args.auto_complete)
-    _die_with_parent()
     sock = socket.socket(fileno=args.socket_fd)
     channel = Channel(sock, RingReader(args.inbound_fd), RingWriter(args.outbound_fd))
     loop = asyncio.new_event_loop()
