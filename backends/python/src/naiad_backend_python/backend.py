@@ -9,6 +9,7 @@ import logging
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from google.protobuf import json_format
@@ -35,6 +36,9 @@ class PythonBackend(Backend):
     def initialize(self, context: BackendContext) -> None:
         super().initialize(context)
         self._stub_path: str | None = None
+        # Models load in parallel threads, and CPython 3.11's ast.parse is not thread-safe
+        # ("AST constructor recursion depth mismatch"): parse one file at a time.
+        self.parse_lock = threading.Lock()
 
     def stub_python_path(self) -> str:
         """A directory holding only this package and `triton_python_backend_utils`, put on
@@ -70,7 +74,9 @@ class PythonModel(Model):
         """Run the model's static `auto_complete_config`, when model.py defines one, in a
         short-lived process of the model's interpreter (or here, for in-process models)."""
         model_file = self.context.model_file
-        if not _defines_auto_complete(model_file):
+        with self.backend.parse_lock:
+            defines = _defines_auto_complete(model_file)
+        if not defines:
             return
         settings = self._settings(config)
         current = config.to_json_dict()
