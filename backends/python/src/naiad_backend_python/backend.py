@@ -36,21 +36,24 @@ class PythonBackend(Backend):
     def initialize(self, context: BackendContext) -> None:
         super().initialize(context)
         self._stub_path: str | None = None
-        # Models load in parallel threads, and CPython 3.11's ast.parse is not thread-safe
-        # ("AST constructor recursion depth mismatch"): parse one file at a time.
+        # Models load in parallel threads: this guards the lazy stub directory, and parsing,
+        # because CPython 3.11's ast.parse is not thread-safe ("AST constructor recursion
+        # depth mismatch"), so files are parsed one at a time.
         self.parse_lock = threading.Lock()
 
     def stub_python_path(self) -> str:
         """A directory holding only this package and `triton_python_backend_utils`, put on
         the model process's PYTHONPATH: a foreign interpreter (EXECUTION_ENV_PATH) then sees
         the stub without seeing the rest of the server's site-packages."""
-        if self._stub_path is None:
-            directory = Path(tempfile.mkdtemp(prefix="naiad-python-stub-"))
-            package = Path(naiad_backend_python.__file__).resolve().parent
-            (directory / "naiad_backend_python").symlink_to(package)
-            (directory / "triton_python_backend_utils.py").symlink_to(package.parent / "triton_python_backend_utils.py")
-            self._stub_path = str(directory)
-        return self._stub_path
+        with self.parse_lock:  # models load in parallel threads
+            if self._stub_path is None:
+                directory = Path(tempfile.mkdtemp(prefix="naiad-python-stub-"))
+                package = Path(naiad_backend_python.__file__).resolve().parent
+                (directory / "naiad_backend_python").symlink_to(package)
+                (directory / "triton_python_backend_utils.py").symlink_to(
+                    package.parent / "triton_python_backend_utils.py")
+                self._stub_path = str(directory)
+            return self._stub_path
 
     def create_model(self, context: ModelContext) -> "PythonModel":
         return PythonModel(context, self)
