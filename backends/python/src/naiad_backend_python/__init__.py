@@ -5,4 +5,6 @@ The model-side API is `naiad_backend_python.utils` (also importable as Triton's
 process needs only numpy; the backend classes live in `naiad_backend_python.backend`.
 """
 
+from __future__ import annotations
+
 __all__: list[str] = []
