@@ -228,3 +228,17 @@ def test_large_tensors_kept_by_model_and_caller_stay_intact(tmp_path):
             np.testing.assert_array_equal(response.output("Y").data, x)
     finally:
         server.close()
+
+
+def test_a_model_py_without_config_loads_through_auto_complete(tmp_path):
+    (tmp_path / "bare" / "1").mkdir(parents=True)
+    shutil.copy(MODELS / "auto_complete" / "1" / "model.py", tmp_path / "bare" / "1" / "model.py")
+    server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
+    try:
+        assert server.server.startup_failures == []
+        config = server.server.model_config("bare")
+        assert config.backend == "python" and config.max_batch_size == 4
+        out = server.infer("bare", {"INPUT0": np.array([[1, 2]], dtype=np.float32)}).output("OUTPUT0").data
+        np.testing.assert_array_equal(out, [[2, 4]])
+    finally:
+        server.close()

@@ -511,7 +511,7 @@ class InferenceRequest:
             raise TritonModelException("BLS requests can only be made while the model is loaded")
         return bridge
 
-    def exec(self, decoupled: bool = False, timeout: float | None = None) -> Any:
+    def exec(self, decoupled: bool = False) -> Any:
         """Run this request on another model. Returns its InferenceResponse (an error is in
         the response, not raised); with `decoupled=True`, an iterator over every response."""
         bridge = self._bls_bridge()
