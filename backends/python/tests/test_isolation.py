@@ -104,3 +104,44 @@ def test_model_processes_die_with_a_killed_server():
             return
         time.sleep(0.05)
     pytest.fail(f"model process {stub_pid} outlived its server")
+
+
+ONE_SHOT_MODEL = '''
+import os
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        marker = os.path.join(args["model_repository"], "started")
+        if os.path.exists(marker):
+            raise RuntimeError("refusing to start twice")
+        open(marker, "w").close()
+
+    def execute(self, requests):
+        os._exit(7)
+'''
+
+
+def test_a_model_that_cannot_restart_answers_unavailable(tmp_path):
+    from naiad import ServerOptions
+
+    from conftest import ServerThread
+
+    (tmp_path / "one_shot" / "1").mkdir(parents=True)
+    (tmp_path / "one_shot" / "1" / "model.py").write_text(ONE_SHOT_MODEL)
+    (tmp_path / "one_shot" / "config.pbtxt").write_text(
+        'name: "one_shot"\nbackend: "python"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
+    server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
+    try:
+        x = {"X": np.array([1], dtype=np.float32)}
+        crashed = server.infer_error("one_shot", x)
+        assert "exited unexpectedly (exit code 7)" in crashed.message
+        refused = server.infer_error("one_shot", x)
+        assert refused.code is ErrorCode.UNAVAILABLE
+        assert "could not be restarted" in refused.message and "refusing to start twice" in refused.message
+    finally:
+        server.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from naiad.backend_abi import InstanceContext, ModelInstance
@@ -31,6 +32,8 @@ log = logging.getLogger("naiad.backends.python")
 
 # How long an unloading model's finalize may take before its process is killed.
 FINALIZE_TIMEOUT_S = 30.0
+# After a failed restart, requests fail at once for this long before the next attempt.
+RESTART_BACKOFF_S = 5.0
 
 
 class ProcessInstance(ModelInstance):
@@ -44,6 +47,7 @@ class ProcessInstance(ModelInstance):
         self._restart: asyncio.Task[StubConnection] | None = None
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._last_failure: tuple[float, NaiadError] | None = None
         self._output_names = [spec.name for spec in model.context.config.outputs]
         self._version = int(model.context.version)
         self.restarts = 0
@@ -87,12 +91,19 @@ class ProcessInstance(ModelInstance):
             if not connection.attached:
                 await connection.attach()
             return connection
+        if self._last_failure is not None and time.monotonic() - self._last_failure[0] < RESTART_BACKOFF_S:
+            # A model that cannot start is not retried for every request.
+            raise self._last_failure[1]
         task = self._start_restart()
         try:
-            return await asyncio.shield(task)
+            connection = await asyncio.shield(task)
         except NaiadError as exc:
-            self._restart = None  # try again on the next request
-            raise NaiadError.unavailable(f"{self.label}: the model's process could not be restarted: {exc.message}") from None
+            self._restart = None  # try again after the back-off
+            error = NaiadError.unavailable(f"{self.label}: the model's process could not be restarted: {exc.message}")
+            self._last_failure = (time.monotonic(), error)
+            raise error from None
+        self._last_failure = None
+        return connection
 
     # -- execution -----------------------------------------------------------------------
 
