@@ -18,6 +18,17 @@ def pid_of(served) -> bytes:
     return served.infer("misbehaving", mode("ok")).output("OUT").data[0]
 
 
+def test_model_log_lines_reach_the_server_log(served, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="naiad.backends.python"):
+        served.infer("misbehaving", mode("log"))
+    # The log lines travel on the same channel ahead of the result, so they are in already.
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "naiad.backends.python"]
+    assert ("WARNING", "model 'misbehaving' instance 'misbehaving_0_0': a warning from the model") in lines
+    assert ("ERROR", "model 'misbehaving' instance 'misbehaving_0_0': an error from the model") in lines
+
+
 def test_execute_that_raises_fails_the_request_with_its_message(served):
     error = served.infer_error("misbehaving", mode("raise"))
     assert error.code is ErrorCode.INTERNAL

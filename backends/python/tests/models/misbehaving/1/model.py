@@ -27,5 +27,8 @@ class TritonPythonModel:
             time.sleep(60)
         if mode == "crash":
             os._exit(3)
+        if mode == "log":
+            pb_utils.Logger.log_warn("a warning from the model")
+            pb_utils.Logger.log_error("an error from the model")
         out = pb_utils.Tensor("OUT", np.array([self.pid], dtype=np.object_))
         return [pb_utils.InferenceResponse([out]) for _ in requests]
