@@ -29,6 +29,10 @@ def test_model_log_lines_reach_the_server_log(served, caplog):
     assert ("ERROR", "model 'misbehaving' instance 'misbehaving_0_0': an error from the model") in lines
 
 
+def test_default_mode_model_may_answer_through_the_response_sender(served):
+    assert served.infer("misbehaving", mode("sender")).output("OUT").data[0] == pid_of(served)
+
+
 def test_execute_that_raises_fails_the_request_with_its_message(served):
     error = served.infer_error("misbehaving", mode("raise"))
     assert error.code is ErrorCode.INTERNAL

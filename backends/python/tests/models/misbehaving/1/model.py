@@ -31,4 +31,10 @@ class TritonPythonModel:
             pb_utils.Logger.log_warn("a warning from the model")
             pb_utils.Logger.log_error("an error from the model")
         out = pb_utils.Tensor("OUT", np.array([self.pid], dtype=np.object_))
+        if mode == "sender":
+            # Default (non-decoupled) mode may answer through the response sender too.
+            for request in requests:
+                request.get_response_sender().send(
+                    pb_utils.InferenceResponse([out]), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            return None
         return [pb_utils.InferenceResponse([out]) for _ in requests]
