@@ -38,9 +38,10 @@ def naiad_server():
         return
     from naiad.testing import ServerProcess
 
-    with ServerProcess(MODELS, "--model-control-mode", "explicit", "--load-model", "add_sub_fp32",
-                       "--load-model", "error_codes", "--load-model", "repeat_decoupled",
-                       "--load-model", "string_identity") as server:
+    models = ["add_sub_fp32", "add_sub_flat", "error_codes", "repeat_decoupled", "string_identity",
+              "optional_input", "bls_sync", "bls_async", "bls_decoupled_sync", "misbehaving"]
+    flags = [flag for name in models for flag in ("--load-model", name)]
+    with ServerProcess(MODELS, "--model-control-mode", "explicit", *flags) as server:
         yield server
 
 
@@ -110,5 +111,96 @@ def test_decoupled_responses_stream_in_order_over_grpc(naiad_server):
                     response.parameters["triton_final_response"].bool_param:
                 break
         assert received == [4, 3, 2, 1]
+    finally:
+        client.stop_stream()
+
+
+def _http_infer(url, model, inputs):
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(url)
+    tensors = []
+    for name, (array, datatype) in inputs.items():
+        tensor = httpclient.InferInput(name, list(array.shape), datatype)
+        tensor.set_data_from_numpy(array)
+        tensors.append(tensor)
+    return client.infer(model, tensors)
+
+
+def test_optional_input_over_http(naiad_server):
+    a = np.array([1, 2], dtype=np.float32)
+    both = _http_infer(naiad_server.http_url, "optional_input", {"INPUT0": (a, "FP32"), "INPUT1": (a, "FP32")})
+    np.testing.assert_array_equal(both.as_numpy("OUTPUT0"), [2, 4])
+    one = _http_infer(naiad_server.http_url, "optional_input", {"INPUT0": (a, "FP32")})
+    np.testing.assert_array_equal(one.as_numpy("OUTPUT0"), [10, 20])
+
+
+def test_bls_sync_async_and_decoupled_over_http(naiad_server):
+    a = np.array([1, 2, 3, 4], dtype=np.float32)
+    b = np.array([10, 20, 30, 40], dtype=np.float32)
+    name = np.array([b"add_sub_flat"], dtype=np.object_)
+    result = _http_infer(naiad_server.http_url, "bls_sync",
+                         {"INPUT0": (a, "FP32"), "INPUT1": (b, "FP32"), "MODEL_NAME": (name, "BYTES")})
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+    result = _http_infer(naiad_server.http_url, "bls_async", {"INPUT0": (a, "FP32"), "INPUT1": (b, "FP32")})
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+    np.testing.assert_array_equal(result.as_numpy("SUM"), [10])
+    for items in ([], [4], [1, 2, 3]):
+        result = _http_infer(naiad_server.http_url, "bls_decoupled_sync", {"IN": (np.array(items, dtype=np.int32), "INT32")})
+        assert int(result.as_numpy("COUNT")[0]) == len(items) and int(result.as_numpy("SUM")[0]) == sum(items)
+
+
+def test_bls_error_reaches_the_client_as_internal(naiad_server):
+    from tritonclient.utils import InferenceServerException
+
+    a = np.ones(4, dtype=np.float32)
+    with pytest.raises(InferenceServerException) as caught:
+        _http_infer(naiad_server.http_url, "bls_sync", {"INPUT0": (a, "FP32"), "INPUT1": (a, "FP32"),
+                                                        "MODEL_NAME": (np.array([b"no_such_model"], dtype=np.object_), "BYTES")})
+    assert caught.value.status() == "500"
+    assert "no_such_model" in caught.value.message()
+
+
+def test_execute_that_raises_over_http_and_grpc(naiad_server):
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    mode = np.array([b"raise"], dtype=np.object_)
+    with pytest.raises(InferenceServerException) as caught:
+        _http_infer(naiad_server.http_url, "misbehaving", {"MODE": (mode, "BYTES")})
+    assert caught.value.status() == "500"
+    assert caught.value.message().startswith("Failed to process the request(s) for model")
+    assert "ValueError: the model raised on purpose" in caught.value.message()
+    client = grpcclient.InferenceServerClient(naiad_server.grpc_url)
+    tensor = grpcclient.InferInput("MODE", [1], "BYTES")
+    tensor.set_data_from_numpy(mode)
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("misbehaving", [tensor])
+    assert caught.value.status() == "StatusCode.INTERNAL"
+
+
+@pytest.mark.parametrize("items", [[], [9], [5, 6, 7]])
+def test_decoupled_zero_one_many_over_grpc(naiad_server, items):
+    import tritonclient.grpc as grpcclient
+
+    responses: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(naiad_server.grpc_url)
+    client.start_stream(callback=partial(lambda q, result, error: q.put((result, error)), responses))
+    try:
+        tensor = grpcclient.InferInput("IN", [len(items)], "INT32")
+        tensor.set_data_from_numpy(np.array(items, dtype=np.int32))
+        client.async_stream_infer("repeat_decoupled", [tensor], enable_empty_final_response=True)
+        received = []
+        while True:
+            result, error = responses.get(timeout=30)
+            assert error is None
+            response = result.get_response()
+            if response.outputs:
+                received.append(int(result.as_numpy("OUT")[0]))
+            final = response.parameters.get("triton_final_response")
+            if final is not None and final.bool_param:
+                break
+        assert received == items
     finally:
         client.stop_stream()
