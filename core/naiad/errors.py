@@ -60,16 +60,18 @@ class NaiadError(Exception):
         return cls(ErrorCode.UNSUPPORTED, message)
 
 
-# The statuses Triton's HTTP frontend answers with for each code.
+# The statuses Triton's HTTP frontend answers with for each code. Measured against the real
+# Triton (a Python model returning TritonError with each code): UNKNOWN, ALREADY_EXISTS and
+# CANCELLED all answer 400, like INVALID_ARG.
 HTTP_STATUS: dict[ErrorCode, int] = {
-    ErrorCode.UNKNOWN: 500,
+    ErrorCode.UNKNOWN: 400,
     ErrorCode.INTERNAL: 500,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.INVALID_ARG: 400,
     ErrorCode.UNAVAILABLE: 503,
     ErrorCode.UNSUPPORTED: 501,
-    ErrorCode.ALREADY_EXISTS: 409,
-    ErrorCode.CANCELLED: 499,
+    ErrorCode.ALREADY_EXISTS: 400,
+    ErrorCode.CANCELLED: 400,
 }
 
 # Names of grpc.StatusCode members, kept as strings so the core never imports grpc.

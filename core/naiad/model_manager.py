@@ -203,13 +203,19 @@ class ModelManager:
             repository.refresh()
 
     async def load(
-        self, name: str, config_override: dict[str, Any] | None = None, source: ModelSource | None = None
+        self,
+        name: str,
+        config_override: dict[str, Any] | None = None,
+        source: ModelSource | None = None,
+        while_unchanged: bool = False,
     ) -> None:
         """Load (or reload) every version its policy selects; raise on failure.
 
         New versions are built beside the serving ones and swapped in when all are ready;
         unchanged versions stay as they are. `source` loads from another directory than
-        the repositories (files uploaded with the load request)."""
+        the repositories (files uploaded with the load request). `while_unchanged` (poll
+        mode) drops the build when the model's files changed while it loaded: it may have
+        read half old, half new files; the next poll loads it again."""
         record = self.record(name)
         async with record.lock:
             if source is None:
@@ -233,7 +239,7 @@ class ModelManager:
                 built = await self._build_with_timeout(source, config_override, serving, dict(record.statistics))
                 fresh = [v for v in built.values() if v is not serving.get(v.version)]
                 try:
-                    if config_override is None and source.fingerprint() != record.fingerprint:
+                    if while_unchanged and source.fingerprint() != record.fingerprint:
                         raise _ChangedWhileLoading(name)
                     for loaded in fresh:
                         await loaded.scheduler.start()

@@ -72,7 +72,8 @@ def _fingerprint(root: Path, include) -> str:
         return ""
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if not include(rel) or not path.is_file():
+        # Bytecode Python writes when it imports a model.py is not a change to the model.
+        if "__pycache__" in rel.parts or not include(rel) or not path.is_file():
             continue
         stat = path.stat()
         digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())

@@ -50,7 +50,7 @@ class RepositoryPoller:
 
         async def load(name: str) -> None:
             try:
-                await manager.load(name)
+                await manager.load(name, while_unchanged=True)
             except NaiadError as exc:
                 log.error("poll: %s", exc.message)
 

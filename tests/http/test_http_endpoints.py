@@ -136,7 +136,7 @@ def test_system_shared_memory_inputs_and_outputs(server):
 
         with pytest.raises(InferenceServerException, match="already") as info:
             client.register_system_shared_memory("io", key, 96)
-        assert info.value.status() == "409"
+        assert info.value.status() == "400"
         client.unregister_system_shared_memory("io")
         assert client.get_system_shared_memory_status() == []
         with pytest.raises(InferenceServerException) as info:

@@ -1,0 +1,198 @@
+"""`InProcessInstance`: the opt-in mode (`execution_mode: in_process`) that runs model.py
+inside the server process, for the lowest latency.
+
+The model gets its own thread with its own event loop (so `async def execute` and blocking
+BLS calls never stall the server's loop), and tensors pass as the same numpy arrays, with no
+copies. What it gives up is isolation: a model that crashes takes the server with it, and
+one that hangs keeps its thread (its requests still fail at the timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import queue
+import threading
+from typing import TYPE_CHECKING, Any
+
+from naiad.backend_abi import InstanceContext, ModelInstance
+from naiad.errors import NaiadError
+from naiad.inference import InferenceRequest as CoreRequest
+from naiad.inference import InferenceResponse as CoreResponse
+
+from . import utils
+from .bls_runner import BlsCall, run_bls
+from .bridge import Bridge
+from .conversions import (
+    core_error,
+    core_response_from_utils,
+    requested_output_names,
+    sequence_flags,
+    utils_response_from_core,
+)
+from .model_host import ExecuteFailure, ModelHost
+from .response_iterator import ResponseIterator
+
+if TYPE_CHECKING:
+    from .backend import PythonModel
+
+__all__ = ["InProcessInstance"]
+
+log = logging.getLogger("naiad.backends.python")
+_LOG_LEVELS = {0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR, 3: logging.DEBUG}
+
+
+class InProcessBridge(Bridge):
+    def __init__(self, instance: "InProcessInstance") -> None:
+        self.instance = instance
+        self.requests: dict[int, CoreRequest] = {}
+        self.server_loop: asyncio.AbstractEventLoop | None = None
+
+    def send_response(self, request: utils.InferenceRequest, response: utils.InferenceResponse | None,
+                      final: bool) -> None:
+        core = self.requests.get(request._key)
+        if core is None or core.response_sender is None:
+            return
+        if final:
+            self.requests.pop(request._key, None)
+        core.response_sender(None if response is None else core_response_from_utils(response), final)
+
+    def is_cancelled(self, request: utils.InferenceRequest) -> bool:
+        core = self.requests.get(request._key)
+        return bool(core and core.cancelled)
+
+    def _call(self, request: utils.InferenceRequest) -> BlsCall:
+        return BlsCall(request.model_name(), request.model_version(),
+                       [(t.name(), t.datatype(), t.as_numpy()) for t in request.inputs()],
+                       request.requested_output_names(), request.request_id(), request.correlation_id(),
+                       request.flags(), request.timeout(), request.parameters_dict())
+
+    def _server_loop(self) -> asyncio.AbstractEventLoop:
+        if self.server_loop is None:
+            raise utils.TritonModelException("BLS requests can only be made from execute")
+        return self.server_loop
+
+    def _feed(self, request: utils.InferenceRequest, decoupled: bool, put: Any) -> None:
+        """Run the call on the server's loop, handing each response to `put`."""
+        server = self.instance.model.context.server
+
+        async def pump() -> None:
+            async for response in run_bls(server, self._call(request), decoupled):
+                put(response)
+
+        asyncio.run_coroutine_threadsafe(pump(), self._server_loop())
+
+    def bls(self, request: utils.InferenceRequest) -> utils.InferenceResponse:
+        replies: queue.Queue[CoreResponse] = queue.Queue()
+        self._feed(request, False, replies.put)
+        return utils_response_from_core(replies.get())
+
+    def bls_stream(self, request: utils.InferenceRequest) -> ResponseIterator:
+        responses = ResponseIterator()
+        self._feed(request, True, lambda r: responses.put(utils_response_from_core(r), r.final))
+        return responses
+
+    async def bls_async(self, request: utils.InferenceRequest) -> utils.InferenceResponse:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[CoreResponse] = loop.create_future()
+        self._feed(request, False, lambda r: loop.call_soon_threadsafe(lambda: future.done() or future.set_result(r)))
+        return utils_response_from_core(await future)
+
+    def bls_stream_async(self, request: utils.InferenceRequest) -> ResponseIterator:
+        return self.bls_stream(request)
+
+    def log(self, level: int, message: str) -> None:
+        log.log(_LOG_LEVELS.get(level, logging.INFO), "%s: %s", self.instance.label, message)
+
+
+class InProcessInstance(ModelInstance):
+    model: "PythonModel"
+
+    def __init__(self, model: "PythonModel", context: InstanceContext) -> None:
+        super().__init__(model, context)
+        self.label = f"model '{model.context.name}' instance '{context.name}'"
+        launch = model.stub_launch(context, self.label)
+        self._settings = launch.settings
+        self._decoupled = launch.decoupled
+        self._bridge = InProcessBridge(self)
+        self._host = ModelHost(launch.model_file, launch.args, self._bridge, launch.decoupled, in_server=True)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"naiad-python-{context.name}",
+                                        daemon=True)
+        self._keys = itertools.count(1)
+        self._output_names = [spec.name for spec in model.context.config.outputs]
+        self._version = int(model.context.version)
+
+    def initialize(self) -> None:
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._host.initialize(), self._loop)
+        try:
+            future.result(self._settings.start_timeout_s or None)
+        except Exception as exc:  # noqa: BLE001 - a failed initialize fails the load, with its reason
+            self._stop_loop()
+            raise NaiadError.unavailable(f"{self.label}: initialize failed: {type(exc).__name__}: {exc}") from exc
+
+    async def execute(self, requests: list[CoreRequest]) -> list[CoreResponse] | None:
+        self._bridge.server_loop = asyncio.get_running_loop()
+        model_requests = []
+        keys = []
+        for request in requests:
+            key = next(self._keys)
+            keys.append(key)
+            self._bridge.requests[key] = request
+            model_request = utils.InferenceRequest(
+                request_id=request.id,
+                correlation_id=request.correlation_id,
+                inputs=[utils.Tensor(t.name, t.data, t.datatype) for t in request.inputs],
+                requested_output_names=set(requested_output_names(request, self._output_names)),
+                model_name=request.model_name,
+                model_version=self._version,
+                flags=sequence_flags(request),
+                timeout=request.timeout_us,
+                parameters=request.parameters,
+            )
+            model_request._bridge = self._bridge
+            model_request._key = key
+            model_requests.append(model_request)
+        future = asyncio.run_coroutine_threadsafe(self._host.execute(model_requests), self._loop)
+        timeout = self._settings.execute_timeout_s
+        try:
+            result = await asyncio.wait_for(asyncio.wrap_future(future), timeout or None)
+        except asyncio.TimeoutError:
+            raise NaiadError.internal(
+                f"{self.label}: execute did not finish within {timeout:g} s (parameter execute_timeout_seconds); "
+                "in-process models cannot be stopped, so the model keeps its thread") from None
+        except ExecuteFailure as failure:
+            if self._decoupled:
+                # The core ends these streams with the error; stop routing to them.
+                for key in keys:
+                    self._bridge.requests.pop(key, None)
+            raise core_error(failure.code_name,
+                             f"Failed to process the request(s) for {self.label}, message: {failure.text}") from None
+        finally:
+            if not self._decoupled:
+                for key in keys:
+                    self._bridge.requests.pop(key, None)
+        if result is None:
+            return None
+        return [core_response_from_utils(r) for r in result]
+
+    def finalize(self) -> None:
+        if self._thread.is_alive():
+            future = asyncio.run_coroutine_threadsafe(self._host.finalize(), self._loop)
+            try:
+                future.result(30)
+            except Exception:  # noqa: BLE001
+                log.exception("%s: finalize failed", self.label)
+            self._stop_loop()
+        # Streams the model left open end with an error rather than hang.
+        unloaded = NaiadError.unavailable(f"{self.label}: the model was unloaded")
+        for request in list(self._bridge.requests.values()):
+            if request.response_sender is not None:
+                request.response_sender(CoreResponse(error=unloaded), True)
+        self._bridge.requests.clear()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)

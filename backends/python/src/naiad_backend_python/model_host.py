@@ -1,0 +1,190 @@
+"""`ModelHost`: loads a Triton `model.py` and calls it as Triton does.
+
+Used in the model's own process (the stub) and, in in-process mode, inside the server.
+It imports the file, builds `TritonPythonModel`, and runs `initialize(args)`,
+`execute(requests)` (plain or `async def`), `finalize()` and the static
+`auto_complete_config`, on the event loop it is given. It also checks what `execute`
+returned, so both modes report a misbehaving model the same way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import itertools
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .bridge import Bridge, use_bridge
+from .response_iterator import ResponseIterator
+from .utils import (
+    InferenceRequest,
+    InferenceResponse,
+    LogLevel,
+    ModelConfig,
+    TritonError,
+    TritonModelException,
+)
+
+__all__ = ["ModelHost", "ExecuteFailure", "load_model_module", "run_auto_complete"]
+
+_module_numbers = itertools.count()
+
+
+class ExecuteFailure(Exception):
+    """`execute` raised: `code_name` is the TritonError code (INTERNAL unless the model
+    raised a TritonError) and `text` is ``Type: message``."""
+
+    def __init__(self, code_name: str, text: str) -> None:
+        super().__init__(text)
+        self.code_name = code_name
+        self.text = text
+
+
+def load_model_module(model_file: Path, in_server: bool) -> Any:
+    """Import model.py under a unique module name (two models' files never collide); its
+    directory goes on sys.path so helper modules beside it import, as in Triton. In the
+    model's own process it goes first; inside the server (in-process mode) last, so a
+    model's helper file can never shadow a module the server uses."""
+    if not model_file.is_file():
+        raise FileNotFoundError(f"model file {model_file} does not exist")
+    directory = str(model_file.parent)
+    if directory not in sys.path:
+        if in_server:
+            sys.path.append(directory)
+        else:
+            sys.path.insert(0, directory)
+    module_name = f"naiad_python_model_{next(_module_numbers)}"
+    spec = importlib.util.spec_from_file_location(module_name, model_file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {model_file}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    if not hasattr(module, "TritonPythonModel"):
+        raise AttributeError(f"{model_file} defines no class TritonPythonModel")
+    return module
+
+
+def run_auto_complete(model_file: Path, config: dict[str, Any], in_server: bool) -> dict[str, Any]:
+    """Call the model's static `auto_complete_config`, if it has one; returns the config."""
+    module = load_model_module(model_file, in_server)
+    hook = getattr(module.TritonPythonModel, "auto_complete_config", None)
+    if hook is None:
+        return config
+    result = hook(ModelConfig(config))
+    if not isinstance(result, ModelConfig):
+        raise TritonModelException(
+            f"auto_complete_config must return the config it was given, got {type(result).__name__}"
+        )
+    return result.as_dict()
+
+
+class ModelHost:
+    def __init__(self, model_file: Path, args: dict[str, str], bridge: Bridge, decoupled: bool,
+                 in_server: bool = False) -> None:
+        self.model_file = model_file
+        self.args = args
+        self.bridge = bridge
+        self.decoupled = decoupled
+        self.in_server = in_server
+        self.model: Any = None
+
+    async def initialize(self) -> None:
+        use_bridge(self.bridge)
+        module = load_model_module(self.model_file, self.in_server)
+        self.model = module.TritonPythonModel()
+        hook = getattr(self.model, "initialize", None)
+        if hook is not None:
+            result = hook(dict(self.args))
+            if inspect.isawaitable(result):
+                await result
+
+    async def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
+        """Run execute. Returns one InferenceResponse per request for a non-decoupled model
+        (None, or a list of another length, when the model returned that: the server
+        reports it), None for a decoupled one. Raises ExecuteFailure when execute raises."""
+        use_bridge(self.bridge)
+        collector = None
+        if not self.decoupled:
+            # A non-decoupled model may answer through the response sender instead of
+            # returning responses; collect those so the server sees one list either way.
+            collector = _CollectingBridge(self.bridge)
+            for request in requests:
+                request._bridge = collector
+        try:
+            result = self.model.execute(requests)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:  # noqa: BLE001 - the model's failure becomes the batch's error
+            self.bridge.log(LogLevel.ERROR, "execute failed:\n" + traceback.format_exc())
+            code = exc.code_name() if isinstance(exc, TritonError) else "INTERNAL"
+            raise ExecuteFailure(code, f"{type(exc).__name__}: {exc}") from None
+        if self.decoupled:
+            if result is not None:
+                self.bridge.log(LogLevel.WARNING, "a decoupled model's execute should return None; "
+                                "its return value is ignored (send responses with the response sender)")
+            return None
+        assert collector is not None
+        if result is None:
+            if requests and all(r._key in collector.responses for r in requests):
+                return [collector.responses[r._key] for r in requests]
+            return None
+        if not isinstance(result, (list, tuple)):
+            raise ExecuteFailure(
+                "INTERNAL",
+                f"execute returned a {type(result).__name__}; it must return a list with one "
+                "pb_utils.InferenceResponse per request",
+            )
+        checked: list[InferenceResponse] = []
+        for item in result:
+            if isinstance(item, InferenceResponse):
+                checked.append(item)
+            else:
+                checked.append(InferenceResponse(error=TritonError(
+                    f"execute returned a {type(item).__name__} instead of a pb_utils.InferenceResponse"
+                )))
+        return checked
+
+    async def finalize(self) -> None:
+        use_bridge(self.bridge)
+        hook = getattr(self.model, "finalize", None)
+        if hook is not None:
+            result = hook()
+            if inspect.isawaitable(result):
+                await result
+
+
+class _CollectingBridge(Bridge):
+    """Keeps the responses a non-decoupled model sends through its response sender."""
+
+    def __init__(self, inner: Bridge) -> None:
+        self.inner = inner
+        self.responses: dict[int, InferenceResponse] = {}
+
+    def send_response(self, request: InferenceRequest, response: InferenceResponse | None, final: bool) -> None:
+        if response is not None:
+            self.responses[request._key] = response
+        elif request._key not in self.responses:
+            self.responses[request._key] = InferenceResponse(error=TritonError(
+                "the model closed the response sender without sending a response"))
+
+    def is_cancelled(self, request: InferenceRequest) -> bool:
+        return self.inner.is_cancelled(request)
+
+    def bls(self, request: InferenceRequest) -> InferenceResponse:
+        return self.inner.bls(request)
+
+    def bls_stream(self, request: InferenceRequest) -> ResponseIterator:
+        return self.inner.bls_stream(request)
+
+    async def bls_async(self, request: InferenceRequest) -> InferenceResponse:
+        return await self.inner.bls_async(request)
+
+    def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
+        return self.inner.bls_stream_async(request)
+
+    def log(self, level: int, message: str) -> None:
+        self.inner.log(level, message)

@@ -1,0 +1,15 @@
+"""The pluggy plugin the `naiad.backends` entry point names."""
+
+from __future__ import annotations
+
+from naiad.hookspecs import hookimpl
+
+__all__ = ["naiad_backends"]
+
+
+@hookimpl
+def naiad_backends() -> list[type]:
+    # Imported here so discovering plugins does no work until a python model loads.
+    from .backend import PythonBackend
+
+    return [PythonBackend]

@@ -1,0 +1,192 @@
+"""`ProcessInstance`: a model instance whose `model.py` runs in its own process (the default).
+
+`execute` is a coroutine: it puts the batch's tensors into the shared-memory ring, sends one
+control message and awaits the result on the server's event loop. A model that hangs past
+`execute_timeout_seconds` is killed; one whose process dies fails only its own requests.
+Either way a new process is started at once and the model keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from naiad.backend_abi import InstanceContext, ModelInstance
+from naiad.errors import NaiadError
+from naiad.inference import InferenceRequest as CoreRequest
+from naiad.inference import InferenceResponse as CoreResponse
+
+from .conversions import core_error, requested_output_names, sequence_flags
+from .stub_connection import StubConnection, StubLaunch
+from .wire import encode_array, plain_parameters
+
+if TYPE_CHECKING:
+    from .backend import PythonModel
+
+__all__ = ["ProcessInstance"]
+
+log = logging.getLogger("naiad.backends.python")
+
+# How long an unloading model's finalize may take before its process is killed.
+FINALIZE_TIMEOUT_S = 30.0
+# After a failed restart, requests fail at once for this long before the next attempt.
+RESTART_BACKOFF_S = 5.0
+
+
+class ProcessInstance(ModelInstance):
+    model: "PythonModel"
+
+    def __init__(self, model: "PythonModel", context: InstanceContext) -> None:
+        super().__init__(model, context)
+        self.label = f"model '{model.context.name}' instance '{context.name}'"
+        self._launch: StubLaunch = model.stub_launch(context, self.label)
+        self._connection: StubConnection | None = None
+        self._restart: asyncio.Task[StubConnection] | None = None
+        self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._last_failure: tuple[float, NaiadError] | None = None
+        self._output_names = [spec.name for spec in model.context.config.outputs]
+        self._version = int(model.context.version)
+        self.restarts = 0
+
+    def initialize(self) -> None:
+        # Load time: start the process and run the model's initialize before serving.
+        self._connection = StubConnection.start(self._launch)
+        self._connection.on_exit = self._on_exit
+
+    # -- process lifecycle ---------------------------------------------------------------
+
+    def _on_exit(self, connection: StubConnection) -> None:
+        if self._closing or connection is not self._connection:
+            return
+        # Start the replacement now, so the next request does not wait for it.
+        self._start_restart()
+
+    def _start_restart(self) -> asyncio.Task[StubConnection]:
+        if self._restart is None or self._restart.done():
+            self._restart = asyncio.create_task(self._spawn())
+            # Whoever awaits it sees a failure; this keeps an unawaited one quiet.
+            self._restart.add_done_callback(lambda task: task.cancelled() or task.exception())
+        return self._restart
+
+    async def _spawn(self) -> StubConnection:
+        log.warning("%s: starting a new process for the model", self.label)
+        connection = await asyncio.to_thread(StubConnection.start, self._launch)
+        if self._closing:
+            await asyncio.to_thread(connection.finalize_blocking, FINALIZE_TIMEOUT_S)
+            raise NaiadError.unavailable(f"{self.label}: the model is unloading")
+        connection.on_exit = self._on_exit
+        await connection.attach()
+        self._connection = connection
+        self.restarts += 1
+        return connection
+
+    async def _live_connection(self) -> StubConnection:
+        self._loop = asyncio.get_running_loop()
+        connection = self._connection
+        if connection is not None and not connection.closed and connection.accepting:
+            if not connection.attached:
+                await connection.attach()
+            return connection
+        if self._last_failure is not None and time.monotonic() - self._last_failure[0] < RESTART_BACKOFF_S:
+            # A model that cannot start is not retried for every request.
+            raise self._last_failure[1]
+        task = self._start_restart()
+        try:
+            connection = await asyncio.shield(task)
+        except NaiadError as exc:
+            self._restart = None  # try again after the back-off
+            error = NaiadError.unavailable(f"{self.label}: the model's process could not be restarted: {exc.message}")
+            self._last_failure = (time.monotonic(), error)
+            raise error from None
+        self._last_failure = None
+        return connection
+
+    # -- execution -----------------------------------------------------------------------
+
+    async def execute(self, requests: list[CoreRequest]) -> list[CoreResponse] | None:
+        connection = await self._live_connection()
+        loop = asyncio.get_running_loop()
+        call_id = connection.new_id()
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        keys = [connection.new_id() for _ in requests]
+        decoupled = self._launch.decoupled
+        for key, request in zip(keys, requests):
+            connection.requests[key] = request
+            if decoupled:
+                connection.decoupled_keys.add(key)
+
+        def build(ring: Any) -> dict[str, Any]:
+            return {"op": "execute", "id": call_id, "requests": [
+                {
+                    "key": key,
+                    "id": request.id,
+                    "correlation_id": request.correlation_id,
+                    "flags": sequence_flags(request),
+                    "timeout": request.timeout_us,
+                    "parameters": plain_parameters(request.parameters),
+                    "requested_output_names": requested_output_names(request, self._output_names),
+                    "model_name": request.model_name,
+                    "model_version": self._version,
+                    "inputs": [encode_array(ring, t.name, t.datatype, t.data) for t in request.inputs],
+                }
+                for key, request in zip(keys, requests)
+            ]}
+
+        connection.calls[call_id] = future
+        try:
+            connection.send_with(build)
+            timeout = self._launch.settings.execute_timeout_s
+            try:
+                message = await asyncio.wait_for(asyncio.shield(future), timeout) if timeout else await future
+            except asyncio.TimeoutError:
+                reason = (f"{self.label}: execute did not finish within {timeout:g} s "
+                          "(parameter execute_timeout_seconds); the model's process was killed and is being restarted")
+                log.error("%s", reason)
+                connection.exit_reason = reason
+                connection.kill()
+                raise NaiadError.internal(reason) from None
+        finally:
+            connection.calls.pop(call_id, None)
+            if not decoupled:
+                for key in keys:
+                    connection.requests.pop(key, None)
+        if message.get("error") is not None:
+            code, text = message["error"]
+            if decoupled:
+                # The core ends these streams with the error; stop routing to them.
+                for key in keys:
+                    connection.requests.pop(key, None)
+                    connection.decoupled_keys.discard(key)
+            # Triton's wording, so log searches and client checks carry over.
+            raise core_error(code, f"Failed to process the request(s) for {self.label}, message: {text}")
+        return message.get("responses")
+
+    # -- unload --------------------------------------------------------------------------
+
+    def finalize(self) -> None:
+        """Runs in a worker thread while the server's loop keeps running."""
+        self._closing = True
+        restart = self._restart
+        if restart is not None and not restart.done() and self._loop is not None:
+            # A replacement process is starting: let it finish (it finalizes itself on seeing
+            # _closing) rather than leave it running.
+            waiting = asyncio.run_coroutine_threadsafe(asyncio.wait([restart]), self._loop)
+            try:
+                waiting.result(self._launch.settings.start_timeout_s + 15)
+            except (concurrent.futures.TimeoutError, RuntimeError):
+                pass
+        connection = self._connection
+        if connection is None or connection.closed:
+            return
+        if connection.loop is None:
+            connection.finalize_blocking(FINALIZE_TIMEOUT_S)
+            return
+        future = asyncio.run_coroutine_threadsafe(connection.finalize(FINALIZE_TIMEOUT_S), connection.loop)
+        try:
+            future.result(FINALIZE_TIMEOUT_S + 15)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            connection.kill()

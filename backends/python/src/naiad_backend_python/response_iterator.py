@@ -1,0 +1,66 @@
+"""`ResponseIterator`: the responses of a decoupled BLS call, as they arrive.
+
+Triton's models iterate it with a plain `for` loop, even inside `async def execute`, so it
+must never depend on the model's event loop to be fed: responses land in a thread-safe
+queue from whichever thread receives them. `async for` works too, without blocking the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .utils import InferenceResponse
+
+__all__ = ["ResponseIterator"]
+
+
+class ResponseIterator:
+    def __init__(self) -> None:
+        self._queue: queue.Queue[tuple["InferenceResponse", bool]] = queue.Queue()
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._done = False
+
+    def put(self, response: "InferenceResponse", final: bool) -> None:
+        """Called from any thread with each response; `final` marks the last."""
+        self._queue.put((response, final))
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def __iter__(self) -> "ResponseIterator":
+        return self
+
+    def __next__(self) -> "InferenceResponse":
+        if self._done:
+            raise StopIteration
+        response, final = self._queue.get()
+        self._done = final
+        return response
+
+    def __aiter__(self) -> "ResponseIterator":
+        return self
+
+    async def __anext__(self) -> "InferenceResponse":
+        if self._done:
+            raise StopAsyncIteration
+        while True:
+            try:
+                response, final = self._queue.get_nowait()
+                break
+            except queue.Empty:
+                # put() wakes us through the loop, so a response that lands before we
+                # wait is still seen: _wake runs only once we await.
+                self._waiter = asyncio.get_running_loop().create_future()
+                await self._waiter
+        self._done = final
+        return response

@@ -1,0 +1,390 @@
+"""`StubConnection`: the server's side of one model process.
+
+Starting it (blocking, in a worker thread) spawns the interpreter, hands it the socket and
+the two rings, and waits for `initialize` to finish. After that the connection lives on
+the server's event loop: a reader task decodes what the stub sends (execute results,
+decoupled responses, BLS requests, cancellation queries, log lines) and routes it, so the
+loop awaits the model without a thread hop. When the process dies, every request still
+waiting on it gets an error at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import signal
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from naiad.errors import NaiadError
+from naiad.inference import InferenceRequest as CoreRequest
+from naiad.inference import InferenceResponse as CoreResponse
+
+from .bls_runner import BlsCall, run_bls
+from .conversions import FINAL_MARKER, core_response_from_parts
+from .settings import ModelSettings
+from .shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
+from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
+
+if TYPE_CHECKING:
+    from naiad.server import Server
+
+__all__ = ["StubConnection", "StubLaunch", "describe_exit"]
+
+log = logging.getLogger("naiad.backends.python")
+
+_LOG_LEVELS = {0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR, 3: logging.DEBUG}
+
+
+@dataclass
+class StubLaunch:
+    """Everything needed to start one model process."""
+
+    label: str  # "model 'x' instance 'x_0_0'", for messages
+    model_file: Path
+    args: dict[str, str]
+    decoupled: bool
+    settings: ModelSettings
+    python_path: str  # directory holding naiad_backend_python for the stub's interpreter
+    server: "Server | None"
+    cwd: Path = field(default_factory=Path.cwd)
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+class StubConnection:
+    def __init__(self, launch: StubLaunch, process: subprocess.Popen[bytes], sock: socket.socket,
+                 to_stub: RingWriter, from_stub: RingReader) -> None:
+        self.launch = launch
+        self.process = process
+        self.sock = sock
+        self.to_stub = to_stub
+        self.from_stub = from_stub
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._ids = itertools.count(1)
+        # execute id -> future of the stub's "result" message
+        self.calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        # request key -> core request, while the stub may still ask about it or answer it
+        self.requests: dict[int, CoreRequest] = {}
+        self.decoupled_keys: set[int] = set()
+        self._bls_tasks: set[asyncio.Task[None]] = set()
+        self.closed = False
+        # False once the server has killed (or is finalizing) the process: new work must
+        # wait for the replacement even before the socket reports the exit.
+        self.accepting = True
+        # Why the process is going away, when the server decided it (timeout, unload).
+        self.exit_reason: str | None = None
+        self.on_exit: Callable[["StubConnection"], None] | None = None
+        self._finalized: asyncio.Event | None = None  # created on the loop, in attach
+
+    # -- start-up (worker thread) ----------------------------------------------------------
+
+    @classmethod
+    def start(cls, launch: StubLaunch) -> "StubConnection":
+        settings = launch.settings
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        to_fd = create_ring_fd(settings.ring_bytes)
+        from_fd = create_ring_fd(settings.ring_bytes)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = launch.python_path + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        if settings.env_dir is not None:
+            env["VIRTUAL_ENV"] = str(settings.env_dir)
+            env["PATH"] = f"{settings.env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+            env["LD_LIBRARY_PATH"] = f"{settings.env_dir / 'lib'}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
+            env.pop("PYTHONHOME", None)
+        command = [settings.python, "-m", "naiad_backend_python.stub", "--socket-fd", str(child.fileno()),
+                   "--inbound-fd", str(to_fd), "--outbound-fd", str(from_fd)]
+        try:
+            process = subprocess.Popen(command, pass_fds=(child.fileno(), to_fd, from_fd), env=env,
+                                       stdin=subprocess.DEVNULL, cwd=str(launch.cwd))
+        except OSError as exc:
+            parent.close()
+            raise NaiadError.unavailable(f"{launch.label}: cannot start '{settings.python}': {exc}") from None
+        finally:
+            child.close()
+        try:
+            connection = cls(launch, process, parent, RingWriter(to_fd), RingReader(from_fd))
+        finally:
+            os.close(to_fd)
+            os.close(from_fd)
+        try:
+            connection._handshake()
+        except BaseException:
+            connection.kill()
+            connection._close_resources()
+            raise
+        return connection
+
+    def _handshake(self) -> None:
+        """Send `init` and wait (blocking) until the model's initialize has run."""
+        launch = self.launch
+        self.sock.settimeout(launch.settings.start_timeout_s or None)
+        self.sock.sendall(pack_frame({"op": "init", "model_file": str(launch.model_file), "args": launch.args,
+                                      "decoupled": launch.decoupled}))
+        while True:
+            try:
+                message = self._receive_blocking()
+            except socket.timeout:
+                raise NaiadError.unavailable(
+                    f"{launch.label}: the model did not finish initialize within "
+                    f"{launch.settings.start_timeout_s:g} s") from None
+            if message is None:
+                code = self.process.wait()
+                raise NaiadError.unavailable(
+                    f"{launch.label}: the model's process ended during initialize ({describe_exit(code)})")
+            op = message["op"]
+            if op == "ready":
+                break
+            if op == "init_error":
+                log.error("%s: initialize failed:\n%s", launch.label, message.get("traceback", ""))
+                raise NaiadError.unavailable(f"{launch.label}: initialize failed: {message['message']}")
+            if op == "log":
+                self._log(message)
+            elif op == "bls":
+                # Serving BLS needs the event loop; initialize runs before it is attached.
+                self.from_stub.consumed(message.get("mark"))
+                self.sock.sendall(pack_frame({"op": "bls_response", "qid": message["qid"], "final": True, "response": {
+                    "outputs": [], "parameters": {},
+                    "error": ("UNAVAILABLE", "BLS requests are not available during initialize")}}))
+            elif op == "is_cancelled":
+                self.sock.sendall(pack_frame({"op": "cancelled", "qid": message["qid"], "value": False}))
+        self.sock.settimeout(None)
+        self.sock.setblocking(False)
+
+    def _receive_blocking(self) -> dict[str, Any] | None:
+        header = self._read_exactly(FRAME_HEADER.size)
+        if header is None:
+            return None
+        body = self._read_exactly(FRAME_HEADER.unpack(header)[0])
+        return None if body is None else unpack_message(body)
+
+    def _read_exactly(self, size: int) -> bytes | None:
+        chunks = []
+        while size:
+            chunk = self.sock.recv(size)
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+
+    # -- on the event loop ---------------------------------------------------------------
+
+    async def attach(self) -> None:
+        if self._writer is not None:
+            return
+        self.loop = asyncio.get_running_loop()
+        reader, self._writer = await asyncio.open_unix_connection(sock=self.sock)
+        self._finalized = asyncio.Event()
+        self._reader_task = asyncio.create_task(self._read(reader))
+
+    @property
+    def attached(self) -> bool:
+        return self._writer is not None
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.closed or self._writer is None:
+            return
+        self._writer.write(pack_frame(message))
+
+    def send_with(self, build: Callable[[RingWriter], dict[str, Any]]) -> None:
+        """Place tensors and send the message with no await in between, so ring order
+        is socket order."""
+        if self.closed or self._writer is None:
+            raise NaiadError.unavailable(f"{self.launch.label}: the model's process is not running")
+        message = build(self.to_stub)
+        message["mark"] = self.to_stub.mark()
+        self._writer.write(pack_frame(message))
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                header = await reader.readexactly(FRAME_HEADER.size)
+                body = await reader.readexactly(FRAME_HEADER.unpack(header)[0])
+                self._dispatch(unpack_message(body))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        except Exception:  # noqa: BLE001 - a garbled message: drop this process, keep serving
+            log.exception("%s: bad message from the model's process", self.launch.label)
+        await self._after_exit()
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        op = message["op"]
+        if op == "result":
+            if "responses" in message and message["responses"] is not None:
+                message["responses"] = [self._decode_response(r) for r in message["responses"]]
+            self.from_stub.consumed(message.get("mark"))
+            future = self.calls.pop(message["id"], None)
+            if future is not None and not future.done():
+                future.set_result(message)
+        elif op == "respond":
+            response = self._decode_response(message.get("response"))
+            self.from_stub.consumed(message.get("mark"))
+            self._respond(message["key"], response, bool(message.get("final")))
+        elif op == "is_cancelled":
+            request = self.requests.get(message["key"])
+            self.send({"op": "cancelled", "qid": message["qid"], "value": bool(request and request.cancelled)})
+        elif op == "bls":
+            data = message["request"]
+            inputs = [decode_array(self.from_stub, d) for d in data["inputs"]]
+            self.from_stub.consumed(message.get("mark"))
+            call = BlsCall(data["model_name"], data["model_version"], inputs, data["requested_output_names"],
+                           data["request_id"], data["correlation_id"], data["flags"], data["timeout"],
+                           data["parameters"])
+            task = asyncio.create_task(self._serve_bls(message["qid"], call, bool(message.get("decoupled"))))
+            self._bls_tasks.add(task)
+            task.add_done_callback(self._bls_tasks.discard)
+        elif op == "log":
+            self._log(message)
+        elif op == "finalized" and self._finalized is not None:
+            self._finalized.set()
+
+    def _decode_response(self, data: dict[str, Any] | None) -> CoreResponse | None:
+        if data is None:
+            return None
+        outputs = [decode_array(self.from_stub, d) for d in data.get("outputs", [])]
+        return core_response_from_parts(outputs, data.get("error"), data.get("parameters"))
+
+    def _respond(self, key: int, response: CoreResponse | None, final: bool) -> None:
+        request = self.requests.get(key)
+        if request is None or request.response_sender is None:
+            return
+        if final:
+            self.requests.pop(key, None)
+            self.decoupled_keys.discard(key)
+        request.response_sender(response, final)
+
+    async def _serve_bls(self, qid: int, call: BlsCall, decoupled: bool) -> None:
+        async for response in run_bls(self.launch.server, call, decoupled):
+            if self.closed:
+                return
+            final = response.final
+            bare = final and not response.outputs and response.error is None and FINAL_MARKER in response.parameters
+            try:
+                self.send_with(lambda ring: {"op": "bls_response", "qid": qid, "final": final,
+                                             "response": None if bare else _encode_core_response(ring, response)})
+            except NaiadError:
+                return
+
+    def _log(self, message: dict[str, Any]) -> None:
+        log.log(_LOG_LEVELS.get(message.get("level", 0), logging.INFO), "%s: %s", self.launch.label,
+                message.get("message", ""))
+
+    # -- shutdown ------------------------------------------------------------------------
+
+    async def _after_exit(self) -> None:
+        """The socket closed: collect the exit status and fail whatever still waits."""
+        if not self.closed:
+            self.closed = True
+            try:
+                code = await asyncio.to_thread(self.process.wait, 10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                code = await asyncio.to_thread(self.process.wait)
+            reason = self.exit_reason or (
+                f"{self.launch.label}: the model's process exited unexpectedly ({describe_exit(code)}); "
+                "it is being restarted"
+            )
+            if self.exit_reason is None:
+                log.error("%s", reason)
+            error = NaiadError.internal(reason)
+            for future in self.calls.values():
+                if not future.done():
+                    future.set_exception(error)
+            self.calls.clear()
+            for key in list(self.decoupled_keys):
+                self._respond(key, CoreResponse(error=error), True)
+            self.requests.clear()
+            for task in list(self._bls_tasks):
+                task.cancel()
+            if self._writer is not None:
+                self._writer.close()
+            self._close_resources()
+            if self.on_exit is not None:
+                self.on_exit(self)
+
+    def kill(self) -> None:
+        self.accepting = False
+        if self.process.poll() is None:
+            try:
+                self.process.kill()
+            except ProcessLookupError:
+                pass
+
+    async def finalize(self, timeout: float) -> None:
+        """Ask the model to finalize and exit; kill it if it takes longer than `timeout`."""
+        self.exit_reason = f"{self.launch.label}: the model was unloaded"
+        self.accepting = False
+        if not self.closed:
+            self.send({"op": "finalize"})
+            assert self._finalized is not None
+            try:
+                await asyncio.wait_for(self._finalized.wait(), timeout)
+            except asyncio.TimeoutError:
+                log.warning("%s: finalize did not finish within %g s; killing the process", self.launch.label, timeout)
+            try:
+                await asyncio.wait_for(asyncio.to_thread(self.process.wait), 5)
+            except asyncio.TimeoutError:
+                self.kill()
+        if self._reader_task is not None:
+            await asyncio.gather(self._reader_task, return_exceptions=True)
+
+    def finalize_blocking(self, timeout: float) -> None:
+        """Finalize a process that was never attached to an event loop."""
+        self.exit_reason = f"{self.launch.label}: the model was unloaded"
+        try:
+            self.sock.setblocking(True)
+            self.sock.settimeout(timeout)
+            self.sock.sendall(pack_frame({"op": "finalize"}))
+            while True:
+                message = self._receive_blocking()
+                if message is None or message["op"] == "finalized":
+                    break
+                if message["op"] == "log":
+                    self._log(message)
+        except OSError:
+            pass
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.process.wait()
+        self.closed = True
+        self._close_resources()
+
+    def _close_resources(self) -> None:
+        if self.process.poll() is not None:
+            remove_segments_of(self.process.pid)
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.to_stub.close()
+        self.from_stub.close()
+
+
+def _encode_core_response(ring: RingWriter, response: CoreResponse) -> dict[str, Any]:
+    return {
+        "outputs": [encode_array(ring, t.name, t.datatype, t.data) for t in response.outputs],
+        "error": None if response.error is None else (response.error.code.name, response.error.message),
+        "parameters": plain_parameters({k: v for k, v in response.parameters.items() if k != FINAL_MARKER}),
+    }

@@ -1,0 +1,115 @@
+"""The control messages between the server and a model's process.
+
+A message is a 4-byte little-endian length and a pickled dict of plain values (str, int,
+float, bool, None, bytes, lists, tuples, dicts); the unpickler refuses anything that
+would import code, so a message can never run code on the reader's side. Tensor data is
+never pickled: a tensor travels as ``(name, datatype, shape, location)`` with its bytes in
+a shared-memory ring (see shm_ring.py).
+
+Shared by the stub and the server, so it needs only numpy and the standard library.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import struct
+from typing import Any
+
+import numpy as np
+
+from .shm_ring import RingReader, RingWriter
+from .utils import encode_bytes_elements
+
+__all__ = [
+    "FRAME_HEADER",
+    "pack_frame",
+    "unpack_message",
+    "encode_array",
+    "decode_array",
+    "plain_parameters",
+]
+
+FRAME_HEADER = struct.Struct("<I")
+
+_NUMPY_OF: dict[str, Any] = {
+    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
+    "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
+    "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
+    "BF16": np.uint16,
+}
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"control messages carry plain values only, not {module}.{name}")
+
+
+def pack_frame(message: dict[str, Any]) -> bytes:
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return FRAME_HEADER.pack(len(body)) + body
+
+
+def unpack_message(body: bytes) -> dict[str, Any]:
+    return _PlainUnpickler(io.BytesIO(body)).load()
+
+
+def encode_array(ring: RingWriter, name: str, datatype: str, array: np.ndarray) -> tuple[Any, ...]:
+    """Copy an array into the ring; returns its descriptor. Call under `ring.lock`."""
+    if datatype == "BYTES":
+        data: Any = encode_bytes_elements(array) if array.size else b""
+    else:
+        contiguous = np.ascontiguousarray(array)
+        data = contiguous.reshape(-1).view(np.uint8) if contiguous.size else b""
+    return (name, datatype, tuple(int(d) for d in array.shape), ring.put(data))
+
+
+def decode_array(ring: RingReader, descriptor: tuple[Any, ...]) -> tuple[str, str, np.ndarray]:
+    """A tensor out of the ring: BYTES and small tensors are copied, large ones viewed in
+    place (see RingReader.array)."""
+    name, datatype, shape, location = descriptor
+    count = 1
+    for dim in shape:
+        count *= dim
+    if datatype == "BYTES":
+        raw = ring.view(location)
+        array = _decode_bytes(raw, count).reshape(shape)
+        if isinstance(raw, memoryview):
+            raw.release()
+        return name, datatype, array
+    dtype = np.dtype(_NUMPY_OF[datatype])
+    size = location[2] if location[0] != "e" else 0
+    if size != count * dtype.itemsize:
+        raise ValueError(f"tensor '{name}': {size} bytes for {datatype} of shape {list(shape)}")
+    if size == 0:
+        return name, datatype, np.empty(shape, dtype=dtype)
+    return name, datatype, ring.array(location, dtype, tuple(shape))
+
+
+def _decode_bytes(raw: Any, count: int) -> np.ndarray:
+    view = memoryview(raw)
+    items: list[bytes] = []
+    offset, end = 0, len(view)
+    while offset < end:
+        (length,) = struct.unpack_from("<I", view, offset)
+        offset += 4
+        items.append(bytes(view[offset : offset + length]))
+        offset += length
+    view.release()
+    if len(items) != count:
+        raise ValueError(f"BYTES tensor holds {len(items)} elements, its shape needs {count}")
+    result = np.empty(count, dtype=object)
+    result[:] = items
+    return result
+
+
+def plain_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """Request/response parameters as plain values (numpy scalars become Python ones)."""
+    plain: dict[str, Any] = {}
+    for key, value in parameters.items():
+        if isinstance(value, np.generic):
+            value = value.item()
+        if not isinstance(value, (str, int, float, bool)) and value is not None:
+            value = str(value)
+        plain[str(key)] = value
+    return plain

@@ -1,0 +1,128 @@
+"""The model-side API on its own: what `import triton_python_backend_utils as pb_utils` offers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import naiad_backend_python.utils as naiad_utils
+import triton_python_backend_utils as pb_utils
+
+
+def test_triton_name_and_naiad_name_are_the_same_api():
+    for name in naiad_utils.__all__:
+        assert getattr(pb_utils, name) is getattr(naiad_utils, name)
+
+
+def test_type_helpers_use_tritons_numbers():
+    assert pb_utils.triton_string_to_numpy("TYPE_FP32") is np.float32
+    assert pb_utils.triton_string_to_numpy("TYPE_STRING") is np.object_
+    assert pb_utils.numpy_to_triton_type(np.float32) == 11
+    assert pb_utils.numpy_to_triton_type(np.object_) == 13
+    assert pb_utils.numpy_to_triton_type(np.bool_) == 1
+    assert pb_utils.triton_to_numpy_type(9) is np.int64
+    assert pb_utils.triton_to_numpy_type(13) is np.object_
+
+
+def test_bytes_serialization_round_trip():
+    values = np.array([b"a", b"", "\u00e9".encode(), b"\x00\x01"], dtype=np.object_)
+    packed = pb_utils.serialize_byte_tensor(values)
+    assert packed[:4] == (1).to_bytes(4, "little") and packed[4:5] == b"a"
+    assert list(pb_utils.deserialize_bytes_tensor(packed)) == list(values)
+    assert pb_utils.serialize_byte_tensor(np.array([], dtype=np.object_)) == ()
+
+
+def test_tensor_infers_datatype_and_converts_strings():
+    assert pb_utils.Tensor("x", np.zeros(3, dtype=np.float16)).triton_dtype() == 10
+    text = pb_utils.Tensor("s", np.array(["ab", "c"]))
+    assert text.triton_dtype() == 13
+    assert list(text.as_numpy()) == [b"ab", b"c"]
+    assert pb_utils.Tensor("x", np.zeros((2, 3), dtype=np.int8)).shape() == (2, 3)
+    with pytest.raises(pb_utils.TritonModelException):
+        pb_utils.Tensor("bad", np.zeros(2, dtype=np.complex64))
+
+
+def test_dlpack_round_trip_with_torch():
+    torch = pytest.importorskip("torch")
+    source = pb_utils.Tensor("x", np.arange(6, dtype=np.float32).reshape(2, 3))
+    as_torch = torch.utils.dlpack.from_dlpack(source.to_dlpack())
+    assert as_torch.shape == (2, 3) and float(as_torch.sum()) == 15.0
+    from_capsule = pb_utils.Tensor.from_dlpack("c", torch.utils.dlpack.to_dlpack(torch.ones(3)))
+    np.testing.assert_array_equal(from_capsule.as_numpy(), [1, 1, 1])
+    bf16 = pb_utils.Tensor.from_dlpack("b", torch.tensor([1.0, -2.0], dtype=torch.bfloat16))
+    assert bf16.triton_dtype() == 14  # BF16, carried as its 16-bit words
+    assert list(bf16.as_numpy()) == [0x3F80, 0xC000]
+    back = pb_utils.Tensor.from_dlpack("y", torch.arange(4, dtype=torch.int64))
+    assert back.name() == "y" and back.triton_dtype() == 9
+    np.testing.assert_array_equal(back.as_numpy(), [0, 1, 2, 3])
+
+
+def test_triton_error_codes_and_messages():
+    error = pb_utils.TritonError("nope", pb_utils.TritonError.NOT_FOUND)
+    assert error.message() == "nope" and error.code() == 2 and str(error) == "nope"
+    assert pb_utils.TritonError("default").code() == pb_utils.TritonError.INTERNAL
+    assert [pb_utils.TritonError.UNKNOWN, pb_utils.TritonError.CANCELLED] == [0, 7]
+
+
+def test_response_and_lookup_helpers():
+    out = pb_utils.Tensor("OUT", np.ones(2, dtype=np.int32))
+    response = pb_utils.InferenceResponse(output_tensors=[out], parameters={"k": 1})
+    assert pb_utils.get_output_tensor_by_name(response, "OUT") is out
+    assert pb_utils.get_output_tensor_by_name(response, "MISSING") is None
+    assert json.loads(response.parameters()) == {"k": 1}
+    assert not response.has_error()
+    with pytest.raises(pb_utils.TritonModelException):
+        pb_utils.InferenceResponse(output_tensors=out)
+    config = {"input": [{"name": "A", "data_type": "TYPE_FP32"}], "output": [{"name": "B"}],
+              "model_transaction_policy": {"decoupled": True}}
+    assert pb_utils.get_input_config_by_name(config, "A")["data_type"] == "TYPE_FP32"
+    assert pb_utils.get_output_config_by_name(config, "A") is None
+    assert pb_utils.using_decoupled_model_transaction_policy(config)
+    assert not pb_utils.using_decoupled_model_transaction_policy({})
+
+
+def test_bls_outside_a_model_is_a_clear_error():
+    request = pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[])
+    with pytest.raises(pb_utils.TritonModelException, match="only be made while the model is loaded"):
+        request.exec()
+
+
+def test_auto_complete_config_rules():
+    config = pb_utils.ModelConfig({"name": "m", "max_batch_size": 0,
+                                   "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [2]}]})
+    config.add_input({"name": "A", "data_type": "TYPE_FP32", "dims": [2]})
+    with pytest.raises(ValueError, match="data_type"):
+        config.add_input({"name": "A", "data_type": "TYPE_INT32", "dims": [2]})
+    with pytest.raises(ValueError, match="properties"):
+        config.add_output({"name": "B", "data_type": "TYPE_FP32", "dims": [2], "shape": [1]})
+    config.set_max_batch_size(8)
+    with pytest.raises(ValueError):
+        config.set_max_batch_size(4)
+    config.set_model_transaction_policy({"decoupled": True})
+    assert config.as_dict()["model_transaction_policy"] == {"decoupled": True}
+    assert pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL == 1
+    assert pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END == 2
+
+
+def test_response_iterator_works_with_for_and_async_for():
+    import asyncio
+    import threading
+
+    from naiad_backend_python.response_iterator import ResponseIterator
+
+    def feed(iterator: ResponseIterator) -> None:
+        for i in range(3):
+            iterator.put(pb_utils.InferenceResponse([pb_utils.Tensor("X", np.array([i]))]), final=(i == 2))
+
+    blocking = ResponseIterator()
+    threading.Thread(target=feed, args=(blocking,)).start()
+    assert [int(r.output_tensors()[0].as_numpy()[0]) for r in blocking] == [0, 1, 2]
+
+    async def consume() -> list[int]:
+        iterator = ResponseIterator()
+        threading.Thread(target=feed, args=(iterator,)).start()
+        return [int(r.output_tensors()[0].as_numpy()[0]) async for r in iterator]
+
+    assert asyncio.run(consume()) == [0, 1, 2]
