@@ -2,7 +2,7 @@
 the real server path without any framework. Models pick an operation with the config
 parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
 `identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (sleeps `sleep_ms`, then identity),
-`scale` (OUTPUTi = INPUTi * `factor`), `parameters` (OUTPUT0 = the request's parameters as one
+`scale` (OUTPUTi = INPUTi * `factor`), `echo_parameters` (OUTPUT0 = the request's parameters as one
 JSON string, BYTES [1]), `rendezvous` (identity, after every model naming the same `barrier`
 with `parties` has reached it: proves that executions overlap without timing them), and for
 decoupled models `repeat` (one response per element of input IN: OUT = [value],
@@ -52,7 +52,7 @@ class NumpyInstance(ModelInstance):
             return self._count_up(requests, int(config.parameter("repeat", "3")))
         responses = []
         for request in requests:
-            if op == "parameters":
+            if op == "echo_parameters":
                 text = json.dumps(request.parameters, sort_keys=True).encode()
                 outputs = [Tensor.from_numpy("OUTPUT0", np.array([text], dtype=object))]
             elif op == "add_sub":

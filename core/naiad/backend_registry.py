@@ -10,7 +10,7 @@ from . import hookspecs
 from .backend_abi import Backend, BackendContext, describe_abi_mismatch
 from .errors import NaiadError
 
-__all__ = ["BackendRegistry", "BACKEND_PACKAGES"]
+__all__ = ["BackendRegistry", "BACKEND_PACKAGES", "RETIRED_BACKENDS"]
 
 # The distribution that provides each backend, for the "pip install ..." hint.
 BACKEND_PACKAGES: dict[str, str] = {
@@ -19,6 +19,19 @@ BACKEND_PACKAGES: dict[str, str] = {
     "pytorch": "naiad-backend-pytorch",
     "tensorflow": "naiad-backend-tensorflow",
     "tensorrt": "naiad-backend-tensorrt",
+}
+
+# Backends Triton had whose framework is gone: no package can provide them, so a model
+# naming one gets the way forward instead of a "pip install" hint.
+RETIRED_BACKENDS: dict[str, str] = {
+    "caffe2": (
+        "Caffe2 NetDef models (platform caffe2_netdef) cannot be served: Caffe2 is no longer "
+        "shipped by PyTorch, so no naiad backend runs them. Convert the model to ONNX with a "
+        "PyTorch 1.x install that still has Caffe2 (convert-caffe2-to-onnx model.netdef "
+        "--caffe2-init-net init_model.netdef --value-info '{\"INPUT\": [1, [1, 3, 224, 224]]}' "
+        "-o model.onnx), put model.onnx in the version directory and set platform: "
+        "\"onnxruntime_onnx\"; see docs/backends/caffe2.md"
+    ),
 }
 
 
@@ -61,6 +74,8 @@ class BackendRegistry:
         try:
             return self._classes[name]
         except KeyError:
+            if name in RETIRED_BACKENDS:
+                raise NaiadError.unsupported(RETIRED_BACKENDS[name]) from None
             package = BACKEND_PACKAGES.get(name)
             hint = f"; install it with 'pip install {package}'" if package else ""
             known = ", ".join(self.names) or "none"

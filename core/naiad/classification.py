@@ -20,14 +20,16 @@ __all__ = ["classification_count", "classify_tensor", "apply_classification"]
 
 
 def classification_count(output: RequestedOutput) -> int:
-    """The N of `classification: N` on a requested output; 0 when it asks for the tensor.
-    Raises INVALID_ARG for anything but a positive integer."""
+    """The N of `classification: N` on a requested output; 0 when it asks for the tensor
+    (as Triton, `classification: 0` means no classification). Raises INVALID_ARG for
+    anything but a non-negative integer."""
     value: Any = output.parameters.get("classification")
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise NaiadError.invalid(
-            f"output '{output.name}': 'classification' must be a positive integer (the number of classes), got {value!r}"
+            f"output '{output.name}': 'classification' must be a non-negative integer (the number of classes; "
+            f"0 returns the tensor itself), got {value!r}"
         )
     return value
 
@@ -45,10 +47,13 @@ def classify_tensor(tensor: Tensor, count: int, labels: tuple[str, ...] | None, 
     # A stable sort on the negated values keeps the lower index first among equal values.
     order = np.argsort(-rows.astype(np.float64), axis=1, kind="stable")[:, :k]
     result = np.empty(rows.shape[0] * k, dtype=object)
+    # Floating-point scores print with six decimals, integer ones as integers (as Triton).
+    as_float = rows.dtype.kind == "f"
     position = 0
     for row, indices in zip(rows, order):
         for index in indices:
-            text = f"{float(row[index]):f}:{int(index)}"
+            value = row[index]
+            text = f"{float(value):f}:{int(index)}" if as_float else f"{int(value)}:{int(index)}"
             if labels is not None and index < len(labels):
                 text += f":{labels[index]}"
             result[position] = text.encode("utf-8")

@@ -11,8 +11,12 @@ import sys
 from typing import Sequence
 
 from . import __version__
+from .errors import NaiadError
+from .log_settings import LOG_FORMATS, LogSettings
+from .metrics_settings import MetricsSettings
 from .server import Server, ServerOptions
 from .testing import READY_LINE
+from .tracing import otlp_tracer_provider, trace_settings_from_config
 
 __all__ = ["build_parser", "load_plugin", "main", "options_from_args", "status_table"]
 
@@ -174,10 +178,31 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     metrics.add_argument("--metrics-port", type=int, default=8002, help="metrics port (default 8002)")
     metrics.add_argument("--metrics-address", default=None,
                          help="metrics address (default: the HTTP address)")
+    metrics.add_argument("--allow-cpu-metrics", type=_bool, default=True, metavar="BOOL",
+                         help="export CPU utilization and memory gauges (default true)")
+    metrics.add_argument("--allow-gpu-metrics", type=_bool, default=True, metavar="BOOL",
+                         help="export GPU gauges through NVML when a GPU is present (default true)")
+    metrics.add_argument("--metrics-interval-ms", type=int, default=2000, metavar="MS",
+                         help="milliseconds between CPU/GPU gauge samples (default 2000)")
+    metrics.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
+                         help="counter_latencies, summary_latencies, summary_quantiles, histogram_latencies; "
+                              "repeatable")
 
     logs = p.add_argument_group("logging")
     logs.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL",
                       help="verbose logging level; 0 is off (default 0)")
+    logs.add_argument("--log-info", type=_bool, default=True, metavar="BOOL", help="log info messages (default true)")
+    logs.add_argument("--log-warning", type=_bool, default=True, metavar="BOOL",
+                      help="log warnings (default true)")
+    logs.add_argument("--log-error", type=_bool, default=True, metavar="BOOL", help="log errors (default true)")
+    logs.add_argument("--log-format", choices=LOG_FORMATS, default="default",
+                      help="line layout: default (tritonserver's) or ISO8601 timestamps")
+    logs.add_argument("--log-file", default="", metavar="PATH", help="write the log to PATH instead of stderr")
+
+    trace = p.add_argument_group("tracing")
+    trace.add_argument("--trace-config", action="append", default=[], metavar="[MODE,]KEY=VALUE",
+                       help="trace setting: level, rate, count, log_frequency, file, mode (triton|opentelemetry), "
+                            "opentelemetry,url=...; repeatable")
 
 
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
@@ -187,6 +212,15 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
     auto_complete = not args.disable_auto_complete_config
     if args.strict_model_config is not None:
         auto_complete = auto_complete and not args.strict_model_config
+    metrics_settings = MetricsSettings.from_config(
+        args.metrics_config, interval_ms=args.metrics_interval_ms,
+        allow_cpu_metrics=args.allow_cpu_metrics, allow_gpu_metrics=args.allow_gpu_metrics,
+    )
+    log_settings = LogSettings(
+        log_file=args.log_file, log_info=args.log_info, log_warning=args.log_warning, log_error=args.log_error,
+        log_verbose_level=args.log_verbose, log_format=args.log_format,
+    )
+    trace_settings, _ = trace_settings_from_config(args.trace_config)
     return ServerOptions(
         model_repositories=list(args.model_repository),
         model_control_mode=args.model_control_mode,
@@ -201,6 +235,9 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         backend_config=backend_config,
         backend_plugins=[load_plugin(reference) for reference in args.backend_plugin],
         server_id=args.server_id,
+        metrics_settings=metrics_settings,
+        log_settings=log_settings,
+        trace_settings=trace_settings,
     )
 
 
@@ -222,16 +259,15 @@ def status_table(server: Server) -> str:
 
 
 def configure_logging(verbose: int) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose > 0 else logging.INFO,
-        format="%(levelname).1s%(asctime)s.%(msecs)03d %(name)s] %(message)s",
-        datefmt="%m%d %H:%M:%S",
-        stream=sys.stderr,
-    )
+    """Plain tritonserver-style logging at a verbose level (for tools outside `serve`)."""
+    LogSettings(log_verbose_level=max(0, verbose)).install()
 
 
-async def serve(args: argparse.Namespace) -> int:
-    server = Server(options_from_args(args))
+async def serve(args: argparse.Namespace, options: ServerOptions | None = None) -> int:
+    server = Server(options or options_from_args(args))
+    _, otel = trace_settings_from_config(args.trace_config)
+    if otel.get("url"):
+        server.tracing.tracer_provider = otlp_tracer_provider(otel)
     await server.start()
     print(status_table(server), file=sys.stderr, flush=True)
     if server.startup_failures and args.exit_on_error:
@@ -281,14 +317,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command != "serve":
         parser.print_help()
         return 2
-    configure_logging(args.log_verbose)
+    try:
+        options = options_from_args(args)
+    except NaiadError as exc:
+        parser.error(exc.message)
+    assert options.log_settings is not None
+    options.log_settings.install()
     try:
         import uvloop  # type: ignore[import-not-found]
 
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    return runner(serve(args))
+    return runner(serve(args, options))
 
 
 if __name__ == "__main__":

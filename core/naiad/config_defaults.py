@@ -18,8 +18,11 @@ __all__ = ["fill_config_defaults"]
 DEFAULT_SEQUENCE_IDLE_US = 1_000_000
 
 
-def fill_config_defaults(proto: pb.ModelConfig, default_model_filename: str, gpus: list[int]) -> None:
-    """Fill, in place, the fields Triton fills at load; `gpus` are the GPUs KIND_AUTO may use."""
+def fill_config_defaults(proto: pb.ModelConfig, model: str, default_model_filename: str, gpus: list[int]) -> None:
+    """Fill, in place, the fields Triton fills at load for `model`; `gpus` are the GPUs
+    KIND_AUTO may use."""
+    if not proto.name:
+        proto.name = model
     if proto.version_policy.WhichOneof("policy_choice") is None:
         proto.version_policy.latest.num_versions = 1
     if not proto.default_model_filename and default_model_filename:

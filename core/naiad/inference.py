@@ -48,6 +48,8 @@ class InferenceRequest:
     response_sender: ResponseSender | None = None
     # Set when the client went away or its deadline passed; backends may poll it.
     cancelled: bool = False
+    # The request's `tracing.RequestTrace` when tracing sampled it; None otherwise.
+    trace: Any = None
 
     def input(self, name: str) -> Tensor | None:
         for tensor in self.inputs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -88,6 +89,9 @@ class ModelRecord:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Fingerprint of the model directory at the last load attempt (poll mode compares it).
     fingerprint: str | None = None
+    # Counters by version, kept across reloads and unloads so Prometheus counters and the
+    # statistics extension stay cumulative for the life of the server.
+    statistics: dict[int, ModelStatistics] = field(default_factory=dict)
 
 
 class ModelManager:
@@ -182,13 +186,9 @@ class ModelManager:
                         state, reason = ModelState.UNAVAILABLE, problem
                 if ready_only and state != ModelState.READY:
                     continue
-                row = {"name": name}
+                row = {"name": name, "state": state, "reason": reason}
                 if version:
                     row["version"] = str(version)
-                row["state"] = state
-                if reason:
-                    # Triton leaves the reason out of a row that has none.
-                    row["reason"] = reason
                 rows.append(row)
         return rows
 
@@ -230,7 +230,7 @@ class ModelManager:
             serving = dict(record.serving) if config_override is None else {}
             try:
                 await self._load_ensemble_steps(name, source, config_override)
-                built = await self._build_with_timeout(source, config_override, serving)
+                built = await self._build_with_timeout(source, config_override, serving, dict(record.statistics))
                 fresh = [v for v in built.values() if v is not serving.get(v.version)]
                 try:
                     if config_override is None and source.fingerprint() != record.fingerprint:
@@ -251,16 +251,21 @@ class ModelManager:
                 raise NaiadError.internal(message) from exc
             retired = [v for v in record.serving.values() if built.get(v.version) is not v]
             record.serving = built
+            record.statistics.update({v: loaded.statistics for v, loaded in built.items()})
             record.states = {v: (ModelState.READY, "") for v in built}
             log.info("loaded model '%s' version(s) %s", name, sorted(built))
         await self._retire(retired)
 
     async def _build_with_timeout(
-        self, source: ModelSource, override: dict[str, Any] | None, serving: dict[int, LoadedVersion]
+        self,
+        source: ModelSource,
+        override: dict[str, Any] | None,
+        serving: dict[int, LoadedVersion],
+        statistics: dict[int, ModelStatistics],
     ) -> dict[int, LoadedVersion]:
         """`_build` in a worker thread, given up on after the load timeout. A thread cannot
         be stopped: what it builds after the deadline is finalized as soon as it is done."""
-        build = asyncio.ensure_future(asyncio.to_thread(self._build, source, override, serving))
+        build = asyncio.ensure_future(asyncio.to_thread(self._build, source, override, serving, statistics))
         try:
             return await asyncio.wait_for(asyncio.shield(build), self.load_timeout_secs)
         except asyncio.TimeoutError:
@@ -307,7 +312,7 @@ class ModelManager:
             if version is not None and version not in record.serving:
                 record.states[version] = (ModelState.UNAVAILABLE, reason)
             return
-        versions = [v for v in record.states if v] or [version or 0]
+        versions = [v for v in record.states if v] or [0]
         record.states = {v: (ModelState.UNAVAILABLE, reason) for v in versions}
 
     async def _retire(self, versions: list[LoadedVersion], timeout: float | None = None) -> None:
@@ -330,10 +335,15 @@ class ModelManager:
                 log.exception("model '%s' failed to finalize", loaded.name)
 
     def _build(
-        self, source: ModelSource, override: dict[str, Any] | None, serving: dict[int, LoadedVersion]
+        self,
+        source: ModelSource,
+        override: dict[str, Any] | None,
+        serving: dict[int, LoadedVersion],
+        statistics: dict[int, ModelStatistics],
     ) -> dict[int, LoadedVersion]:
         """Runs in a worker thread: framework loads block. Versions of `serving` whose
-        files did not change are reused as they are."""
+        files did not change are reused as they are; new ones continue the counters in
+        `statistics`."""
         name = source.name
         if override is not None:
             proto = config_from_dict(override, name)
@@ -357,7 +367,7 @@ class ModelManager:
                     built[version] = current
                     continue
                 try:
-                    built[version] = self._build_version(source, proto, version)
+                    built[version] = self._build_version(source, proto, version, statistics.get(version))
                 except NaiadError as exc:
                     exc.failed_version = version  # type: ignore[attr-defined]
                     raise
@@ -369,8 +379,11 @@ class ModelManager:
             raise
         return built
 
-    def _build_version(self, source: ModelSource, base: pb.ModelConfig, version: int) -> LoadedVersion:
+    def _build_version(
+        self, source: ModelSource, base: pb.ModelConfig, version: int, statistics: ModelStatistics | None = None
+    ) -> LoadedVersion:
         name = source.name
+        load_started = time.monotonic()
         proto = pb.ModelConfig()
         proto.CopyFrom(base)
         if proto.platform == "ensemble":
@@ -390,13 +403,15 @@ class ModelManager:
         model = backend.create_model(context)
         if self.auto_complete:
             model.auto_complete_config(provisional)
-        # Defaults name instance groups after the model: a config may leave its name out.
-        proto.name = proto.name or name
-        fill_config_defaults(proto, filename, gpu_ids())
+        fill_config_defaults(proto, name, filename, gpu_ids())
         config = validate_config(proto, name, source.path)
         context.config = config
         runners: list[InstanceRunner] = []
-        statistics = ModelStatistics(name, str(version))
+        if statistics is None:
+            statistics = ModelStatistics(name, str(version))
+        metrics_settings = getattr(self.server, "metrics_settings", None)
+        if metrics_settings is not None:
+            metrics_settings.prepare(statistics, config)
         try:
             model.initialize()
             for instance_context in expand_instance_groups(config):
@@ -408,6 +423,7 @@ class ModelManager:
             loaded = LoadedVersion(name, version, config, DirectScheduler([]), statistics, model, runners)
             self._finalize(loaded)
             raise
+        statistics.load_duration_s = time.monotonic() - load_started
         return LoadedVersion(name, version, config, scheduler, statistics, model, runners)
 
     # -- ensembles -----------------------------------------------------------------------

@@ -18,9 +18,12 @@ from typing import Any, AsyncIterator
 from . import __version__
 from .backend_registry import BackendRegistry
 from .classification import apply_classification
+from .custom_metrics import CustomMetricRegistry
 from .ensemble_validation import load_order
 from .errors import ErrorCode, NaiadError
 from .inference import InferenceRequest, InferenceResponse
+from .log_settings import LogSettings
+from .metrics_settings import BUILTIN_METRIC_FAMILIES, MetricsSettings
 from .model_config import ModelConfig
 from .model_manager import LoadedVersion, ModelManager
 from .remote_repository import open_repository
@@ -28,6 +31,8 @@ from .repository_poller import RepositoryPoller
 from .request_validation import validate_request
 from .scheduling.job import Job
 from .shared_memory import SharedMemoryRegistry
+from .statistics import failure_reason
+from .tracing import TraceSettings, Tracing
 from .uploaded_models import UploadedModels
 
 __all__ = ["Server", "ServerOptions"]
@@ -56,6 +61,10 @@ class ServerOptions:
     backend_plugins: list[object] = field(default_factory=list)
     load_backend_entry_points: bool = True
     server_id: str = "naiad"
+    # Observability: what --metrics-*, --log-* and --trace-config set.
+    metrics_settings: MetricsSettings = field(default_factory=MetricsSettings)
+    log_settings: LogSettings | None = None
+    trace_settings: TraceSettings | None = None
 
 
 class Server:
@@ -76,6 +85,13 @@ class Server:
         self._inflight = 0
         self._idle = asyncio.Event()
         self._poll_task: asyncio.Task[None] | None = None
+        self.metrics_settings = self.options.metrics_settings
+        # The logging and trace extensions read and change these live.
+        self.log_settings = self.options.log_settings or LogSettings()
+        self.tracing = Tracing(self.options.trace_settings)
+        # Metric families models define (Triton's custom metrics); the metrics frontend
+        # exports them beside the server's own.
+        self.custom_metrics = CustomMetricRegistry(reserved=BUILTIN_METRIC_FAMILIES)
         self._live = False
         self._startup_failures: list[str] = []
         self._extensions: list[str] = [
@@ -169,6 +185,7 @@ class Server:
         if self.backends is not None:
             self.backends.finalize()
         self.uploads.close()
+        self.tracing.close()
 
     async def __aenter__(self) -> "Server":
         await self.start()
@@ -255,7 +272,9 @@ class Server:
     ) -> None:
         """Load or reload a model. `config` overrides its config.pbtxt (Triton's JSON form);
         `files` (path relative to the model directory -> content, e.g. "1/model.onnx")
-        loads it from those files instead of the repository, and then needs `config`."""
+        loads it from those files instead of the repository, and then needs `config`.
+        Only in explicit model control mode, as in Triton."""
+        self._check_explicit_control()
         source = None
         if files:
             if config is None:
@@ -266,12 +285,22 @@ class Server:
         await self._models().load(name, config, source)
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
-        """Unload a model; with `unload_dependents`, also the ensembles that use it."""
+        """Unload a model; with `unload_dependents`, also the ensembles that use it.
+        Only in explicit model control mode, as in Triton."""
+        self._check_explicit_control()
         models = self._models()
         if unload_dependents:
             for dependent in models.dependents(name):
                 await models.unload(dependent)
         await models.unload(name)
+
+    def _check_explicit_control(self) -> None:
+        mode = self.options.model_control_mode
+        if mode != "explicit":
+            raise NaiadError.unavailable(
+                f"explicit model load / unload is not allowed in model control mode '{mode}'; start "
+                "the server with --model-control-mode=explicit"
+            )
 
     # -- inference -----------------------------------------------------------------------
 
@@ -335,20 +364,29 @@ class Server:
         # monotonic_ns, not loop.time(): uvloop's clock ticks in milliseconds, which would
         # record most requests as taking 0 ns.
         started = time.monotonic_ns()
-        try:
-            request.take_control_parameters()
-            batch_size = validate_request(request, loaded.config, str(loaded.version))
-        except NaiadError:
-            statistics.record_failure(time.monotonic_ns() - started, "OTHER")
-            raise
+        # A request refused by validation never reaches the model; like tritonserver
+        # (checked against 2.51), it counts in neither the statistics nor the metrics.
+        request.take_control_parameters()
+        batch_size = validate_request(request, loaded.config, str(loaded.version))
         future: asyncio.Future[InferenceResponse] = loop.create_future()
         statistics.pending += 1
         self._inflight += 1
         self._idle.clear()
+        trace = request.trace
+        if trace is None and self.tracing.active:
+            trace = self.tracing.begin(request, loaded.name, str(loaded.version))
+        awaiting_first = statistics.first_response_histogram is not None
 
         def deliver(response: InferenceResponse) -> None:
+            nonlocal awaiting_first
+            if awaiting_first:
+                awaiting_first = False
+                statistics.record_first_response(time.monotonic_ns() - started)
             if response.final:
-                statistics.pending -= 1
+                if trace is not None:
+                    trace.request_done(response)
+                if not job.executed:
+                    statistics.pending -= 1
                 self._inflight -= 1
                 if self._inflight == 0:
                     self._idle.set()
@@ -356,8 +394,7 @@ class Server:
                 if response.error is None:
                     statistics.record_success(elapsed)
                 else:
-                    reason = "CANCELED" if request.cancelled else "REJECTED" if job.rejected else "BACKEND"
-                    statistics.record_failure(elapsed, reason)
+                    statistics.record_failure(elapsed, failure_reason(response.error, request.cancelled))
             if queue is not None:
                 queue.put_nowait(response)
             elif not future.done():

@@ -8,19 +8,39 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["Duration", "BatchStatistics", "ModelStatistics"]
+from .latency_summary import DEFAULT_BUCKETS_MS, DEFAULT_QUANTILES, LatencyHistogram, LatencySummary
+
+__all__ = ["Duration", "BatchStatistics", "ModelStatistics", "failure_reason"]
+
+
+def failure_reason(error: Any, cancelled: bool = False) -> str:
+    """The `reason` label of nv_inference_request_failure for a failed request: CANCELED
+    when the client went away, REJECTED when a scheduler refused it (UNAVAILABLE: queue
+    full, model unloading), BACKEND when the model failed."""
+    code = getattr(getattr(error, "code", None), "value", None)
+    if cancelled or code == "CANCELLED":
+        return "CANCELED"
+    if code == "UNAVAILABLE":
+        return "REJECTED"
+    return "BACKEND"
 
 
 @dataclass(slots=True)
 class Duration:
     count: int = 0
     ns: int = 0
+    # Set only when latency summaries are on; gets each request's share in microseconds.
+    observer: Callable[[float], None] | None = field(default=None, repr=False, compare=False)
 
     def add(self, ns: int, count: int = 1) -> None:
         self.count += count
         self.ns += ns
+        if self.observer is not None and count > 0:
+            each_us = ns / count / 1000.0
+            for _ in range(count):
+                self.observer(each_us)
 
     def to_dict(self) -> dict[str, int]:
         return {"count": self.count, "ns": self.ns}
@@ -69,7 +89,32 @@ class ModelStatistics:
     # Failures by reason ("REJECTED", "CANCELED", "BACKEND", "OTHER"), as Triton's
     # nv_inference_request_failure labels them.
     failures_by_reason: dict[str, int] = field(default_factory=dict)
+    # Requests received and not yet taken by an instance (nv_inference_pending_request_count).
     pending: int = 0
+    # Seconds the last load of this version took (nv_model_load_duration_secs).
+    load_duration_s: float = 0.0
+    # Opt-in distributions (see `enable_summaries`, `enable_first_response_histogram`);
+    # None costs nothing on the request path.
+    summaries: dict[str, LatencySummary] | None = None
+    first_response_histogram: LatencyHistogram | None = None
+
+    def enable_summaries(self, quantiles: tuple[tuple[float, float], ...] = DEFAULT_QUANTILES) -> None:
+        """Feed a sliding-window summary from the success, queue and compute durations."""
+        if self.summaries is not None:
+            return
+        self.summaries = {}
+        for key in ("success", "queue", "compute_input", "compute_infer", "compute_output"):
+            summary = self.summaries[key] = LatencySummary(quantiles)
+            getattr(self, key).observer = summary.observe
+
+    def enable_first_response_histogram(self, buckets_ms: tuple[float, ...] = DEFAULT_BUCKETS_MS) -> None:
+        if self.first_response_histogram is None:
+            self.first_response_histogram = LatencyHistogram(tuple(buckets_ms))
+
+    def record_first_response(self, ns: int) -> None:
+        """Time from arrival to a request's first response (decoupled models)."""
+        if self.first_response_histogram is not None:
+            self.first_response_histogram.observe(ns / 1e6)
 
     def record_success(self, request_ns: int) -> None:
         self.success.add(request_ns)
@@ -95,6 +140,17 @@ class ModelStatistics:
         batch.compute_input.add(input_ns)
         batch.compute_infer.add(infer_ns)
         batch.compute_output.add(output_ns)
+
+    def record_failed_execution(self, batch_size: int, infer_ns: int) -> None:
+        """An execution that raised: tritonserver counts it in `execution_count` and the
+        batch statistics, but not in `inference_count` or the per-request compute times."""
+        self.execution_count += 1
+        batch = self.batches.get(batch_size)
+        if batch is None:
+            batch = self.batches[batch_size] = BatchStatistics(batch_size)
+        batch.compute_infer.add(infer_ns)
+        batch.compute_input.add(0)
+        batch.compute_output.add(0)
 
     def to_dict(self) -> dict[str, Any]:
         """Triton's JSON shape of one entry of `model_stats`."""

@@ -32,7 +32,7 @@ parameters {key:"op" value {string_value:"repeat"}}''',
     "parameters": '''backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[1]}]
-parameters {key:"op" value {string_value:"parameters"}}''',
+parameters {key:"op" value {string_value:"echo_parameters"}}''',
     "failing": '''backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]

@@ -124,8 +124,9 @@ def test_requested_output_parameters_pass_through():
     assert [(o.name, o.parameters) for o in request.outputs] == [("OUTPUT0", {"classification": 3})]
 
 
-def test_load_config_override():
+def test_load_request():
     parameters = pb.RepositoryModelLoadRequest().parameters
-    assert codec.load_config_override("m", parameters) is None
+    assert codec.load_request("m", parameters) == (None, {})
     parameters["config"].string_param = '{"max_batch_size": 4}'
-    assert codec.load_config_override("m", parameters) == {"max_batch_size": 4}
+    parameters["file:1/model.onnx"].bytes_param = b"onnx"
+    assert codec.load_request("m", parameters) == ({"max_batch_size": 4}, {"1/model.onnx": b"onnx"})

@@ -76,11 +76,34 @@ def test_load_errors(explicit):
     expect_error(lambda: explicit.load_model("identity", config="[1]"), "INVALID_ARGUMENT", "JSON object")
     expect_error(lambda: explicit.load_model("identity", config=json.dumps({"max_batch_size": "x"})),
                  "INVALID_ARGUMENT", "'identity'", "max_batch_size")
-    expect_error(lambda: explicit.load_model("identity", files={"file:1/model.onnx": b"x"}, config="{}"),
-                 "UNIMPLEMENTED", "file:1/model.onnx")
+    expect_error(lambda: explicit.load_model("evil", files={"file:../evil.py": b"x"}, config="{}"),
+                 "INVALID_ARGUMENT", "file path '../evil.py' must be relative")
+    expect_error(lambda: explicit.load_model("evil", files={"file:1/a.bin": b"x"}),
+                 "INVALID_ARGUMENT", "model files were sent without a config")
     expect_error(lambda: explicit.unload_model("nope"), "NOT_FOUND", "'nope'")
     # The failures left the server serving.
     assert explicit.is_model_ready("add_sub") and explicit.is_server_live()
+
+
+def test_load_uploaded_files_and_unload_dependents(explicit):
+    config = {
+        "backend": "numpy", "max_batch_size": 0,
+        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+    }
+    explicit.load_model("uploaded", config=json.dumps(config), files={"file:1/weights.bin": b"\x00\x01"})
+    np.testing.assert_array_equal(explicit.infer("uploaded", identity_input(2)).as_numpy("OUTPUT0"), [0, 1])
+    ensemble = {
+        "platform": "ensemble", "max_batch_size": 0,
+        "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "ensemble_scheduling": {"step": [{"model_name": "uploaded", "model_version": -1,
+                                          "input_map": {"INPUT0": "IN"}, "output_map": {"OUTPUT0": "OUT"}}]},
+    }
+    explicit.load_model("pipeline", config=json.dumps(ensemble), files={"file:1/.keep": b""})
+    assert explicit.is_model_ready("pipeline")
+    explicit.unload_model("uploaded", unload_dependents=True)
+    assert not explicit.is_model_ready("pipeline") and not explicit.is_model_ready("uploaded")
 
 
 def test_load_refused_outside_explicit_mode(url):

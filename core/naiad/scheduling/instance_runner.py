@@ -57,6 +57,9 @@ class InstanceRunner:
         for job in jobs:
             if job.batch_size:
                 self.statistics.queue.add(start - job.enqueued_ns)
+                # nv_inference_pending_request_count counts requests awaiting execution.
+                job.executed = True
+                self.statistics.pending -= 1
         requests = [job.request for job in jobs]
         if self.decoupled:
             for job in jobs:
@@ -72,11 +75,15 @@ class InstanceRunner:
             error = exc if isinstance(exc, NaiadError) else NaiadError.internal(
                 f"model '{self.model_name}' failed to execute: {type(exc).__name__}: {exc}"
             )
+            failed_ns = time.monotonic_ns() - start
+            self.statistics.record_failed_execution(sum(j.batch_size for j in jobs), failed_ns)
+            _trace_compute(jobs, start, failed_ns)
             for job in jobs:
                 job.finish(self._stamp(InferenceResponse(error=error), job))
             return
         finally:
             elapsed = time.monotonic_ns() - start
+        _trace_compute(jobs, start, elapsed)
         input_ns, output_ns = phases
         self.statistics.record_execution(
             sum(j.batch_size for j in jobs),
@@ -148,3 +155,10 @@ class InstanceRunner:
     def close(self) -> None:
         if self._thread is not None:
             self._thread.shutdown(wait=True)
+
+
+def _trace_compute(jobs: list[Job], start: int, elapsed: int) -> None:
+    """Give traced requests their queue and compute timestamps (one check when untraced)."""
+    for job in jobs:
+        if job.request.trace is not None:
+            job.request.trace.compute(job.enqueued_ns, start, start + elapsed)

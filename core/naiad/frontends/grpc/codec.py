@@ -31,7 +31,7 @@ __all__ = [
     "statistics_response",
     "repository_index_response",
     "system_shared_memory_status_response",
-    "load_config_override",
+    "load_request",
     "check_output_placements",
     "SHM_REGION",
     "SHM_OFFSET",
@@ -368,23 +368,21 @@ def system_shared_memory_status_response(
     return message
 
 
-def load_config_override(
+def load_request(
     model: str, parameters: Mapping[str, pb.ModelRepositoryParameter]
-) -> dict[str, Any] | None:
-    """The `config` load parameter (Triton's JSON form of a model config) as a dict.
-
-    Model-file overrides (`file:<path>` parameters) are refused clearly: naiad loads model
-    files from its repositories only.
-    """
+) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
+    """The load request's `config` override (Triton's JSON form of a model config, as a
+    dict) and its model files (`file:<path>` bytes parameters, by path)."""
     import json
 
-    files = [key for key in parameters if key.startswith("file:")]
-    if files:
-        raise NaiadError.unsupported(
-            f"failed to load '{model}': model file overrides ({', '.join(files)}) are not supported"
-        )
+    files: dict[str, bytes] = {}
+    for key, value in parameters.items():
+        if key.startswith("file:"):
+            if value.WhichOneof("parameter_choice") != "bytes_param":
+                raise NaiadError.invalid(f"failed to load '{model}': parameter '{key}' must carry the file as bytes")
+            files[key.removeprefix("file:")] = value.bytes_param
     if "config" not in parameters:
-        return None
+        return None, files
     value = parameters["config"]
     choice = value.WhichOneof("parameter_choice")
     if choice not in ("string_param", "bytes_param"):
@@ -396,4 +394,4 @@ def load_config_override(
         raise NaiadError.invalid(f"failed to load '{model}': the 'config' parameter is not valid JSON: {exc}") from None
     if not isinstance(config, dict):
         raise NaiadError.invalid(f"failed to load '{model}': the 'config' parameter must be a JSON object")
-    return config
+    return config, files

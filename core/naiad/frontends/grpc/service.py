@@ -219,29 +219,20 @@ class InferenceServicer:
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Any) -> pb.RepositoryIndexResponse:
         return codec.repository_index_response(self.server.repository_index(request.ready))
 
-    def _check_explicit_control(self) -> None:
-        mode = self.server.options.model_control_mode
-        if mode != "explicit":
-            raise NaiadError.unavailable(
-                f"explicit model load / unload is not allowed in model control mode '{mode}'; start "
-                "the server with --model-control-mode=explicit"
-            )
-
     @_unary
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: Any
     ) -> pb.RepositoryModelLoadResponse:
-        self._check_explicit_control()
-        config = codec.load_config_override(request.model_name, request.parameters)
-        await self.server.load_model(request.model_name, config)
+        config, files = codec.load_request(request.model_name, request.parameters)
+        await self.server.load_model(request.model_name, config, files)
         return pb.RepositoryModelLoadResponse()
 
     @_unary
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, context: Any
     ) -> pb.RepositoryModelUnloadResponse:
-        self._check_explicit_control()
-        await self.server.unload_model(request.model_name)
+        dependents = request.parameters.get("unload_dependents")
+        await self.server.unload_model(request.model_name, bool(dependents is not None and dependents.bool_param))
         return pb.RepositoryModelUnloadResponse()
 
     # -- shared memory ---------------------------------------------------------------------

@@ -18,13 +18,17 @@ import orjson
 from ...datatypes import DATATYPES, numpy_dtype, tensor_from_raw, tensor_to_raw
 from ...errors import NaiadError
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
+from ...model_config import ModelConfig
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
+from .json_tensors import array_from_json, json_from_tensor
 
 __all__ = [
     "EncodedResponse",
     "decode_json",
     "decode_infer_request",
+    "decode_raw_request",
+    "is_raw_request",
     "encode_infer_response",
     "split_body",
 ]
@@ -33,8 +37,6 @@ _SHM_REGION = "shared_memory_region"
 _SHM_OFFSET = "shared_memory_offset"
 _SHM_SIZE = "shared_memory_byte_size"
 _DATATYPE_NAMES = ", ".join(sorted(DATATYPES))
-# Request parameters that steer this frontend and are not passed on to the model.
-_FRONTEND_PARAMETERS = ("binary_data_output",)
 
 
 @dataclass(slots=True)
@@ -46,12 +48,12 @@ class EncodedResponse:
     header_length: int | None
 
 
-def decode_json(data: bytes | memoryview, what: str = "request") -> Any:
-    """Parse JSON; a syntax error is INVALID_ARG naming where it failed."""
+def decode_json(data: bytes | memoryview, what: str = "the request body") -> Any:
+    """Parse JSON; a syntax error is INVALID_ARG naming `what` and where it failed."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise NaiadError.invalid(f"malformed JSON in the {what} body: {exc}") from None
+        raise NaiadError.invalid(f"malformed JSON in {what}: {exc}") from None
 
 
 def split_body(body: bytes, header_length: str | None) -> tuple[memoryview, memoryview]:
@@ -68,12 +70,62 @@ def split_body(body: bytes, header_length: str | None) -> tuple[memoryview, memo
     if length <= 0 or length > len(body):
         raise NaiadError.invalid(
             f"Inference-Header-Content-Length is {length}, but the body holds {len(body)} bytes; "
-            "the JSON header must be 1 to the body's length bytes long"
+            "the JSON header must be 1 to the body's length bytes long (0 sends the whole body as the "
+            "raw data of a single-input model)"
         )
     return view[:length], view[length:]
 
 
 # -- requests ---------------------------------------------------------------------------
+
+
+def is_raw_request(header_length: str | None) -> bool:
+    """`Inference-Header-Content-Length: 0`: the body is the raw data of the model's only input."""
+    return header_length is not None and header_length.strip() == "0"
+
+
+def decode_raw_request(body: bytes, config: ModelConfig, model_version: str) -> InferenceRequest:
+    """A raw binary request: no JSON, the whole body is the one input of the model. Its
+    datatype comes from the config and its shape from the config dims (batch 1 for batching
+    models), a variable dimension sized by the byte count. Outputs come back binary."""
+    model = config.name
+    if len(config.inputs) != 1:
+        raise NaiadError.invalid(
+            f"a raw binary request (Inference-Header-Content-Length: 0) needs a model with exactly one input; "
+            f"model '{model}' has {len(config.inputs)}"
+        )
+    spec = config.inputs[0]
+    dims = list(spec.dims)
+    batch = [1] if config.max_batch_size > 0 else []
+    if spec.datatype == "BYTES":
+        # The body is one element.
+        array = np.empty(1, dtype=object)
+        array[0] = bytes(body)
+        shape = tuple(batch + [1 if d == -1 else d for d in dims])
+        if _element_count(shape) != 1:
+            raise NaiadError.invalid(
+                f"a raw binary request carries one BYTES element; input '{spec.name}' of model '{model}' "
+                f"has shape {batch + dims}"
+            )
+        return InferenceRequest(model, [Tensor(spec.name, "BYTES", shape, array.reshape(shape))], model_version)
+    itemsize = numpy_dtype(spec.datatype).itemsize
+    variable = dims.count(-1)
+    fixed = _element_count(tuple(d for d in dims if d != -1))
+    if variable > 1:
+        raise NaiadError.invalid(
+            f"a raw binary request cannot size input '{spec.name}' of model '{model}': its dims {dims} have "
+            "more than one variable dimension"
+        )
+    if variable == 1:
+        if len(body) % (itemsize * fixed):
+            raise NaiadError.invalid(
+                f"raw binary request for input '{spec.name}' of model '{model}': {len(body)} bytes is not a "
+                f"whole number of {spec.datatype} elements of dims {dims}"
+            )
+        dims = [len(body) // (itemsize * fixed) if d == -1 else d for d in dims]
+    shape = tuple(batch + dims)
+    array = _from_raw(spec.name, spec.datatype, shape, memoryview(body))
+    return InferenceRequest(model, [Tensor(spec.name, spec.datatype, shape, array)], model_version)
 
 
 def decode_infer_request(
@@ -88,18 +140,17 @@ def decode_infer_request(
     Raises INVALID_ARG naming the input and the fault for every malformed part.
     """
     header, binary = split_body(body, header_length)
-    document = decode_json(header, "inference request")
+    document = decode_json(header, "the inference request body")
     if not isinstance(document, dict):
         raise NaiadError.invalid("the inference request body must be a JSON object")
     request_id = document.get("id", "")
     if not isinstance(request_id, str):
         raise NaiadError.invalid(f"the request 'id' must be a string, got {request_id!r}")
     parameters = _parameters(document, "the request")
+    # binary_data_output steers this frontend; the model does not see it.
     binary_output = parameters.pop("binary_data_output", False)
     if not isinstance(binary_output, bool):
         raise NaiadError.invalid(f"request parameter 'binary_data_output' must be true or false, got {binary_output!r}")
-    for name in _FRONTEND_PARAMETERS:
-        parameters.pop(name, None)
 
     raw_inputs = document.get("inputs")
     if not isinstance(raw_inputs, list):
@@ -189,7 +240,7 @@ def _decode_input(
         start = _non_negative_int(parameters.pop(_SHM_OFFSET, 0), f"input '{name}': '{_SHM_OFFSET}'")
         array = _from_raw(name, datatype, shape, shared_memory.read(region, start, size))
     else:
-        array = _from_json(name, datatype, shape, raw["data"])
+        array = array_from_json(name, datatype, shape, raw["data"])
     return Tensor(name, datatype, shape, array, parameters), used
 
 
@@ -219,74 +270,6 @@ def _element_count(shape: tuple[int, ...]) -> int:
     for dim in shape:
         count *= dim
     return count
-
-
-def _from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np.ndarray:
-    """Nested or flat JSON data as an array of `shape`."""
-    count = _element_count(shape)
-    if not isinstance(data, list):
-        data = [data]
-    if datatype == "BYTES":
-        array = _bytes_from_json(name, data)
-    else:
-        array = _numbers_from_json(name, datatype, data)
-    if array.size != count:
-        raise NaiadError.invalid(
-            f"input '{name}': shape {list(shape)} needs {count} elements, 'data' holds {array.size}"
-        )
-    return array.reshape(shape)
-
-
-def _bytes_from_json(name: str, data: list[Any]) -> np.ndarray:
-    flat: list[bytes] = []
-    stack = [iter(data)]
-    while stack:
-        for item in stack[-1]:
-            if isinstance(item, list):
-                stack.append(iter(item))
-                break
-            if not isinstance(item, str):
-                raise NaiadError.invalid(f"input '{name}': BYTES data in JSON must be strings, got {item!r}")
-            flat.append(item.encode("utf-8"))
-        else:
-            stack.pop()
-    array = np.empty(len(flat), dtype=object)
-    array[:] = flat
-    return array
-
-
-_NUMBER_KINDS = {"b": "booleans", "i": "integers", "u": "integers", "f": "numbers"}
-
-
-def _numbers_from_json(name: str, datatype: str, data: list[Any]) -> np.ndarray:
-    try:
-        parsed = np.array(data)
-    except ValueError:
-        raise NaiadError.invalid(f"input '{name}': 'data' is a ragged nested list; every row must have the same length") from None
-    kind = parsed.dtype.kind
-    if datatype == "BOOL":
-        allowed = "b"
-    elif datatype in ("FP16", "FP32", "FP64", "BF16"):
-        allowed = "biuf"
-    else:
-        allowed = "biu"
-    if parsed.size and kind not in allowed:
-        wanted = "true/false values" if datatype == "BOOL" else (
-            "numbers" if "f" in allowed else "integers")
-        raise NaiadError.invalid(f"input '{name}': {datatype} data must be {wanted}")
-    if datatype == "BF16":
-        from ...datatypes import bf16_words
-
-        return bf16_words(parsed.astype(np.float32))
-    target = numpy_dtype(datatype)
-    if kind in "iu" and target.kind in "iu" and parsed.size:
-        info = np.iinfo(target)
-        low, high = parsed.min(), parsed.max()
-        if low < info.min or high > info.max:
-            raise NaiadError.invalid(
-                f"input '{name}': value {low if low < info.min else high} is outside the range of {datatype}"
-            )
-    return parsed.astype(target, copy=False)
 
 
 def _decode_output(raw: Any, index: int) -> RequestedOutput:
@@ -345,7 +328,7 @@ def encode_infer_response(
             entry.setdefault("parameters", {})["binary_data_size"] = len(raw)
             chunks.append(raw)
         else:
-            entry["data"] = _json_data(tensor)
+            entry["data"] = json_from_tensor(tensor)
         outputs.append(entry)
     document: dict[str, Any] = {}
     if response.id:
@@ -359,19 +342,3 @@ def encode_infer_response(
     if not chunks:
         return EncodedResponse(header, None)
     return EncodedResponse(b"".join([header, *chunks]), len(header))
-
-
-def _json_data(tensor: Tensor) -> Any:
-    """Flat JSON data for an output (orjson writes numpy arrays natively)."""
-    data = tensor.data
-    if tensor.datatype == "BYTES":
-        try:
-            return [item.decode("utf-8") if isinstance(item, bytes) else str(item) for item in data.reshape(-1)]
-        except UnicodeDecodeError:
-            raise NaiadError.invalid(
-                f"output '{tensor.name}' holds bytes that are not UTF-8 text, which JSON cannot carry; "
-                "request it with the 'binary_data' parameter"
-            ) from None
-    if tensor.datatype == "BF16":
-        data = (data.astype(np.uint32) << 16).view(np.float32)
-    return np.ascontiguousarray(data).reshape(-1)

@@ -13,7 +13,7 @@ import logging
 import socket
 from typing import Any, Iterator
 
-from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 __all__ = ["bind_socket", "serve_uvicorn", "serve_hypercorn"]
 
@@ -40,7 +40,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve_uvicorn(app: Starlette, sock: socket.socket, started: asyncio.Event) -> None:
+async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event) -> None:
     import uvicorn
 
     class _EmbeddedServer(uvicorn.Server):
@@ -58,6 +58,7 @@ async def serve_uvicorn(app: Starlette, sock: socket.socket, started: asyncio.Ev
     config = uvicorn.Config(
         app,
         http=http,
+        ws="none",
         lifespan="off",
         log_config=None,
         access_log=False,
@@ -82,9 +83,13 @@ async def serve_uvicorn(app: Starlette, sock: socket.socket, started: asyncio.Ev
         sock.close()
 
 
-async def serve_hypercorn(app: Starlette, sock: socket.socket, started: asyncio.Event) -> None:
-    from hypercorn.asyncio import serve
-    from hypercorn.config import Config
+async def serve_hypercorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event) -> None:
+    try:
+        from hypercorn.asyncio import serve
+        from hypercorn.config import Config
+    except ImportError:
+        sock.close()
+        raise RuntimeError("--http-server hypercorn needs hypercorn: pip install 'naiad[http2]'") from None
 
     config = Config()
     # Hypercorn takes ownership of the descriptor.

@@ -1,0 +1,67 @@
+"""The TensorFlow backend object: process-wide settings, and a model per version."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+
+from naiad import Backend, BackendContext, Model, ModelContext
+
+from .settings import BackendSettings, parse_backend_settings
+
+__all__ = ["TensorFlowBackend"]
+
+# Everything the backend imports from TensorFlow. Models load in parallel threads, and two
+# threads importing TensorFlow's modules at once can deadlock on Python's module locks, so
+# the first model imports them all under one lock.
+_TENSORFLOW_MODULES = (
+    "tensorflow",
+    "tensorflow.core.framework.graph_pb2",
+    "tensorflow.core.framework.types_pb2",
+    "tensorflow.core.protobuf.saved_model_pb2",
+    "tensorflow.python.util.deprecation",
+)
+_TENSORFLOW_ATTRIBUTES = (
+    "compat.v1.Session",
+    "compat.v1.ConfigProto",
+    "compat.v1.saved_model.loader.load",
+    "graph_util.import_graph_def",
+    "config.list_physical_devices",
+    "bfloat16.as_numpy_dtype",
+)
+
+
+class TensorFlowBackend(Backend):
+    """Serves `tensorflow_savedmodel` and `tensorflow_graphdef` models.
+
+    `default_model_filename` is the SavedModel's; a GraphDef model's `model.graphdef` is
+    chosen by the model itself from its platform.
+    """
+
+    name = "tensorflow"
+    default_model_filename = "model.savedmodel"
+
+    def initialize(self, context: BackendContext) -> None:
+        super().initialize(context)
+        self.settings: BackendSettings = parse_backend_settings(context.config)
+        self._import_lock = threading.Lock()
+        self._imported = False
+
+    def _import_tensorflow(self) -> None:
+        with self._import_lock:
+            if not self._imported:
+                for name in _TENSORFLOW_MODULES:
+                    importlib.import_module(name)
+                # Attributes TensorFlow resolves lazily (through more imports) on first use.
+                tf = importlib.import_module("tensorflow")
+                for path in _TENSORFLOW_ATTRIBUTES:
+                    target = tf
+                    for part in path.split("."):
+                        target = getattr(target, part)
+                self._imported = True
+
+    def create_model(self, context: ModelContext) -> Model:
+        from .model import TensorFlowModel
+
+        self._import_tensorflow()
+        return TensorFlowModel(context, self.settings)

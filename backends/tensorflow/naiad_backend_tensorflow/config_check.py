@@ -1,0 +1,72 @@
+"""Checks a validated config against the model's own inputs and outputs at load, so a
+mismatch is a load error naming the tensor, not a failure on the first request."""
+
+from __future__ import annotations
+
+from naiad import ConfigError, ModelConfig, TensorSpec
+from naiad.datatypes import datatype_to_config_type
+
+from .model_tensors import ModelSignature, ModelTensor
+
+__all__ = ["check_config_against_model"]
+
+
+def check_config_against_model(
+    config: ModelConfig, signature: ModelSignature, source: str, require_every_input: bool
+) -> None:
+    """`source` names the model's description in messages ("SavedModel signature
+    'serving_default'", "GraphDef"). `require_every_input` refuses configs that leave a
+    model input out (a signature's inputs must all be fed; a graph may have defaults)."""
+    batching = config.max_batch_size > 0
+    for kind, specs, tensors in (
+        ("input", config.inputs, signature.inputs),
+        ("output", config.outputs, signature.outputs),
+    ):
+        for index, spec in enumerate(specs):
+            where = f"{kind} '{spec.name}' ({kind}[{index}]"
+            tensor = tensors.get(spec.name)
+            if tensor is None:
+                known = ", ".join(sorted(tensors)) or "none"
+                raise ConfigError(config.name, f"{where}.name): the {source} has no {kind} '{spec.name}' ({kind}s: {known})")
+            _check_tensor(config.name, where, spec, tensor, batching, source)
+    if require_every_input:
+        missing = sorted(set(signature.inputs) - set(config.input_by_name))
+        if missing:
+            raise ConfigError(
+                config.name, f"input: the {source} needs input(s) {missing} that the config does not list"
+            )
+
+
+def _check_tensor(model: str, where: str, spec: TensorSpec, tensor: ModelTensor, batching: bool, source: str) -> None:
+    if not tensor.tensor_name:
+        raise ConfigError(model, f"{where}): '{tensor.key}' is a sparse or ragged tensor, which naiad cannot feed")
+    if tensor.datatype is None:
+        raise ConfigError(model, f"{where}.data_type): the model's dtype {tensor.tf_dtype} has no Triton datatype")
+    if tensor.datatype != spec.datatype:
+        raise ConfigError(
+            model,
+            f"{where}.data_type): the config says {datatype_to_config_type(spec.datatype)}, "
+            f"the {source} has {tensor.tf_dtype} ({datatype_to_config_type(tensor.datatype)})",
+        )
+    if tensor.shape is None:
+        return
+    model_dims = list(spec.reshape if spec.reshape is not None else spec.dims)
+    expected = ([-1] if batching else []) + model_dims
+    actual = list(tensor.shape)
+    if len(actual) != len(expected):
+        hint = " (the batch dimension counts when max_batch_size > 0)" if batching else ""
+        raise ConfigError(
+            model, f"{where}.dims): the config describes shape {expected}{hint}, the {source} has {actual}"
+        )
+    if batching and actual[0] != -1:
+        raise ConfigError(
+            model,
+            f"{where}.dims): max_batch_size > 0 stacks requests along the first dimension, but the "
+            f"{source} fixes it at {actual[0]} (shape {actual}); set max_batch_size: 0",
+        )
+    for position, (want, have) in enumerate(zip(expected, actual)):
+        if want != -1 and have != -1 and want != have:
+            raise ConfigError(
+                model, f"{where}.dims): dimension {position} is {want} in the config and {have} in the {source} "
+                f"(config shape {expected}, model shape {actual})"
+            )

@@ -1,0 +1,12 @@
+"""The `naiad.backends` entry point: offers the TensorFlow backend to the server."""
+
+from __future__ import annotations
+
+from naiad import Backend, hookimpl
+
+from .backend import TensorFlowBackend
+
+
+@hookimpl
+def naiad_backends() -> list[type[Backend]]:
+    return [TensorFlowBackend]

@@ -1,0 +1,103 @@
+"""The per-model families, read at scrape time from the `ModelStatistics` objects the
+statistics extension also reads, so the two always agree; and the custom families models
+define in `server.custom_metrics`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...custom_metrics import MetricKind
+from ...statistics import ModelStatistics
+from .exposition import Family, bound_label
+
+if TYPE_CHECKING:
+    from ...server import Server
+
+__all__ = ["model_families", "custom_families", "FAILURE_REASONS"]
+
+FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+
+# (family, help, ModelStatistics duration, summary family, summary help)
+_LATENCIES = (
+    ("nv_inference_request_duration_us", "Total time of successful inference requests in the server, microseconds",
+     "success", "nv_inference_request_summary_us", "Inference request time, microseconds (sliding window)"),
+    ("nv_inference_queue_duration_us", "Total time requests waited in the queue for an instance, microseconds",
+     "queue", "nv_inference_queue_summary_us", "Queue time of requests, microseconds (sliding window)"),
+    ("nv_inference_compute_input_duration_us", "Total time spent preparing inputs for executions, microseconds",
+     "compute_input", "nv_inference_compute_input_summary_us",
+     "Input preparation time, microseconds (sliding window)"),
+    ("nv_inference_compute_infer_duration_us", "Total time models spent executing requests, microseconds",
+     "compute_infer", "nv_inference_compute_infer_summary_us", "Model execution time, microseconds (sliding window)"),
+    ("nv_inference_compute_output_duration_us", "Total time spent gathering outputs of executions, microseconds",
+     "compute_output", "nv_inference_compute_output_summary_us",
+     "Output gathering time, microseconds (sliding window)"),
+)
+
+
+def model_families(server: "Server", counter_latencies: bool = True) -> list[Family]:
+    versions: list[ModelStatistics] = []
+    if server.models is not None:
+        versions = [v.statistics for v in sorted(server.models.ready_models(), key=lambda v: (v.name, v.version))]
+    success = Family("nv_inference_request_success", "Inference requests that succeeded, all batch sizes", "counter")
+    failure = Family("nv_inference_request_failure", "Inference requests that failed, by reason, all batch sizes",
+                     "counter")
+    count = Family("nv_inference_count", "Inferences performed (a batch of 8 counts 8)", "counter")
+    executions = Family("nv_inference_exec_count", "Model executions performed (a batch of 8 counts 1)", "counter")
+    pending = Family("nv_inference_pending_request_count", "Requests received and waiting for an instance, now", "gauge")
+    load = Family("nv_model_load_duration_secs", "Seconds the last load of the model version took", "gauge")
+    durations = [Family(name, text, "counter") for name, text, _, _, _ in _LATENCIES]
+    summaries = [Family(name, text, "summary") for _, _, _, name, text in _LATENCIES]
+    histogram = Family("nv_inference_first_response_histogram_ms",
+                       "Time from a request's arrival to its first response, milliseconds", "histogram")
+    for stats in versions:
+        labels = (("model", stats.name), ("version", stats.version))
+        success.add(stats.success.count, labels)
+        for reason in FAILURE_REASONS:
+            failure.add(stats.failures_by_reason.get(reason, 0),
+                        (("model", stats.name), ("reason", reason), ("version", stats.version)))
+        count.add(stats.inference_count, labels)
+        executions.add(stats.execution_count, labels)
+        pending.add(stats.pending, labels)
+        load.add(round(stats.load_duration_s, 6), labels)
+        for family, (_, _, key, _, _) in zip(durations, _LATENCIES):
+            family.add(getattr(stats, key).ns // 1000, labels)
+        if stats.summaries is not None:
+            for family, (_, _, key, _, _) in zip(summaries, _LATENCIES):
+                summary = stats.summaries[key]
+                family.add(summary.count, labels, "_count")
+                family.add(round(summary.total), labels, "_sum")
+                for q, value in summary.quantile_values():
+                    family.add(value, (*labels, ("quantile", bound_label(q))))
+        if stats.first_response_histogram is not None:
+            h = stats.first_response_histogram
+            for bound, n in h.cumulative():
+                histogram.add(n, (*labels, ("le", bound_label(bound))), "_bucket")
+            histogram.add(h.total, labels, "_sum")
+            histogram.add(h.count, labels, "_count")
+    out = [success, failure, count, executions]
+    if counter_latencies:
+        out += durations
+    out.append(pending)
+    out += [f for f in summaries if f.samples]
+    if histogram.samples:
+        out.append(histogram)
+    out.append(load)
+    return out
+
+
+def custom_families(server: "Server") -> list[Family]:
+    out = []
+    for custom in server.custom_metrics.families():
+        family = Family(custom.name, custom.description, custom.kind.value)
+        for metric in custom.metrics():
+            labels = tuple(sorted(metric.labels.items()))
+            value, observed, buckets = metric.snapshot()
+            if custom.kind is MetricKind.HISTOGRAM:
+                for bound, n in buckets:
+                    family.add(n, (*labels, ("le", bound_label(bound))), "_bucket")
+                family.add(value, labels, "_sum")
+                family.add(observed, labels, "_count")
+            else:
+                family.add(value, labels)
+        out.append(family)
+    return out
