@@ -1,7 +1,7 @@
 """A tiny backend written in numpy, registered as a plugin object, so core tests exercise
 the real server path without any framework. Models pick an operation with the config
 parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
-`identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (sleeps `sleep_ms`, then identity),
+`identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (touches `started_file` if set, sleeps `sleep_ms`, then identity),
 `scale` (OUTPUTi = INPUTi * `factor`), `echo_parameters` (OUTPUT0 = the request's parameters as one
 JSON string, BYTES [1]), `rendezvous` (identity, after every model naming the same `barrier`
 with `parties` has reached it: proves that executions overlap without timing them), and for
@@ -15,6 +15,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -42,6 +43,9 @@ class NumpyInstance(ModelInstance):
         if op == "fail":
             raise RuntimeError("the model failed on purpose")
         if op == "sleep":
+            started = config.parameter("started_file")
+            if started:  # lets a test act while the execution is surely in flight
+                Path(started).touch()
             time.sleep(int(config.parameter("sleep_ms", "50")) / 1000)
         if op == "rendezvous":
             # Raises BrokenBarrierError when the other party never comes (no overlap).
@@ -187,6 +191,8 @@ class RecordingInstance(NumpyInstance):
 
 class NumpyModel(Model):
     def initialize(self):
+        # `allocate_mb` stands in for weights: memory a model holds until it is finalized.
+        self.weights = np.ones(int(self.context.config.parameter("allocate_mb", "0")) * 2**20, np.uint8)
         self.executions: list[Execution] = []
         # Request ids in the order executions began (appended before the work).
         self.started: list[str] = []

@@ -273,8 +273,8 @@ class Server:
         """Load or reload a model. `config` overrides its config.pbtxt (Triton's JSON form);
         `files` (path relative to the model directory -> content, e.g. "1/model.onnx")
         loads it from those files instead of the repository, and then needs `config`.
-        Only in explicit model control mode, as in Triton."""
-        self._check_explicit_control()
+        The repository API of the frontends allows this only in explicit model control
+        mode (`check_repository_control`); an embedding application may always call it."""
         source = None
         if files:
             if config is None:
@@ -285,16 +285,17 @@ class Server:
         await self._models().load(name, config, source)
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
-        """Unload a model; with `unload_dependents`, also the ensembles that use it.
-        Only in explicit model control mode, as in Triton."""
-        self._check_explicit_control()
+        """Unload a model; with `unload_dependents`, also the ensembles that use it."""
         models = self._models()
         if unload_dependents:
             for dependent in models.dependents(name):
                 await models.unload(dependent)
         await models.unload(name)
 
-    def _check_explicit_control(self) -> None:
+    def check_repository_control(self) -> None:
+        """Refuse a load or unload through the repository API outside explicit model
+        control mode, as Triton does (with none, models are fixed; with poll, the
+        repository decides)."""
         mode = self.options.model_control_mode
         if mode != "explicit":
             raise NaiadError.unavailable(

@@ -337,3 +337,27 @@ def test_readiness_with_a_model_that_failed_to_load(tmp_path, strict):
         assert {"name": "broken", "state": "UNAVAILABLE"} == {k: v for k, v in index[1].items() if k != "reason"}
     finally:
         process.__exit__()
+
+
+def test_logging_and_trace_extensions(base_url):
+    client = httpclient.InferenceServerClient(base_url.removeprefix("http://"))
+    settings = client.get_log_settings()
+    assert settings["log_verbose_level"] == 0 and settings["log_format"] == "default"
+    assert client.update_log_settings({"log_verbose_level": 1})["log_verbose_level"] == 1
+    assert httpx.get(base_url + "/v2/logging").json()["log_verbose_level"] == 1
+    client.update_log_settings({"log_verbose_level": 0})
+    response = httpx.post(base_url + "/v2/logging", json={"log_format": "fancy"})
+    assert response.status_code == 400 and "log_format" in response.json()["error"]
+    response = httpx.post(base_url + "/v2/logging", json={"log_colour": True})
+    assert response.status_code == 400 and "log_colour" in response.json()["error"]
+
+    assert client.get_trace_settings()["trace_level"] == ["OFF"]
+    updated = client.update_trace_settings(model_name="add_sub", settings={"trace_rate": "5"})
+    assert updated["trace_rate"] == "5"
+    assert client.get_trace_settings()["trace_rate"] == "1000"
+    assert client.get_trace_settings(model_name="add_sub")["trace_rate"] == "5"
+    client.update_trace_settings(model_name="add_sub", settings={"trace_rate": None})
+    assert client.get_trace_settings(model_name="add_sub")["trace_rate"] == "1000"
+    response = httpx.post(base_url + "/v2/trace/setting", json={"trace_level": ["LOUD"]})
+    assert response.status_code == 400 and "trace_level" in response.json()["error"]
+    assert httpx.get(base_url + "/v2/models/nope/trace/setting").status_code == 404

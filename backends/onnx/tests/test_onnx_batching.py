@@ -71,6 +71,16 @@ def test_cpu_instances_use_the_cpu_provider_only(tmp_path):
     assert choose_providers(config, "CPU", 0, ["CPUExecutionProvider"]) == [("CPUExecutionProvider", {})]
 
 
+def test_cpu_openvino_accelerator_needs_its_provider():
+    text = VARIABLE_MLP + 'optimization { execution_accelerators { cpu_execution_accelerator [ { name: "openvino" } ] } }'
+    config = validate_config(parse_config_text(text, "m"), "m")
+    assert choose_providers(config, "CPU", 0, ["OpenVINOExecutionProvider", "CPUExecutionProvider"]) == [
+        ("OpenVINOExecutionProvider", {}), ("CPUExecutionProvider", {})]
+    with pytest.raises(ConfigError) as info:
+        choose_providers(config, "CPU", 0, ["CPUExecutionProvider"])
+    assert "install onnxruntime-openvino" in info.value.message
+
+
 def test_gpu_instances_order_tensorrt_cuda_cpu():
     text = VARIABLE_MLP + """
 optimization { execution_accelerators { gpu_execution_accelerator [
@@ -93,3 +103,18 @@ def test_gpu_instance_without_cuda_provider_names_the_package():
     with pytest.raises(ConfigError) as info:
         choose_providers(validate_config(parse_config_text(text, "m"), "m"), "GPU", 0, ["CUDAExecutionProvider"])
     assert "unknown accelerator 'openvino'" in info.value.message
+
+
+@pytest.mark.filterwarnings("ignore:Specified provider:UserWarning")
+def test_gpu_session_that_falls_back_to_cpu_is_refused(tmp_path, monkeypatch):
+    # This onnxruntime has no CUDA provider; pretend it lists one, as a GPU build whose CUDA
+    # libraries are missing does: ORT quietly falls back to the CPU, the backend must not.
+    from naiad_backend_onnx import model as model_module
+
+    model, _ = load(tmp_path, onnx_models.mlp(), VARIABLE_MLP)
+    monkeypatch.setattr(
+        model_module.ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    )
+    with pytest.raises(ConfigError) as info:
+        model.session(model.context.config, "GPU", 0)
+    assert "could not start CUDAExecutionProvider for GPU instances on GPU 0" in info.value.message

@@ -4,7 +4,11 @@ onnxruntime run directly on the same inputs."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -97,6 +101,7 @@ NUMERIC = [
     ("FP16", TensorProto.FLOAT16, np.float16),
     ("FP32", TensorProto.FLOAT, np.float32),
     ("FP64", TensorProto.DOUBLE, np.float64),
+    ("BF16", TensorProto.BFLOAT16, np.uint16),  # carried as uint16 words
 ]
 
 
@@ -110,7 +115,8 @@ def test_every_numeric_datatype_round_trips(tmp_path):
         results = {}
         for datatype, _, dtype in NUMERIC:
             data = (rng.standard_normal((2, 3)) * 100).astype(dtype)
-            response = await server.infer(request(f"identity_{datatype.lower()}", INPUT0=data))
+            tensor = Tensor("INPUT0", datatype, data.shape, data)
+            response = await server.infer(InferenceRequest(f"identity_{datatype.lower()}", [tensor]))
             config = server.model_config(f"identity_{datatype.lower()}")
             results[datatype] = (data, response.output("OUTPUT0"), config.inputs[0].datatype)
         return results
@@ -215,3 +221,58 @@ def test_model_directory_with_external_data(tmp_path):
 
     response = onnx_models.serve(tmp_path, body)
     np.testing.assert_allclose(response.output("logits").data, expected, rtol=1e-6)
+
+
+def test_global_thread_pool_backend_setting_serves_several_models(tmp_path):
+    # ORT's global thread pools are process-wide and, once created, every later session in
+    # the process must use them: run this server in its own process.
+    for name in ("first", "second"):
+        onnx_models.write_model(tmp_path, name, onnx_models.mlp())
+    script = f"""
+import numpy as np, onnx_models
+from naiad import InferenceRequest, RequestedOutput, Tensor
+settings = {{"onnxruntime": {{"enable-global-threadpool": "1", "intra_op_thread_count": "1"}}}}
+async def body(server):
+    x = np.ones((2, 16), np.float32)
+    out = [await server.infer(InferenceRequest(n, [Tensor.from_numpy("input", x)], outputs=[RequestedOutput("logits")]))
+           for n in ("first", "second")]
+    assert np.array_equal(out[0].output("logits").data, out[1].output("logits").data)
+    print("served", [r["state"] for r in server.repository_index()])
+onnx_models.serve(__import__("pathlib").Path({str(tmp_path)!r}), body, backend_config=settings)
+"""
+    tests = str(Path(__file__).resolve().parent)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": tests + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert done.returncode == 0, done.stderr
+    assert "served ['READY', 'READY']" in done.stdout
+
+
+def test_dynamic_batching_answers_every_request_with_its_own_rows(tmp_path):
+    model = onnx_models.mlp()
+    config = MLP_CONFIG.replace("count: 2", "count: 1") + "dynamic_batching { max_queue_delay_microseconds: 20000 }\n"
+    onnx_models.write_model(tmp_path, "mlp", model, config)
+    session = ort.InferenceSession(model)
+    rng = np.random.default_rng(7)
+    batches = [rng.standard_normal((n, 16)).astype(np.float32) for n in (1, 3, 2, 1, 4, 1, 2, 2)]
+
+    async def body(server):
+        responses = await asyncio.gather(*(server.infer(request("mlp", ["logits"], input=x)) for x in batches))
+        return responses, server.statistics("mlp")[0]
+
+    responses, stats = onnx_models.serve(tmp_path, body)
+    for x, response in zip(batches, responses):
+        np.testing.assert_allclose(response.output("logits").data, session.run(["logits"], {"input": x})[0], rtol=1e-6)
+    assert stats["inference_count"] == sum(len(x) for x in batches)
+
+
+def test_missing_or_broken_model_file_fails_the_load_with_a_reason(tmp_path):
+    (tmp_path / "missing" / "1").mkdir(parents=True)
+    (tmp_path / "missing" / "config.pbtxt").write_text(ADD_SUB_CONFIG)
+    onnx_models.write_model(tmp_path, "broken", b"not an onnx model", ADD_SUB_CONFIG)
+
+    async def body(server):
+        return {row["name"]: row for row in server.repository_index()}
+
+    index = onnx_models.serve(tmp_path, body)
+    assert "model file not found" in index["missing"]["reason"] and "model.onnx" in index["missing"]["reason"]
+    assert "onnxruntime cannot load model.onnx" in index["broken"]["reason"]

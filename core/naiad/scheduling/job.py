@@ -27,10 +27,10 @@ class Job:
     deliver: Callable[[InferenceResponse], None]
     enqueued_ns: int = field(default_factory=time.monotonic_ns)
     done: bool = False
-    deadline_ns: int = 0
-    on_cancel: Callable[["Job"], None] | None = None
     # Set when an instance takes the job: it no longer counts as pending.
     executed: bool = False
+    deadline_ns: int = 0
+    on_cancel: Callable[["Job"], None] | None = None
 
     def finish(self, response: InferenceResponse) -> None:
         if self.done:

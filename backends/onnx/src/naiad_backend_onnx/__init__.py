@@ -1,6 +1,5 @@
 """naiad's ONNX Runtime backend: serves `model.onnx` under the backend name `onnxruntime`
-(platform `onnxruntime_onnx`)."""
+(platform `onnxruntime_onnx`). The backend class is `naiad_backend_onnx.backend.OnnxRuntimeBackend`;
+nothing is imported here so plugin discovery stays cheap."""
 
-from .backend import OnnxRuntimeBackend
-
-__all__ = ["OnnxRuntimeBackend"]
+__all__: list[str] = []

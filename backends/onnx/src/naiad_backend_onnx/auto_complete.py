@@ -85,8 +85,11 @@ def auto_complete(
 
     for declared_list, found_list in ((proto.input, inputs), (proto.output, outputs)):
         if not declared_list:
+            # Non-tensor values (sequences, maps) have no Triton datatype: leave them out,
+            # the model still runs without them being fetched.
             for found in found_list:
-                declared_list.add(name=found.name)
+                if found.datatype is not None:
+                    declared_list.add(name=found.name)
         by_name = {t.name: t for t in found_list}
         for tensor in declared_list:
             found = by_name.get(tensor.name)

@@ -9,11 +9,15 @@ every session instead of one per session).
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass
 
 from naiad import Backend, BackendContext, ConfigError, Model, ModelContext
 
 __all__ = ["OnnxRuntimeBackend", "OnnxBackendSettings"]
+
+log = logging.getLogger("naiad.backends.onnxruntime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,17 +59,25 @@ class OnnxRuntimeBackend(Backend):
         super().initialize(context)
         self.settings = read_backend_settings(context.config)
         self._global_pool_ready = False
+        self._global_pool_lock = threading.Lock()
 
     def ensure_global_thread_pool(self) -> None:
         """ORT allows one global pool per process, created before the first session that
         uses it; create it once, lazily."""
-        if self._global_pool_ready or not self.settings.global_thread_pool:
+        if not self.settings.global_thread_pool:
             return
-        import onnxruntime as ort
+        with self._global_pool_lock:
+            if self._global_pool_ready:
+                return
+            import onnxruntime as ort
 
-        # Sizes must be set before the first session that uses the pool is created.
-        ort.set_global_thread_pool_sizes(self.settings.intra_op_threads, self.settings.inter_op_threads)
-        self._global_pool_ready = True
+            # Sizes must be set before the first session that uses the pool is created.
+            try:
+                ort.set_global_thread_pool_sizes(self.settings.intra_op_threads, self.settings.inter_op_threads)
+            except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail class
+                # Another user of onnxruntime in this process created them first.
+                log.warning("onnxruntime global thread pools already exist; sizes not applied: %s", exc)
+            self._global_pool_ready = True
 
     def create_model(self, context: ModelContext) -> Model:
         from .model import OnnxModel

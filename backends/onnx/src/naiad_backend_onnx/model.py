@@ -3,6 +3,7 @@ instance on it (`InferenceSession.run` is thread-safe), batches stacked along ax
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 from pathlib import Path
@@ -21,9 +22,9 @@ from naiad import (
     ModelContext,
     ModelInstance,
     NaiadError,
-    Tensor,
 )
-from naiad.batching import group_stackable, split_outputs, stack_requests
+from naiad.batching import Batch
+from naiad.output_reshape import apply_output_reshape
 
 from .auto_complete import ModelTensor, auto_complete
 from .session_options import SessionSettings, choose_providers, read_session_settings
@@ -40,6 +41,10 @@ _ORT_ERRORS = ort.capi.onnxruntime_pybind11_state
 _INPUT_ERRORS = tuple(
     getattr(_ORT_ERRORS, name) for name in ("InvalidArgument",) if hasattr(_ORT_ERRORS, name)
 )
+
+
+# TensorProto.BFLOAT16; onnx itself is not a runtime dependency.
+_ONNX_BFLOAT16 = 16
 
 
 def _ort_message(exc: BaseException) -> str:
@@ -90,22 +95,47 @@ class OnnxModel(Model):
             if self._settings.global_thread_pool:
                 self.backend.ensure_global_thread_pool()
             providers = choose_providers(config, kind, device_id, ort.get_available_providers())
+            options = self._settings.build()
             try:
-                session = ort.InferenceSession(
-                    str(self.model_path),
-                    sess_options=self._settings.build(),
-                    providers=[name for name, _ in providers],
-                    provider_options=[options for _, options in providers],
+                session = self._create_session(options, providers)
+            except RuntimeError as exc:
+                if "use_per_session_threads must be false" not in str(exc):
+                    raise ConfigError(self.context.name, f"onnxruntime cannot load {self.model_path.name}: {_ort_message(exc)}") from None
+                # Once anything in this process created ORT's global thread pools, every
+                # later session must use them.
+                log.info("model '%s': onnxruntime's global thread pools exist; the session uses them", self.context.name)
+                options.use_per_session_threads = False
+                session = self._create_session(options, providers)
+            wanted = [name for name, _ in providers if name != "CPUExecutionProvider"]
+            missing = [name for name in wanted if name not in session.get_providers()]
+            if missing:
+                # ORT falls back to the CPU quietly when a provider cannot start (missing
+                # libraries); an instance must not silently run somewhere else.
+                raise ConfigError(
+                    self.context.name,
+                    f"onnxruntime could not start {', '.join(missing)} for {kind} instances"
+                    + (f" on GPU {device_id}" if kind == "GPU" else "")
+                    + " (check the libraries the provider needs: CUDA, cuDNN, TensorRT, OpenVINO)",
                 )
-            except (ConfigError, NaiadError):
-                raise
-            except Exception as exc:  # noqa: BLE001 - ORT raises its own classes
-                raise ConfigError(self.context.name, f"onnxruntime cannot load {self.model_path.name}: {_ort_message(exc)}") from None
             self._sessions[key] = session
             if not self.inputs and not self.outputs:
                 self.inputs = [ModelTensor.from_node_arg(a) for a in session.get_inputs()]
                 self.outputs = [ModelTensor.from_node_arg(a) for a in session.get_outputs()]
             return session
+
+    def _create_session(self, options: Any, providers: list[tuple[str, dict[str, str]]]) -> Any:
+        path = str(self.model_path)  # raises its own clear error when the file is missing
+        try:
+            return ort.InferenceSession(
+                path,
+                sess_options=options,
+                providers=[name for name, _ in providers],
+                provider_options=[provider_options for _, provider_options in providers],
+            )
+        except RuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own classes
+            raise ConfigError(self.context.name, f"onnxruntime cannot load {self.model_path.name}: {_ort_message(exc)}") from None
 
     # -- the Model ABI -------------------------------------------------------------------
 
@@ -136,12 +166,6 @@ class OnnxModel(Model):
                     )
                 if found.datatype is None:
                     raise ConfigError(name, f"{kind} '{spec.name}': the model's type {found.ort_type} has no Triton datatype")
-                if found.datatype == "BF16":
-                    raise ConfigError(
-                        name,
-                        f"{kind} '{spec.name}': BF16 tensors cannot cross onnxruntime's Python API; "
-                        "cast to FP32 or FP16 inside the model",
-                    )
                 if found.datatype != spec.datatype:
                     raise ConfigError(
                         name,
@@ -185,26 +209,17 @@ class OnnxInstance(ModelInstance):
         config = self.model.context.config
         self.config = config
         self.session = self.model.session(config, self.context.kind, self.context.device_id)
-        self.batching = config.max_batch_size > 0
-        self.input_names = [spec.name for spec in config.inputs]
+        self.uses_bf16 = any(spec.datatype == "BF16" for spec in config.inputs + config.outputs)
         self.all_outputs = [spec.name for spec in config.outputs]
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
-        responses: list[InferenceResponse | None] = [None] * len(requests)
-        groups = group_stackable(requests) if self.batching else [[i] for i in range(len(requests))]
-        for group in groups:
-            batch = [requests[i] for i in group]
-            try:
-                results = self._run(batch)
-            except NaiadError as exc:
-                if len(batch) > 1:
-                    # One bad request must not fail its neighbours: run each on its own.
-                    results = [self._run_alone(request) for request in batch]
-                else:
-                    results = [InferenceResponse(error=exc)]
-            for index, response in zip(group, results):
-                responses[index] = response
-        return responses  # type: ignore[return-value]
+        if len(requests) == 1:
+            return [self._run_alone(requests[0])]
+        try:
+            return self._run(requests)
+        except NaiadError:
+            # One request onnxruntime refuses must not fail its neighbours: run each alone.
+            return [self._run_alone(request) for request in requests]
 
     def _run_alone(self, request: InferenceRequest) -> InferenceResponse:
         try:
@@ -213,26 +228,45 @@ class OnnxInstance(ModelInstance):
             return InferenceResponse(error=exc)
 
     def _run(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
-        names = [t.name for t in requests[0].inputs]
-        stacked = stack_requests(requests, names)
-        feed = {name: self._to_ort(name, array) for name, array in stacked.inputs.items()}
+        batch = Batch.stack(requests, self.config)
+        feed = {name: self._to_ort(name, array) for name, array in batch.inputs.items()}
         wanted = self._outputs_for(requests)
         try:
-            arrays = self.session.run(wanted, feed)
+            arrays = self._run_bf16(wanted, feed) if self.uses_bf16 else self.session.run(wanted, feed)
         except _INPUT_ERRORS as exc:
             raise NaiadError.invalid(f"model '{self.config.name}': onnxruntime rejected the input: {_ort_message(exc)}") from None
         except Exception as exc:  # noqa: BLE001 - ORT raises its own classes
             raise NaiadError.internal(f"model '{self.config.name}': onnxruntime failed: {_ort_message(exc)}") from None
-        per_request: list[list[Tensor]] = [[] for _ in requests]
-        for name, array in zip(wanted, arrays):
-            spec = self.config.output_by_name[name]
-            array = self._from_ort(array, spec.datatype)
-            parts = split_outputs(array, stacked.sizes, name) if len(requests) > 1 else [array]
-            for outputs, part in zip(per_request, parts):
-                if spec.reshape is not None:
-                    part = part.reshape(([part.shape[0]] if self.batching else []) + list(spec.dims))
-                outputs.append(Tensor(name, spec.datatype, tuple(part.shape), part))
-        return [InferenceResponse(outputs=outputs) for outputs in per_request]
+        outputs = {
+            name: self._from_ort(array, self.config.output_by_name[name].datatype) for name, array in zip(wanted, arrays)
+        }
+        responses = batch.responses(outputs)
+        apply_output_reshape(responses, self.config)
+        return responses
+
+    def _run_bf16(self, wanted: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """numpy has no bfloat16, so BF16 tensors cross as OrtValues: inputs are typed
+        from their uint16 words, outputs copied out of ORT's buffer as uint16 words."""
+        values = {}
+        for name, array in feed.items():
+            spec = self.config.input_by_name.get(name)
+            array = np.ascontiguousarray(array)
+            if spec is not None and spec.datatype == "BF16":
+                values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, _ONNX_BFLOAT16)
+            else:
+                values[name] = ort.OrtValue.ortvalue_from_numpy(array)
+        results = []
+        for value in self.session.run_with_ort_values(wanted, values):
+            if value.data_type() != "tensor(bfloat16)":
+                results.append(value.numpy())
+                continue
+            shape = tuple(value.shape())
+            count = int(np.prod(shape))
+            words = np.empty(count, np.uint16)
+            if count:
+                ctypes.memmove(words.ctypes.data, value.data_ptr(), count * 2)
+            results.append(words.reshape(shape))
+        return results
 
     def _outputs_for(self, requests: list[InferenceRequest]) -> list[str]:
         """Run only what someone in the batch asked for (all outputs for a request that

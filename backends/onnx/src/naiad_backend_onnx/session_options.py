@@ -10,7 +10,8 @@ Config facts follow Triton's onnxruntime backend:
 * `optimization { execution_accelerators { gpu_execution_accelerator [{ name: "tensorrt" }] } }`
   puts the TensorRT EP before CUDA for GPU instances (its `parameters` become provider
   options: `precision_mode` FP16/FP32, `max_workspace_size_bytes`, `trt_*` passed as given);
-  `name: "cuda"` passes CUDA EP options. CPU instances use the CPU EP only.
+  `name: "cuda"` passes CUDA EP options. CPU instances use the CPU EP, after OpenVINO when
+  `cpu_execution_accelerator [{ name: "openvino" }]` asks for it.
 """
 
 from __future__ import annotations
@@ -162,12 +163,24 @@ def choose_providers(
     package provides it.
     """
     cpu = ("CPUExecutionProvider", {})
-    if kind != "GPU":
-        return [cpu]
-    accelerators = []
     proto = config.proto
-    if proto.HasField("optimization") and proto.optimization.HasField("execution_accelerators"):
-        accelerators = list(proto.optimization.execution_accelerators.gpu_execution_accelerator)
+    has_accelerators = proto.HasField("optimization") and proto.optimization.HasField("execution_accelerators")
+    if kind != "GPU":
+        providers_cpu: list[tuple[str, dict[str, str]]] = []
+        cpu_accelerators = proto.optimization.execution_accelerators.cpu_execution_accelerator if has_accelerators else []
+        for index, accelerator in enumerate(cpu_accelerators):
+            where = f"optimization.execution_accelerators.cpu_execution_accelerator[{index}]"
+            if accelerator.name.lower() != "openvino":
+                raise ConfigError(config.name, f"{where}.name: unknown accelerator '{accelerator.name}' (known: openvino)")
+            if "OpenVINOExecutionProvider" not in available:
+                raise ConfigError(
+                    config.name,
+                    f"{where}: the OpenVINO execution provider is not in this onnxruntime build "
+                    f"(available: {', '.join(available)}); install onnxruntime-openvino",
+                )
+            providers_cpu.append(("OpenVINOExecutionProvider", dict(accelerator.parameters)))
+        return providers_cpu + [cpu]
+    accelerators = list(proto.optimization.execution_accelerators.gpu_execution_accelerator) if has_accelerators else []
     providers: list[tuple[str, dict[str, str]]] = []
     cuda_options: dict[str, str] = {"device_id": str(device_id)}
     for index, accelerator in enumerate(accelerators):

@@ -19,7 +19,6 @@ from ...server import Server
 from .health import HEALTH_SERVICE_NAME, HealthServicer, health_handlers
 from .restrictions import parse_restrictions
 from .service import SERVICE_NAME, InferenceServicer, method_handlers
-from .settings import FrontendSettings
 
 __all__ = ["GrpcOptions", "COMPRESSION_LEVELS", "build_grpc_server", "run"]
 
@@ -57,7 +56,6 @@ class GrpcOptions:
     server_cert: str | None = None
     server_key: str | None = None
     root_cert: str | None = None
-    log_verbose: int = 0
     shutdown_grace_s: float = 30.0
 
     @classmethod
@@ -134,7 +132,6 @@ _FLAG_FIELDS = {
     "grpc_server_cert": "server_cert",
     "grpc_server_key": "server_key",
     "grpc_root_cert": "root_cert",
-    "log_verbose": "log_verbose",
     "exit_timeout_secs": "shutdown_grace_s",
 }
 
@@ -145,7 +142,7 @@ def build_grpc_server(server: Server, options: GrpcOptions) -> tuple[grpc.aio.Se
     grpc_server = grpc.aio.server(options=options.channel_options())
     forward = re.compile(options.header_forward_pattern) if options.header_forward_pattern else None
     restrictions = parse_restrictions(options.restricted_protocols)
-    servicer = InferenceServicer(server, FrontendSettings(options.log_verbose), forward)
+    servicer = InferenceServicer(server, forward)
     _add_service(grpc_server, SERVICE_NAME, method_handlers(servicer, restrictions))
     _add_service(grpc_server, HEALTH_SERVICE_NAME, health_handlers(HealthServicer(server), restrictions))
     address = f"{options.address}:{options.port}"

@@ -24,7 +24,6 @@ from ...protos import grpc_service_pb2 as pb
 from ...server import Server
 from . import codec
 from .restrictions import Restriction, guard
-from .settings import FrontendSettings
 
 __all__ = ["SERVICE_NAME", "InferenceServicer", "method_handlers", "status_of"]
 
@@ -66,10 +65,9 @@ class InferenceServicer:
     """One method per RPC of `inference.GRPCInferenceService`."""
 
     def __init__(
-        self, server: Server, settings: FrontendSettings | None = None, forward_headers: re.Pattern[str] | None = None
+        self, server: Server, forward_headers: re.Pattern[str] | None = None
     ) -> None:
         self.server = server
-        self.settings = settings or FrontendSettings()
         # --grpc-header-forward-pattern: matching request headers become request parameters.
         self.forward_headers = forward_headers
 
@@ -223,6 +221,7 @@ class InferenceServicer:
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: Any
     ) -> pb.RepositoryModelLoadResponse:
+        self.server.check_repository_control()
         config, files = codec.load_request(request.model_name, request.parameters)
         await self.server.load_model(request.model_name, config, files)
         return pb.RepositoryModelLoadResponse()
@@ -231,6 +230,7 @@ class InferenceServicer:
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, context: Any
     ) -> pb.RepositoryModelUnloadResponse:
+        self.server.check_repository_control()
         dependents = request.parameters.get("unload_dependents")
         await self.server.unload_model(request.model_name, bool(dependents is not None and dependents.bool_param))
         return pb.RepositoryModelUnloadResponse()
@@ -291,10 +291,12 @@ class InferenceServicer:
         if request.model_name:
             self.server.model(request.model_name)  # NOT_FOUND for a model the server does not know
         updates = {key: list(value.value) for key, value in request.settings.items()}
-        settings = self.settings.update_trace(updates)
+        tracing = self.server.tracing
+        settings = tracing.update(updates, request.model_name) if updates else tracing.get(request.model_name)
         response = pb.TraceSettingResponse()
-        for key, values in settings.items():
-            response.settings[key].value.extend(values)
+        for key, current in settings.items():
+            values = current if isinstance(current, list) else [current]
+            response.settings[key].value.extend(str(v) for v in values)
         return response
 
     @_unary
@@ -303,7 +305,8 @@ class InferenceServicer:
         for key, value in request.settings.items():
             choice = value.WhichOneof("parameter_choice")
             updates[key] = getattr(value, choice) if choice else None
-        settings = self.settings.update_log(updates)
+        log_settings = self.server.log_settings
+        settings = log_settings.update(updates) if updates else log_settings.get()
         response = pb.LogSettingsResponse()
         for key, current in settings.items():
             if isinstance(current, bool):

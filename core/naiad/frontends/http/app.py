@@ -100,11 +100,28 @@ class _Routes:
         headers = request.headers
         content, extra, media_type = await self.infer_endpoint.answer(
             request.path_params["model"], _version(request), await self.body(request),
-            headers.get(HEADER_LENGTH), headers.get("accept-encoding"),
+            headers.get(HEADER_LENGTH), headers.get("accept-encoding"), request.receive,
         )
         return Response(content, headers=extra, media_type=media_type)
 
     # -- model repository ----------------------------------------------------------------
+
+    # -- logging and trace extensions -----------------------------------------------------
+
+    async def logging(self, request: Request) -> Response:
+        settings = self.server.log_settings
+        if request.method == "GET":
+            return json_response(settings.get())
+        return json_response(settings.update(await self.json_body(request, "log settings")))
+
+    async def trace_setting(self, request: Request) -> Response:
+        model = request.path_params.get("model", "")
+        if model:
+            self.server.model(model)  # NOT_FOUND for a model the server does not serve
+        tracing = self.server.tracing
+        if request.method == "GET":
+            return json_response(tracing.get(model))
+        return json_response(tracing.update(await self.json_body(request, "trace settings"), model))
 
     async def repository_index(self, request: Request) -> Response:
         document = await self.json_body(request, "repository index request")
@@ -118,6 +135,7 @@ class _Routes:
 
     async def load(self, request: Request) -> Response:
         name = request.path_params["model"]
+        self.server.check_repository_control()
         document = await self.json_body(request, "model load request")
         parameters = document.get("parameters", {})
         if not isinstance(parameters, dict):
@@ -148,6 +166,7 @@ class _Routes:
 
     async def unload(self, request: Request) -> Response:
         name = request.path_params["model"]
+        self.server.check_repository_control()
         document = await self.json_body(request, "model unload request")
         parameters = document.get("parameters", {})
         if not isinstance(parameters, dict):
@@ -244,6 +263,9 @@ def create_app(server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> 
         (versioned + "/stats", r.statistics, get),
         (model + "/infer", r.infer, post),
         (versioned + "/infer", r.infer, post),
+        ("/v2/logging", r.logging, get + post),
+        ("/v2/trace/setting", r.trace_setting, get + post),
+        (model + "/trace/setting", r.trace_setting, get + post),
         ("/v2/repository/index", r.repository_index, post),
         ("/v2/repository/models/{model}/load", r.load, post),
         ("/v2/repository/models/{model}/unload", r.unload, post),

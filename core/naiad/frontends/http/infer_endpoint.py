@@ -8,12 +8,14 @@ request goes on to the starlette app.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Awaitable
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
+from ...errors import NaiadError
+from ...inference import InferenceResponse
 from ...server import Server
 from .body import BodyReader
 from .codec import decode_infer_request, decode_raw_request, encode_infer_response, is_raw_request
@@ -34,16 +36,19 @@ class InferEndpoint:
         self.body = body
 
     async def answer(
-        self, name: str, version: str, body: bytes, header_length: str | None, accept_encoding: str | None
+        self, name: str, version: str, body: bytes, header_length: str | None, accept_encoding: str | None,
+        receive: Receive | None = None,
     ) -> tuple[bytes, dict[str, str], str]:
-        """Body, extra headers and media type of the answer to one infer body."""
+        """Body, extra headers and media type of the answer to one infer body. With the
+        ASGI `receive` channel, a client that disconnects first cancels the inference."""
         shared_memory = self.server.shared_memory
         if is_raw_request(header_length):
             inference = decode_raw_request(body, self.server.model_config(name, version), version)
             binary_output = True
         else:
             inference, binary_output = decode_infer_request(body, header_length, name, version, shared_memory)
-        response = await self.server.infer(inference)
+        work = self.server.infer(inference)
+        response = await (work if receive is None else _unless_disconnected(receive, work))
         encoded = encode_infer_response(response, inference.outputs, binary_output, shared_memory)
         headers: dict[str, str] = {}
         media_type = JSON
@@ -54,6 +59,54 @@ class InferEndpoint:
         if encoding:
             headers["Content-Encoding"] = encoding
         return content, headers, media_type
+
+
+async def _unless_disconnected(receive: Receive, inference: Awaitable[InferenceResponse]) -> InferenceResponse:
+    """Await `inference`, cancelling it when the client disconnects first: the server then
+    drops the request from its model's queue, as Triton does."""
+    task = asyncio.current_task()
+    watch = _DisconnectWatch(receive, task)
+    try:
+        return await inference
+    except asyncio.CancelledError:
+        if not watch.fired or task is None:
+            raise
+        task.uncancel()
+        raise NaiadError.cancelled_request() from None
+    finally:
+        watch.close()
+
+
+# Requests answered sooner than this never start a disconnect watch: most requests pay
+# one timer instead of a task, and a client that leaves is noticed at most this later.
+_WATCH_AFTER_S = 0.02
+
+
+class _DisconnectWatch:
+    """Cancels `task` when the client disconnects while its inference waits."""
+
+    def __init__(self, receive: Receive, task: "asyncio.Task[Any] | None") -> None:
+        self._receive = receive
+        self._task = task
+        self.fired = False
+        self._watcher: asyncio.Task[None] | None = None
+        self._timer = asyncio.get_running_loop().call_later(_WATCH_AFTER_S, self._start)
+
+    def _start(self) -> None:
+        self._watcher = asyncio.ensure_future(self._watch())
+
+    async def _watch(self) -> None:
+        # The body is read: the next message from the server is the disconnect, if it comes.
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        self.fired = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def close(self) -> None:
+        self._timer.cancel()
+        if self._watcher is not None:
+            self._watcher.cancel()
 
 
 def infer_target(path: str) -> tuple[str, str] | None:
@@ -98,25 +151,12 @@ class NaiadHttpApp:
         for key, value in scope["headers"]:
             if key in found:
                 found[key] = value.decode("latin-1")
-        gone: list[bool] = []
         try:
             body = await self.infer.body.read(receive, found[b"content-length"], found[b"content-encoding"])
-            watch = _DisconnectWatch(receive, gone)
-            try:
-                content, extra, media_type = await self.infer.answer(
-                    name, version, body, found[b"inference-header-content-length"], found[b"accept-encoding"]
-                )
-            finally:
-                watch.close()
+            content, extra, media_type = await self.infer.answer(
+                name, version, body, found[b"inference-header-content-length"], found[b"accept-encoding"], receive
+            )
         except ClientDisconnect:
-            return
-        except asyncio.CancelledError:
-            if not gone:
-                raise
-            # The client went away: the cancellation dropped its request; nobody to answer.
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
             return
         except Exception as exc:  # noqa: BLE001 - answered like every other endpoint
             await error_for(exc, scope)(scope, receive, send)
@@ -125,36 +165,3 @@ class NaiadHttpApp:
         headers += [(key.encode("latin-1"), value.encode("latin-1")) for key, value in extra.items()]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": content})
-
-
-# Requests answered sooner than this never start a disconnect watch: most requests cost
-# one timer, and a client that leaves is noticed at most this much later.
-_WATCH_AFTER_S = 0.02
-
-
-class _DisconnectWatch:
-    """Cancels the current task when the client disconnects while its inference waits,
-    so the server drops the request from its model's queue (as Triton does)."""
-
-    def __init__(self, receive: Receive, gone: list[bool]) -> None:
-        self._receive = receive
-        self._gone = gone
-        self._task = asyncio.current_task()
-        self._watcher: asyncio.Task[None] | None = None
-        self._timer = asyncio.get_running_loop().call_later(_WATCH_AFTER_S, self._start)
-
-    def _start(self) -> None:
-        self._watcher = asyncio.ensure_future(self._watch())
-
-    async def _watch(self) -> None:
-        # The body is read: the next message is the disconnect, if it comes.
-        while (await self._receive())["type"] != "http.disconnect":
-            pass
-        self._gone.append(True)
-        if self._task is not None:
-            self._task.cancel()
-
-    def close(self) -> None:
-        self._timer.cancel()
-        if self._watcher is not None:
-            self._watcher.cancel()

@@ -1,0 +1,98 @@
+"""Fills a config from an exported program (`model.pt2`): inputs named after forward's
+arguments, outputs after the keys of a dict result or `OUTPUT__<i>` for tensors and tuples,
+datatypes and dims from the program's tensor metadata (dynamic dimensions as -1).
+
+A program whose every input and output has a dynamic first dimension batches: it gets the
+backend's default max_batch_size and, with no scheduler chosen, `dynamic_batching {}`.
+TorchScript files carry no such metadata, so their configs must declare inputs and outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from naiad.datatypes import datatype_to_config_type
+from naiad.protos import model_config_pb2 as pb
+
+from .torch_types import datatype_of_dtype
+
+__all__ = ["ProgramTensor", "program_signature", "auto_complete"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramTensor:
+    name: str
+    datatype: str | None
+    shape: tuple[int, ...]
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    return tuple(d if isinstance(d, int) else -1 for d in value.shape)
+
+
+def _output_names(program: Any, count: int) -> list[str]:
+    spec = program.call_spec.out_spec
+    if spec is not None and getattr(spec, "type", None) is dict and spec.context:
+        return [str(key) for key in spec.context]
+    return [f"OUTPUT__{i}" for i in range(count)]
+
+
+def program_signature(program: Any, arg_names: list[str]) -> tuple[list[ProgramTensor], list[ProgramTensor]]:
+    """The user-visible tensor inputs and outputs of an ExportedProgram."""
+    user_inputs = list(program.graph_signature.user_inputs)
+    nodes = {node.name: node for node in program.graph.nodes}
+    inputs: list[ProgramTensor] = []
+    for index, placeholder in enumerate(user_inputs):
+        value = nodes[placeholder].meta.get("val") if placeholder in nodes else None
+        if not isinstance(value, torch.Tensor):
+            continue
+        name = arg_names[index] if index < len(arg_names) else placeholder
+        inputs.append(ProgramTensor(name, datatype_of_dtype(value.dtype), _shape(value)))
+    output_node = next(node for node in program.graph.nodes if node.op == "output")
+    results = output_node.args[0]
+    results = list(results) if isinstance(results, (list, tuple)) else [results]
+    # Outputs the program returns to the user are the last len(user_outputs) results.
+    user_results = results[len(results) - len(program.graph_signature.user_outputs) :]
+    names = _output_names(program, len(user_results))
+    outputs: list[ProgramTensor] = []
+    for name, node in zip(names, user_results):
+        value = getattr(node, "meta", {}).get("val")
+        if isinstance(value, torch.Tensor):
+            outputs.append(ProgramTensor(name, datatype_of_dtype(value.dtype), _shape(value)))
+    return inputs, outputs
+
+
+def _fill(tensor: pb.ModelInput | pb.ModelOutput, found: ProgramTensor, batching: bool) -> None:
+    if tensor.data_type == pb.TYPE_INVALID and found.datatype is not None:
+        tensor.data_type = pb.DataType.Value(datatype_to_config_type(found.datatype))
+    if not tensor.dims and not tensor.HasField("reshape"):
+        dims = list(found.shape[1:] if batching else found.shape)
+        if dims:
+            tensor.dims.extend(dims)
+        else:
+            tensor.dims.append(1)
+            tensor.reshape.SetInParent()
+
+
+def auto_complete(
+    proto: pb.ModelConfig, inputs: list[ProgramTensor], outputs: list[ProgramTensor], default_max_batch_size: int
+) -> None:
+    tensors = inputs + outputs
+    batches = bool(tensors) and all(len(t.shape) >= 1 and t.shape[0] == -1 for t in tensors)
+    if proto.max_batch_size == 0 and default_max_batch_size > 0 and batches and not proto.input and not proto.output:
+        proto.max_batch_size = default_max_batch_size
+    batching = proto.max_batch_size > 0
+    if batching and proto.WhichOneof("scheduling_choice") is None:
+        proto.dynamic_batching.SetInParent()
+    for declared, found_list in ((proto.input, inputs), (proto.output, outputs)):
+        if not declared:
+            for found in found_list:
+                declared.add(name=found.name)
+        by_name = {t.name: t for t in found_list}
+        for tensor in declared:
+            found = by_name.get(tensor.name)
+            if found is not None:
+                _fill(tensor, found, batching)

@@ -1,0 +1,308 @@
+"""`TorchModel` and `TorchInstance`: one module per device, shared by every instance on it
+(forward in eval/inference mode does not mutate the module), batches stacked along axis 0.
+
+Config `parameters` (Triton's names): `INFERENCE_MODE` (default true: run under
+`torch.inference_mode`, else `torch.no_grad`), `DISABLE_OPTIMIZED_EXECUTION` (TorchScript's
+profiling executor off), `INTRA_OP_THREAD_COUNT`, `INTER_OP_THREAD_COUNT`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from naiad import (
+    ConfigError,
+    InferenceRequest,
+    InferenceResponse,
+    InstanceContext,
+    Model,
+    ModelConfig,
+    ModelContext,
+    ModelInstance,
+    NaiadError,
+)
+from naiad.batching import Batch
+from naiad.output_reshape import apply_output_reshape
+
+from .auto_complete import auto_complete, program_signature
+from .binding import InputBinding, bind_inputs, output_index
+from .loading import LoadedModule, find_model_file, load_module
+from .torch_types import datatype_of_dtype, to_numpy, to_torch
+
+if TYPE_CHECKING:
+    from .backend import PyTorchBackend
+
+__all__ = ["TorchModel", "TorchInstance"]
+
+log = logging.getLogger("naiad.backends.pytorch")
+
+
+def _parameter(config: ModelConfig, key: str) -> str | None:
+    value = config.parameter(key)
+    return value if value is not None else config.parameter(key.lower())
+
+
+def _bool_parameter(config: ModelConfig, key: str, default: bool) -> bool:
+    text = _parameter(config, key)
+    if text is None or not text.strip():
+        return default
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(config.name, f"parameters.{key}: expected true or false, got '{text}'")
+
+
+def _int_parameter(config: ModelConfig, key: str) -> int | None:
+    text = _parameter(config, key)
+    if text is None or not text.strip():
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(config.name, f"parameters.{key}: expected an integer, got '{text}'") from None
+    if value < 1:
+        raise ConfigError(config.name, f"parameters.{key}: must be at least 1, got {value}")
+    return value
+
+
+def _torch_message(exc: BaseException) -> str:
+    """TorchScript errors carry the scripted traceback; the last line says what broke."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+class TorchModel(Model):
+    def __init__(self, context: ModelContext, backend: "PyTorchBackend") -> None:
+        super().__init__(context)
+        self.backend = backend
+        self._modules: dict[str, LoadedModule] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def model_path(self) -> Path:
+        return find_model_file(self.context.version_path, self.context.model_filename, self.context.name)
+
+    def module(self, device: torch.device) -> LoadedModule:
+        key = str(device)
+        with self._lock:
+            loaded = self._modules.get(key)
+            if loaded is None:
+                loaded = self._modules[key] = load_module(self.model_path, device, self.context.name)
+            return loaded
+
+    def auto_complete_config(self, config: ModelConfig) -> None:
+        loaded = self.module(torch.device("cpu"))
+        if loaded.kind != "export":
+            return  # TorchScript has no tensor metadata; initialize explains what is missing.
+        inputs, outputs = program_signature(loaded.program, loaded.arg_names)
+        auto_complete(config.proto, inputs, outputs, self.backend.default_max_batch_size)
+        config.refresh()
+
+    def initialize(self) -> None:
+        config = self.context.config
+        loaded = self.module(torch.device("cpu"))
+        if not config.inputs or not config.outputs:
+            raise ConfigError(
+                config.name,
+                f"{self.model_path.name} is TorchScript, which records no input or output types: declare "
+                "input and output in config.pbtxt (names INPUT__0, OUTPUT__0..., or forward's argument names: "
+                + (", ".join(loaded.arg_names) or "none") + ")"
+                if loaded.kind == "torchscript"
+                else "the config declares no inputs or outputs",
+            )
+        self.binding: InputBinding = bind_inputs(config.name, [s.name for s in config.inputs], loaded.arg_names)
+        if loaded.kind == "export":
+            self._check_program(config, loaded)
+        self.inference_mode = _bool_parameter(config, "INFERENCE_MODE", True)
+        self.optimized_execution = not _bool_parameter(config, "DISABLE_OPTIMIZED_EXECUTION", False)
+        self.intra_op_threads = _int_parameter(config, "INTRA_OP_THREAD_COUNT")
+        inter_op = _int_parameter(config, "INTER_OP_THREAD_COUNT")
+        if inter_op is not None and torch.get_num_interop_threads() != inter_op:
+            try:
+                torch.set_num_interop_threads(inter_op)
+            except RuntimeError as exc:
+                # torch fixes the inter-op pool once any parallel work has run.
+                log.warning("model '%s': INTER_OP_THREAD_COUNT=%d not applied: %s", config.name, inter_op, exc)
+
+    def _check_program(self, config: ModelConfig, loaded: LoadedModule) -> None:
+        """An exported program knows its tensors: refuse a config that contradicts them."""
+        inputs, outputs = program_signature(loaded.program, loaded.arg_names)
+        batch = [-1] if config.max_batch_size > 0 else []
+        pairs = [("input", config.input_by_name[name], found) for name, found in zip(self.binding.order, inputs)]
+        by_name = {t.name: t for t in outputs}
+        for position, spec in enumerate(config.outputs):
+            found = by_name.get(spec.name)
+            if found is None and output_index(spec.name, position) < len(outputs) and not by_name.keys() - {
+                f"OUTPUT__{i}" for i in range(len(outputs))
+            }:
+                found = outputs[output_index(spec.name, position)]
+            if found is not None:
+                pairs.append(("output", spec, found))
+        for kind, spec, found in pairs:
+            if found.datatype != spec.datatype:
+                raise ConfigError(
+                    config.name,
+                    f"{kind} '{spec.name}': the config says data_type {spec.datatype}, the program has "
+                    f"{found.datatype or 'an unsupported dtype'}",
+                )
+            shape = batch + list(spec.reshape if spec.reshape is not None else spec.dims)
+            if len(shape) != len(found.shape) or any(
+                want != -1 and have != -1 and want != have for want, have in zip(shape, found.shape)
+            ):
+                raise ConfigError(
+                    config.name,
+                    f"{kind} '{spec.name}': the config's shape {shape} (batch dimension included) does not fit "
+                    f"the program's {list(found.shape)}",
+                )
+
+    def device_for(self, context: InstanceContext) -> torch.device:
+        if context.kind != "GPU":
+            return torch.device("cpu")
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                self.context.name,
+                f"instance '{context.name}' is KIND_GPU but this torch build has no CUDA "
+                f"(torch {torch.__version__}); install a CUDA build of torch or use KIND_CPU",
+            )
+        if context.device_id >= torch.cuda.device_count():
+            raise ConfigError(self.context.name, f"instance '{context.name}': torch sees no cuda:{context.device_id}")
+        return torch.device("cuda", context.device_id)
+
+    def create_instance(self, context: InstanceContext) -> ModelInstance:
+        return TorchInstance(self, context)
+
+    def finalize(self) -> None:
+        with self._lock:
+            self._modules.clear()
+
+
+class TorchInstance(ModelInstance):
+    model: TorchModel
+
+    def initialize(self) -> None:
+        model = self.model
+        self.config = model.context.config
+        self.device = model.device_for(self.context)
+        self.loaded = model.module(self.device)
+        self.batching = self.config.max_batch_size > 0
+        self._threads_set = False
+
+    def _context(self) -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        if self.model.inference_mode:
+            stack.enter_context(torch.inference_mode())
+        else:
+            stack.enter_context(torch.no_grad())
+        if self.loaded.kind == "torchscript":
+            stack.enter_context(torch.jit.optimized_execution(self.model.optimized_execution))
+        if self.device.type == "cuda":
+            stack.enter_context(torch.cuda.device(self.device))
+        return stack
+
+    def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
+        if not self._threads_set:
+            # torch's intra-op setting belongs to the calling thread: apply it in the
+            # instance's own execution thread.
+            if self.model.intra_op_threads is not None:
+                torch.set_num_threads(self.model.intra_op_threads)
+            self._threads_set = True
+        if len(requests) == 1:
+            return [self._run_alone(requests[0])]
+        try:
+            return self._run(requests)
+        except NaiadError:
+            # One request the model refuses must not fail its neighbours: run each alone.
+            return [self._run_alone(request) for request in requests]
+
+    def _run_alone(self, request: InferenceRequest) -> InferenceResponse:
+        try:
+            return self._run([request])[0]
+        except NaiadError as exc:
+            return InferenceResponse(error=exc)
+
+    def _argument(self, name: str, array: np.ndarray) -> Any:
+        spec = self.config.input_by_name[name]
+        if spec.datatype == "BYTES":
+            # TorchScript takes strings as List[str].
+            items = []
+            for index, item in enumerate(array.reshape(-1)):
+                try:
+                    items.append(item.decode("utf-8") if isinstance(item, (bytes, bytearray)) else str(item))
+                except UnicodeDecodeError:
+                    raise NaiadError.invalid(f"input '{name}': element {index} is not UTF-8 text") from None
+            return items
+        return to_torch(array, spec.datatype, self.device)
+
+    def _run(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
+        order = self.model.binding.order
+        batch = Batch.stack(requests, self.config)
+        args = [self._argument(name, batch.inputs[name]) for name in order]
+        try:
+            with self._context():
+                result = self.loaded.module(*args)
+        except (RuntimeError, ValueError, TypeError, IndexError, AssertionError) as exc:
+            raise NaiadError.invalid(
+                f"model '{self.config.name}': PyTorch failed on the inputs: {_torch_message(exc)}"
+            ) from None
+        responses = batch.responses(self._outputs(result))
+        apply_output_reshape(responses, self.config)
+        return responses
+
+    def _outputs(self, result: Any) -> dict[str, np.ndarray]:
+        """Config outputs picked out of forward's result (tensor, tuple/list, dict)."""
+        specs = self.config.outputs
+        model = f"model '{self.config.name}'"
+        values: dict[str, np.ndarray] = {}
+        for position, spec in enumerate(specs):
+            if isinstance(result, dict):
+                if spec.name not in result:
+                    raise NaiadError.internal(
+                        f"{model}: forward returned a dict without output '{spec.name}' (keys: "
+                        + ", ".join(map(str, result)) + ")"
+                    )
+                value = result[spec.name]
+            elif isinstance(result, (tuple, list)) and not _is_string_list(result):
+                index = output_index(spec.name, position)
+                if index >= len(result):
+                    raise NaiadError.internal(
+                        f"{model}: output '{spec.name}' wants element {index} of forward's result, which has {len(result)}"
+                    )
+                value = result[index]
+            else:
+                if output_index(spec.name, position) != 0:
+                    raise NaiadError.internal(
+                        f"{model}: forward returned a single value, output '{spec.name}' asks for another element"
+                    )
+                value = result
+            values[spec.name] = self._to_array(spec.name, spec.datatype, value)
+        return values
+
+    def _to_array(self, name: str, datatype: str, value: Any) -> np.ndarray:
+        model = f"model '{self.config.name}'"
+        if datatype == "BYTES":
+            if not _is_string_list(value):
+                raise NaiadError.internal(f"{model}: output '{name}' is BYTES, forward returned {type(value).__name__}")
+            array = np.empty(len(value), dtype=object)
+            array[:] = [item.encode("utf-8") for item in value]
+            return array.reshape(-1, 1) if self.batching and self.config.output_by_name[name].dims == (1,) else array
+        if not isinstance(value, torch.Tensor):
+            raise NaiadError.internal(f"{model}: output '{name}' is a {type(value).__name__}, not a tensor")
+        produced = datatype_of_dtype(value.dtype)
+        if produced != datatype:
+            raise NaiadError.internal(
+                f"{model}: output '{name}' is {produced or value.dtype} from the model, the config declares {datatype}"
+            )
+        return to_numpy(value)
+
+
+def _is_string_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(item, str) for item in value)
