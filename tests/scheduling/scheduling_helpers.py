@@ -22,14 +22,8 @@ def write_model(repo: Path, name: str, config: str) -> Path:
 
 
 @asynccontextmanager
-async def serving(repo: Path, explicit: bool = False):
-    """A started server on `repo`; `explicit` allows unloading (explicit control mode,
-    every model loaded at start)."""
-    options = ServerOptions([str(repo)], backend_plugins=[NumpyPlugin()], load_backend_entry_points=False)
-    if explicit:
-        options.model_control_mode = "explicit"
-        options.load_models = ["*"]
-    server = Server(options)
+async def serving(repo: Path):
+    server = Server(ServerOptions([str(repo)], backend_plugins=[NumpyPlugin()], load_backend_entry_points=False))
     await server.start()
     try:
         assert not server.startup_failures, server.startup_failures

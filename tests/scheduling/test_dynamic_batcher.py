@@ -395,7 +395,7 @@ def test_unloading_runs_queued_requests_without_waiting_for_the_delay(tmp_path):
         "dynamic_batching { preferred_batch_size: [4] max_queue_delay_microseconds: 600000000 }"))
 
     async def go():
-        async with serving(tmp_path, explicit=True) as server:
+        async with serving(tmp_path) as server:
             waiting = asyncio.ensure_future(server.infer(add_sub_request(5, "queued")))
             await asyncio.sleep(0)
             await asyncio.wait_for(server.unload_model("m"), 60)

@@ -302,7 +302,7 @@ def test_unloading_runs_pending_sequence_requests_and_refuses_waiting_sequences(
     write_model(tmp_path, "m", config)
 
     async def go():
-        async with serving(tmp_path, explicit=True) as server:
+        async with serving(tmp_path) as server:
             await server.infer(step(1, 1, start=True, batched=False))
             # Sequence 2 waits for the only slot, which sequence 1 keeps.
             backlog = asyncio.ensure_future(server.infer(step(5, 2, start=True, batched=False)))
