@@ -172,6 +172,7 @@ def test_full_queue_rejects_with_unavailable_and_the_model_keeps_serving(tmp_pat
             assert server.model("m").statistics.failures_by_reason == {"REJECTED": 4}
             assert stats["inference_count"] == 2
             assert (await server.infer(one_input("after"))).id == "after"
+            assert server.model("m").statistics.pending == 0
 
     asyncio.run(go())
 
@@ -334,6 +335,7 @@ def test_cancelled_request_is_dropped_from_the_queue(tmp_path):
             stats = server.statistics("m")[0]
             assert stats["inference_stats"]["fail"]["count"] == 1
             assert server.model("m").statistics.failures_by_reason == {"CANCELED": 1}
+            assert server.model("m").statistics.pending == 0
             assert stats["inference_count"] == 2
 
     asyncio.run(go())

@@ -108,8 +108,9 @@ def test_direct_strategy_pads_empty_slots_with_not_ready_requests(tmp_path):
             last = model_of(server, "m").executions[-1]
             assert last.requests == 2
             assert total(await server.infer(step(1, 7, end=True))) == 2
-            # Padding is not counted as inference.
+            # Padding is not counted as inference, nor as a pending request.
             assert server.statistics("m")[0]["inference_count"] == 4
+            assert server.model("m").statistics.pending == 0
 
     asyncio.run(go())
 

@@ -18,9 +18,8 @@ class Job:
     the padding requests a sequence batcher puts into empty slots).
 
     `deadline_ns` is the monotonic time after which a queue policy times the job out (0:
-    never); `rejected` marks a job a scheduler refused (full queue, timeout), which
-    statistics count apart from execution failures. `on_cancel` lets the scheduler holding
-    the job hear about a cancellation at once instead of at its next queue scan.
+    never). `on_cancel` lets the scheduler holding the job hear about a cancellation at
+    once instead of at its next queue scan.
     """
 
     request: InferenceRequest
@@ -31,7 +30,6 @@ class Job:
     # Set when an instance takes the job: it no longer counts as pending.
     executed: bool = False
     deadline_ns: int = 0
-    rejected: bool = False
     on_cancel: Callable[["Job"], None] | None = None
 
     def finish(self, response: InferenceResponse) -> None:
@@ -43,7 +41,6 @@ class Job:
 
     def reject(self, response: InferenceResponse) -> None:
         """Finish with an error the scheduler decided on before any execution."""
-        self.rejected = True
         self.finish(response)
 
     def cancel(self) -> None:

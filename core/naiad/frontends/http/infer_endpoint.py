@@ -64,22 +64,49 @@ class InferEndpoint:
 async def _unless_disconnected(receive: Receive, inference: Awaitable[InferenceResponse]) -> InferenceResponse:
     """Await `inference`, cancelling it when the client disconnects first: the server then
     drops the request from its model's queue, as Triton does."""
-    work = asyncio.ensure_future(inference)
-    watch = asyncio.ensure_future(_disconnected(receive))
+    task = asyncio.current_task()
+    watch = _DisconnectWatch(receive, task)
     try:
-        await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+        return await inference
+    except asyncio.CancelledError:
+        if not watch.fired or task is None:
+            raise
+        task.uncancel()
+        raise NaiadError.cancelled_request() from None
     finally:
-        watch.cancel()
-    if not work.done():
-        work.cancel()
-        raise NaiadError.cancelled_request()
-    return work.result()
+        watch.close()
 
 
-async def _disconnected(receive: Receive) -> None:
-    # The body is read: the next message from the server is the disconnect, if it comes.
-    while (await receive())["type"] != "http.disconnect":
-        pass
+# Requests answered sooner than this never start a disconnect watch: most requests pay
+# one timer instead of a task, and a client that leaves is noticed at most this later.
+_WATCH_AFTER_S = 0.02
+
+
+class _DisconnectWatch:
+    """Cancels `task` when the client disconnects while its inference waits."""
+
+    def __init__(self, receive: Receive, task: "asyncio.Task[Any] | None") -> None:
+        self._receive = receive
+        self._task = task
+        self.fired = False
+        self._watcher: asyncio.Task[None] | None = None
+        self._timer = asyncio.get_running_loop().call_later(_WATCH_AFTER_S, self._start)
+
+    def _start(self) -> None:
+        self._watcher = asyncio.ensure_future(self._watch())
+
+    async def _watch(self) -> None:
+        # The body is read: the next message from the server is the disconnect, if it comes.
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        self.fired = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def close(self) -> None:
+        self._timer.cancel()
+        if self._watcher is not None:
+            self._watcher.cancel()
 
 
 def infer_target(path: str) -> tuple[str, str] | None:
