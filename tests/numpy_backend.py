@@ -2,7 +2,7 @@
 the real server path without any framework. Models pick an operation with the config
 parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
 `identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (sleeps `sleep_ms`, then identity),
-`scale` (OUTPUTi = INPUTi * `factor`), `repeat` (decoupled: `repeat` responses per request, the
+`scale` (OUTPUTi = INPUTi * `factor`), `count_up` (decoupled: `count` responses per request, the
 i-th with OUTPUT0 = INPUT0 + i), `rendezvous` (identity, after every model naming the same
 `barrier` with `parties` has reached it: proves that executions overlap without timing them)."""
 
@@ -40,8 +40,8 @@ class NumpyInstance(ModelInstance):
         if op == "rendezvous":
             # Raises BrokenBarrierError when the other party never comes (no overlap).
             _barrier(config.parameter("barrier", "b"), int(config.parameter("parties", "2"))).wait(timeout=30)
-        if op == "repeat":
-            count = int(config.parameter("repeat", "3"))
+        if op == "count_up":
+            count = int(config.parameter("count", "3"))
             for request in requests:
                 for i in range(count):
                     out = request.input("INPUT0").data + np.asarray(i, request.input("INPUT0").data.dtype)

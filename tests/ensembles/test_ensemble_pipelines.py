@@ -133,7 +133,7 @@ def test_ensemble_of_ensembles(tmp_path):
 
 def test_decoupled_step_streams_through_downstream_steps(tmp_path):
     unary(tmp_path, "pre", "identity")
-    unary(tmp_path, "repeat", "repeat", repeat="3", extra="model_transaction_policy { decoupled: true }\n")
+    unary(tmp_path, "repeat", "count_up", count="3", extra="model_transaction_policy { decoupled: true }\n")
     unary(tmp_path, "double", "scale", factor="2")
     ensemble(
         tmp_path, "stream", [tensor("X")], [tensor("Y")],

@@ -41,7 +41,7 @@ def numpy_copy(tmp_path: Path) -> Path:
     compute the same thing; the ensemble configs are untouched."""
     repo = tmp_path / "repo"
     shutil.copytree(REPO, repo)
-    for name, op in (("add_sub", "add_sub"), ("repeat", "repeat")):
+    for name, op in (("add_sub", "add_sub"), ("repeat", "count_up")):
         config = repo / name / "config.pbtxt"
         text = config.read_text().replace('backend: "python"', 'backend: "numpy"')
         config.write_text(text + f'parameters {{ key: "op" value {{ string_value: "{op}" }} }}\n')

@@ -111,7 +111,7 @@ def tensor_never_produced(repo):
 
 def mixed_decoupled_lineages(repo):
     add_sub(repo)
-    unary(repo, "repeat", "repeat", extra="model_transaction_policy { decoupled: true }\n")
+    unary(repo, "repeat", "count_up", extra="model_transaction_policy { decoupled: true }\n")
     ensemble(repo, "e", [tensor("X")], [tensor("S")], [
         step("repeat", {"INPUT0": "X"}, {"OUTPUT0": "R"}),
         step("add_sub", {"INPUT0": "R", "INPUT1": "X"}, {"OUTPUT0": "S"})])
