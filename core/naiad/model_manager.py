@@ -354,6 +354,26 @@ class ModelManager:
                     exc.code, f"ensemble '{name}': step model '{step_name}' failed to load: {exc.message}"
                 ) from None
 
+    def users(self, name: str) -> list[str]:
+        """The loaded ensembles with a step that uses model `name`."""
+        return sorted({
+            loaded.name for loaded in self.ready_models()
+            if loaded.config.platform == "ensemble" and name in step_model_names(loaded.config.proto)
+        })
+
+    async def unload_unused_steps(self, proto: pb.ModelConfig) -> None:
+        """After an ensemble was unloaded with `unload_dependents`: unload its step models
+        that no other loaded ensemble uses, nested ensembles' steps included (Triton's
+        semantics, checked against its server)."""
+        for step_name in step_model_names(proto):
+            record = self._records.get(step_name)
+            if record is None or not record.serving or self.users(step_name):
+                continue
+            step_proto = self.peek_config(step_name)
+            await self.unload(step_name)
+            if step_proto is not None and step_proto.platform == "ensemble":
+                await self.unload_unused_steps(step_proto)
+
     def _step_config(self, model: str, version: int) -> ModelConfig:
         """The config of an ensemble step's model; raises naming why it is not there."""
         record = self._records.get(model)

@@ -204,8 +204,14 @@ class Server:
     async def load_model(self, name: str, config: dict[str, Any] | None = None) -> None:
         await self._models().load(name, config)
 
-    async def unload_model(self, name: str) -> None:
-        await self._models().unload(name)
+    async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
+        """Unload `name`; with `unload_dependents` (Triton's unload parameter), an
+        ensemble's step models go too unless another loaded ensemble still uses them."""
+        models = self._models()
+        config = models.peek_config(name) if unload_dependents else None
+        await models.unload(name)
+        if config is not None and config.platform == "ensemble":
+            await models.unload_unused_steps(config)
 
     # -- inference -----------------------------------------------------------------------
 

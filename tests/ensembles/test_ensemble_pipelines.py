@@ -275,3 +275,26 @@ def test_ensembles_load_after_their_steps_in_none_mode(tmp_path):
         np.testing.assert_array_equal(response.output("S").data, A + B)
 
     serve(tmp_path, body)
+
+
+def test_unload_dependents_unloads_steps_no_other_ensemble_uses(tmp_path):
+    chain(tmp_path)
+    ensemble(
+        tmp_path, "other", [tensor("A"), tensor("B")], [tensor("S")],
+        [step("add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "S"})],
+    )
+
+    async def body(server):
+        await server.load_model("chain")
+        await server.load_model("other")
+        await server.unload_model("chain", unload_dependents=True)
+        states = {r["name"]: r.get("state") for r in server.repository_index()}
+        # 'double' served only 'chain'; 'add_sub' still serves 'other' (as Triton decides).
+        assert states == {"add_sub": "READY", "chain": "UNAVAILABLE", "double": "UNAVAILABLE", "other": "READY"}
+        response = await server.infer(request("other", A=A, B=B))
+        np.testing.assert_array_equal(response.output("S").data, A + B)
+        # Without the parameter only the named model goes.
+        await server.unload_model("other")
+        assert server.model_ready("add_sub")
+
+    serve(tmp_path, body, model_control_mode="explicit")
