@@ -298,3 +298,55 @@ def test_unload_dependents_unloads_steps_no_other_ensemble_uses(tmp_path):
         assert server.model_ready("add_sub")
 
     serve(tmp_path, body, model_control_mode="explicit")
+
+
+def test_cancelling_the_ensemble_request_stops_later_steps(tmp_path):
+    import asyncio
+
+    from numpy_backend import _barrier
+
+    unary(tmp_path, "first", "rendezvous", barrier="cancel-test", parties="2")
+    unary(tmp_path, "second", "identity")
+    ensemble(
+        tmp_path, "two", [tensor("X")], [tensor("Y")],
+        [step("first", {"INPUT0": "X"}, {"OUTPUT0": "T"}), step("second", {"INPUT0": "T"}, {"OUTPUT0": "Y"})],
+    )
+
+    async def body(server):
+        req = request("two", X=A)
+        call = asyncio.create_task(server.infer(req))
+        # Meet step 0 at its barrier: from here on it is executing.
+        await asyncio.to_thread(_barrier("cancel-test", 2).wait, 30)
+        req.cancelled = True
+        with pytest.raises(NaiadError) as info:
+            await call
+        assert info.value.code is ErrorCode.CANCELLED
+        assert info.value.message.startswith("in ensemble 'two', step 0 (model 'first'): ")
+        assert server.statistics("second")[0]["execution_count"] == 0
+        assert server.statistics("two")[0]["inference_stats"]["fail"]["count"] == 1
+
+    serve(tmp_path, body)
+
+
+def test_max_inflight_requests_and_bytes_tensors(tmp_path):
+    import asyncio
+
+    unary(tmp_path, "text", "identity", data_type="TYPE_STRING", dims="[2]")
+    ensemble(
+        tmp_path, "texts", [tensor("S", "TYPE_STRING", "[2]")], [tensor("T", "TYPE_STRING", "[2]")],
+        [step("text", {"INPUT0": "S"}, {"OUTPUT0": "T"})],
+        extra="",
+    )
+    config = tmp_path / "texts" / "config.pbtxt"
+    config.write_text(config.read_text().replace("ensemble_scheduling {", "ensemble_scheduling { max_inflight_requests: 1"))
+
+    async def body(server):
+        words = [np.array([[f"a{i}".encode(), b"\x00\xff"]], dtype=object) for i in range(4)]
+        responses = await asyncio.gather(*(
+            server.infer(InferenceRequest("texts", [Tensor.from_numpy("S", w, "BYTES")])) for w in words))
+        for word, response in zip(words, responses):
+            assert response.output("T").datatype == "BYTES"
+            assert response.output("T").data.tolist() == word.tolist()
+        assert server.model_config("texts").proto.ensemble_scheduling.max_inflight_requests == 1
+
+    serve(tmp_path, body)
