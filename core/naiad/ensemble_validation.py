@@ -229,9 +229,6 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
                 f"the ensemble allows max_batch_size {proto.max_batch_size}, but model '{step.model_name}' "
                 f"allows at most {step_config.max_batch_size}; lower the ensemble's max_batch_size",
             )
-        if ensemble_batching and step_config.max_batch_size == 0:
-            # Allowed when the full shapes agree; the tensor checks below decide.
-            pass
         _check_step_maps(name, label, step, step_config)
         # Protobuf maps have no order; sort so messages and runs are reproducible.
         inputs = dict(sorted(step.input_map.items()))

@@ -318,15 +318,17 @@ class ModelManager:
 
     # -- ensembles -----------------------------------------------------------------------
 
-    def peek_config(self, name: str) -> pb.ModelConfig | None:
-        """A model's config as loaded, else as its repository holds it (None if neither)."""
+    def peek_config(self, name: str, sources: dict[str, ModelSource] | None = None) -> pb.ModelConfig | None:
+        """A model's config as loaded, else as its repository holds it (None if neither).
+        `sources` saves a repository scan when the caller has one."""
         record = self._records.get(name)
         if record is not None and record.serving:
             return record.serving[max(record.serving)].config.proto
-        try:
-            sources, _ = self.sources()
-        except NaiadError:
-            return None
+        if sources is None:
+            try:
+                sources, _ = self.sources()
+            except NaiadError:
+                return None
         source = sources.get(name)
         return _peek_config(source, None) if source is not None else None
 

@@ -114,7 +114,12 @@ class Server:
 
         # Ensembles load after the models their steps use (an ensemble validates against
         # its step models' loaded configs); everything else loads in parallel.
-        for wave in load_order(names, self._models().peek_config):
+        models = self._models()
+        try:
+            sources, _ = models.sources()
+        except NaiadError:
+            sources = {}
+        for wave in load_order(names, lambda name: models.peek_config(name, sources)):
             await asyncio.gather(*(load(name) for name in wave))
 
     @property
