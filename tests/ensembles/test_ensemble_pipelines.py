@@ -348,3 +348,23 @@ def test_max_inflight_requests_and_bytes_tensors(tmp_path):
         assert server.model_config("texts").proto.ensemble_scheduling.max_inflight_requests == 1
 
     serve(tmp_path, body)
+
+
+def test_decoupled_ensemble_inside_an_ensemble_streams(tmp_path):
+    unary(tmp_path, "repeat", "count_up", count="2", extra="model_transaction_policy { decoupled: true }\n")
+    unary(tmp_path, "double", "scale", factor="2")
+    ensemble(tmp_path, "inner", [tensor("X")], [tensor("R")], [step("repeat", {"INPUT0": "X"}, {"OUTPUT0": "R"})])
+    ensemble(
+        tmp_path, "outer", [tensor("X")], [tensor("Y")],
+        [step("inner", {"X": "X"}, {"R": "R"}), step("double", {"INPUT0": "R"}, {"OUTPUT0": "Y"})],
+    )
+
+    async def body(server):
+        assert server.model_config("inner").decoupled and server.model_config("outer").decoupled
+        responses = [r async for r in server.infer_stream(request("outer", X=A))]
+        answers = sorted((r.output("Y").data for r in responses if r.outputs), key=lambda y: y[0, 0])
+        assert len(answers) == 2 and responses[-1].final
+        for i, y in enumerate(answers):
+            np.testing.assert_array_equal(y, (A + i) * 2)
+
+    serve(tmp_path, body)
