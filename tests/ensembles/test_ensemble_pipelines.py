@@ -368,3 +368,51 @@ def test_decoupled_ensemble_inside_an_ensemble_streams(tmp_path):
             np.testing.assert_array_equal(y, (A + i) * 2)
 
     serve(tmp_path, body)
+
+
+def has_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_step_instances_serve_concurrent_ensemble_requests(tmp_path):
+    # Two instances of the step model meet at a barrier: two ensemble requests can only
+    # both finish when each runs on its own instance at the same time.
+    unary(tmp_path, "wide", "rendezvous", barrier="instances", parties="2",
+          extra="instance_group [ { count: 2 kind: KIND_CPU } ]\n")
+    ensemble(tmp_path, "fan", [tensor("X")], [tensor("Y")], [step("wide", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
+
+    async def body(server):
+        import asyncio
+
+        responses = await asyncio.gather(*(server.infer(request("fan", X=A + i)) for i in range(2)))
+        for i, response in enumerate(responses):
+            np.testing.assert_array_equal(response.output("Y").data, A + i)
+        assert server.statistics("wide")[0]["execution_count"] == 2
+
+    serve(tmp_path, body)
+
+
+@pytest.mark.skipif(not has_module("naiad.scheduling.dynamic_batcher"), reason="the dynamic batcher is not installed")
+def test_step_dynamic_batching_merges_concurrent_ensemble_requests(tmp_path):
+    # A long queue delay with a preferred size of 4: the batch runs when the fourth step
+    # request arrives, so four concurrent ensemble requests make one execution.
+    unary(tmp_path, "batched", "identity",
+          extra="dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 60000000 }\n")
+    ensemble(tmp_path, "many", [tensor("X")], [tensor("Y")], [step("batched", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
+
+    async def body(server):
+        import asyncio
+
+        responses = await asyncio.gather(*(server.infer(request("many", X=A[:1] + i)) for i in range(4)))
+        for i, response in enumerate(responses):
+            np.testing.assert_array_equal(response.output("Y").data, A[:1] + i)
+        stats = server.statistics("batched")[0]
+        assert stats["execution_count"] == 1 and stats["inference_count"] == 4
+        assert server.statistics("many")[0]["execution_count"] == 4
+
+    serve(tmp_path, body)
