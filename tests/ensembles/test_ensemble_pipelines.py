@@ -313,9 +313,12 @@ def test_cancelling_the_ensemble_request_stops_later_steps(tmp_path):
     async def body(server):
         req = request("two", X=A)
         call = asyncio.create_task(server.infer(req))
-        # Meet step 0 at its barrier: from here on it is executing.
-        await asyncio.to_thread(_barrier("cancel-test", 2).wait, 30)
+        # Step 0 is executing once it waits at its barrier; cancel, then let it finish.
+        gate = _barrier("cancel-test", 2)
+        while gate.n_waiting < 1:
+            await asyncio.sleep(0.01)
         req.cancelled = True
+        await asyncio.to_thread(gate.wait, 30)
         with pytest.raises(NaiadError) as info:
             await call
         assert info.value.code is ErrorCode.CANCELLED
@@ -414,5 +417,28 @@ def test_step_dynamic_batching_merges_concurrent_ensemble_requests(tmp_path):
         stats = server.statistics("batched")[0]
         assert stats["execution_count"] == 1 and stats["inference_count"] == 4
         assert server.statistics("many")[0]["execution_count"] == 4
+
+    serve(tmp_path, body)
+
+
+def test_optional_ensemble_input_left_out_reaches_the_step_as_absent(tmp_path):
+    # The step's INPUT1 is optional; the numpy identity op echoes whatever inputs arrive.
+    from ensemble_repo import numpy_model
+
+    numpy_model(
+        tmp_path, "echo", "identity",
+        [tensor("INPUT0"), '{ name: "INPUT1" data_type: TYPE_FP32 dims: [4] optional: true }'],
+        [tensor("OUTPUT0"), tensor("OUTPUT1")],
+    )
+    ensemble(
+        tmp_path, "maybe", [tensor("X"), '{ name: "Z" data_type: TYPE_FP32 dims: [4] optional: true }'],
+        [tensor("Y")], [step("echo", {"INPUT0": "X", "INPUT1": "Z"}, {"OUTPUT0": "Y"})],
+    )
+
+    async def body(server):
+        response = await server.infer(request("maybe", X=A))
+        np.testing.assert_array_equal(response.output("Y").data, A)
+        response = await server.infer(request("maybe", X=A, Z=B))
+        np.testing.assert_array_equal(response.output("Y").data, A)
 
     serve(tmp_path, body)

@@ -157,7 +157,9 @@ class _Frame:
 
     def __init__(self, lineage: int) -> None:
         self.lineage = lineage
-        self.values: dict[str, Tensor] = {}
+        # None stands for an optional ensemble input the request left out: it counts as
+        # present, and the steps reading it get no such input (as in Triton).
+        self.values: dict[str, Tensor | None] = {}
         # Whether each tensor carries a batch dimension (it came from a batching model).
         self.batched: dict[str, bool] = {}
         self.fired: set[int] = set()
@@ -166,6 +168,10 @@ class _Frame:
     def put(self, tensor: Tensor, batched: bool) -> None:
         self.values[tensor.name] = tensor
         self.batched[tensor.name] = batched
+
+    def put_absent(self, name: str) -> None:
+        self.values[name] = None
+        self.batched[name] = False
 
 
 class _EnsembleRun:
@@ -189,9 +195,13 @@ class _EnsembleRun:
         return self.plan.name
 
     async def execute(self) -> None:
-        batching = self.scheduler._config.max_batch_size > 0
+        config = self.scheduler._config
+        batching = config.max_batch_size > 0
         for tensor in self.request.inputs:
             self.root.put(tensor, batching)
+        for spec in config.inputs:
+            if spec.optional and spec.name not in self.root.values:
+                self.root.put_absent(spec.name)
         try:
             self._offer(self.root, list(self.root.values), first=True)
             while self.tasks:
@@ -256,10 +266,11 @@ class _EnsembleRun:
         with the ensemble request's id, sequence, priority, timeout and parameters, which
         Triton also forwards to composing models."""
         parent = self.request
-        inputs = [
-            _fit_to_step(frame.values[tensor], input_name, step, frame.batched[tensor])
-            for input_name, tensor in step.inputs.items()
-        ]
+        inputs = []
+        for input_name, tensor in step.inputs.items():
+            value = frame.values[tensor]
+            if value is not None:
+                inputs.append(_fit_to_step(value, input_name, step, frame.batched[tensor]))
         return InferenceRequest(
             model_name=step.model_name,
             inputs=inputs,
@@ -368,7 +379,7 @@ class _EnsembleRun:
         statistics.record_execution(self.job.batch_size, 1, 0, self.step_ns, 0)
 
     def _outputs(self, frame: _Frame) -> list[Tensor]:
-        return [frame.values[name] for name in self.requested if name in frame.values]
+        return [value for name in self.requested if (value := frame.values.get(name)) is not None]
 
     def _send(self, response: InferenceResponse) -> None:
         self.job.finish(self.scheduler._stamp(response, self.job))
