@@ -442,3 +442,24 @@ def test_optional_ensemble_input_left_out_reaches_the_step_as_absent(tmp_path):
         np.testing.assert_array_equal(response.output("Y").data, A)
 
     serve(tmp_path, body)
+
+
+def test_step_model_reloaded_with_an_incompatible_config_is_caught(tmp_path):
+    chain(tmp_path)
+
+    async def body(server):
+        await server.load_model("chain")
+        # 'double' comes back with 8-element vectors: the ensemble no longer fits it.
+        config = server.model_config("double").to_json_dict()
+        for spec in config["input"] + config["output"]:
+            spec["dims"] = ["8"]
+        await server.load_model("double", config)
+        assert not server.model_ready("chain")
+        with pytest.raises(NaiadError) as info:
+            await server.infer(request("chain", A=A, B=B))
+        assert info.value.code is ErrorCode.UNAVAILABLE
+        assert "step model changed since the ensemble was loaded" in info.value.message
+        assert "ensemble 'chain', step 1 (model 'double'), tensor 'SUM': shape mismatch" in info.value.message
+        assert server.statistics("add_sub")[0]["execution_count"] == 0
+
+    serve(tmp_path, body, model_control_mode="explicit")

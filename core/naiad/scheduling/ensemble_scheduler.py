@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 from ..ensemble_validation import EnsemblePlan, EnsembleStep, StepConfigLookup, validate_ensemble
@@ -56,9 +57,10 @@ class EnsembleScheduler(Scheduler):
         self._statistics = statistics
         self._version = version
         self._lookup = lookup
-        # The step versions the plan was last validated against; a step model reloaded
-        # since then is checked again before the next request uses it.
-        self._validated_with: tuple[object, ...] | None = None
+        # The step versions the plan was last validated against (weakly: an unloaded
+        # version must not stay alive here); a step model reloaded since then is checked
+        # again before the next request uses it.
+        self._validated_with: tuple[weakref.ref[object], ...] | None = None
         self._runs: set[asyncio.Task[None]] = set()
         self._accepting = False
         limit = plan.max_inflight_requests
@@ -115,11 +117,10 @@ class EnsembleScheduler(Scheduler):
                     f"in ensemble '{name}', {step.label} is not available: model '{step.model_name}' is not ready"
                 )
             versions.append(loaded)
-        identity = tuple(versions)
-        if self._validated_with is None or any(a is not b for a, b in zip(identity, self._validated_with)):
-            plan = self._revalidate()
-            self._plan = plan
-            self._validated_with = identity
+        validated = self._validated_with
+        if validated is None or any(ref() is not loaded for ref, loaded in zip(validated, versions)):
+            self._plan = self._revalidate()
+            self._validated_with = tuple(weakref.ref(loaded) for loaded in versions)
         return self._plan
 
     def _revalidate(self) -> EnsemblePlan:
