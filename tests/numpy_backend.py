@@ -6,7 +6,7 @@ parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1)
 JSON string, BYTES [1]), `rendezvous` (identity, after every model naming the same `barrier`
 with `parties` has reached it: proves that executions overlap without timing them), and for
 decoupled models `repeat` (one response per element of input IN: OUT = [value],
-IDX = [index], then a bare final flag) and `count_up` (`repeat` responses per request, the
+IDX = [index], then a bare final flag) and `count_up` (`count` responses per request, the
 i-th with OUTPUT0 = INPUT0 + i)."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class NumpyInstance(ModelInstance):
         if op == "repeat":
             return self._repeat(requests)
         if op == "count_up":
-            return self._count_up(requests, int(config.parameter("repeat", "3")))
+            return self._count_up(requests, int(config.parameter("count", "3")))
         responses = []
         for request in requests:
             if op == "echo_parameters":

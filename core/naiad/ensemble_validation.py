@@ -229,12 +229,10 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
                 f"the ensemble allows max_batch_size {proto.max_batch_size}, but model '{step.model_name}' "
                 f"allows at most {step_config.max_batch_size}; lower the ensemble's max_batch_size",
             )
-        if ensemble_batching and step_config.max_batch_size == 0:
-            # Allowed when the full shapes agree; the tensor checks below decide.
-            pass
         _check_step_maps(name, label, step, step_config)
-        inputs = dict(step.input_map)
-        outputs = dict(step.output_map)
+        # Protobuf maps have no order; sort so messages and runs are reproducible.
+        inputs = dict(sorted(step.input_map.items()))
+        outputs = dict(sorted(step.output_map.items()))
         steps.append(
             EnsembleStep(
                 index=index,
@@ -341,7 +339,7 @@ def _check_step_maps(ensemble: str, label: str, step: pb.ModelEnsembling.Step, c
     model = step.model_name
     input_names = [spec.name for spec in config.inputs]
     output_names = [spec.name for spec in config.outputs]
-    for input_name, tensor in step.input_map.items():
+    for input_name, tensor in sorted(step.input_map.items()):
         if input_name not in input_names:
             raise _fault(
                 ensemble, f"{label}, tensor '{tensor}'",
@@ -355,7 +353,7 @@ def _check_step_maps(ensemble: str, label: str, step: pb.ModelEnsembling.Step, c
                 f"input '{spec.name}' of model '{model}' is not mapped to any ensemble tensor (add it to input_map)",
             )
     targets: dict[str, str] = {}
-    for output_name, tensor in step.output_map.items():
+    for output_name, tensor in sorted(step.output_map.items()):
         if output_name not in output_names:
             raise _fault(
                 ensemble, f"{label}, tensor '{tensor}'",
@@ -435,7 +433,7 @@ def _assign_lineages(
             lineage = tensor_lineage(tensor)
             seen.setdefault(lineage, tensor)
         if len(seen) > 1:
-            described = ", ".join(f"'{t}' ({_lineage_name(steps, lin)})" for lin, t in seen.items())
+            described = ", ".join(f"'{t}' ({_lineage_name(steps, lin)})" for lin, t in sorted(seen.items()))
             raise _fault(
                 ensemble, step.label,
                 f"the step reads tensors that come from different decoupled steps: {described}; their "
@@ -458,7 +456,7 @@ def _assign_lineages(
     for tensor in ensemble_outputs:
         output_lineages.setdefault(tensor_lineage(tensor), tensor)
     if len(output_lineages) > 1:
-        described = ", ".join(f"'{t}' ({_lineage_name(steps, lin)})" for lin, t in output_lineages.items())
+        described = ", ".join(f"'{t}' ({_lineage_name(steps, lin)})" for lin, t in sorted(output_lineages.items()))
         raise _fault(
             ensemble, "", f"the ensemble outputs come from different decoupled steps: {described}; "
             "one response could not carry them together",

@@ -143,17 +143,6 @@ class ModelManager:
     def known(self, name: str) -> ModelRecord | None:
         return self._records.get(name)
 
-    def dependents(self, name: str) -> list[str]:
-        """Loaded ensembles that have `name` as a step."""
-        found = []
-        for other, record in self._records.items():
-            for loaded in record.serving.values():
-                steps = loaded.config.proto.ensemble_scheduling.step
-                if any(step.model_name == name for step in steps):
-                    found.append(other)
-                    break
-        return found
-
     def loaded_names(self) -> list[str]:
         return [name for name, record in self._records.items() if record.serving]
 
@@ -434,15 +423,17 @@ class ModelManager:
 
     # -- ensembles -----------------------------------------------------------------------
 
-    def peek_config(self, name: str) -> pb.ModelConfig | None:
-        """A model's config as loaded, else as its repository holds it (None if neither)."""
+    def peek_config(self, name: str, sources: dict[str, ModelSource] | None = None) -> pb.ModelConfig | None:
+        """A model's config as loaded, else as its repository holds it (None if neither).
+        `sources` saves a repository scan when the caller has one."""
         record = self._records.get(name)
         if record is not None and record.serving:
             return record.serving[max(record.serving)].config.proto
-        try:
-            sources, _ = self.sources()
-        except NaiadError:
-            return None
+        if sources is None:
+            try:
+                sources, _ = self.sources()
+            except NaiadError:
+                return None
         source = sources.get(name)
         return _peek_config(source, None) if source is not None else None
 
@@ -469,6 +460,26 @@ class ModelManager:
                 raise NaiadError(
                     exc.code, f"ensemble '{name}': step model '{step_name}' failed to load: {exc.message}"
                 ) from None
+
+    def users(self, name: str) -> list[str]:
+        """The loaded ensembles with a step that uses model `name`."""
+        return sorted({
+            loaded.name for loaded in self.ready_models()
+            if loaded.config.platform == "ensemble" and name in step_model_names(loaded.config.proto)
+        })
+
+    async def unload_unused_steps(self, proto: pb.ModelConfig) -> None:
+        """After an ensemble was unloaded with `unload_dependents`: unload its step models
+        that no other loaded ensemble uses, nested ensembles' steps included (Triton's
+        semantics, checked against its server)."""
+        for step_name in step_model_names(proto):
+            record = self._records.get(step_name)
+            if record is None or not record.serving or self.users(step_name):
+                continue
+            step_proto = self.peek_config(step_name)
+            await self.unload(step_name)
+            if step_proto is not None and step_proto.platform == "ensemble":
+                await self.unload_unused_steps(step_proto)
 
     def _step_config(self, model: str, version: int) -> ModelConfig:
         """The config of an ensemble step's model; raises naming why it is not there."""

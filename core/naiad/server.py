@@ -153,7 +153,12 @@ class Server:
 
         # Ensembles load after the models their steps use (an ensemble validates against
         # its step models' loaded configs); everything else loads in parallel.
-        for wave in load_order(names, self._models().peek_config):
+        models = self._models()
+        try:
+            sources, _ = models.sources()
+        except NaiadError:
+            sources = {}
+        for wave in load_order(names, lambda name: models.peek_config(name, sources)):
             await asyncio.gather(*(load(name) for name in wave))
 
     @property
@@ -285,12 +290,13 @@ class Server:
         await self._models().load(name, config, source)
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
-        """Unload a model; with `unload_dependents`, also the ensembles that use it."""
+        """Unload `name`; with `unload_dependents` (Triton's unload parameter), an
+        ensemble's step models go too unless another loaded ensemble still uses them."""
         models = self._models()
-        if unload_dependents:
-            for dependent in models.dependents(name):
-                await models.unload(dependent)
+        config = models.peek_config(name) if unload_dependents else None
         await models.unload(name)
+        if config is not None and config.platform == "ensemble":
+            await models.unload_unused_steps(config)
 
     def check_repository_control(self) -> None:
         """Refuse a load or unload through the repository API outside explicit model

@@ -133,7 +133,7 @@ def test_ensemble_of_ensembles(tmp_path):
 
 def test_decoupled_step_streams_through_downstream_steps(tmp_path):
     unary(tmp_path, "pre", "identity")
-    unary(tmp_path, "repeat", "count_up", repeat="3", extra="model_transaction_policy { decoupled: true }\n")
+    unary(tmp_path, "repeat", "count_up", count="3", extra="model_transaction_policy { decoupled: true }\n")
     unary(tmp_path, "double", "scale", factor="2")
     ensemble(
         tmp_path, "stream", [tensor("X")], [tensor("Y")],
@@ -149,12 +149,10 @@ def test_decoupled_step_streams_through_downstream_steps(tmp_path):
         responses = [r async for r in server.infer_stream(request("stream", X=A))]
         assert all(r.error is None for r in responses)
         assert responses[-1].final and not any(r.final for r in responses[:-1])
-        values = sorted(r.output("Y").data[0, 0] for r in responses if r.outputs)
-        assert values == [0.0, 2.0, 4.0]  # (A + i) * 2 for i in 0..2, A[0, 0] == 0
-        for r in responses:
-            if r.outputs:
-                assert r.model_name == "stream"
-                np.testing.assert_array_equal((r.output("Y").data / 2 - A), np.full_like(A, r.output("Y").data[0, 0] / 2))
+        answers = sorted((r.output("Y").data for r in responses if r.outputs), key=lambda y: y[0, 0])
+        assert len(answers) == 3 and all(r.model_name == "stream" for r in responses)
+        for i, y in enumerate(answers):
+            np.testing.assert_array_equal(y, (A + i) * 2)
         # Each response of the decoupled step ran the step after it once.
         assert server.statistics("double")[0]["inference_stats"]["success"]["count"] == 3
         assert server.statistics("pre")[0]["inference_stats"]["success"]["count"] == 1
@@ -275,3 +273,193 @@ def test_ensembles_load_after_their_steps_in_none_mode(tmp_path):
         np.testing.assert_array_equal(response.output("S").data, A + B)
 
     serve(tmp_path, body)
+
+
+def test_unload_dependents_unloads_steps_no_other_ensemble_uses(tmp_path):
+    chain(tmp_path)
+    ensemble(
+        tmp_path, "other", [tensor("A"), tensor("B")], [tensor("S")],
+        [step("add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "S"})],
+    )
+
+    async def body(server):
+        await server.load_model("chain")
+        await server.load_model("other")
+        await server.unload_model("chain", unload_dependents=True)
+        states = {r["name"]: r.get("state") for r in server.repository_index()}
+        # 'double' served only 'chain'; 'add_sub' still serves 'other' (as Triton decides).
+        assert states == {"add_sub": "READY", "chain": "UNAVAILABLE", "double": "UNAVAILABLE", "other": "READY"}
+        response = await server.infer(request("other", A=A, B=B))
+        np.testing.assert_array_equal(response.output("S").data, A + B)
+        # Without the parameter only the named model goes.
+        await server.unload_model("other")
+        assert server.model_ready("add_sub")
+
+    serve(tmp_path, body, model_control_mode="explicit")
+
+
+def test_cancelling_the_ensemble_request_stops_later_steps(tmp_path):
+    import asyncio
+
+    from numpy_backend import _barrier
+
+    unary(tmp_path, "first", "rendezvous", barrier="cancel-test", parties="2")
+    unary(tmp_path, "second", "identity")
+    ensemble(
+        tmp_path, "two", [tensor("X")], [tensor("Y")],
+        [step("first", {"INPUT0": "X"}, {"OUTPUT0": "T"}), step("second", {"INPUT0": "T"}, {"OUTPUT0": "Y"})],
+    )
+
+    async def body(server):
+        req = request("two", X=A)
+        call = asyncio.create_task(server.infer(req))
+        # Step 0 is executing once it waits at its barrier; cancel, then let it finish.
+        gate = _barrier("cancel-test", 2)
+        while gate.n_waiting < 1:
+            await asyncio.sleep(0.01)
+        req.cancelled = True
+        await asyncio.to_thread(gate.wait, 30)
+        with pytest.raises(NaiadError) as info:
+            await call
+        assert info.value.code is ErrorCode.CANCELLED
+        assert info.value.message.startswith("in ensemble 'two', step 0 (model 'first'): ")
+        assert server.statistics("second")[0]["execution_count"] == 0
+        assert server.statistics("two")[0]["inference_stats"]["fail"]["count"] == 1
+
+    serve(tmp_path, body)
+
+
+def test_max_inflight_requests_and_bytes_tensors(tmp_path):
+    import asyncio
+
+    unary(tmp_path, "text", "identity", data_type="TYPE_STRING", dims="[2]")
+    ensemble(
+        tmp_path, "texts", [tensor("S", "TYPE_STRING", "[2]")], [tensor("T", "TYPE_STRING", "[2]")],
+        [step("text", {"INPUT0": "S"}, {"OUTPUT0": "T"})],
+        extra="",
+    )
+    config = tmp_path / "texts" / "config.pbtxt"
+    config.write_text(config.read_text().replace("ensemble_scheduling {", "ensemble_scheduling { max_inflight_requests: 1"))
+
+    async def body(server):
+        words = [np.array([[f"a{i}".encode(), b"\x00\xff"]], dtype=object) for i in range(4)]
+        responses = await asyncio.gather(*(
+            server.infer(InferenceRequest("texts", [Tensor.from_numpy("S", w, "BYTES")])) for w in words))
+        for word, response in zip(words, responses):
+            assert response.output("T").datatype == "BYTES"
+            assert response.output("T").data.tolist() == word.tolist()
+        assert server.model_config("texts").proto.ensemble_scheduling.max_inflight_requests == 1
+
+    serve(tmp_path, body)
+
+
+def test_decoupled_ensemble_inside_an_ensemble_streams(tmp_path):
+    unary(tmp_path, "repeat", "count_up", count="2", extra="model_transaction_policy { decoupled: true }\n")
+    unary(tmp_path, "double", "scale", factor="2")
+    ensemble(tmp_path, "inner", [tensor("X")], [tensor("R")], [step("repeat", {"INPUT0": "X"}, {"OUTPUT0": "R"})])
+    ensemble(
+        tmp_path, "outer", [tensor("X")], [tensor("Y")],
+        [step("inner", {"X": "X"}, {"R": "R"}), step("double", {"INPUT0": "R"}, {"OUTPUT0": "Y"})],
+    )
+
+    async def body(server):
+        assert server.model_config("inner").decoupled and server.model_config("outer").decoupled
+        responses = [r async for r in server.infer_stream(request("outer", X=A))]
+        answers = sorted((r.output("Y").data for r in responses if r.outputs), key=lambda y: y[0, 0])
+        assert len(answers) == 2 and responses[-1].final
+        for i, y in enumerate(answers):
+            np.testing.assert_array_equal(y, (A + i) * 2)
+
+    serve(tmp_path, body)
+
+
+def has_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_step_instances_serve_concurrent_ensemble_requests(tmp_path):
+    # Two instances of the step model meet at a barrier: two ensemble requests can only
+    # both finish when each runs on its own instance at the same time.
+    unary(tmp_path, "wide", "rendezvous", barrier="instances", parties="2",
+          extra="instance_group [ { count: 2 kind: KIND_CPU } ]\n")
+    ensemble(tmp_path, "fan", [tensor("X")], [tensor("Y")], [step("wide", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
+
+    async def body(server):
+        import asyncio
+
+        responses = await asyncio.gather(*(server.infer(request("fan", X=A + i)) for i in range(2)))
+        for i, response in enumerate(responses):
+            np.testing.assert_array_equal(response.output("Y").data, A + i)
+        assert server.statistics("wide")[0]["execution_count"] == 2
+
+    serve(tmp_path, body)
+
+
+@pytest.mark.skipif(not has_module("naiad.scheduling.dynamic_batcher"), reason="the dynamic batcher is not installed")
+def test_step_dynamic_batching_merges_concurrent_ensemble_requests(tmp_path):
+    # A long queue delay with a preferred size of 4: the batch runs when the fourth step
+    # request arrives, so four concurrent ensemble requests make one execution.
+    unary(tmp_path, "batched", "identity",
+          extra="dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 60000000 }\n")
+    ensemble(tmp_path, "many", [tensor("X")], [tensor("Y")], [step("batched", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
+
+    async def body(server):
+        import asyncio
+
+        responses = await asyncio.gather(*(server.infer(request("many", X=A[:1] + i)) for i in range(4)))
+        for i, response in enumerate(responses):
+            np.testing.assert_array_equal(response.output("Y").data, A[:1] + i)
+        stats = server.statistics("batched")[0]
+        assert stats["execution_count"] == 1 and stats["inference_count"] == 4
+        assert server.statistics("many")[0]["execution_count"] == 4
+
+    serve(tmp_path, body)
+
+
+def test_optional_ensemble_input_left_out_reaches_the_step_as_absent(tmp_path):
+    # The step's INPUT1 is optional; the numpy identity op echoes whatever inputs arrive.
+    from ensemble_repo import numpy_model
+
+    numpy_model(
+        tmp_path, "echo", "identity",
+        [tensor("INPUT0"), '{ name: "INPUT1" data_type: TYPE_FP32 dims: [4] optional: true }'],
+        [tensor("OUTPUT0"), tensor("OUTPUT1")],
+    )
+    ensemble(
+        tmp_path, "maybe", [tensor("X"), '{ name: "Z" data_type: TYPE_FP32 dims: [4] optional: true }'],
+        [tensor("Y")], [step("echo", {"INPUT0": "X", "INPUT1": "Z"}, {"OUTPUT0": "Y"})],
+    )
+
+    async def body(server):
+        response = await server.infer(request("maybe", X=A))
+        np.testing.assert_array_equal(response.output("Y").data, A)
+        response = await server.infer(request("maybe", X=A, Z=B))
+        np.testing.assert_array_equal(response.output("Y").data, A)
+
+    serve(tmp_path, body)
+
+
+def test_step_model_reloaded_with_an_incompatible_config_is_caught(tmp_path):
+    chain(tmp_path)
+
+    async def body(server):
+        await server.load_model("chain")
+        # 'double' comes back with 8-element vectors: the ensemble no longer fits it.
+        config = server.model_config("double").to_json_dict()
+        for spec in config["input"] + config["output"]:
+            spec["dims"] = ["8"]
+        await server.load_model("double", config)
+        assert not server.model_ready("chain")
+        with pytest.raises(NaiadError) as info:
+            await server.infer(request("chain", A=A, B=B))
+        assert info.value.code is ErrorCode.UNAVAILABLE
+        assert "step model changed since the ensemble was loaded" in info.value.message
+        assert "ensemble 'chain', step 1 (model 'double'), tensor 'SUM': shape mismatch" in info.value.message
+        assert server.statistics("add_sub")[0]["execution_count"] == 0
+
+    serve(tmp_path, body, model_control_mode="explicit")

@@ -102,7 +102,8 @@ def test_load_uploaded_files_and_unload_dependents(explicit):
     }
     explicit.load_model("pipeline", config=json.dumps(ensemble), files={"file:1/.keep": b""})
     assert explicit.is_model_ready("pipeline")
-    explicit.unload_model("uploaded", unload_dependents=True)
+    # Triton's unload_dependents: an ensemble's step models go with it.
+    explicit.unload_model("pipeline", unload_dependents=True)
     assert not explicit.is_model_ready("pipeline") and not explicit.is_model_ready("uploaded")
 
 

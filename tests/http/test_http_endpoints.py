@@ -238,7 +238,8 @@ def test_load_uploaded_files_and_unload_dependents(explicit_server):
                                                   "input_map": {"INPUT0": "IN"}, "output_map": {"OUTPUT0": "OUT"}}]}}
     client.load_model("pipeline", config=json.dumps(ensemble), files={"file:1/.keep": b""})
     assert client.is_model_ready("pipeline")
-    client.unload_model("uploaded", unload_dependents=True)
+    # Triton's unload_dependents: an ensemble's step models go with it.
+    client.unload_model("pipeline", unload_dependents=True)
     assert not client.is_model_ready("pipeline") and not client.is_model_ready("uploaded")
 
 

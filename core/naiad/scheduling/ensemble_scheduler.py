@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 from ..ensemble_validation import EnsemblePlan, EnsembleStep, StepConfigLookup, validate_ensemble
@@ -56,9 +57,10 @@ class EnsembleScheduler(Scheduler):
         self._statistics = statistics
         self._version = version
         self._lookup = lookup
-        # The step versions the plan was last validated against; a step model reloaded
-        # since then is checked again before the next request uses it.
-        self._validated_with: tuple[object, ...] | None = None
+        # The step versions the plan was last validated against (weakly: an unloaded
+        # version must not stay alive here); a step model reloaded since then is checked
+        # again before the next request uses it.
+        self._validated_with: tuple[weakref.ref[object], ...] | None = None
         self._runs: set[asyncio.Task[None]] = set()
         self._accepting = False
         limit = plan.max_inflight_requests
@@ -115,11 +117,10 @@ class EnsembleScheduler(Scheduler):
                     f"in ensemble '{name}', {step.label} is not available: model '{step.model_name}' is not ready"
                 )
             versions.append(loaded)
-        identity = tuple(versions)
-        if self._validated_with is None or any(a is not b for a, b in zip(identity, self._validated_with)):
-            plan = self._revalidate()
-            self._plan = plan
-            self._validated_with = identity
+        validated = self._validated_with
+        if validated is None or any(ref() is not loaded for ref, loaded in zip(validated, versions)):
+            self._plan = self._revalidate()
+            self._validated_with = tuple(weakref.ref(loaded) for loaded in versions)
         return self._plan
 
     def _revalidate(self) -> EnsemblePlan:
@@ -157,7 +158,9 @@ class _Frame:
 
     def __init__(self, lineage: int) -> None:
         self.lineage = lineage
-        self.values: dict[str, Tensor] = {}
+        # None stands for an optional ensemble input the request left out: it counts as
+        # present, and the steps reading it get no such input (as in Triton).
+        self.values: dict[str, Tensor | None] = {}
         # Whether each tensor carries a batch dimension (it came from a batching model).
         self.batched: dict[str, bool] = {}
         self.fired: set[int] = set()
@@ -166,6 +169,10 @@ class _Frame:
     def put(self, tensor: Tensor, batched: bool) -> None:
         self.values[tensor.name] = tensor
         self.batched[tensor.name] = batched
+
+    def put_absent(self, name: str) -> None:
+        self.values[name] = None
+        self.batched[name] = False
 
 
 class _EnsembleRun:
@@ -189,9 +196,13 @@ class _EnsembleRun:
         return self.plan.name
 
     async def execute(self) -> None:
-        batching = self.scheduler._config.max_batch_size > 0
+        config = self.scheduler._config
+        batching = config.max_batch_size > 0
         for tensor in self.request.inputs:
             self.root.put(tensor, batching)
+        for spec in config.inputs:
+            if spec.optional and spec.name not in self.root.values:
+                self.root.put_absent(spec.name)
         try:
             self._offer(self.root, list(self.root.values), first=True)
             while self.tasks:
@@ -256,10 +267,11 @@ class _EnsembleRun:
         with the ensemble request's id, sequence, priority, timeout and parameters, which
         Triton also forwards to composing models."""
         parent = self.request
-        inputs = [
-            _fit_to_step(frame.values[tensor], input_name, step, frame.batched[tensor])
-            for input_name, tensor in step.inputs.items()
-        ]
+        inputs = []
+        for input_name, tensor in step.inputs.items():
+            value = frame.values[tensor]
+            if value is not None:
+                inputs.append(_fit_to_step(value, input_name, step, frame.batched[tensor]))
         return InferenceRequest(
             model_name=step.model_name,
             inputs=inputs,
@@ -368,7 +380,7 @@ class _EnsembleRun:
         statistics.record_execution(self.job.batch_size, 1, 0, self.step_ns, 0)
 
     def _outputs(self, frame: _Frame) -> list[Tensor]:
-        return [frame.values[name] for name in self.requested if name in frame.values]
+        return [value for name in self.requested if (value := frame.values.get(name)) is not None]
 
     def _send(self, response: InferenceResponse) -> None:
         self.job.finish(self.scheduler._stamp(response, self.job))
