@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -36,11 +36,15 @@ from .datatypes import config_type_to_datatype, datatype_of, numpy_dtype
 from .errors import NaiadError
 from .inference import InferenceRequest, InferenceResponse
 from .model_config import ModelConfig
+from .output_reshape import apply_output_reshape
 from .protos import model_config_pb2 as pb
 from .tensor import Tensor
 
 __all__ = [
     "Batch",
+    "RunFunction",
+    "execute_by_name",
+    "run_isolating_failures",
     "StackedBatch",
     "group_stackable",
     "stack_requests",
@@ -255,3 +259,57 @@ def _batch_input(batch_input: pb.BatchInput, requests: Sequence[InferenceRequest
     if kind == "BATCH_ITEM_SHAPE_FLATTEN":
         return shapes.reshape(-1)
     return shapes
+
+
+# -- whole executions -----------------------------------------------------------------------
+
+# A framework call: (inputs by config name, output names wanted) -> outputs by name.
+RunFunction = Callable[[dict[str, np.ndarray], list[str]], Mapping[str, np.ndarray]]
+
+
+def run_isolating_failures(
+    requests: list[InferenceRequest], run: Callable[[list[InferenceRequest]], list[InferenceResponse]]
+) -> list[InferenceResponse]:
+    """`run(requests)` as one batch; when it raises NaiadError, each request runs alone, so
+    a request the framework refuses fails by itself instead of failing its neighbours."""
+    if len(requests) > 1:
+        try:
+            return run(requests)
+        except NaiadError:
+            pass
+    responses: list[InferenceResponse] = []
+    for request in requests:
+        try:
+            responses.extend(run([request]))
+        except NaiadError as exc:
+            responses.append(InferenceResponse(error=exc))
+    return responses
+
+
+def execute_by_name(
+    requests: list[InferenceRequest],
+    config: ModelConfig,
+    run: RunFunction,
+    error_of: Callable[[Exception], NaiadError],
+) -> list[InferenceResponse]:
+    """The whole `execute` of a backend whose framework takes and returns tensors by name:
+    stack the requests, call `run` once with the outputs any request wants, split the
+    outputs back (config `reshape` applied), and isolate failures per request. `error_of`
+    turns a framework exception into the error the client reads."""
+
+    def run_batch(batch_requests: list[InferenceRequest]) -> list[InferenceResponse]:
+        batch = Batch.stack(batch_requests, config)
+        wanted_names = {o.name for r in batch_requests for o in r.outputs} if all(
+            r.outputs for r in batch_requests) else None
+        wanted = [spec.name for spec in config.outputs if wanted_names is None or spec.name in wanted_names]
+        try:
+            outputs = run(batch.inputs, wanted)
+        except NaiadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - each framework raises its own classes
+            raise error_of(exc) from None
+        responses = batch.responses(outputs)
+        apply_output_reshape(responses, config)
+        return responses
+
+    return run_isolating_failures(requests, run_batch)

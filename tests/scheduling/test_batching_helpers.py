@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from naiad import InferenceRequest, NaiadError, Tensor
-from naiad.batching import Batch, split_output_tensors, stack_requests
+from naiad.batching import Batch, execute_by_name, split_output_tensors, stack_requests
 from naiad.model_config import parse_config_text, validate_config
 
 
@@ -75,3 +75,32 @@ output [{name:"Y" data_type: TYPE_FP32 dims:[2]}]''', "m"), "m")
     assert batch.inputs["X"] is only.inputs[0].data and batch.sizes == [1]
     with pytest.raises(NaiadError):
         Batch.stack([only, only], config)
+
+
+def test_execute_by_name_runs_once_and_isolates_a_refused_request():
+    config = validate_config(parse_config_text('''max_batch_size: 8
+        input [{ name: "X" data_type: TYPE_FP32 dims: [2] }]
+        output [{ name: "Y" data_type: TYPE_FP32 dims: [2] }, { name: "Z" data_type: TYPE_FP32 dims: [2] }]''', "m"), "m")
+    calls = []
+
+    def run(inputs, wanted):
+        calls.append((inputs["X"].shape[0], wanted))
+        if (inputs["X"] < 0).any():
+            raise ValueError("negative values")
+        return {"Y": inputs["X"] * 2, "Z": inputs["X"] + 1}
+
+    def request(*rows):
+        return InferenceRequest("m", [Tensor.from_numpy("X", np.array(rows, np.float32))])
+
+    good = [request([1, 2]), request([3, 4], [5, 6])]
+    responses = execute_by_name(good, config, run, lambda exc: NaiadError.invalid(str(exc)))
+    assert calls == [(3, ["Y", "Z"])]
+    np.testing.assert_array_equal(responses[1].output("Y").data, [[6, 8], [10, 12]])
+
+    calls.clear()
+    mixed = [request([1, 2]), request([-1, 0]), request([3, 4])]
+    responses = execute_by_name(mixed, config, run, lambda exc: NaiadError.invalid(str(exc)))
+    assert [c[0] for c in calls] == [3, 1, 1, 1]  # the batch, then each request alone
+    assert responses[1].error is not None and "negative values" in responses[1].error.message
+    np.testing.assert_array_equal(responses[2].output("Z").data, [[4, 5]])
+    assert responses[0].error is None and responses[2].error is None

@@ -19,15 +19,28 @@ from naiad import (
     ModelInstance,
     NaiadError,
 )
+from naiad.batching import execute_by_name
 from naiad.protos import model_config_pb2 as pb
 
 from .auto_complete import auto_complete_from_signature
-from .batching import execute_batch
 from .config_check import check_config_against_model
 from .graphdef_signature import graphdef_signature, require_graph_inputs
 from .model_tensors import ModelSignature
-from .savedmodel_signature import DEFAULT_SIGNATURE, choose_meta_graph, read_saved_model, signature_of
-from .session import ModelSession, import_graphdef, open_graphdef, open_savedmodel, read_graphdef, read_init_ops, session_config
+from .savedmodel_signature import (
+    DEFAULT_SIGNATURE,
+    choose_meta_graph,
+    read_saved_model,
+    signature_of,
+)
+from .session import (
+    ModelSession,
+    import_graphdef,
+    open_graphdef,
+    open_savedmodel,
+    read_graphdef,
+    read_init_ops,
+    session_config,
+)
 from .settings import BackendSettings, ModelSettings, parse_model_settings
 
 __all__ = ["TensorFlowModel", "TensorFlowInstance", "GRAPHDEF", "SAVEDMODEL", "choose_platform"]
@@ -196,7 +209,7 @@ class TensorFlowInstance(ModelInstance):
         self.session = self.model.session_for(self.context, gpu_id)
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
-        return execute_batch(requests, self.model.context.config, self.session.run, self._error_of)
+        return execute_by_name(requests, self.model.context.config, self.session.run, self._error_of)
 
     def _error_of(self, exc: Exception) -> NaiadError:
         name = self.model.context.name

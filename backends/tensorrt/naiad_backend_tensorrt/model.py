@@ -7,7 +7,6 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
 from naiad import (
     ConfigError,
     InferenceRequest,
@@ -19,11 +18,17 @@ from naiad import (
     ModelInstance,
     NaiadError,
 )
+from naiad.batching import execute_by_name
 
-from .batching import execute_batch
 from .compute_capability import format_compute_capability, select_plan_filename
 from .config_match import auto_complete_from_engine, check_config_against_engine
-from .cuda_runtime import CudaError, DeviceBuffer, Stream, compute_capability, set_device
+from .cuda_runtime import (
+    CudaError,
+    DeviceBuffer,
+    Stream,
+    compute_capability,
+    set_device,
+)
 from .dtypes import numpy_dtype_of
 from .engine_description import EngineDescription, describe_engine
 from .gpu_check import require_gpu, require_tensorrt
@@ -140,7 +145,7 @@ class TensorRTInstance(ModelInstance):
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
         set_device(self.device)
-        return execute_batch(requests, self.model.context.config, self._run, self._error_of)
+        return execute_by_name(requests, self.model.context.config, self._run, self._error_of)
 
     def _run(self, inputs: dict[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
         description, execution, stream = self.description, self.execution, self.stream

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnxruntime as ort
-
 from naiad import (
     ConfigError,
     InferenceRequest,
@@ -23,7 +22,7 @@ from naiad import (
     ModelInstance,
     NaiadError,
 )
-from naiad.batching import Batch
+from naiad.batching import Batch, run_isolating_failures
 from naiad.output_reshape import apply_output_reshape
 
 from .auto_complete import ModelTensor, auto_complete
@@ -213,19 +212,7 @@ class OnnxInstance(ModelInstance):
         self.all_outputs = [spec.name for spec in config.outputs]
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
-        if len(requests) == 1:
-            return [self._run_alone(requests[0])]
-        try:
-            return self._run(requests)
-        except NaiadError:
-            # One request onnxruntime refuses must not fail its neighbours: run each alone.
-            return [self._run_alone(request) for request in requests]
-
-    def _run_alone(self, request: InferenceRequest) -> InferenceResponse:
-        try:
-            return self._run([request])[0]
-        except NaiadError as exc:
-            return InferenceResponse(error=exc)
+        return run_isolating_failures(requests, self._run)
 
     def _run(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
         batch = Batch.stack(requests, self.config)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-
 from naiad import (
     ConfigError,
     InferenceRequest,
@@ -28,7 +27,7 @@ from naiad import (
     ModelInstance,
     NaiadError,
 )
-from naiad.batching import Batch
+from naiad.batching import Batch, run_isolating_failures
 from naiad.output_reshape import apply_output_reshape
 
 from .auto_complete import auto_complete, program_signature
@@ -215,19 +214,7 @@ class TorchInstance(ModelInstance):
             if self.model.intra_op_threads is not None:
                 torch.set_num_threads(self.model.intra_op_threads)
             self._threads_set = True
-        if len(requests) == 1:
-            return [self._run_alone(requests[0])]
-        try:
-            return self._run(requests)
-        except NaiadError:
-            # One request the model refuses must not fail its neighbours: run each alone.
-            return [self._run_alone(request) for request in requests]
-
-    def _run_alone(self, request: InferenceRequest) -> InferenceResponse:
-        try:
-            return self._run([request])[0]
-        except NaiadError as exc:
-            return InferenceResponse(error=exc)
+        return run_isolating_failures(requests, self._run)
 
     def _argument(self, name: str, array: np.ndarray) -> Any:
         spec = self.config.input_by_name[name]
