@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from naiad.datatypes import datatype_to_config_type
+from naiad.auto_complete import complete_tensors
 from naiad.protos import model_config_pb2 as pb
 
 from .onnx_types import datatype_of_ort_type
@@ -58,18 +58,6 @@ def _declared_dims_imply_batching(proto: pb.ModelConfig, model: dict[str, ModelT
     return verdict
 
 
-def _fill(tensor: pb.ModelInput | pb.ModelOutput, found: ModelTensor, batching: bool) -> None:
-    if tensor.data_type == pb.TYPE_INVALID and found.datatype is not None:
-        tensor.data_type = pb.DataType.Value(datatype_to_config_type(found.datatype))
-    if not tensor.dims and not tensor.HasField("reshape"):
-        dims = list(found.shape[1:] if batching else found.shape)
-        if dims:
-            tensor.dims.extend(dims)
-        else:
-            tensor.dims.append(1)
-            tensor.reshape.SetInParent()
-
-
 def auto_complete(
     proto: pb.ModelConfig, inputs: list[ModelTensor], outputs: list[ModelTensor], default_max_batch_size: int
 ) -> None:
@@ -83,15 +71,4 @@ def auto_complete(
     if batching and proto.WhichOneof("scheduling_choice") is None:
         proto.dynamic_batching.SetInParent()
 
-    for declared_list, found_list in ((proto.input, inputs), (proto.output, outputs)):
-        if not declared_list:
-            # Non-tensor values (sequences, maps) have no Triton datatype: leave them out,
-            # the model still runs without them being fetched.
-            for found in found_list:
-                if found.datatype is not None:
-                    declared_list.add(name=found.name)
-        by_name = {t.name: t for t in found_list}
-        for tensor in declared_list:
-            found = by_name.get(tensor.name)
-            if found is not None:
-                _fill(tensor, found, batching)
+    complete_tensors(proto, inputs, outputs, batching)

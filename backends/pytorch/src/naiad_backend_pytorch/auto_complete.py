@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-
-from naiad.datatypes import datatype_to_config_type
+from naiad.auto_complete import complete_tensors
 from naiad.protos import model_config_pb2 as pb
 
 from .torch_types import datatype_of_dtype
@@ -65,18 +64,6 @@ def program_signature(program: Any, arg_names: list[str]) -> tuple[list[ProgramT
     return inputs, outputs
 
 
-def _fill(tensor: pb.ModelInput | pb.ModelOutput, found: ProgramTensor, batching: bool) -> None:
-    if tensor.data_type == pb.TYPE_INVALID and found.datatype is not None:
-        tensor.data_type = pb.DataType.Value(datatype_to_config_type(found.datatype))
-    if not tensor.dims and not tensor.HasField("reshape"):
-        dims = list(found.shape[1:] if batching else found.shape)
-        if dims:
-            tensor.dims.extend(dims)
-        else:
-            tensor.dims.append(1)
-            tensor.reshape.SetInParent()
-
-
 def auto_complete(
     proto: pb.ModelConfig, inputs: list[ProgramTensor], outputs: list[ProgramTensor], default_max_batch_size: int
 ) -> None:
@@ -87,12 +74,4 @@ def auto_complete(
     batching = proto.max_batch_size > 0
     if batching and proto.WhichOneof("scheduling_choice") is None:
         proto.dynamic_batching.SetInParent()
-    for declared, found_list in ((proto.input, inputs), (proto.output, outputs)):
-        if not declared:
-            for found in found_list:
-                declared.add(name=found.name)
-        by_name = {t.name: t for t in found_list}
-        for tensor in declared:
-            found = by_name.get(tensor.name)
-            if found is not None:
-                _fill(tensor, found, batching)
+    complete_tensors(proto, inputs, outputs, batching)
