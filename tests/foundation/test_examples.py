@@ -44,3 +44,12 @@ def test_example_repository_serves(tmp_path):
         inputs[0].set_data_from_numpy(x)
         inputs[1].set_data_from_numpy(x)
         np.testing.assert_array_equal(client.infer("add_sub_onnx", inputs).as_numpy("OUTPUT0"), x + x)
+
+
+def test_readme_embedding_example_runs():
+    import re
+
+    code = re.findall(r"```python\n(import asyncio\n.*?)```", (ROOT / "README.md").read_text(), re.S)[0]
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[[2. 2. 2. 2.]]"
