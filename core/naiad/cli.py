@@ -15,10 +15,12 @@ from .errors import NaiadError
 from .log_settings import LOG_FORMATS, LogSettings
 from .metrics_settings import MetricsSettings
 from .server import Server, ServerOptions
-from .testing import READY_LINE
 from .tracing import otlp_tracer_provider, trace_settings_from_config
 
-__all__ = ["build_parser", "load_plugin", "main", "options_from_args", "status_table"]
+__all__ = ["READY_LINE", "build_parser", "load_plugin", "main", "options_from_args", "status_table"]
+
+# Logged once every frontend listens; scripts and naiad.testing.ServerProcess wait for it.
+READY_LINE = "naiad is ready"
 
 log = logging.getLogger("naiad")
 

@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["ServerProcess", "free_port", "READY_LINE"]
+from .cli import READY_LINE
 
-# `naiad serve` logs this once every frontend listens; ServerProcess waits for it.
-READY_LINE = "naiad is ready"
+__all__ = ["ServerProcess", "free_port"]
+
 
 
 def free_port() -> int:
