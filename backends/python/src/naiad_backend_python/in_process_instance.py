@@ -10,11 +10,12 @@ one that hangs keeps its thread (its requests still fail at the timeout).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from naiad.backend_abi import InstanceContext, ModelInstance
 from naiad.errors import NaiadError
@@ -31,6 +32,7 @@ from .conversions import (
     sequence_flags,
     utils_response_from_core,
 )
+from .metric_owner import MetricOwner
 from .model_host import ExecuteFailure, ModelHost
 from .response_iterator import ResponseIterator
 
@@ -48,6 +50,8 @@ class InProcessBridge(Bridge):
         self.instance = instance
         self.requests: dict[int, CoreRequest] = {}
         self.server_loop: asyncio.AbstractEventLoop | None = None
+        server = instance.model.context.server
+        self.metrics = MetricOwner(server.custom_metrics if server is not None else None, instance.label)
 
     def send_response(self, request: utils.InferenceRequest, response: utils.InferenceResponse | None,
                       final: bool) -> None:
@@ -105,6 +109,36 @@ class InProcessBridge(Bridge):
     def log(self, level: int, message: str) -> None:
         log.log(_LOG_LEVELS.get(level, logging.INFO), "%s: %s", self.instance.label, message)
 
+    # -- custom metrics: straight to the server's registry -------------------------------------
+
+    def metric_family_new(self, handle: int, name: str, description: str, kind: str) -> None:
+        with _model_errors():
+            self.metrics.family_new(handle, name, description, kind)
+
+    def metric_family_delete(self, handle: int) -> None:
+        self.metrics.family_delete(handle)
+
+    def metric_new(self, handle: int, family: int, labels: dict[str, str], buckets: list[float] | None) -> None:
+        with _model_errors():
+            self.metrics.metric_new(handle, family, labels, buckets)
+
+    def metric_update(self, handle: int, operation: str, value: float) -> None:
+        with _model_errors():
+            self.metrics.update(handle, operation, value)
+
+    def metric_value(self, handle: int) -> float:
+        with _model_errors():
+            return self.metrics.value(handle)
+
+
+@contextlib.contextmanager
+def _model_errors() -> Iterator[None]:
+    """The registry's NaiadError, as the TritonModelException model code expects."""
+    try:
+        yield
+    except NaiadError as exc:
+        raise utils.TritonModelException(exc.message) from None
+
 
 class InProcessInstance(ModelInstance):
     model: "PythonModel"
@@ -131,6 +165,7 @@ class InProcessInstance(ModelInstance):
             future.result(self._settings.start_timeout_s or None)
         except Exception as exc:  # noqa: BLE001 - a failed initialize fails the load, with its reason
             self._stop_loop()
+            self._bridge.metrics.release_all()
             raise NaiadError.unavailable(f"{self.label}: initialize failed: {type(exc).__name__}: {exc}") from exc
 
     async def execute(self, requests: list[CoreRequest]) -> list[CoreResponse] | None:
@@ -192,6 +227,8 @@ class InProcessInstance(ModelInstance):
             if request.response_sender is not None:
                 request.response_sender(CoreResponse(error=unloaded), True)
         self._bridge.requests.clear()
+        # The model's metrics leave the endpoint with it, whether or not its objects are collected.
+        self._bridge.metrics.release_all()
 
     def _stop_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
