@@ -143,6 +143,25 @@ def test_misuse_raises_triton_model_exception_and_the_model_keeps_serving(server
     assert families["pyerr_counter"]["samples"][("pyerr_counter", frozenset())] >= 2
 
 
+def test_instances_of_a_model_share_its_series_until_the_last_one_goes():
+    model = "metrics_counting_two_instances"
+    with _serve(model) as process:
+        client = tritonclient_http.InferenceServerClient(process.http_url, concurrency=4)
+        # Concurrent requests spread over both model processes; each created the same
+        # family and labels in its initialize, so they update one series.
+        inputs = [tritonclient_http.InferInput("INPUT0", [3], "FP32")]
+        inputs[0].set_data_from_numpy(np.ones(3, np.float32))
+        pending = [client.async_infer(model, inputs) for _ in range(12)]
+        seen = sorted(float(p.get_result().as_numpy("REQUESTS")[0]) for p in pending)
+        assert seen[-1] == 12.0
+        labels = frozenset({"model": model, "version": "1"}.items())
+        families = scrape(process)
+        assert families["pymodel_requests"]["samples"] == {("pymodel_requests", labels): 12.0}
+        assert families["pymodel_last_size"]["samples"] == {("pymodel_last_size", labels): 2.0}
+        client.unload_model(model)
+        assert not any(name in scrape(process) for name in FAMILIES)
+
+
 def test_a_models_metrics_leave_with_it_and_come_back_fresh():
     with _serve(*COUNTING) as process:
         client = tritonclient_http.InferenceServerClient(process.http_url)

@@ -8,15 +8,18 @@ import triton_python_backend_utils as pb_utils
 KEPT = []
 
 
-def MetricFamily(name, description, kind):  # noqa: N802
-    family = pb_utils.MetricFamily(name, description, kind)
-    KEPT.append(family)
-    return family
+class MetricFamily:
+    """pb_utils.MetricFamily, kept alive. (Triton binds pb_utils.MetricFamily only once the
+    model runs, so it is looked up at call time, never at import.)"""
 
+    COUNTER, GAUGE, HISTOGRAM = "COUNTER", "GAUGE", "HISTOGRAM"
 
-MetricFamily.COUNTER = pb_utils.MetricFamily.COUNTER
-MetricFamily.GAUGE = pb_utils.MetricFamily.GAUGE
-MetricFamily.HISTOGRAM = pb_utils.MetricFamily.HISTOGRAM
+    def __new__(cls, name, description, kind):
+        if kind in ("COUNTER", "GAUGE", "HISTOGRAM"):
+            kind = getattr(pb_utils.MetricFamily, kind)
+        family = pb_utils.MetricFamily(name, description, kind)
+        KEPT.append(family)
+        return family
 
 
 def _counter(name="pyerr_counter"):
