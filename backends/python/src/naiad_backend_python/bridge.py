@@ -64,7 +64,8 @@ class Bridge(abc.ABC):
 
     @abc.abstractmethod
     def metric_family_delete(self, handle: int) -> None:
-        """Drop a family and every metric created through it (no answer awaited)."""
+        """Drop a family and every metric created through it. Called from `__del__`, so it
+        must never block: it may run inside another metric call of the same thread."""
 
     @abc.abstractmethod
     def metric_new(self, handle: int, family: int, labels: dict[str, str], buckets: list[float] | None) -> None:

@@ -10,6 +10,7 @@ one that hangs keeps its thread (its requests still fail at the timeout).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -52,6 +53,8 @@ class InProcessBridge(Bridge):
         self.server_loop: asyncio.AbstractEventLoop | None = None
         server = instance.model.context.server
         self.metrics = MetricOwner(server.custom_metrics if server is not None else None, instance.label)
+        self._metrics_lock = threading.Lock()
+        self._doomed: collections.deque[int] = collections.deque()
 
     def send_response(self, request: utils.InferenceRequest, response: utils.InferenceResponse | None,
                       final: bool) -> None:
@@ -111,33 +114,53 @@ class InProcessBridge(Bridge):
 
     # -- custom metrics: straight to the server's registry -------------------------------------
 
+    @contextlib.contextmanager
+    def _metrics_call(self) -> Iterator[MetricOwner]:
+        """Serialize this model's metric calls, report families deleted meanwhile, and turn
+        the registry's NaiadError into the TritonModelException model code expects."""
+        with self._metrics_lock:
+            self._delete_doomed()
+            try:
+                yield self.metrics
+            except NaiadError as exc:
+                raise utils.TritonModelException(exc.message) from None
+
+    def _delete_doomed(self) -> None:
+        while self._doomed:
+            self.metrics.family_delete(self._doomed.popleft())
+
     def metric_family_new(self, handle: int, name: str, description: str, kind: str) -> None:
-        with _model_errors():
-            self.metrics.family_new(handle, name, description, kind)
+        with self._metrics_call() as metrics:
+            metrics.family_new(handle, name, description, kind)
 
     def metric_family_delete(self, handle: int) -> None:
-        self.metrics.family_delete(handle)
+        # Called from MetricFamily.__del__, which garbage collection may run at any allocation,
+        # even inside one of this model's metric calls: never block or re-enter here. What
+        # cannot be done at once is done by the next call (or at unload).
+        self._doomed.append(handle)
+        if self._metrics_lock.acquire(blocking=False):
+            try:
+                self._delete_doomed()
+            finally:
+                self._metrics_lock.release()
 
     def metric_new(self, handle: int, family: int, labels: dict[str, str], buckets: list[float] | None) -> None:
-        with _model_errors():
-            self.metrics.metric_new(handle, family, labels, buckets)
+        with self._metrics_call() as metrics:
+            metrics.metric_new(handle, family, labels, buckets)
 
     def metric_update(self, handle: int, operation: str, value: float) -> None:
-        with _model_errors():
-            self.metrics.update(handle, operation, value)
+        with self._metrics_call() as metrics:
+            metrics.update(handle, operation, value)
 
     def metric_value(self, handle: int) -> float:
-        with _model_errors():
-            return self.metrics.value(handle)
+        with self._metrics_call() as metrics:
+            return metrics.value(handle)
 
-
-@contextlib.contextmanager
-def _model_errors() -> Iterator[None]:
-    """The registry's NaiadError, as the TritonModelException model code expects."""
-    try:
-        yield
-    except NaiadError as exc:
-        raise utils.TritonModelException(exc.message) from None
+    def release_metrics(self) -> None:
+        """At unload: everything the model created leaves the endpoint."""
+        with self._metrics_lock:
+            self._doomed.clear()
+            self.metrics.release_all()
 
 
 class InProcessInstance(ModelInstance):
@@ -165,7 +188,7 @@ class InProcessInstance(ModelInstance):
             future.result(self._settings.start_timeout_s or None)
         except Exception as exc:  # noqa: BLE001 - a failed initialize fails the load, with its reason
             self._stop_loop()
-            self._bridge.metrics.release_all()
+            self._bridge.release_metrics()
             raise NaiadError.unavailable(f"{self.label}: initialize failed: {type(exc).__name__}: {exc}") from exc
 
     async def execute(self, requests: list[CoreRequest]) -> list[CoreResponse] | None:
@@ -228,7 +251,7 @@ class InProcessInstance(ModelInstance):
                 request.response_sender(CoreResponse(error=unloaded), True)
         self._bridge.requests.clear()
         # The model's metrics leave the endpoint with it, whether or not its objects are collected.
-        self._bridge.metrics.release_all()
+        self._bridge.release_metrics()
 
     def _stop_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import itertools
 import json
 import os
@@ -126,6 +127,8 @@ class StubBridge(Bridge):
         # query id -> callable taking each reply message (called on the reader thread).
         self.waiters: dict[int, Callable[[dict[str, Any]], None]] = {}
         self._lock = threading.Lock()
+        # Handles of deleted metric families still to be reported to the server.
+        self._doomed: collections.deque[int] = collections.deque()
 
     def _register(self, sink: Callable[[dict[str, Any]], None]) -> int:
         with self._lock:
@@ -203,6 +206,7 @@ class StubBridge(Bridge):
     # -- custom metrics: creation and value() wait for the server; updates do not ------------
 
     def _ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._send_doomed(blocking=True)
         replies: queue.Queue[dict[str, Any]] = queue.Queue()
         message["qid"] = self._register(replies.put)
         self.channel.send(message)
@@ -219,13 +223,31 @@ class StubBridge(Bridge):
                    "kind": kind})
 
     def metric_family_delete(self, handle: int) -> None:
-        self.channel.send({"op": "metric_family_delete", "handle": handle})
+        # Called from MetricFamily.__del__, which garbage collection may run at any allocation,
+        # even on a thread that holds the channel's lock right now: never block here. What
+        # cannot be sent at once goes with the next metric call.
+        self._doomed.append(handle)
+        self._send_doomed(blocking=False)
+
+    def _send_doomed(self, blocking: bool) -> None:
+        if not self._doomed:
+            return
+        lock = self.channel.outbound.lock
+        if not lock.acquire(blocking=blocking):
+            return
+        try:
+            while self._doomed:
+                handle = self._doomed.popleft()
+                self.channel.sock.sendall(pack_frame({"op": "metric_family_delete", "handle": handle}))
+        finally:
+            lock.release()
 
     def metric_new(self, handle: int, family: int, labels: dict[str, str], buckets: list[float] | None) -> None:
         self._ask({"op": "metric_new", "handle": handle, "family": family, "labels": labels, "buckets": buckets})
 
     def metric_update(self, handle: int, operation: str, value: float) -> None:
         # One socket, written under one lock: the server applies updates in the order sent.
+        self._send_doomed(blocking=True)
         self.channel.send({"op": "metric_update", "handle": handle, "operation": operation, "value": value})
 
     def metric_value(self, handle: int) -> float:
