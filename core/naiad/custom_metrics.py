@@ -144,6 +144,9 @@ class CustomMetricFamily:
             if not buckets:
                 raise NaiadError.invalid(f"histogram '{self.name}': a metric needs its bucket boundaries")
             bounds = tuple(float(b) for b in buckets)
+            if not all(math.isfinite(b) for b in bounds):
+                raise NaiadError.invalid(f"histogram '{self.name}': bucket bounds must be finite numbers (the +Inf "
+                                         f"bucket is always added), got {list(buckets)}")
             if list(bounds) != sorted(set(bounds)):
                 raise NaiadError.invalid(f"histogram '{self.name}': buckets must be increasing, got {list(buckets)}")
         elif buckets:

@@ -108,6 +108,7 @@ def test_custom_metric_rules():
         (lambda: counter.metric({}, buckets=[1]), "buckets apply to histograms only"),
         (lambda: registry.family("h", "x", MetricKind.HISTOGRAM).metric({}), "needs its bucket boundaries"),
         (lambda: registry.family("h", "x", MetricKind.HISTOGRAM).metric({}, buckets=[5, 1]), "increasing"),
+        (lambda: registry.family("h", "x", MetricKind.HISTOGRAM).metric({}, buckets=[1, float("inf")]), "finite"),
         (lambda: registry.family("h", "x", MetricKind.HISTOGRAM).metric({"le": "1"}, buckets=[1]), "reserved"),
     ]
     for action, message in cases:
