@@ -9,6 +9,11 @@ backend binds `pb_utils.MetricFamily` / `pb_utils.Metric` to these classes::
     metric.increment(1)
 
 Models update metrics from their own threads, so every operation holds the registry lock.
+
+`acquire_family` / `acquire_metric` count their users, and `release_*` removes a family or
+series when its last user lets go: two instances of one model share a series, as in
+Triton, and a model's series leave the endpoint when it unloads. (Plain `family()` /
+`metric()` results are kept until removed explicitly.)
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class CustomMetric:
         self._count = 0
         self._bucket_counts = [0] * (len(buckets) + 1)
         self.removed = False
+        self._holders = 0  # acquire_metric calls not yet released
+        self._kept = False  # obtained through plain metric(): never removed by a release
 
     @property
     def kind(self) -> MetricKind:
@@ -81,7 +88,10 @@ class CustomMetric:
             self._bucket_counts[bisect.bisect_left(self.buckets, value)] += 1
 
     def value(self) -> float:
-        """A counter's or gauge's current value (a histogram's: the sum of observations)."""
+        """A counter's or gauge's current value. Histograms have none (as in Triton): read
+        `snapshot()` for their sum, count and buckets."""
+        if self.kind is MetricKind.HISTOGRAM:
+            raise NaiadError.unsupported(f"metric '{self.family.name}' is a histogram: it has no single value()")
         with self._lock:
             return self._value
 
@@ -103,14 +113,40 @@ class CustomMetricFamily:
         self.kind = kind
         self._lock = registry._lock
         self._metrics: dict[tuple[tuple[str, str], ...], CustomMetric] = {}
+        self._holders = 0
+        self._kept = False
 
     def metric(self, labels: Mapping[str, str] | None = None, buckets: Sequence[float] | None = None) -> CustomMetric:
         """The series with these labels, created on first use (the same object after)."""
+        with self._lock:
+            metric = self._metric(labels, buckets)
+            metric._kept = True
+            return metric
+
+    def acquire_metric(self, labels: Mapping[str, str] | None = None,
+                       buckets: Sequence[float] | None = None) -> CustomMetric:
+        """`metric()`, counted: the series stays until every acquire is released."""
+        with self._lock:
+            metric = self._metric(labels, buckets)
+            metric._holders += 1
+            return metric
+
+    def release_metric(self, metric: CustomMetric) -> None:
+        """Undo one `acquire_metric`; the last release removes the series."""
+        with self._lock:
+            metric._holders -= 1
+            if metric._holders <= 0 and not metric._kept:
+                self.remove_metric(metric)
+
+    def _metric(self, labels: Mapping[str, str] | None, buckets: Sequence[float] | None) -> CustomMetric:
         clean = _labels(labels or {}, self.name)
         if self.kind is MetricKind.HISTOGRAM:
             if not buckets:
                 raise NaiadError.invalid(f"histogram '{self.name}': a metric needs its bucket boundaries")
             bounds = tuple(float(b) for b in buckets)
+            if not all(math.isfinite(b) for b in bounds):
+                raise NaiadError.invalid(f"histogram '{self.name}': bucket bounds must be finite numbers (the +Inf "
+                                         f"bucket is always added), got {list(buckets)}")
             if list(bounds) != sorted(set(bounds)):
                 raise NaiadError.invalid(f"histogram '{self.name}': buckets must be increasing, got {list(buckets)}")
         elif buckets:
@@ -151,6 +187,26 @@ class CustomMetricRegistry:
 
     def family(self, name: str, description: str, kind: MetricKind | str) -> CustomMetricFamily:
         """Create a family, or return the existing one of the same name and kind."""
+        with self._lock:
+            family = self._family(name, description, kind)
+            family._kept = True
+            return family
+
+    def acquire_family(self, name: str, description: str, kind: MetricKind | str) -> CustomMetricFamily:
+        """`family()`, counted: the family stays until every acquire is released."""
+        with self._lock:
+            family = self._family(name, description, kind)
+            family._holders += 1
+            return family
+
+    def release_family(self, family: CustomMetricFamily) -> None:
+        """Undo one `acquire_family`; the last release removes the family (and its series)."""
+        with self._lock:
+            family._holders -= 1
+            if family._holders <= 0 and not family._kept and self._families.get(family.name) is family:
+                self.remove_family(family.name)
+
+    def _family(self, name: str, description: str, kind: MetricKind | str) -> CustomMetricFamily:
         kind = _kind(kind)
         if not isinstance(name, str) or not _NAME.match(name):
             raise NaiadError.invalid(f"metric family name {name!r} is not a valid Prometheus name")

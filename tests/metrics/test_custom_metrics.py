@@ -108,6 +108,7 @@ def test_custom_metric_rules():
         (lambda: counter.metric({}, buckets=[1]), "buckets apply to histograms only"),
         (lambda: registry.family("h", "x", MetricKind.HISTOGRAM).metric({}), "needs its bucket boundaries"),
         (lambda: registry.family("h", "x", MetricKind.HISTOGRAM).metric({}, buckets=[5, 1]), "increasing"),
+        (lambda: registry.family("h", "x", MetricKind.HISTOGRAM).metric({}, buckets=[1, float("inf")]), "finite"),
         (lambda: registry.family("h", "x", MetricKind.HISTOGRAM).metric({"le": "1"}, buckets=[1]), "reserved"),
     ]
     for action, message in cases:
@@ -120,3 +121,29 @@ def test_custom_metric_rules():
     total, count, buckets = histogram.snapshot()
     assert (total, count) == (56.5, 4)
     assert buckets == [(1.0, 2), (10.0, 3), (float("inf"), 4)]
+
+
+def test_acquired_families_and_series_live_until_their_last_release():
+    registry = CustomMetricRegistry()
+    first = registry.acquire_family("shared", "Shared", "counter")
+    second = registry.acquire_family("shared", "Shared", "counter")
+    assert first is second
+    a = first.acquire_metric({"model": "m"})
+    b = second.acquire_metric({"model": "m"})
+    assert a is b
+    a.increment(3)
+    first.release_metric(a)
+    assert first.metrics() == [b] and b.value() == 3  # one holder left
+    second.release_metric(b)
+    assert first.metrics() == [] and b.removed
+    registry.release_family(first)
+    assert [f.name for f in registry.families()] == ["shared"]
+    registry.release_family(second)
+    assert registry.families() == []
+    # A histogram has no single value (Triton's rule); its snapshot has sum, count, buckets.
+    histogram = registry.acquire_family("h", "H", "histogram").acquire_metric({}, buckets=[1])
+    histogram.observe(2)
+    with pytest.raises(NaiadError) as info:
+        histogram.value()
+    assert "no single value()" in info.value.message
+    assert histogram.snapshot() == (2.0, 1, [(1.0, 0), (float("inf"), 1)])

@@ -55,6 +55,31 @@ class Bridge(abc.ABC):
     def log(self, level: int, message: str) -> None:
         """Write a model log line to the server's log."""
 
+    # Custom metrics (model_metrics.py). Handles are the model side's numbers for its
+    # families and metrics; creating and reading raise with the server's reason.
+
+    @abc.abstractmethod
+    def metric_family_new(self, handle: int, name: str, description: str, kind: str) -> None:
+        """Create (or join) the family `name` of kind counter/gauge/histogram."""
+
+    @abc.abstractmethod
+    def metric_family_delete(self, handle: int) -> None:
+        """Drop a family and every metric created through it. Called from `__del__`, so it
+        must never block: it may run inside another metric call of the same thread."""
+
+    @abc.abstractmethod
+    def metric_new(self, handle: int, family: int, labels: dict[str, str], buckets: list[float] | None) -> None:
+        """Create (or join) the series with `labels` in a family."""
+
+    @abc.abstractmethod
+    def metric_update(self, handle: int, operation: str, value: float) -> None:
+        """increment / set / observe, already checked by the model side (no answer awaited,
+        but applied in the order the model made them)."""
+
+    @abc.abstractmethod
+    def metric_value(self, handle: int) -> float:
+        """A counter's or gauge's current value, after every update made before the call."""
+
 
 def current_bridge() -> "Bridge | None":
     bridge = _CURRENT.get()

@@ -10,11 +10,13 @@ one that hangs keeps its thread (its requests still fail at the timeout).
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import itertools
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from naiad.backend_abi import InstanceContext, ModelInstance
 from naiad.errors import NaiadError
@@ -31,6 +33,7 @@ from .conversions import (
     sequence_flags,
     utils_response_from_core,
 )
+from .metric_owner import MetricOwner
 from .model_host import ExecuteFailure, ModelHost
 from .response_iterator import ResponseIterator
 
@@ -48,6 +51,10 @@ class InProcessBridge(Bridge):
         self.instance = instance
         self.requests: dict[int, CoreRequest] = {}
         self.server_loop: asyncio.AbstractEventLoop | None = None
+        server = instance.model.context.server
+        self.metrics = MetricOwner(server.custom_metrics if server is not None else None, instance.label)
+        self._metrics_lock = threading.Lock()
+        self._doomed: collections.deque[int] = collections.deque()
 
     def send_response(self, request: utils.InferenceRequest, response: utils.InferenceResponse | None,
                       final: bool) -> None:
@@ -105,6 +112,56 @@ class InProcessBridge(Bridge):
     def log(self, level: int, message: str) -> None:
         log.log(_LOG_LEVELS.get(level, logging.INFO), "%s: %s", self.instance.label, message)
 
+    # -- custom metrics: straight to the server's registry -------------------------------------
+
+    @contextlib.contextmanager
+    def _metrics_call(self) -> Iterator[MetricOwner]:
+        """Serialize this model's metric calls, report families deleted meanwhile, and turn
+        the registry's NaiadError into the TritonModelException model code expects."""
+        with self._metrics_lock:
+            self._delete_doomed()
+            try:
+                yield self.metrics
+            except NaiadError as exc:
+                raise utils.TritonModelException(exc.message) from None
+
+    def _delete_doomed(self) -> None:
+        while self._doomed:
+            self.metrics.family_delete(self._doomed.popleft())
+
+    def metric_family_new(self, handle: int, name: str, description: str, kind: str) -> None:
+        with self._metrics_call() as metrics:
+            metrics.family_new(handle, name, description, kind)
+
+    def metric_family_delete(self, handle: int) -> None:
+        # Called from MetricFamily.__del__, which garbage collection may run at any allocation,
+        # even inside one of this model's metric calls: never block or re-enter here. What
+        # cannot be done at once is done by the next call (or at unload).
+        self._doomed.append(handle)
+        if self._metrics_lock.acquire(blocking=False):
+            try:
+                self._delete_doomed()
+            finally:
+                self._metrics_lock.release()
+
+    def metric_new(self, handle: int, family: int, labels: dict[str, str], buckets: list[float] | None) -> None:
+        with self._metrics_call() as metrics:
+            metrics.metric_new(handle, family, labels, buckets)
+
+    def metric_update(self, handle: int, operation: str, value: float) -> None:
+        with self._metrics_call() as metrics:
+            metrics.update(handle, operation, value)
+
+    def metric_value(self, handle: int) -> float:
+        with self._metrics_call() as metrics:
+            return metrics.value(handle)
+
+    def release_metrics(self) -> None:
+        """At unload: everything the model created leaves the endpoint."""
+        with self._metrics_lock:
+            self._doomed.clear()
+            self.metrics.release_all()
+
 
 class InProcessInstance(ModelInstance):
     model: "PythonModel"
@@ -131,6 +188,7 @@ class InProcessInstance(ModelInstance):
             future.result(self._settings.start_timeout_s or None)
         except Exception as exc:  # noqa: BLE001 - a failed initialize fails the load, with its reason
             self._stop_loop()
+            self._bridge.release_metrics()
             raise NaiadError.unavailable(f"{self.label}: initialize failed: {type(exc).__name__}: {exc}") from exc
 
     async def execute(self, requests: list[CoreRequest]) -> list[CoreResponse] | None:
@@ -192,6 +250,8 @@ class InProcessInstance(ModelInstance):
             if request.response_sender is not None:
                 request.response_sender(CoreResponse(error=unloaded), True)
         self._bridge.requests.clear()
+        # The model's metrics leave the endpoint with it, whether or not its objects are collected.
+        self._bridge.release_metrics()
 
     def _stop_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)

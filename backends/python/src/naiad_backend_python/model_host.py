@@ -188,3 +188,18 @@ class _CollectingBridge(Bridge):
 
     def log(self, level: int, message: str) -> None:
         self.inner.log(level, message)
+
+    def metric_family_new(self, handle: int, name: str, description: str, kind: str) -> None:
+        self.inner.metric_family_new(handle, name, description, kind)
+
+    def metric_family_delete(self, handle: int) -> None:
+        self.inner.metric_family_delete(handle)
+
+    def metric_new(self, handle: int, family: int, labels: dict[str, str], buckets: list[float] | None) -> None:
+        self.inner.metric_new(handle, family, labels, buckets)
+
+    def metric_update(self, handle: int, operation: str, value: float) -> None:
+        self.inner.metric_update(handle, operation, value)
+
+    def metric_value(self, handle: int) -> float:
+        return self.inner.metric_value(handle)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import itertools
 import json
 import os
@@ -28,7 +29,7 @@ from .bridge import Bridge, set_default_bridge
 from .model_host import ExecuteFailure, ModelHost, run_auto_complete
 from .response_iterator import ResponseIterator
 from .shm_ring import RingReader, RingWriter
-from .utils import InferenceRequest, InferenceResponse, LogLevel, Tensor, TritonError
+from .utils import InferenceRequest, InferenceResponse, LogLevel, Tensor, TritonError, TritonModelException
 from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
 
 # How long a cancellation query waits for the server before assuming "not cancelled".
@@ -126,6 +127,8 @@ class StubBridge(Bridge):
         # query id -> callable taking each reply message (called on the reader thread).
         self.waiters: dict[int, Callable[[dict[str, Any]], None]] = {}
         self._lock = threading.Lock()
+        # Handles of deleted metric families still to be reported to the server.
+        self._doomed: collections.deque[int] = collections.deque()
 
     def _register(self, sink: Callable[[dict[str, Any]], None]) -> int:
         with self._lock:
@@ -147,7 +150,8 @@ class StubBridge(Bridge):
             sinks = list(self.waiters.values())
             self.waiters.clear()
         for sink in sinks:
-            sink({"final": True, "response": InferenceResponse(error=TritonError(reason, TritonError.UNAVAILABLE))})
+            sink({"final": True, "error": reason,
+                  "response": InferenceResponse(error=TritonError(reason, TritonError.UNAVAILABLE))})
 
     # -- responses of received requests --------------------------------------------------
 
@@ -199,6 +203,56 @@ class StubBridge(Bridge):
     def log(self, level: int, message: str) -> None:
         self.channel.send({"op": "log", "level": level, "message": message})
 
+    # -- custom metrics: creation and value() wait for the server; updates do not ------------
+
+    def _ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._send_doomed(blocking=True)
+        replies: queue.Queue[dict[str, Any]] = queue.Queue()
+        message["qid"] = self._register(replies.put)
+        self.channel.send(message)
+        try:
+            reply = replies.get(timeout=_QUERY_TIMEOUT_S)
+        except queue.Empty:
+            raise TritonModelException("the server did not answer") from None
+        if reply.get("error"):
+            raise TritonModelException(reply["error"])
+        return reply
+
+    def metric_family_new(self, handle: int, name: str, description: str, kind: str) -> None:
+        self._ask({"op": "metric_family_new", "handle": handle, "name": name, "description": description,
+                   "kind": kind})
+
+    def metric_family_delete(self, handle: int) -> None:
+        # Called from MetricFamily.__del__, which garbage collection may run at any allocation,
+        # even on a thread that holds the channel's lock right now: never block here. What
+        # cannot be sent at once goes with the next metric call.
+        self._doomed.append(handle)
+        self._send_doomed(blocking=False)
+
+    def _send_doomed(self, blocking: bool) -> None:
+        if not self._doomed:
+            return
+        lock = self.channel.outbound.lock
+        if not lock.acquire(blocking=blocking):
+            return
+        try:
+            while self._doomed:
+                handle = self._doomed.popleft()
+                self.channel.sock.sendall(pack_frame({"op": "metric_family_delete", "handle": handle}))
+        finally:
+            lock.release()
+
+    def metric_new(self, handle: int, family: int, labels: dict[str, str], buckets: list[float] | None) -> None:
+        self._ask({"op": "metric_new", "handle": handle, "family": family, "labels": labels, "buckets": buckets})
+
+    def metric_update(self, handle: int, operation: str, value: float) -> None:
+        # One socket, written under one lock: the server applies updates in the order sent.
+        self._send_doomed(blocking=True)
+        self.channel.send({"op": "metric_update", "handle": handle, "operation": operation, "value": value})
+
+    def metric_value(self, handle: int) -> float:
+        return float(self._ask({"op": "metric_value", "handle": handle})["value"])
+
 
 def _build_requests(message: dict[str, Any], bridge: StubBridge) -> list[InferenceRequest]:
     requests = []
@@ -238,7 +292,7 @@ def _read_loop(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict[s
                 message["response"] = decode_response(channel.inbound, message.get("response"))
                 channel.inbound.consumed(message.get("mark"))
                 bridge.resolve(message)
-            elif op == "cancelled":
+            elif op in ("cancelled", "metric_reply"):
                 bridge.resolve(message)
             else:
                 loop.call_soon_threadsafe(work.put_nowait, message)

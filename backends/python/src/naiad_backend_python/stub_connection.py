@@ -27,6 +27,7 @@ from naiad.inference import InferenceResponse as CoreResponse
 
 from .bls_runner import BlsCall, run_bls
 from .conversions import FINAL_MARKER, core_response_from_parts
+from .metric_owner import METRIC_OPS, MetricOwner
 from .settings import ModelSettings
 from .shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
 from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
@@ -92,6 +93,8 @@ class StubConnection:
         self.exit_reason: str | None = None
         self.on_exit: Callable[["StubConnection"], None] | None = None
         self._finalized: asyncio.Event | None = None  # created on the loop, in attach
+        # The custom metrics this process's model created; released when the process goes.
+        self.metrics = MetricOwner(launch.server.custom_metrics if launch.server is not None else None, launch.label)
 
     # -- start-up (worker thread) ----------------------------------------------------------
 
@@ -164,8 +167,16 @@ class StubConnection:
                     "error": ("UNAVAILABLE", "BLS requests are not available during initialize")}}))
             elif op == "is_cancelled":
                 self.sock.sendall(pack_frame({"op": "cancelled", "qid": message["qid"], "value": False}))
+            elif op in METRIC_OPS:
+                # Models create their metric families in initialize.
+                self._serve_metric_blocking(message)
         self.sock.settimeout(None)
         self.sock.setblocking(False)
+
+    def _serve_metric_blocking(self, message: dict[str, Any]) -> None:
+        reply = self.metrics.serve(message)
+        if reply is not None:
+            self.sock.sendall(pack_frame(reply))
 
     def _receive_blocking(self) -> dict[str, Any] | None:
         header = self._read_exactly(FRAME_HEADER.size)
@@ -255,6 +266,10 @@ class StubConnection:
             task.add_done_callback(self._bls_tasks.discard)
         elif op == "log":
             self._log(message)
+        elif op in METRIC_OPS:
+            reply = self.metrics.serve(message)
+            if reply is not None:
+                self.send(reply)
         elif op == "finalized" and self._finalized is not None:
             self._finalized.set()
 
@@ -361,6 +376,8 @@ class StubConnection:
                     break
                 if message["op"] == "log":
                     self._log(message)
+                elif message["op"] in METRIC_OPS:
+                    self._serve_metric_blocking(message)
         except OSError:
             pass
         try:
@@ -372,6 +389,8 @@ class StubConnection:
         self._close_resources()
 
     def _close_resources(self) -> None:
+        # What the model created goes with its process (a restarted one creates it afresh).
+        self.metrics.release_all()
         if self.process.poll() is not None:
             remove_segments_of(self.process.pid)
         try:

@@ -6,7 +6,9 @@ that top-level module re-exports this one. Everything here runs inside the model
 (the stub) or, in in-process mode, inside the server; it needs only numpy and the standard
 library, because a model may run in a virtual environment that has nothing else.
 
-What reaches the server (responses, BLS calls, cancellation checks, log lines) goes
+Custom metrics (`MetricFamily`, `Metric`) live in model_metrics.py and are re-exported here.
+
+What reaches the server (responses, BLS calls, cancellation checks, log lines, metrics) goes
 through a `Bridge` (see bridge.py), so this module is the same in both modes.
 """
 
@@ -50,6 +52,12 @@ __all__ = [
     "TRITONSERVER_MEMORY_CPU_PINNED",
     "TRITONSERVER_MEMORY_GPU",
     "TRITON_STRING_TO_NUMPY",
+    "MetricFamily",
+    "Metric",
+    "MetricKind",
+    "COUNTER",
+    "GAUGE",
+    "HISTOGRAM",
 ]
 
 # Triton's flag values (TRITONSERVER_RequestFlag, ResponseCompleteFlag, RequestReleaseFlag).
@@ -653,3 +661,7 @@ class PreferredMemory:
         self.preferred_memory_type = preferred_memory_type
         self.preferred_device_id = preferred_device_id
 
+
+
+# Custom metrics, at the end: model_metrics raises TritonModelException, defined above.
+from .model_metrics import COUNTER, GAUGE, HISTOGRAM, Metric, MetricFamily, MetricKind  # noqa: E402

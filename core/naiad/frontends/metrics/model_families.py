@@ -99,5 +99,6 @@ def custom_families(server: "Server") -> list[Family]:
                 family.add(observed, labels, "_count")
             else:
                 family.add(value, labels)
-        out.append(family)
+        if family.samples:  # a family without series is not written (as prometheus-cpp does for Triton)
+            out.append(family)
     return out

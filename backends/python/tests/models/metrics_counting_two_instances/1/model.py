@@ -1,0 +1,1 @@
+../../metrics_counting/1/model.py

@@ -1,0 +1,1 @@
+../../metrics_errors/1/model.py
