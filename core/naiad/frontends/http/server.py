@@ -67,6 +67,9 @@ async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Even
         log_config=None,
         access_log=False,
         server_header=False,
+        # naiad reads no client address, so uvicorn's X-Forwarded-* middleware (a wrapper
+        # around every request) would be pure cost.
+        proxy_headers=False,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     server = _EmbeddedServer(config)
