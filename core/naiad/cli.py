@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import importlib
 import logging
+import os
 import signal
 import sys
 from typing import Sequence
@@ -16,6 +17,7 @@ from .log_settings import LOG_FORMATS, LogSettings
 from .metrics_settings import MetricsSettings
 from .server import Server, ServerOptions
 from .tracing import otlp_tracer_provider, trace_settings_from_config
+from .workers import WORKER_INDEX_ENV, WorkerPool, signal_worker_ready
 
 __all__ = ["READY_LINE", "build_parser", "load_plugin", "main", "options_from_args", "status_table"]
 
@@ -122,12 +124,17 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="exit when a model fails to load at start-up (default true)")
     life.add_argument("--exit-timeout-secs", type=float, default=30.0, metavar="SECONDS",
                       help="on SIGTERM, how long in-flight requests may take to finish (default 30)")
+    life.add_argument("--workers", type=int, default=1, metavar="N",
+                      help="server processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each serving "
+                           "every model; see docs/performance.md for what stays per process (default 1)")
     life.add_argument("--id", dest="server_id", default="naiad", help="the server name /v2 reports")
 
     http = p.add_argument_group("HTTP/REST")
     http.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL", help="serve HTTP (default true)")
     http.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
     http.add_argument("--http-address", default="0.0.0.0", help="HTTP address (default 0.0.0.0)")
+    http.add_argument("--reuse-http-port", type=_bool, default=False, metavar="BOOL",
+                      help="let several servers listen on the HTTP port (SO_REUSEPORT; default false)")
     http.add_argument("--http-server", choices=("uvicorn", "hypercorn"), default="uvicorn",
                       help="ASGI server: uvicorn (default, fastest) or hypercorn (HTTP/2)")
     http.add_argument("--http-max-input-size", type=int, default=64 * 1024 * 1024, metavar="BYTES",
@@ -265,7 +272,21 @@ def configure_logging(verbose: int) -> None:
     LogSettings(log_verbose_level=max(0, verbose)).install()
 
 
-async def serve(args: argparse.Namespace, options: ServerOptions | None = None) -> int:
+async def serve(args: argparse.Namespace, options: ServerOptions | None = None,
+                argv: Sequence[str] = ()) -> int:
+    pool: WorkerPool | None = None
+    if getattr(args, "workers", 1) > 1:
+        # The workers load their models while this process loads its own.
+        pool = WorkerPool(argv, args.workers - 1)
+        pool.start()
+    try:
+        return await _serve(args, options, pool)
+    finally:
+        if pool is not None:
+            await pool.stop(args.exit_timeout_secs)
+
+
+async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: WorkerPool | None) -> int:
     server = Server(options or options_from_args(args))
     _, otel = trace_settings_from_config(args.trace_config)
     if otel.get("url"):
@@ -300,10 +321,29 @@ async def serve(args: argparse.Namespace, options: ServerOptions | None = None) 
             stop.set()
             break
     failed = [t for t in tasks if t.done()]
-    if not failed:
-        log.info("%s: %s", READY_LINE, ", ".join(t.get_name().removeprefix("naiad-") for t in tasks) or "no frontends")
-        stop_waiter = asyncio.create_task(stop.wait())
-        await asyncio.wait([stop_waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    watchers = [asyncio.create_task(stop.wait())]
+    if not failed and pool is not None:
+        pool_ready = asyncio.create_task(pool.wait_ready())
+        await asyncio.wait([pool_ready, watchers[0]], return_when=asyncio.FIRST_COMPLETED)
+        if not pool_ready.done():
+            pool_ready.cancel()
+        elif pool_ready.exception() is not None:
+            log.error("%s", pool_ready.exception())
+            failed = [pool_ready]
+        watchers.append(asyncio.create_task(pool.wait_exit()))
+    if not failed and not stop.is_set():
+        frontends = ", ".join(t.get_name().removeprefix("naiad-") for t in tasks) or "no frontends"
+        if signal_worker_ready():
+            log.info("worker %s serves: %s", os.environ.get(WORKER_INDEX_ENV, "?"), frontends)
+        else:
+            workers = f" ({args.workers} worker processes)" if pool is not None else ""
+            log.info("%s: %s%s", READY_LINE, frontends, workers)
+        done, _ = await asyncio.wait([*watchers, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        if len(watchers) > 1 and watchers[1] in done:
+            log.error("a worker process exited (%s); stopping the server", watchers[1].result())
+            failed = [watchers[1]]
+    for watcher in watchers:
+        watcher.cancel()
     log.info("shutting down: finishing in-flight requests (up to %ss)", args.exit_timeout_secs)
     await server.drain(args.exit_timeout_secs)
     for task in tasks:
@@ -323,6 +363,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = options_from_args(args)
     except NaiadError as exc:
         parser.error(exc.message)
+    if args.workers < 1:
+        parser.error(f"--workers: must be at least 1, got {args.workers}")
+    if args.workers > 1:
+        if args.model_control_mode == "explicit":
+            parser.error("--workers > 1 cannot be used with --model-control-mode explicit: a load or unload "
+                         "request would reach only one of the worker processes")
+        if args.http_port == 0 or args.grpc_port == 0:
+            parser.error("--workers > 1 needs fixed --http-port and --grpc-port (the workers share them)")
+        args.reuse_http_port = args.reuse_grpc_port = True
     assert options.log_settings is not None
     options.log_settings.install()
     try:
@@ -331,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    return runner(serve(args, options))
+    return runner(serve(args, options, argv if argv is not None else sys.argv[1:]))
 
 
 if __name__ == "__main__":

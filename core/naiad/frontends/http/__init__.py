@@ -26,7 +26,7 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
         raise ValueError(f"--http-max-input-size must be positive, got {max_input_size}")
     app = create_app(server, max_input_size)
     kind = getattr(args, "http_server", "uvicorn")
-    sock = bind_socket(args.http_address, args.http_port)
+    sock = bind_socket(args.http_address, args.http_port, getattr(args, "reuse_http_port", False))
     log.info("HTTP service (%s) listening on %s:%d", kind, args.http_address, sock.getsockname()[1])
     if kind == "hypercorn":
         await serve_hypercorn(app, sock, started)

@@ -24,13 +24,17 @@ log = logging.getLogger("naiad.http")
 KEEP_ALIVE_SECONDS = 75
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port; OSError names the address when that fails."""
+def bind_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A listening TCP socket on host:port; OSError names the address when that fails.
+    With reuse_port (SO_REUSEPORT) several server processes listen on the same port and the
+    kernel spreads new connections over them (`--workers`, `--reuse-http-port`)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
         sock.listen(2048)
         sock.setblocking(False)
@@ -63,6 +67,9 @@ async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Even
         log_config=None,
         access_log=False,
         server_header=False,
+        # naiad reads no client address, so uvicorn's X-Forwarded-* middleware (a wrapper
+        # around every request) would be pure cost.
+        proxy_headers=False,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     server = _EmbeddedServer(config)
