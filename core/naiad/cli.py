@@ -17,7 +17,7 @@ from .log_settings import LOG_FORMATS, LogSettings
 from .metrics_settings import MetricsSettings
 from .server import Server, ServerOptions
 from .tracing import otlp_tracer_provider, trace_settings_from_config
-from .workers import WORKER_INDEX_ENV, WorkerPool, signal_worker_ready
+from .workers import WORKER_INDEX_ENV, WorkerPool, is_worker, signal_worker_ready, wait_orphaned
 
 __all__ = ["READY_LINE", "build_parser", "load_plugin", "main", "options_from_args", "status_table"]
 
@@ -322,6 +322,8 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
             break
     failed = [t for t in tasks if t.done()]
     watchers = [asyncio.create_task(stop.wait())]
+    if is_worker():
+        watchers.append(asyncio.create_task(wait_orphaned()))
     if not failed and pool is not None:
         pool_ready = asyncio.create_task(pool.wait_ready())
         await asyncio.wait([pool_ready, watchers[0]], return_when=asyncio.FIRST_COMPLETED)
@@ -339,9 +341,11 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
             workers = f" ({args.workers} worker processes)" if pool is not None else ""
             log.info("%s: %s%s", READY_LINE, frontends, workers)
         done, _ = await asyncio.wait([*watchers, *tasks], return_when=asyncio.FIRST_COMPLETED)
-        if len(watchers) > 1 and watchers[1] in done:
+        if pool is not None and watchers[1] in done:
             log.error("a worker process exited (%s); stopping the server", watchers[1].result())
             failed = [watchers[1]]
+        elif is_worker() and watchers[1] in done:
+            log.error("worker 0 is gone; this worker stops too")
     for watcher in watchers:
         watcher.cancel()
     log.info("shutting down: finishing in-flight requests (up to %ss)", args.exit_timeout_secs)

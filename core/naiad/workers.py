@@ -28,7 +28,8 @@ import subprocess
 import sys
 from typing import Sequence
 
-__all__ = ["WorkerPool", "WORKER_READY_FD_ENV", "WORKER_INDEX_ENV", "worker_arguments", "signal_worker_ready"]
+__all__ = ["WorkerPool", "WORKER_READY_FD_ENV", "WORKER_INDEX_ENV", "worker_arguments", "signal_worker_ready",
+           "is_worker", "wait_orphaned"]
 
 log = logging.getLogger("naiad")
 
@@ -42,6 +43,19 @@ def worker_arguments(argv: Sequence[str]) -> list[str]:
     the last occurrence): one process, shared ports, no metrics port."""
     return [*argv, "--workers", "1", "--reuse-http-port", "true", "--reuse-grpc-port", "true",
             "--allow-metrics", "false"]
+
+
+def is_worker() -> bool:
+    """Whether this process is an extra worker started by a WorkerPool."""
+    return bool(os.environ.get(WORKER_READY_FD_ENV))
+
+
+async def wait_orphaned() -> None:
+    """In a worker: returns when worker 0 is gone (even killed with SIGKILL, which it cannot
+    forward), so that no worker keeps serving on the shared ports by itself."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        await asyncio.sleep(1.0)
 
 
 def signal_worker_ready() -> bool:

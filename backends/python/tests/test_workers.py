@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,15 @@ def _grpc_pid(url: str) -> int:
         client.close()
 
 
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting for a parent to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def test_two_workers_share_both_ports_and_stop_together(repo: Path) -> None:
     with ServerProcess(repo, "--workers", "2") as server:
         assert "worker 1 serves" in server.log()
@@ -82,7 +92,7 @@ def test_two_workers_share_both_ports_and_stop_together(repo: Path) -> None:
         worker = (http_pids - {server.process.pid}).pop()
         assert server.stop() == 0
     # SIGTERM to worker 0 stopped the other worker too.
-    assert subprocess.run(["kill", "-0", str(worker)], capture_output=True).returncode != 0
+    assert not _alive(worker)
 
 
 def test_a_worker_that_exits_stops_the_server(repo: Path) -> None:
@@ -104,3 +114,19 @@ def test_workers_refuse_what_they_cannot_keep_coherent(repo: Path, flags: list[s
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_workers_stop_when_worker_0_is_killed(repo: Path) -> None:
+    with ServerProcess(repo, "--workers", "2") as server:
+        assert server.process is not None
+        pids = {_http_pid(server.http_url) for _ in range(40)}
+        worker = (pids - {server.process.pid}).pop()
+        server.process.kill()  # SIGKILL: worker 0 cannot forward anything
+        server.process.wait()
+        # The orphaned worker notices (it checks once a second) and exits on its own.
+        deadline_polls = 600
+        while deadline_polls and _alive(worker):
+            deadline_polls -= 1
+            time.sleep(0.1)
+        assert deadline_polls > 0, "the worker kept running after worker 0 was killed"
+        assert "worker 0 is gone" in server.log()
