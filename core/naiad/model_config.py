@@ -163,6 +163,33 @@ class ModelConfig:
             return self.proto.parameters[key].string_value
         return default
 
+    def bool_parameter(self, key: str, default: bool) -> bool:
+        """A true/false parameter (1/0, yes/no, on/off too); an empty or absent one is
+        `default`, anything else a ConfigError naming the parameter."""
+        text = self.parameter(key)
+        if text is None or not text.strip():
+            return default
+        lowered = text.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(self.name, f"parameters.{key}: expected true or false, got '{text}'")
+
+    def int_parameter(self, key: str, default: int | None, minimum: int = 0) -> int | None:
+        """An integer parameter of at least `minimum`; an empty or absent one is `default`,
+        anything else a ConfigError naming the parameter."""
+        text = self.parameter(key)
+        if text is None or not text.strip():
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(self.name, f"parameters.{key}: expected an integer, got '{text}'") from None
+        if value < minimum:
+            raise ConfigError(self.name, f"parameters.{key}: must be at least {minimum}, got {value}")
+        return value
+
     @property
     def parameters(self) -> dict[str, str]:
         return {k: v.string_value for k, v in self.proto.parameters.items()}

@@ -132,3 +132,21 @@ def test_backend_resolution(tmp_path):
         resolve_backend(parse_config_text('platform: "tensorflow_hub"', "m"), "m", [version])
     with pytest.raises(ConfigError, match="names neither 'platform' nor 'backend'"):
         resolve_backend(parse_config_text("", "m"), "m", [tmp_path / "missing"])
+
+
+def test_typed_parameters():
+    config = load('''backend: "python"
+        parameters { key: "on" value { string_value: "Yes" } }
+        parameters { key: "threads" value { string_value: "4" } }
+        parameters { key: "empty" value { string_value: "" } }
+        parameters { key: "bad" value { string_value: "maybe" } }''')
+    assert config.bool_parameter("on", False) is True
+    assert config.bool_parameter("empty", True) is True and config.bool_parameter("absent", False) is False
+    assert config.int_parameter("threads", None, minimum=1) == 4
+    assert config.int_parameter("absent", 7) == 7
+    with pytest.raises(ConfigError, match="model 'm': parameters.bad: expected true or false, got 'maybe'"):
+        config.bool_parameter("bad", False)
+    with pytest.raises(ConfigError, match="parameters.bad: expected an integer, got 'maybe'"):
+        config.int_parameter("bad", 0)
+    with pytest.raises(ConfigError, match="parameters.threads: must be at least 8, got 4"):
+        config.int_parameter("threads", 0, minimum=8)

@@ -7,7 +7,7 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "naiad_backend_onnx"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "backends" / "onnx.md"
 
 KEY_PATTERNS = [
-    r'_(?:int|bool)_parameter\(config, "([^"]+)"',
+    r'(?:int|bool)_parameter\("([^"]+)"',
     r'config\.parameter\("([^"]+)"',
     r'_int_setting\(config, "([^"]+)"',
     r'config\.get\("([^"]+)"',

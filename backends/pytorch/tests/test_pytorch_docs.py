@@ -7,7 +7,7 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "naiad_backend_pytorch"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "backends" / "pytorch.md"
 
 KEY_PATTERNS = [
-    r'_(?:int|bool)_parameter\(config, "([^"]+)"',
+    r'(?:int|bool)_parameter\((?:_key\(config, )?"([^"]+)"',
     r'config\.parameter\("([^"]+)"',
     r'config\.get\("([^"]+)"',
 ]

@@ -67,31 +67,6 @@ class SessionSettings:
         return options
 
 
-def _int_parameter(config: ModelConfig, key: str, default: int) -> int:
-    text = config.parameter(key)
-    if text is None or text.strip() == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError(config.name, f"parameters.{key}: expected an integer, got '{text}'") from None
-    if value < 0:
-        raise ConfigError(config.name, f"parameters.{key}: must not be negative, got {value}")
-    return value
-
-
-def _bool_parameter(config: ModelConfig, key: str, default: bool) -> bool:
-    text = config.parameter(key)
-    if text is None or text.strip() == "":
-        return default
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(config.name, f"parameters.{key}: expected true or false, got '{text}'")
-
-
 def _graph_level(config: ModelConfig) -> str:
     named = config.parameter("graph_optimization_level")
     if named:
@@ -114,17 +89,17 @@ def _graph_level(config: ModelConfig) -> str:
 
 def read_session_settings(config: ModelConfig, backend: "OnnxBackendSettings") -> SessionSettings:
     """Validate and collect the session settings; ConfigError names the bad field."""
-    mode = _int_parameter(config, "execution_mode", 0)
+    mode = config.int_parameter("execution_mode", 0)
     if mode not in (0, 1):
         raise ConfigError(config.name, f"parameters.execution_mode: expected 0 (sequential) or 1 (parallel), got {mode}")
     entries = {k: v for k, v in config.parameters.items() if k.startswith("session.")}
     return SessionSettings(
         graph_level=_graph_level(config),
-        intra_op_threads=_int_parameter(config, "intra_op_thread_count", backend.intra_op_threads),
-        inter_op_threads=_int_parameter(config, "inter_op_thread_count", backend.inter_op_threads),
+        intra_op_threads=config.int_parameter("intra_op_thread_count", backend.intra_op_threads),
+        inter_op_threads=config.int_parameter("inter_op_thread_count", backend.inter_op_threads),
         parallel_execution=mode == 1,
-        mem_arena=_bool_parameter(config, "enable_mem_arena", True),
-        mem_pattern=_bool_parameter(config, "enable_mem_pattern", True),
+        mem_arena=config.bool_parameter("enable_mem_arena", True),
+        mem_pattern=config.bool_parameter("enable_mem_pattern", True),
         global_thread_pool=backend.global_thread_pool,
         config_entries=entries,
     )

@@ -43,35 +43,9 @@ __all__ = ["TorchModel", "TorchInstance"]
 log = logging.getLogger("naiad.backends.pytorch")
 
 
-def _parameter(config: ModelConfig, key: str) -> str | None:
-    value = config.parameter(key)
-    return value if value is not None else config.parameter(key.lower())
-
-
-def _bool_parameter(config: ModelConfig, key: str, default: bool) -> bool:
-    text = _parameter(config, key)
-    if text is None or not text.strip():
-        return default
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(config.name, f"parameters.{key}: expected true or false, got '{text}'")
-
-
-def _int_parameter(config: ModelConfig, key: str) -> int | None:
-    text = _parameter(config, key)
-    if text is None or not text.strip():
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError(config.name, f"parameters.{key}: expected an integer, got '{text}'") from None
-    if value < 1:
-        raise ConfigError(config.name, f"parameters.{key}: must be at least 1, got {value}")
-    return value
-
+def _key(config: ModelConfig, key: str) -> str:
+    """Triton's parameter name, or its lower-case spelling when the config uses that."""
+    return key if config.parameter(key) is not None or config.parameter(key.lower()) is None else key.lower()
 
 def _torch_message(exc: BaseException) -> str:
     """TorchScript errors carry the scripted traceback; the last line says what broke."""
@@ -121,10 +95,10 @@ class TorchModel(Model):
         self.binding: InputBinding = bind_inputs(config.name, [s.name for s in config.inputs], loaded.arg_names)
         if loaded.kind == "export":
             self._check_program(config, loaded)
-        self.inference_mode = _bool_parameter(config, "INFERENCE_MODE", True)
-        self.optimized_execution = not _bool_parameter(config, "DISABLE_OPTIMIZED_EXECUTION", False)
-        self.intra_op_threads = _int_parameter(config, "INTRA_OP_THREAD_COUNT")
-        inter_op = _int_parameter(config, "INTER_OP_THREAD_COUNT")
+        self.inference_mode = config.bool_parameter(_key(config, "INFERENCE_MODE"), True)
+        self.optimized_execution = not config.bool_parameter(_key(config, "DISABLE_OPTIMIZED_EXECUTION"), False)
+        self.intra_op_threads = config.int_parameter(_key(config, "INTRA_OP_THREAD_COUNT"), None, minimum=1)
+        inter_op = config.int_parameter(_key(config, "INTER_OP_THREAD_COUNT"), None, minimum=1)
         if inter_op is not None and torch.get_num_interop_threads() != inter_op:
             try:
                 torch.set_num_interop_threads(inter_op)
