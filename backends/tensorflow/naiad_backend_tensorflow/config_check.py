@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from naiad import ConfigError, ModelConfig, TensorSpec
 from naiad.datatypes import datatype_to_config_type
+from naiad.shape_check import check_model_shape
 
 from .model_tensors import ModelSignature, ModelTensor
 
@@ -50,23 +51,4 @@ def _check_tensor(model: str, where: str, spec: TensorSpec, tensor: ModelTensor,
         )
     if tensor.shape is None:
         return
-    model_dims = list(spec.reshape if spec.reshape is not None else spec.dims)
-    expected = ([-1] if batching else []) + model_dims
-    actual = list(tensor.shape)
-    if len(actual) != len(expected):
-        hint = " (the batch dimension counts when max_batch_size > 0)" if batching else ""
-        raise ConfigError(
-            model, f"{where}.dims): the config describes shape {expected}{hint}, the {source} has {actual}"
-        )
-    if batching and actual[0] != -1:
-        raise ConfigError(
-            model,
-            f"{where}.dims): max_batch_size > 0 stacks requests along the first dimension, but the "
-            f"{source} fixes it at {actual[0]} (shape {actual}); set max_batch_size: 0",
-        )
-    for position, (want, have) in enumerate(zip(expected, actual)):
-        if want != -1 and have != -1 and want != have:
-            raise ConfigError(
-                model, f"{where}.dims): dimension {position} is {want} in the config and {have} in the {source} "
-                f"(config shape {expected}, model shape {actual})"
-            )
+    check_model_shape(model, where, spec, list(tensor.shape), batching, source)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from naiad import ConfigError, ModelConfig, TensorSpec
 from naiad.datatypes import datatype_to_config_type
+from naiad.shape_check import check_model_shape
 from naiad.protos import model_config_pb2 as pb
 
 from .engine_description import EngineDescription, EngineTensor
@@ -105,22 +106,5 @@ def _check_tensor(model: str, where: str, spec: TensorSpec, tensor: EngineTensor
     if spec.is_shape_tensor != tensor.is_shape_tensor:
         says = "is" if tensor.is_shape_tensor else "is not"
         raise ConfigError(model, f"{where}.is_shape_tensor): the engine's '{tensor.name}' {says} a shape tensor")
-    model_dims = list(spec.reshape if spec.reshape is not None else spec.dims)
     batched = batching and not tensor.is_shape_tensor
-    expected = ([-1] if batched else []) + model_dims
-    actual = list(tensor.shape)
-    if len(expected) != len(actual):
-        hint = " (the batch dimension counts when max_batch_size > 0)" if batched else ""
-        raise ConfigError(model, f"{where}.dims): the config describes shape {expected}{hint}, the engine has {actual}")
-    if batched and actual[0] != -1:
-        raise ConfigError(
-            model,
-            f"{where}.dims): max_batch_size > 0 needs a dynamic first dimension, but the engine fixes it at "
-            f"{actual[0]} (shape {actual}); set max_batch_size: 0",
-        )
-    for position, (want, have) in enumerate(zip(expected, actual)):
-        if want != -1 and have != -1 and want != have:
-            raise ConfigError(
-                model, f"{where}.dims): dimension {position} is {want} in the config and {have} in the engine "
-                f"(config shape {expected}, engine shape {actual})"
-            )
+    check_model_shape(model, where, spec, list(tensor.shape), batched, "engine")
