@@ -133,13 +133,18 @@ class _Routes:
                 for row in self.server.repository_index(ready)]
         return json_response(rows)
 
+    async def repository_parameters(self, request: Request, action: str) -> dict[str, Any]:
+        """The `parameters` object of a load or unload request body."""
+        document = await self.json_body(request, f"model {action} request")
+        parameters = document.get("parameters", {})
+        if not isinstance(parameters, dict):
+            raise NaiadError.invalid(f"'parameters' of the {action} request must be a JSON object")
+        return parameters
+
     async def load(self, request: Request) -> Response:
         name = request.path_params["model"]
         self.server.check_repository_control()
-        document = await self.json_body(request, "model load request")
-        parameters = document.get("parameters", {})
-        if not isinstance(parameters, dict):
-            raise NaiadError.invalid("'parameters' of the load request must be a JSON object")
+        parameters = await self.repository_parameters(request, "load")
         files: dict[str, bytes] = {}
         for key, value in parameters.items():
             if key.startswith("file:"):
@@ -167,10 +172,7 @@ class _Routes:
     async def unload(self, request: Request) -> Response:
         name = request.path_params["model"]
         self.server.check_repository_control()
-        document = await self.json_body(request, "model unload request")
-        parameters = document.get("parameters", {})
-        if not isinstance(parameters, dict):
-            raise NaiadError.invalid("'parameters' of the unload request must be a JSON object")
+        parameters = await self.repository_parameters(request, "unload")
         dependents = parameters.get("unload_dependents", False)
         if not isinstance(dependents, bool):
             raise NaiadError.invalid("'unload_dependents' of the unload request must be true or false")
