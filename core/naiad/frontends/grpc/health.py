@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator, Mapping
 
-import grpc
-
 from ...protos import health_pb2 as pb
 from ...server import Server
 from .restrictions import Restriction
-from .service import handlers_from_descriptor
+from .rpc import RpcMethod
+from .service import methods_from_descriptor
 
-__all__ = ["HEALTH_SERVICE_NAME", "HealthServicer", "health_handlers"]
+__all__ = ["HEALTH_SERVICE_NAME", "HealthServicer", "health_methods"]
 
 HEALTH_SERVICE_NAME = "grpc.health.v1.Health"
 
@@ -49,7 +48,7 @@ class HealthServicer:
             await asyncio.sleep(self.watch_interval_s)
 
 
-def health_handlers(
+def health_methods(
     servicer: HealthServicer, restrictions: Mapping[str, Restriction] | None = None
-) -> dict[str, grpc.RpcMethodHandler]:
-    return handlers_from_descriptor(pb.DESCRIPTOR.services_by_name["Health"], pb, servicer, restrictions)
+) -> dict[str, RpcMethod]:
+    return methods_from_descriptor(pb.DESCRIPTOR.services_by_name["Health"], pb, servicer, restrictions)

@@ -9,7 +9,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import grpc
+from .rpc_status import RpcError, StatusCode
 
 __all__ = ["PROTOCOLS", "HEADER_PREFIX", "Restriction", "parse_restrictions", "guard"]
 
@@ -75,7 +75,7 @@ def guard(implementation: Callable[..., Any], restriction: Restriction) -> Calla
 
         async def streaming(request: Any, context: Any) -> Any:
             if not restriction.allows(context):
-                await context.abort(grpc.StatusCode.UNAVAILABLE, restriction.message)
+                raise RpcError(StatusCode.UNAVAILABLE, restriction.message)
             async for item in implementation(request, context):
                 yield item
 
@@ -83,7 +83,7 @@ def guard(implementation: Callable[..., Any], restriction: Restriction) -> Calla
 
     async def unary(request: Any, context: Any) -> Any:
         if not restriction.allows(context):
-            await context.abort(grpc.StatusCode.UNAVAILABLE, restriction.message)
+            raise RpcError(StatusCode.UNAVAILABLE, restriction.message)
         return await implementation(request, context)
 
     return unary

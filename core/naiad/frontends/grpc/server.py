@@ -1,4 +1,4 @@
-"""Builds and runs the grpcio asyncio server from `naiad serve`'s gRPC flags.
+"""Builds and runs naiad's gRPC server (`http2` + `rpc`) from `naiad serve`'s gRPC flags.
 
 The flags keep tritonserver's names and units (milliseconds for the keepalive settings),
 so a Triton command line carries over.
@@ -10,25 +10,26 @@ import argparse
 import asyncio
 import logging
 import re
+import socket
+import ssl
 from dataclasses import dataclass, field
-from pathlib import Path
-
-import grpc
 
 from ...server import Server
-from .health import HEALTH_SERVICE_NAME, HealthServicer, health_handlers
+from .health import HealthServicer, health_methods
+from .http2 import Http2Connection, Http2Limits
 from .restrictions import parse_restrictions
-from .service import SERVICE_NAME, InferenceServicer, method_handlers
+from .rpc import RpcDispatcher, RpcSettings
+from .service import InferenceServicer, rpc_methods
 
-__all__ = ["GrpcOptions", "COMPRESSION_LEVELS", "build_grpc_server", "run"]
+__all__ = ["GrpcOptions", "COMPRESSION_LEVELS", "GrpcServer", "run"]
 
 log = logging.getLogger("naiad.grpc")
 
-# tritonserver's --grpc-infer-response-compression-level names, as gRPC compression levels:
-# gRPC picks the algorithm (gzip or deflate) among those the client accepts.
-COMPRESSION_LEVELS = {"none": 0, "low": 1, "medium": 2, "high": 3}
+# tritonserver's --grpc-infer-response-compression-level names, as zlib levels; the algorithm
+# (gzip, else deflate) is one the client accepts.
+COMPRESSION_LEVELS = {"none": 0, "low": 1, "medium": 6, "high": 9}
 
-# Triton's gRPC message size limit (INT32_MAX) is also grpcio's largest.
+# Triton's gRPC message size limit (INT32_MAX).
 MAX_MESSAGE_SIZE = 2**31 - 1
 
 
@@ -67,47 +68,48 @@ class GrpcOptions:
             values.pop("restricted_protocols", None)
         return cls(**values)
 
-    def channel_options(self) -> list[tuple[str, int]]:
+    def rpc_settings(self) -> RpcSettings:
         if self.compression_level not in COMPRESSION_LEVELS:
             raise ValueError(
                 f"--grpc-infer-response-compression-level must be one of {', '.join(COMPRESSION_LEVELS)}, "
                 f"got '{self.compression_level}'"
             )
-        options = [
-            ("grpc.max_send_message_length", self.max_message_size),
-            ("grpc.max_receive_message_length", self.max_message_size),
-            # grpcio turns SO_REUSEPORT on by default; tritonserver (and the flag) keep it off
-            # so that a second server on the same port fails instead of sharing it silently.
-            ("grpc.so_reuseport", 1 if self.reuse_port else 0),
-            ("grpc.keepalive_time_ms", self.keepalive_time_ms),
-            ("grpc.keepalive_timeout_ms", self.keepalive_timeout_ms),
-            ("grpc.keepalive_permit_without_calls", 1 if self.keepalive_permit_without_calls else 0),
-            ("grpc.http2.max_pings_without_data", self.http2_max_pings_without_data),
-            ("grpc.http2.min_recv_ping_interval_without_data_ms", self.http2_min_recv_ping_interval_without_data_ms),
-            ("grpc.http2.max_ping_strikes", self.http2_max_ping_strikes),
-        ]
-        if self.max_connection_age_ms is not None:
-            options.append(("grpc.max_connection_age_ms", self.max_connection_age_ms))
-        if self.max_connection_age_grace_ms is not None:
-            options.append(("grpc.max_connection_age_grace_ms", self.max_connection_age_grace_ms))
-        level = COMPRESSION_LEVELS[self.compression_level]
-        if level:
-            options.append(("grpc.default_compression_level", level))
-        return options
+        return RpcSettings(
+            max_receive_size=self.max_message_size,
+            max_send_size=self.max_message_size,
+            compression_level=COMPRESSION_LEVELS[self.compression_level],
+        )
 
-    def credentials(self) -> grpc.ServerCredentials | None:
+    def limits(self) -> Http2Limits:
+        def seconds(ms: int | None) -> float | None:
+            return None if ms is None else ms / 1000.0
+
+        return Http2Limits(
+            keepalive_time_s=seconds(self.keepalive_time_ms),
+            keepalive_timeout_s=self.keepalive_timeout_ms / 1000.0,
+            keepalive_permit_without_calls=self.keepalive_permit_without_calls,
+            max_pings_without_data=self.http2_max_pings_without_data,
+            min_recv_ping_interval_without_data_s=self.http2_min_recv_ping_interval_without_data_ms / 1000.0,
+            max_ping_strikes=self.http2_max_ping_strikes,
+            max_connection_age_s=seconds(self.max_connection_age_ms),
+            max_connection_age_grace_s=seconds(self.max_connection_age_grace_ms),
+        )
+
+    def ssl_context(self) -> ssl.SSLContext | None:
         if not (self.use_ssl or self.use_ssl_mutual):
             return None
         if not self.server_cert or not self.server_key:
             raise ValueError("--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key")
-        root = Path(self.root_cert).read_bytes() if self.root_cert else None
-        if self.use_ssl_mutual and root is None:
+        if self.use_ssl_mutual and not self.root_cert:
             raise ValueError("--grpc-use-ssl-mutual needs --grpc-root-cert")
-        return grpc.ssl_server_credentials(
-            [(Path(self.server_key).read_bytes(), Path(self.server_cert).read_bytes())],
-            root_certificates=root,
-            require_client_auth=self.use_ssl_mutual,
-        )
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.server_cert, self.server_key)
+        context.set_alpn_protocols(["h2"])  # gRPC clients insist on negotiating HTTP/2
+        if self.root_cert:
+            context.load_verify_locations(self.root_cert)
+        if self.use_ssl_mutual:
+            context.verify_mode = ssl.CERT_REQUIRED
+        return context
 
 
 # `naiad serve` flag (argparse dest) -> GrpcOptions field.
@@ -136,49 +138,63 @@ _FLAG_FIELDS = {
 }
 
 
-def build_grpc_server(server: Server, options: GrpcOptions) -> tuple[grpc.aio.Server, int]:
-    """A started-ready (not yet started) grpc.aio server bound to its port; returns the
-    server and the bound port. Raises RuntimeError when the port cannot be bound."""
-    grpc_server = grpc.aio.server(options=options.channel_options())
-    forward = re.compile(options.header_forward_pattern) if options.header_forward_pattern else None
-    restrictions = parse_restrictions(options.restricted_protocols)
-    servicer = InferenceServicer(server, forward)
-    _add_service(grpc_server, SERVICE_NAME, method_handlers(servicer, restrictions))
-    _add_service(grpc_server, HEALTH_SERVICE_NAME, health_handlers(HealthServicer(server), restrictions))
-    address = f"{options.address}:{options.port}"
-    if ":" in options.address and not options.address.startswith("["):
-        address = f"[{options.address}]:{options.port}"  # an IPv6 literal
-    credentials = options.credentials()
-    try:
-        if credentials is None:
-            port = grpc_server.add_insecure_port(address)
-        else:
-            port = grpc_server.add_secure_port(address, credentials)
-    except RuntimeError as exc:
-        raise RuntimeError(f"gRPC: unable to listen on {address}: {exc}") from None
-    if port == 0:
-        raise RuntimeError(f"gRPC: unable to listen on {address}")
-    return grpc_server, port
+class GrpcServer:
+    """`inference.GRPCInferenceService` and `grpc.health.v1.Health` on one listening socket."""
 
+    def __init__(self, server: Server, options: GrpcOptions) -> None:
+        self.options = options
+        forward = re.compile(options.header_forward_pattern) if options.header_forward_pattern else None
+        restrictions = parse_restrictions(options.restricted_protocols)
+        methods = rpc_methods(InferenceServicer(server, forward), restrictions)
+        methods.update(health_methods(HealthServicer(server), restrictions))
+        self.dispatcher = RpcDispatcher(methods, options.rpc_settings())
+        self.limits = options.limits()
+        self.ssl = options.ssl_context()
+        self.connections: set[Http2Connection] = set()
+        self._listener: asyncio.AbstractServer | None = None
 
-def _add_service(grpc_server: grpc.aio.Server, name: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
-    register = getattr(grpc_server, "add_registered_method_handlers", None)
-    if register is not None:
-        # Registered methods skip the per-call lookup through generic handlers.
-        register(name, handlers)
-    else:  # grpcio older than 1.62
-        grpc_server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    async def start(self) -> int:
+        """Listen; returns the bound port. Raises RuntimeError when it cannot be bound."""
+        options = self.options
+        loop = asyncio.get_running_loop()
+        try:
+            self._listener = await loop.create_server(
+                lambda: Http2Connection(self.dispatcher, self.limits, self.connections),
+                options.address,
+                options.port,
+                ssl=self.ssl,
+                reuse_port=options.reuse_port or None,
+                family=socket.AF_INET6 if ":" in options.address else socket.AF_UNSPEC,
+                backlog=1024,
+            )
+        except OSError as exc:
+            raise RuntimeError(f"gRPC: unable to listen on {options.address}:{options.port}: {exc}") from None
+        return self._listener.sockets[0].getsockname()[1]
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop listening, let open calls finish for up to `grace_s`, then close the rest."""
+        if self._listener is not None:
+            self._listener.close()
+        for connection in list(self.connections):
+            connection.shutdown()
+        pending = [connection.closed for connection in self.connections]
+        if pending:
+            await asyncio.wait(pending, timeout=grace_s)
+        for connection in list(self.connections):
+            connection.abort()
+        for call in list(self.dispatcher.calls):
+            call.stream_reset()
 
 
 async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) -> None:
     """Serve gRPC until cancelled; `started` is set once the port listens."""
     options = GrpcOptions.from_args(args)
-    grpc_server, port = build_grpc_server(server, options)
-    await grpc_server.start()
+    grpc_server = GrpcServer(server, options)
+    port = await grpc_server.start()
     log.info("started GRPCInferenceService at %s:%d", options.address, port)
     started.set()
     try:
-        await grpc_server.wait_for_termination()
+        await asyncio.Event().wait()
     finally:
         # In-flight calls get the exit timeout to finish, as HTTP requests do.
         await grpc_server.stop(options.shutdown_grace_s)

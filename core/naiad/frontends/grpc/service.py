@@ -1,31 +1,29 @@
-"""`inference.GRPCInferenceService` on a `naiad.Server`, for grpcio's asyncio server.
+"""`inference.GRPCInferenceService` on a `naiad.Server`.
 
 Each RPC decodes with `codec`, calls the one `Server` method that does the work, and
-encodes the answer; a `NaiadError` becomes the gRPC status `errors.GRPC_STATUS_NAME` names,
-with the error's message as the details tritonclient shows. `method_handlers` builds the
-service glue from the proto's own service descriptor, so no generated `_pb2_grpc` module is
-needed.
+encodes the answer; a `NaiadError` it raises becomes the gRPC status `errors.GRPC_STATUS_NAME`
+names (in `rpc.Call`), with the error's message as the details tritonclient shows.
+`rpc_methods` builds the method table from the proto's own service descriptor, so no
+generated `_pb2_grpc` module is needed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import re
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, AsyncIterator, Mapping
 
-import grpc
-
-from ...errors import GRPC_STATUS_NAME, NaiadError
+from ...errors import NaiadError
 from ...inference import InferenceRequest, InferenceResponse
 from ...protos import grpc_service_pb2 as pb
 from ...server import Server
 from . import codec
 from .restrictions import Restriction, guard
+from .rpc import RpcMethod
 
-__all__ = ["SERVICE_NAME", "InferenceServicer", "method_handlers", "status_of"]
+__all__ = ["SERVICE_NAME", "InferenceServicer", "rpc_methods", "methods_from_descriptor"]
 
 log = logging.getLogger("naiad.grpc")
 
@@ -36,29 +34,6 @@ SERVICE_NAME = "inference.GRPCInferenceService"
 EMPTY_FINAL = "triton_enable_empty_final_response"
 # The response parameter that tells a streaming client a request is complete.
 FINAL_FLAG = "triton_final_response"
-
-
-def status_of(error: NaiadError) -> grpc.StatusCode:
-    return grpc.StatusCode[GRPC_STATUS_NAME[error.code]]
-
-
-def _unary(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Turn NaiadError into its gRPC status; anything unexpected into INTERNAL (and a log
-    line), so a bug in one request never takes the connection down."""
-
-    @functools.wraps(method)
-    async def wrapper(self: "InferenceServicer", request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            return await method(self, request, context)
-        except NaiadError as exc:
-            await context.abort(status_of(exc), exc.message)
-        except (asyncio.CancelledError, grpc.aio.AbortError):
-            raise
-        except Exception as exc:  # noqa: BLE001
-            log.exception("%s failed", method.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-
-    return wrapper
 
 
 class InferenceServicer:
@@ -73,15 +48,12 @@ class InferenceServicer:
 
     # -- health and metadata ---------------------------------------------------------------
 
-    @_unary
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
         return pb.ServerLiveResponse(live=self.server.is_live())
 
-    @_unary
     async def ServerReady(self, request: pb.ServerReadyRequest, context: Any) -> pb.ServerReadyResponse:
         return pb.ServerReadyResponse(ready=self.server.is_ready())
 
-    @_unary
     async def ModelReady(self, request: pb.ModelReadyRequest, context: Any) -> pb.ModelReadyResponse:
         try:
             ready = self.server.model(request.name, request.version).is_ready()
@@ -91,25 +63,21 @@ class InferenceServicer:
             ready = False
         return pb.ModelReadyResponse(ready=ready)
 
-    @_unary
     async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Any) -> pb.ServerMetadataResponse:
         metadata = self.server.metadata()
         return pb.ServerMetadataResponse(
             name=metadata["name"], version=metadata["version"], extensions=metadata["extensions"]
         )
 
-    @_unary
     async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Any) -> pb.ModelMetadataResponse:
         return codec.model_metadata_response(self.server.model_metadata(request.name, request.version))
 
-    @_unary
     async def ModelConfig(self, request: pb.ModelConfigRequest, context: Any) -> pb.ModelConfigResponse:
         config = self.server.model_config(request.name, request.version)
         response = pb.ModelConfigResponse()
         response.config.CopyFrom(config.proto)
         return response
 
-    @_unary
     async def ModelStatistics(
         self, request: pb.ModelStatisticsRequest, context: Any
     ) -> pb.ModelStatisticsResponse:
@@ -127,7 +95,6 @@ class InferenceServicer:
             codec.check_output_placements(request, self.server.shared_memory)
         return request
 
-    @_unary
     async def ModelInfer(self, message: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
         request = self._decode(message, context)
         if self.server.model(request.model_name, request.model_version).config.decoupled:
@@ -213,11 +180,9 @@ class InferenceServicer:
 
     # -- model repository ------------------------------------------------------------------
 
-    @_unary
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Any) -> pb.RepositoryIndexResponse:
         return codec.repository_index_response(self.server.repository_index(request.ready))
 
-    @_unary
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: Any
     ) -> pb.RepositoryModelLoadResponse:
@@ -226,7 +191,6 @@ class InferenceServicer:
         await self.server.load_model(request.model_name, config, files)
         return pb.RepositoryModelLoadResponse()
 
-    @_unary
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, context: Any
     ) -> pb.RepositoryModelUnloadResponse:
@@ -237,21 +201,18 @@ class InferenceServicer:
 
     # -- shared memory ---------------------------------------------------------------------
 
-    @_unary
     async def SystemSharedMemoryStatus(
         self, request: pb.SystemSharedMemoryStatusRequest, context: Any
     ) -> pb.SystemSharedMemoryStatusResponse:
         regions = self.server.shared_memory.status(request.name or None)
         return codec.system_shared_memory_status_response(regions)
 
-    @_unary
     async def SystemSharedMemoryRegister(
         self, request: pb.SystemSharedMemoryRegisterRequest, context: Any
     ) -> pb.SystemSharedMemoryRegisterResponse:
         self.server.shared_memory.register(request.name, request.key, request.offset, request.byte_size)
         return pb.SystemSharedMemoryRegisterResponse()
 
-    @_unary
     async def SystemSharedMemoryUnregister(
         self, request: pb.SystemSharedMemoryUnregisterRequest, context: Any
     ) -> pb.SystemSharedMemoryUnregisterResponse:
@@ -262,7 +223,6 @@ class InferenceServicer:
     # CUDA, so the status is an empty list and registering is refused as UNIMPLEMENTED.
     _NO_CUDA = "CUDA shared memory is not supported: this server runs without CUDA"
 
-    @_unary
     async def CudaSharedMemoryStatus(
         self, request: pb.CudaSharedMemoryStatusRequest, context: Any
     ) -> pb.CudaSharedMemoryStatusResponse:
@@ -270,13 +230,11 @@ class InferenceServicer:
             raise NaiadError.not_found(f"unable to find cuda shared memory region: '{request.name}'")
         return pb.CudaSharedMemoryStatusResponse()
 
-    @_unary
     async def CudaSharedMemoryRegister(
         self, request: pb.CudaSharedMemoryRegisterRequest, context: Any
     ) -> pb.CudaSharedMemoryRegisterResponse:
         raise NaiadError.unsupported(self._NO_CUDA)
 
-    @_unary
     async def CudaSharedMemoryUnregister(
         self, request: pb.CudaSharedMemoryUnregisterRequest, context: Any
     ) -> pb.CudaSharedMemoryUnregisterResponse:
@@ -286,7 +244,6 @@ class InferenceServicer:
 
     # -- trace and log settings ------------------------------------------------------------
 
-    @_unary
     async def TraceSetting(self, request: pb.TraceSettingRequest, context: Any) -> pb.TraceSettingResponse:
         if request.model_name:
             self.server.model(request.model_name)  # NOT_FOUND for a model the server does not know
@@ -299,7 +256,6 @@ class InferenceServicer:
             response.settings[key].value.extend(str(v) for v in values)
         return response
 
-    @_unary
     async def LogSettings(self, request: pb.LogSettingsRequest, context: Any) -> pb.LogSettingsResponse:
         updates: dict[str, Any] = {}
         for key, value in request.settings.items():
@@ -318,36 +274,29 @@ class InferenceServicer:
         return response
 
 
-def method_handlers(
+def rpc_methods(
     servicer: InferenceServicer, restrictions: Mapping[str, Restriction] | None = None
-) -> dict[str, grpc.RpcMethodHandler]:
-    """Handlers for every method of the service, built from the proto's descriptor so the
+) -> dict[str, RpcMethod]:
+    """Every method of the service by its path, built from the proto's descriptor so the
     method names, streaming kinds and message types cannot drift from the .proto."""
     service = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"]
-    return handlers_from_descriptor(service, pb, servicer, restrictions)
+    return methods_from_descriptor(service, pb, servicer, restrictions)
 
 
-def handlers_from_descriptor(
+def methods_from_descriptor(
     service: Any, module: Any, servicer: object, restrictions: Mapping[str, Restriction] | None = None
-) -> dict[str, grpc.RpcMethodHandler]:
-    handlers: dict[str, grpc.RpcMethodHandler] = {}
+) -> dict[str, RpcMethod]:
+    methods: dict[str, RpcMethod] = {}
     for method in service.methods:
-        request_class = getattr(module, method.input_type.name)
-        response_class = getattr(module, method.output_type.name)
         implementation = getattr(servicer, method.name)
         if restrictions and method.name in restrictions:
             implementation = guard(implementation, restrictions[method.name])
-        if method.client_streaming and method.server_streaming:
-            factory = grpc.stream_stream_rpc_method_handler
-        elif method.server_streaming:
-            factory = grpc.unary_stream_rpc_method_handler
-        elif method.client_streaming:
-            factory = grpc.stream_unary_rpc_method_handler
-        else:
-            factory = grpc.unary_unary_rpc_method_handler
-        handlers[method.name] = factory(
+        path = f"/{service.full_name}/{method.name}"
+        methods[path] = RpcMethod(
+            path,
             implementation,
-            request_deserializer=request_class.FromString,
-            response_serializer=response_class.SerializeToString,
+            getattr(module, method.input_type.name),
+            client_streaming=method.client_streaming,
+            server_streaming=method.server_streaming,
         )
-    return handlers
+    return methods

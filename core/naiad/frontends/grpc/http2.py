@@ -1,0 +1,713 @@
+"""A server side of HTTP/2 (RFC 9113) on an asyncio Protocol, made for gRPC.
+
+Why our own: grpc.aio spent ~430 us of CPU per small ModelInfer in its core, its completion
+queue poller thread and the wake-ups between them (docs/performance.md). Here a request is
+parsed in the event loop's `data_received`, and a unary answer leaves in one `write`.
+
+This module knows frames, streams, flow control, PING and GOAWAY; nothing of gRPC. A new
+request stream is handed to `on_request(stream, headers, end_stream)`, which returns the
+`StreamEvents` that receive the stream's body and its reset. What it does not do: server
+push, and priorities (PRIORITY is parsed and ignored, as RFC 9113 allows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import struct
+import time
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from .header_compression import TABLE_SIZE_ZERO, HeaderCompressionError, HeaderDecoder
+
+__all__ = ["Http2Limits", "Http2Connection", "Stream", "StreamEvents", "ErrorCode"]
+
+log = logging.getLogger("naiad.grpc")
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+# Frame types and flags.
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
+END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x1, 0x4, 0x8, 0x20
+
+
+class ErrorCode:
+    NO_ERROR = 0x0
+    PROTOCOL_ERROR = 0x1
+    INTERNAL_ERROR = 0x2
+    FLOW_CONTROL_ERROR = 0x3
+    STREAM_CLOSED = 0x5
+    FRAME_SIZE_ERROR = 0x6
+    REFUSED_STREAM = 0x7
+    CANCEL = 0x8
+    COMPRESSION_ERROR = 0x9
+    ENHANCE_YOUR_CALM = 0xB
+
+
+_HEADER = struct.Struct(">BHBBL")  # length (24 bits as 8 + 16), type, flags, stream id
+_SETTING = struct.Struct(">HL")
+_U32 = struct.Struct(">L")
+_MAX_WINDOW = 2**31 - 1
+_DEFAULT_WINDOW = 65_535
+_DEFAULT_FRAME = 16_384
+
+
+def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
+    length = len(payload)
+    return _HEADER.pack(length >> 16, length & 0xFFFF, kind, flags, stream_id) + payload
+
+
+@dataclass
+class Http2Limits:
+    """What a connection advertises and enforces; the keepalive fields keep gRPC's meaning
+    (`naiad serve --grpc-keepalive-*`), in seconds."""
+
+    # Receive windows: large, so a client streams a big tensor without waiting on us for
+    # WINDOW_UPDATEs; memory stays bounded by the message size limit per call.
+    stream_window: int = 4 << 20
+    connection_window: int = 16 << 20
+    max_frame_size: int = 1 << 20
+    max_header_list_size: int = 1 << 20
+    keepalive_time_s: float | None = 7200.0
+    keepalive_timeout_s: float = 20.0
+    keepalive_permit_without_calls: bool = False
+    max_pings_without_data: int = 2
+    min_recv_ping_interval_without_data_s: float = 300.0
+    max_ping_strikes: int = 2
+    max_connection_age_s: float | None = None
+    max_connection_age_grace_s: float | None = None
+
+
+class StreamEvents(Protocol):
+    def data_received(self, data: bytes, end_stream: bool) -> None: ...
+
+    def stream_reset(self) -> None:
+        """The peer reset the stream or the connection went away: nothing more can be sent."""
+
+
+RequestHandler = Callable[["Stream", list[tuple[str, str]], bool], StreamEvents]
+
+
+class Stream:
+    """One request stream. Sends respect the peer's flow-control windows: what does not fit
+    waits in `pending` and leaves when the peer opens its window."""
+
+    __slots__ = (
+        "id", "connection", "events", "send_window", "recv_window", "recv_unacked",
+        "remote_closed", "local_closed", "pending", "_drain",
+    )
+
+    def __init__(self, stream_id: int, connection: "Http2Connection") -> None:
+        self.id = stream_id
+        self.connection = connection
+        self.events: StreamEvents | None = None
+        self.send_window = connection.peer_initial_window
+        self.recv_window = connection.limits.stream_window
+        self.recv_unacked = 0
+        self.remote_closed = False
+        self.local_closed = False
+        self.pending: collections.deque[tuple[int, bytes | memoryview, bool]] = collections.deque()
+        self._drain: asyncio.Future[None] | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.local_closed
+
+    def send_headers(self, block: bytes, end_stream: bool = False) -> None:
+        if self.local_closed:
+            return
+        if self.pending:
+            self.pending.append((HEADERS, block, end_stream))
+            return
+        self.connection._write_headers(self.id, block, end_stream)
+        if end_stream:
+            self._local_end()
+
+    def send_data(self, data: bytes, end_stream: bool = False) -> None:
+        if self.local_closed:
+            return
+        if self.pending:
+            self.pending.append((DATA, memoryview(data), end_stream))
+            return
+        rest = self.connection._write_data(self, data, end_stream)
+        if rest is not None:
+            self.pending.append((DATA, rest, end_stream))
+            self.connection._blocked[self.id] = self
+        elif end_stream:
+            self._local_end()
+
+    def respond(self, headers: bytes, data: bytes, trailers: bytes) -> None:
+        """Headers, one DATA frame and trailers in one write when they fit the windows (the
+        usual case for a unary call); otherwise the same through the flow-controlled path."""
+        connection = self.connection
+        size = len(data)
+        if (
+            self.local_closed
+            or self.pending
+            or size > connection.peer_max_frame
+            or size > self.send_window
+            or size > connection.send_window
+            or len(headers) > connection.peer_max_frame
+            or len(trailers) > connection.peer_max_frame
+        ):
+            self.send_headers(headers)
+            self.send_data(data)
+            self.send_headers(trailers, end_stream=True)
+            return
+        self.send_window -= size
+        connection.send_window -= size
+        sid = self.id
+        connection._write(
+            frame(HEADERS, END_HEADERS, sid, headers)
+            + frame(DATA, 0, sid, data)
+            + frame(HEADERS, END_HEADERS | END_STREAM, sid, trailers)
+        )
+        connection._sent_payload()
+        self._local_end()
+
+    def reset(self, code: int = ErrorCode.CANCEL) -> None:
+        connection = self.connection
+        if connection._streams.get(self.id) is self:
+            connection._write(frame(RST_STREAM, 0, self.id, _U32.pack(code)))
+        self.local_closed = self.remote_closed = True
+        self.pending.clear()
+        connection._forget(self)
+
+    @property
+    def buffered(self) -> int:
+        return sum(len(item) for kind, item, _ in self.pending if kind == DATA)
+
+    async def drained(self) -> None:
+        """Wait until what was sent has left this process (or the stream closed)."""
+        while (self.pending or self.connection._paused) and not self.local_closed:
+            if self._drain is None or self._drain.done():
+                self._drain = asyncio.get_running_loop().create_future()
+            await self._drain
+
+    def _wake(self) -> None:
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
+
+    def _flush(self) -> None:
+        connection = self.connection
+        while self.pending:
+            kind, item, end = self.pending[0]
+            if kind == HEADERS:
+                self.pending.popleft()
+                connection._write_headers(self.id, item, end)  # type: ignore[arg-type]
+            else:
+                rest = connection._write_data(self, item, end)
+                if rest is not None:
+                    self.pending[0] = (DATA, rest, end)
+                    return
+                self.pending.popleft()
+            if end:
+                self._local_end()
+                return
+        connection._blocked.pop(self.id, None)
+        self._wake()
+
+    def _local_end(self) -> None:
+        self.local_closed = True
+        connection = self.connection
+        if not self.remote_closed:
+            # Answered before the client finished sending: tell it to stop (RFC 9113 8.1).
+            connection._write(frame(RST_STREAM, 0, self.id, _U32.pack(ErrorCode.NO_ERROR)))
+            self.remote_closed = True
+        connection._forget(self)
+        self._wake()
+
+
+class _ConnectionError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Http2Connection(asyncio.Protocol):
+    """One client connection. `connections` (the server's set) holds it while it is open."""
+
+    def __init__(self, on_request: RequestHandler, limits: Http2Limits, connections: set["Http2Connection"]) -> None:
+        self.on_request = on_request
+        self.limits = limits
+        self.connections = connections
+        self.transport: asyncio.Transport | None = None
+        self.decoder = HeaderDecoder(max_header_list_size=limits.max_header_list_size)
+        self.peer_initial_window = _DEFAULT_WINDOW
+        self.peer_max_frame = _DEFAULT_FRAME
+        self.send_window = _DEFAULT_WINDOW
+        self._recv_window = _DEFAULT_WINDOW
+        self._recv_unacked = 0
+        self._streams: dict[int, Stream] = {}
+        self._blocked: dict[int, Stream] = {}
+        self._last_stream_id = 0
+        self._buffer = bytearray()
+        self._need = len(PREFACE)
+        self._preface = True
+        self._continuation: tuple[int, int, bytearray] | None = None
+        self._batch: list[bytes] | None = None
+        self._paused = False
+        self._goaway_sent = False
+        self._closed = False
+        self._table_size_update = False
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._pings_without_data = 0
+        self._ping_strikes = 0
+        self._next_ping_allowed = 0.0
+        self.closed: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+
+    # -- asyncio.Protocol --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.connections.add(self)
+        limits = self.limits
+        settings = b"".join(
+            _SETTING.pack(key, value)
+            for key, value in (
+                (0x2, 0),  # ENABLE_PUSH
+                (0x4, limits.stream_window),  # INITIAL_WINDOW_SIZE
+                (0x5, limits.max_frame_size),  # MAX_FRAME_SIZE
+                (0x6, limits.max_header_list_size),  # MAX_HEADER_LIST_SIZE
+            )
+        )
+        self._recv_window = limits.connection_window
+        self._write(
+            frame(SETTINGS, 0, 0, settings)
+            + frame(WINDOW_UPDATE, 0, 0, _U32.pack(limits.connection_window - _DEFAULT_WINDOW))
+        )
+        if limits.keepalive_time_s:
+            self._later("keepalive", limits.keepalive_time_s, self._keepalive)
+        if limits.max_connection_age_s:
+            self._later("age", limits.max_connection_age_s, self._age_reached)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.connections.discard(self)
+        for timer in self._timers.values():
+            timer.cancel()
+        streams = list(self._streams.values())
+        self._streams.clear()
+        self._blocked.clear()
+        for stream in streams:
+            stream.local_closed = stream.remote_closed = True
+            stream._wake()
+            if stream.events is not None:
+                stream.events.stream_reset()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        for stream in list(self._streams.values()):
+            stream._wake()
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        if buffer:
+            buffer += data
+            if len(buffer) < self._need:
+                return  # a large frame still arriving: do not copy it again and again
+            data = bytes(buffer)
+            buffer.clear()
+        self._batch = []
+        try:
+            consumed = self._frames(data)
+        except _ConnectionError as exc:
+            self._fail(exc.code, str(exc))
+            consumed = len(data)
+        if consumed < len(data):
+            buffer += memoryview(data)[consumed:]
+        batch, self._batch = self._batch, None
+        if batch and not self._closed:
+            self.transport.write(b"".join(batch))  # type: ignore[union-attr]
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    def _frames(self, data: bytes) -> int:
+        position = 0
+        end = len(data)
+        if self._preface:
+            if end < len(PREFACE):
+                self._need = len(PREFACE)
+                return 0
+            if data[: len(PREFACE)] != PREFACE:
+                raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "expected the HTTP/2 connection preface")
+            self._preface = False
+            position = len(PREFACE)
+        max_frame = self.limits.max_frame_size
+        unpack = _HEADER.unpack_from
+        while end - position >= 9:
+            high, low, kind, flags, stream_id = unpack(data, position)
+            length = high << 16 | low
+            if length > max_frame:
+                raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, f"frame of {length} bytes exceeds {max_frame}")
+            if end - position - 9 < length:
+                self._need = 9 + length
+                return position
+            start = position + 9
+            position = start + length
+            self._frame(kind, flags, stream_id & 0x7FFFFFFF, data[start:position])
+            if self._closed:
+                return end
+        self._need = 9
+        return position
+
+    def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes) -> None:
+        if self._continuation is not None and kind != CONTINUATION:
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "expected a CONTINUATION frame")
+        if kind == DATA:
+            self._data(flags, stream_id, payload)
+        elif kind == HEADERS:
+            self._headers(flags, stream_id, payload)
+        elif kind == WINDOW_UPDATE:
+            self._window_update(stream_id, payload)
+        elif kind == SETTINGS:
+            self._settings(flags, stream_id, payload)
+        elif kind == PING:
+            self._ping(flags, stream_id, payload)
+        elif kind == RST_STREAM:
+            self._rst_stream(stream_id, payload)
+        elif kind == CONTINUATION:
+            self._continuation_frame(flags, stream_id, payload)
+        elif kind == GOAWAY:
+            if stream_id:
+                raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "GOAWAY on a stream")
+        elif kind == PRIORITY:
+            if len(payload) != 5:
+                self._stream_error(stream_id, ErrorCode.FRAME_SIZE_ERROR)
+        elif kind == PUSH_PROMISE:
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "a client cannot push")
+        # Unknown frame types are ignored (RFC 9113 4.1).
+
+    @staticmethod
+    def _unpad(flags: int, payload: bytes) -> bytes:
+        if not flags & PADDED:
+            return payload
+        if not payload or payload[0] >= len(payload):
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "padding longer than the frame")
+        return payload[1 : len(payload) - payload[0]]
+
+    def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id == 0:
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "DATA on stream 0")
+        length = len(payload)
+        self._recv_window -= length
+        if self._recv_window < 0:
+            raise _ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "the peer overran the connection window")
+        self._recv_unacked += length
+        if self._recv_unacked >= self.limits.connection_window // 2:
+            self._write(frame(WINDOW_UPDATE, 0, 0, _U32.pack(self._recv_unacked)))
+            self._recv_window += self._recv_unacked
+            self._recv_unacked = 0
+        stream = self._streams.get(stream_id)
+        if stream is None or stream.remote_closed:
+            if stream_id > self._last_stream_id:
+                raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
+            self._stream_error(stream_id, ErrorCode.STREAM_CLOSED)
+            return
+        data = self._unpad(flags, payload)
+        stream.recv_window -= length
+        if stream.recv_window < 0:
+            stream.reset(ErrorCode.FLOW_CONTROL_ERROR)
+            if stream.events is not None:
+                stream.events.stream_reset()
+            return
+        end = bool(flags & END_STREAM)
+        if not end:
+            stream.recv_unacked += length
+            if stream.recv_unacked >= self.limits.stream_window // 2:
+                self._write(frame(WINDOW_UPDATE, 0, stream_id, _U32.pack(stream.recv_unacked)))
+                stream.recv_window += stream.recv_unacked
+                stream.recv_unacked = 0
+        else:
+            stream.remote_closed = True
+        stream.events.data_received(data, end)  # type: ignore[union-attr]
+        if end and stream.local_closed:
+            self._forget(stream)
+
+    def _headers(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id == 0 or stream_id % 2 == 0:
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
+        block = self._unpad(flags, payload)
+        if flags & PRIORITY_FLAG:
+            block = block[5:]
+        if flags & END_HEADERS:
+            self._header_block(flags, stream_id, block)
+        else:
+            self._continuation = (stream_id, flags, bytearray(block))
+
+    def _continuation_frame(self, flags: int, stream_id: int, payload: bytes) -> None:
+        pending = self._continuation
+        if pending is None or pending[0] != stream_id:
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "unexpected CONTINUATION frame")
+        pending[2].extend(payload)
+        if len(pending[2]) > self.limits.max_header_list_size * 2:
+            raise _ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "header block too large")
+        if flags & END_HEADERS:
+            self._continuation = None
+            self._header_block(pending[1], stream_id, bytes(pending[2]))
+
+    def _header_block(self, flags: int, stream_id: int, block: bytes) -> None:
+        try:
+            headers = self.decoder.decode(block)
+        except HeaderCompressionError as exc:
+            raise _ConnectionError(ErrorCode.COMPRESSION_ERROR, str(exc)) from None
+        end = bool(flags & END_STREAM)
+        stream = self._streams.get(stream_id)
+        if stream is not None:  # trailers: gRPC clients send none, but they end the body
+            if stream.remote_closed or not end:
+                raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"second HEADERS on stream {stream_id}")
+            stream.remote_closed = True
+            stream.events.data_received(b"", True)  # type: ignore[union-attr]
+            if stream.local_closed:
+                self._forget(stream)
+            return
+        if stream_id <= self._last_stream_id:
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"stream {stream_id} was already used")
+        self._last_stream_id = stream_id
+        if self._goaway_sent:
+            self._stream_error(stream_id, ErrorCode.REFUSED_STREAM)
+            return
+        stream = Stream(stream_id, self)
+        stream.remote_closed = end
+        self._streams[stream_id] = stream
+        stream.events = self.on_request(stream, headers, end)
+        if stream.local_closed and stream.remote_closed:
+            self._forget(stream)
+
+    def _window_update(self, stream_id: int, payload: bytes) -> None:
+        if len(payload) != 4:
+            raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "WINDOW_UPDATE of the wrong size")
+        increment = _U32.unpack(payload)[0] & 0x7FFFFFFF
+        if stream_id == 0:
+            if increment == 0:
+                raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
+            self.send_window += increment
+            if self.send_window > _MAX_WINDOW:
+                raise _ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "connection window above 2^31-1")
+            self._flush_blocked()
+            return
+        stream = self._streams.get(stream_id)
+        if stream is None:
+            return  # a stream that just closed
+        if increment == 0:
+            self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+            return
+        stream.send_window += increment
+        if stream.send_window > _MAX_WINDOW:
+            self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
+            return
+        if stream.pending:
+            stream._flush()
+
+    def _settings(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id:
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "SETTINGS on a stream")
+        if flags & ACK:
+            if payload:
+                raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload")
+            return
+        if len(payload) % 6:
+            raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "SETTINGS of the wrong size")
+        for offset in range(0, len(payload), 6):
+            key, value = _SETTING.unpack_from(payload, offset)
+            if key == 0x1:  # HEADER_TABLE_SIZE: our encoder keeps none; say so once it shrinks
+                self._table_size_update = value < 4096
+            elif key == 0x4:
+                if value > _MAX_WINDOW:
+                    raise _ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "INITIAL_WINDOW_SIZE above 2^31-1")
+                delta = value - self.peer_initial_window
+                self.peer_initial_window = value
+                for stream in self._streams.values():
+                    stream.send_window += delta
+            elif key == 0x5:
+                if not _DEFAULT_FRAME <= value <= 0xFFFFFF:
+                    raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"MAX_FRAME_SIZE {value} out of range")
+                self.peer_max_frame = value
+        self._write(frame(SETTINGS, ACK, 0))
+        self._flush_blocked()
+
+    def _ping(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id:
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "PING on a stream")
+        if len(payload) != 8:
+            raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "PING of the wrong size")
+        if flags & ACK:
+            timer = self._timers.pop("keepalive-timeout", None)
+            if timer is not None:
+                timer.cancel()
+            return
+        # gRPC's ping abuse policy: with no calls, pings closer together than the configured
+        # interval (two hours unless calls are not needed) are strikes; too many end the
+        # connection with ENHANCE_YOUR_CALM "too_many_pings".
+        now = time.monotonic()
+        limits = self.limits
+        if not self._streams and limits.max_ping_strikes and now < self._next_ping_allowed:
+            self._ping_strikes += 1
+            if self._ping_strikes > limits.max_ping_strikes:
+                self._goaway(ErrorCode.ENHANCE_YOUR_CALM, b"too_many_pings")
+                self._close()
+                return
+        idle_interval = limits.min_recv_ping_interval_without_data_s
+        if not self._streams and not limits.keepalive_permit_without_calls:
+            idle_interval = max(idle_interval, 7200.0)
+        self._next_ping_allowed = now + idle_interval
+        self._write(frame(PING, ACK, 0, payload))
+
+    def _rst_stream(self, stream_id: int, payload: bytes) -> None:
+        if stream_id == 0:
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "RST_STREAM on stream 0")
+        if len(payload) != 4:
+            raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "RST_STREAM of the wrong size")
+        stream = self._streams.get(stream_id)
+        if stream is None:
+            if stream_id > self._last_stream_id:
+                raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"RST_STREAM on idle stream {stream_id}")
+            return
+        stream.local_closed = stream.remote_closed = True
+        stream.pending.clear()
+        self._forget(stream)
+        stream._wake()
+        if stream.events is not None:
+            stream.events.stream_reset()
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        if self._batch is not None:
+            self._batch.append(data)
+        elif not self._closed:
+            self.transport.write(data)  # type: ignore[union-attr]
+
+    def _sent_payload(self) -> None:
+        # Sending headers or data resets gRPC's ping accounting.
+        self._pings_without_data = 0
+        self._ping_strikes = 0
+
+    def _write_headers(self, stream_id: int, block: bytes, end_stream: bool) -> None:
+        if self._table_size_update:
+            block = TABLE_SIZE_ZERO + block
+            self._table_size_update = False
+        flags = END_STREAM if end_stream else 0
+        limit = self.peer_max_frame
+        if len(block) <= limit:
+            self._write(frame(HEADERS, flags | END_HEADERS, stream_id, block))
+        else:
+            parts = [block[i : i + limit] for i in range(0, len(block), limit)]
+            frames = [frame(HEADERS, flags, stream_id, parts[0])]
+            frames += [frame(CONTINUATION, 0, stream_id, part) for part in parts[1:-1]]
+            frames.append(frame(CONTINUATION, END_HEADERS, stream_id, parts[-1]))
+            self._write(b"".join(frames))
+        self._sent_payload()
+
+    def _write_data(self, stream: Stream, data: bytes | memoryview, end_stream: bool) -> memoryview | None:
+        """Send what the windows allow; returns what is left (None when all was sent)."""
+        view = memoryview(data)
+        total = len(view)
+        if total == 0:
+            self._write(frame(DATA, END_STREAM if end_stream else 0, stream.id))
+            return None
+        allowed = min(total, self.send_window, stream.send_window)
+        if allowed <= 0:
+            return view
+        limit = self.peer_max_frame
+        frames: list[bytes] = []
+        for offset in range(0, allowed, limit):
+            chunk = view[offset : min(offset + limit, allowed)]
+            last = offset + len(chunk) == total
+            length = len(chunk)
+            frames.append(
+                _HEADER.pack(length >> 16, length & 0xFFFF, DATA, END_STREAM if end_stream and last else 0, stream.id)
+            )
+            frames.append(bytes(chunk))
+        self._write(b"".join(frames))
+        self.send_window -= allowed
+        stream.send_window -= allowed
+        self._sent_payload()
+        return None if allowed == total else view[allowed:]
+
+    def _flush_blocked(self) -> None:
+        for stream in list(self._blocked.values()):
+            if self.send_window <= 0:
+                return
+            stream._flush()
+
+    def _forget(self, stream: Stream) -> None:
+        if self._streams.get(stream.id) is stream:
+            del self._streams[stream.id]
+        self._blocked.pop(stream.id, None)
+        if self._goaway_sent and not self._streams:
+            self._close()
+
+    def _stream_error(self, stream_id: int, code: int) -> None:
+        stream = self._streams.get(stream_id)
+        if stream is not None:
+            stream.reset(code)
+            if stream.events is not None:
+                stream.events.stream_reset()
+        else:
+            self._write(frame(RST_STREAM, 0, stream_id, _U32.pack(code)))
+
+    # -- connection lifetime -----------------------------------------------------------------
+
+    def _goaway(self, code: int, debug: bytes = b"") -> None:
+        if not self._goaway_sent:
+            self._goaway_sent = True
+            self._write(frame(GOAWAY, 0, 0, _U32.pack(self._last_stream_id) + _U32.pack(code) + debug))
+
+    def _fail(self, code: int, message: str) -> None:
+        log.debug("HTTP/2 connection error %d: %s", code, message)
+        self._goaway(code, message.encode()[:256])
+        self._close()
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        if self._batch:
+            self.transport.write(b"".join(self._batch))  # type: ignore[union-attr]
+            self._batch.clear()
+        self._closed = True
+        self.transport.close()  # type: ignore[union-attr]
+
+    def shutdown(self) -> None:
+        """Refuse new streams; close once the open ones finish (see `Http2Server.stop`)."""
+        self._goaway(ErrorCode.NO_ERROR)
+        if not self._streams:
+            self._close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self._closed = True
+            self.transport.abort()
+
+    def _later(self, name: str, delay: float, callback: Callable[[], None]) -> None:
+        self._timers[name] = asyncio.get_event_loop().call_later(delay, callback)
+
+    def _keepalive(self) -> None:
+        limits = self.limits
+        if self._closed:
+            return
+        with_calls = bool(self._streams) or limits.keepalive_permit_without_calls
+        room = not limits.max_pings_without_data or self._pings_without_data < limits.max_pings_without_data
+        if with_calls and room and "keepalive-timeout" not in self._timers:
+            self._pings_without_data += 1
+            self._write(frame(PING, 0, 0, os.urandom(8)))
+            self._later("keepalive-timeout", limits.keepalive_timeout_s, self._keepalive_timed_out)
+        self._later("keepalive", limits.keepalive_time_s or 0, self._keepalive)
+
+    def _keepalive_timed_out(self) -> None:
+        log.info("closing a gRPC connection: no answer to a keepalive ping")
+        self.abort()
+
+    def _age_reached(self) -> None:
+        self.shutdown()
+        grace = self.limits.max_connection_age_grace_s
+        if grace is not None and not self._closed:
+            self._later("age-grace", grace, self.abort)

@@ -1,0 +1,365 @@
+"""gRPC calls on naiad's HTTP/2 streams: the gRPC-over-HTTP/2 protocol (length-prefixed
+messages, compression, deadlines, status trailers, metadata) around servicer methods.
+
+A servicer method has grpc.aio's shape, `method(request_or_iterator, context)`, returning a
+message or async-yielding them. The `Call` object is the context: `invocation_metadata()`,
+`abort(code, details)`, `time_remaining()`. A method ends the call with a status by raising
+`RpcError`, or a `NaiadError` (its gRPC status per `errors.GRPC_STATUS_NAME`); anything else
+becomes INTERNAL and is logged, and the connection keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, NoReturn
+
+from google.protobuf.message import DecodeError, Message
+
+from ...errors import NaiadError
+from .header_compression import encode_headers
+from .http2 import Stream
+from .rpc_status import RpcError, StatusCode, status_of
+
+__all__ = ["RpcMethod", "RpcSettings", "RpcDispatcher", "Call"]
+
+log = logging.getLogger("naiad.grpc")
+
+# zlib window bits per grpc-encoding: gzip framing, and "deflate", which gRPC means as zlib.
+_WBITS = {"gzip": 31, "deflate": 15}
+ACCEPT_ENCODING = "identity,deflate,gzip"
+# Request headers that are the protocol's, not the application's metadata.
+_RESERVED = frozenset(
+    {"content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "content-length"}
+)
+_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+
+_HEADERS = encode_headers([(":status", "200"), ("content-type", "application/grpc")])
+_OK_TRAILERS = encode_headers([("grpc-status", "0")])
+
+
+@dataclass(frozen=True)
+class RpcMethod:
+    name: str  # "/package.Service/Method", for logs
+    implementation: Callable[[Any, "Call"], Any]
+    request_type: type[Message]
+    client_streaming: bool = False
+    server_streaming: bool = False
+
+
+@dataclass
+class RpcSettings:
+    max_receive_size: int = 2**31 - 1
+    max_send_size: int = 2**31 - 1
+    compression_level: int = 0  # zlib level for responses (0: uncompressed)
+
+
+def _percent_encode(text: str) -> str:
+    """grpc-message: bytes outside printable ASCII, and '%', as %XX (gRPC over HTTP/2 spec)."""
+    raw = text.encode("utf-8")
+    if all(0x20 <= b <= 0x7E and b != 0x25 for b in raw):
+        return text
+    return "".join(chr(b) if 0x20 <= b <= 0x7E and b != 0x25 else f"%{b:02X}" for b in raw)
+
+
+def _timeout(value: str) -> float | None:
+    try:
+        amount = int(value[:-1])
+        return amount * _TIMEOUT_UNITS[value[-1]] if 0 <= amount < 10**8 else None
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
+class RpcDispatcher:
+    """`on_request` for `Http2Connection`: one `Call` per request stream."""
+
+    def __init__(self, methods: dict[str, RpcMethod], settings: RpcSettings) -> None:
+        self.methods = methods
+        self.settings = settings
+        self.calls: set[Call] = set()
+
+    def __call__(self, stream: Stream, headers: list[tuple[str, str]], end_stream: bool) -> "Call":
+        path = method = content_type = encoding = accept = None
+        timeout = None
+        metadata: list[tuple[str, str | bytes]] = []
+        for name, value in headers:
+            if name[0] == ":":
+                if name == ":path":
+                    path = value
+                elif name == ":method":
+                    method = value
+            elif name in _RESERVED:
+                if name == "content-type":
+                    content_type = value
+                elif name == "grpc-timeout":
+                    timeout = _timeout(value)
+                elif name == "grpc-encoding":
+                    encoding = value
+                elif name == "grpc-accept-encoding":
+                    accept = value
+            elif name.endswith("-bin"):
+                try:
+                    metadata.append((name, base64.b64decode(value + "==")))
+                except ValueError:
+                    pass
+            else:
+                metadata.append((name, value))
+        call = Call(self, stream, self.methods.get(path or ""), tuple(metadata))
+        if method != "POST" or not (content_type or "").startswith("application/grpc"):
+            # Not a gRPC request (e.g. a browser or a plain HTTP/2 client): HTTP's own answer.
+            status = "405" if method != "POST" else "415"
+            stream.send_headers(encode_headers([(":status", status)]), end_stream=True)
+            return call
+        if call.method is None:
+            call.fail(StatusCode.UNIMPLEMENTED, f"Method not found: {path}")
+            return call
+        if encoding not in (None, "identity") and encoding not in _WBITS:
+            call.fail(StatusCode.UNIMPLEMENTED, f"Compression algorithm '{encoding}' is not supported")
+            return call
+        call.start(encoding, accept, timeout, end_stream)
+        return call
+
+
+class Call:
+    """One gRPC call: the StreamEvents of its HTTP/2 stream, and the servicer's context."""
+
+    __slots__ = (
+        "dispatcher", "stream", "method", "metadata", "_encoding", "_response_encoding", "_buffer",
+        "_request", "_requests", "_task", "_deadline", "_deadline_timer", "_deadline_hit", "_headers_sent", "_done",
+    )
+
+    def __init__(self, dispatcher: RpcDispatcher, stream: Stream, method: RpcMethod | None, metadata: tuple) -> None:
+        self.dispatcher = dispatcher
+        self.stream = stream
+        self.method = method
+        self.metadata = metadata
+        self._encoding: str | None = None
+        self._response_encoding: str | None = None
+        self._buffer = bytearray()
+        self._request: Message | None = None
+        self._requests: asyncio.Queue[Message | None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._deadline: float | None = None
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._deadline_hit = False
+        self._headers_sent = False
+        self._done = False
+
+    # -- the servicer's context --------------------------------------------------------------
+
+    def invocation_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+        return self.metadata
+
+    async def abort(self, code: StatusCode, details: str = "") -> NoReturn:
+        raise RpcError(code, details)
+
+    def time_remaining(self) -> float | None:
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    def done(self) -> bool:
+        return self._done
+
+    # -- start and receive -------------------------------------------------------------------
+
+    def start(self, encoding: str | None, accept: str | None, timeout: float | None, end_stream: bool) -> None:
+        self._encoding = encoding if encoding in _WBITS else None
+        level = self.dispatcher.settings.compression_level
+        if level and accept:
+            offered = {item.strip() for item in accept.split(",")}
+            self._response_encoding = next((name for name in ("gzip", "deflate") if name in offered), None)
+        self.dispatcher.calls.add(self)
+        loop = asyncio.get_running_loop()
+        if timeout is not None:
+            self._deadline = time.monotonic() + timeout
+            self._deadline_timer = loop.call_later(timeout, self._deadline_exceeded)
+        assert self.method is not None
+        if self.method.client_streaming:
+            self._requests = asyncio.Queue()
+            self._task = loop.create_task(self._run(self._iterate_requests()))
+        if end_stream:
+            self.data_received(b"", True)
+
+    def data_received(self, data: bytes, end_stream: bool) -> None:
+        if self._done or self.method is None:
+            return
+        buffer = self._buffer
+        if data:
+            if buffer:
+                buffer += data
+            else:
+                buffer = data  # type: ignore[assignment]  # the usual case: one whole message
+            try:
+                buffer = self._messages(buffer)
+            except RpcError as exc:
+                self.fail(exc.code, exc.details)
+                return
+            self._buffer = buffer if isinstance(buffer, bytearray) else bytearray(buffer)
+        if not end_stream:
+            return
+        if self._buffer:
+            self.fail(StatusCode.INTERNAL, "the request ended inside a message")
+        elif self._requests is not None:
+            self._requests.put_nowait(None)
+        elif self._request is None:
+            self.fail(StatusCode.UNIMPLEMENTED, "the request carried no message")
+        else:
+            request, self._request = self._request, None
+            self._task = asyncio.get_running_loop().create_task(self._run(request))
+
+    def _messages(self, buffer: bytes | bytearray) -> bytes | bytearray:
+        """Take every whole message off the front of `buffer`; return what remains."""
+        settings = self.dispatcher.settings
+        method = self.method
+        assert method is not None
+        while len(buffer) >= 5:
+            length = int.from_bytes(buffer[1:5], "big")
+            if length > settings.max_receive_size:
+                raise RpcError(
+                    StatusCode.RESOURCE_EXHAUSTED,
+                    f"Received message larger than max ({length} vs. {settings.max_receive_size})",
+                )
+            if len(buffer) < 5 + length:
+                break
+            compressed = buffer[0]
+            payload = bytes(buffer[5 : 5 + length])
+            buffer = buffer[5 + length :]
+            if compressed:
+                payload = self._decompress(payload)
+            try:
+                message = method.request_type.FromString(payload)
+            except DecodeError as exc:
+                raise RpcError(StatusCode.INTERNAL, f"failed to parse the request message: {exc}") from None
+            if self._requests is not None:
+                self._requests.put_nowait(message)
+            elif self._request is not None:
+                raise RpcError(StatusCode.UNIMPLEMENTED, "more than one message for a unary request")
+            else:
+                self._request = message
+        return buffer
+
+    def _decompress(self, payload: bytes) -> bytes:
+        if self._encoding is None:
+            raise RpcError(StatusCode.INTERNAL, "a compressed message without a grpc-encoding")
+        limit = self.dispatcher.settings.max_receive_size
+        try:
+            inflater = zlib.decompressobj(_WBITS[self._encoding])
+            data = inflater.decompress(payload, limit + 1)
+        except zlib.error as exc:
+            raise RpcError(StatusCode.INTERNAL, f"cannot decompress the request message: {exc}") from None
+        if len(data) > limit:
+            raise RpcError(
+                StatusCode.RESOURCE_EXHAUSTED, f"Received message larger than max (more than {limit} after decompression)"
+            )
+        return data
+
+    async def _iterate_requests(self) -> AsyncIterator[Message]:
+        queue = self._requests
+        assert queue is not None
+        while (message := await queue.get()) is not None:
+            yield message
+
+    def stream_reset(self) -> None:
+        """The client cancelled (RST_STREAM) or went away: stop the work."""
+        self._finish()
+        if self._task is not None:
+            self._task.cancel()
+
+    # -- run and answer ----------------------------------------------------------------------
+
+    async def _run(self, argument: Any) -> None:
+        method = self.method
+        assert method is not None
+        try:
+            if method.server_streaming:
+                async for response in method.implementation(argument, self):
+                    if self._done:
+                        return
+                    self._send_message(response)
+                    stream = self.stream
+                    if stream.pending or stream.connection._paused:
+                        await stream.drained()  # a slow reader: do not buffer without bound
+                self._end(StatusCode.OK, "")
+            else:
+                response = await method.implementation(argument, self)
+                if not self._done:
+                    self._respond(response)
+        except RpcError as exc:
+            self.fail(exc.code, exc.details)
+        except NaiadError as exc:
+            self.fail(status_of(exc), exc.message)
+        except asyncio.CancelledError:
+            if self._deadline_hit:
+                self.fail(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+            else:
+                self.fail(StatusCode.CANCELLED, "the call was cancelled")
+        except Exception as exc:  # noqa: BLE001 - a bug in one call must not end the connection
+            log.exception("gRPC method %s failed", method.name)
+            self.fail(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+    def _encode(self, response: Message) -> bytes:
+        payload = response.SerializeToString()
+        limit = self.dispatcher.settings.max_send_size
+        if len(payload) > limit:
+            raise RpcError(StatusCode.RESOURCE_EXHAUSTED, f"Sent message larger than max ({len(payload)} vs. {limit})")
+        if self._response_encoding is None:
+            return b"\x00" + len(payload).to_bytes(4, "big") + payload
+        deflater = zlib.compressobj(self.dispatcher.settings.compression_level, zlib.DEFLATED, _WBITS[self._response_encoding])
+        payload = deflater.compress(payload) + deflater.flush()
+        return b"\x01" + len(payload).to_bytes(4, "big") + payload
+
+    def _response_headers(self) -> bytes:
+        if self._response_encoding is None:
+            return _HEADERS
+        return encode_headers(
+            [(":status", "200"), ("content-type", "application/grpc"), ("grpc-encoding", self._response_encoding)]
+        )
+
+    def _respond(self, response: Message) -> None:
+        try:
+            message = self._encode(response)
+        except RpcError as exc:
+            self.fail(exc.code, exc.details)
+            return
+        self._finish()
+        self.stream.respond(self._response_headers(), message, _OK_TRAILERS)
+
+    def _send_message(self, response: Message) -> None:
+        message = self._encode(response)
+        if not self._headers_sent:
+            self._headers_sent = True
+            self.stream.send_headers(self._response_headers())
+        self.stream.send_data(message)
+
+    def fail(self, code: StatusCode, details: str) -> None:
+        self._end(code, details)
+
+    def _end(self, code: StatusCode, details: str) -> None:
+        if self._done:
+            return
+        self._finish()
+        fields = [("grpc-status", str(int(code)))]
+        if details:
+            fields.append(("grpc-message", _percent_encode(details)))
+        if code == StatusCode.UNIMPLEMENTED and details.startswith("Compression"):
+            fields.append(("grpc-accept-encoding", ACCEPT_ENCODING))
+        if not self._headers_sent:  # trailers-only
+            fields = [(":status", "200"), ("content-type", "application/grpc"), *fields]
+        self.stream.send_headers(encode_headers(fields), end_stream=True)
+
+    def _finish(self) -> None:
+        self._done = True
+        self.dispatcher.calls.discard(self)
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
+
+    def _deadline_exceeded(self) -> None:
+        self._deadline_hit = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        else:
+            self.fail(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
