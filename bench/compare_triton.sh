@@ -2,13 +2,13 @@
 # bench/compare_triton.sh [NAIAD FLAGS...] — runs /work/shared/bench/compare.sh (the real Triton
 # server, then naiad, under the same wrk/h2load load; prints naiad/Triton per row) with this
 # checkout's naiad. Without flags naiad runs as measured best in docs/performance.md:
-#   --workers 2 --backend-config python,execution-mode=in_process
+#   --workers 2 --backend-config python,execution-mode=inline
 # Pass flags to measure another configuration, e.g. `bench/compare_triton.sh --workers 1`.
 # BENCH_DIR overrides the location of shared/bench.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 bench=${BENCH_DIR:-/work/shared/bench}
-if [ $# -eq 0 ]; then set -- --workers 2 --backend-config python,execution-mode=in_process; fi
+if [ $# -eq 0 ]; then set -- --workers 2 --backend-config python,execution-mode=inline; fi
 extra="$*"
 exec "$bench/compare.sh" "$root/.venv/bin/naiad serve --model-repository \$MODEL_REPOSITORY \
  --http-port \$HTTP_PORT --grpc-port \$GRPC_PORT --metrics-port \$METRICS_PORT \

@@ -28,7 +28,7 @@ def test_bls_errors_come_back_as_error_responses(served, caller):
     assert "no_such_model" in error.message
 
 
-@pytest.mark.parametrize("caller", ["bls_async", "bls_async_in_process"])
+@pytest.mark.parametrize("caller", ["bls_async", "bls_async_in_process", "bls_async_inline"])
 def test_async_exec_and_decoupled_async_exec(served, caller):
     response = served.infer(caller, {"INPUT0": A, "INPUT1": B})
     np.testing.assert_array_equal(response.output("OUTPUT0").data, A + B)
@@ -41,3 +41,18 @@ def test_decoupled_exec_iterates_every_response(served, caller, items):
     response = served.infer(caller, {"IN": np.array(items, dtype=np.int32)})
     np.testing.assert_array_equal(response.output("COUNT").data, [len(items)])
     np.testing.assert_array_equal(response.output("SUM").data, [sum(items)])
+
+
+@pytest.mark.parametrize("caller", ["bls_inline", "bls_decoupled_sync_inline"])
+def test_blocking_bls_is_refused_inline_and_the_server_keeps_serving(served, caller):
+    """execute runs on the server's loop in 'inline' mode: a blocking exec() there would wait
+    on that same loop forever, so it fails at once with a message naming the way out."""
+    if caller == "bls_inline":
+        inputs = {"INPUT0": A, "INPUT1": B, "MODEL_NAME": bytes_array(b"add_sub_flat")}
+    else:
+        inputs = {"IN": np.array([1, 2], dtype=np.int32)}
+    error = served.infer_error(caller, inputs)
+    assert "cannot run in execution_mode 'inline'" in error.message
+    assert "async_exec" in error.message
+    response = served.infer("bls_async_inline", {"INPUT0": A, "INPUT1": B})
+    np.testing.assert_array_equal(response.output("OUTPUT0").data, A + B)

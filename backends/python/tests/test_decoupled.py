@@ -12,7 +12,7 @@ def values(responses):
     return [int(r.output("OUT").data[0]) for r in responses if r.outputs]
 
 
-@pytest.mark.parametrize("model", ["repeat_decoupled", "repeat_decoupled_in_process"])
+@pytest.mark.parametrize("model", ["repeat_decoupled", "repeat_decoupled_in_process", "repeat_decoupled_inline"])
 @pytest.mark.parametrize("items", [[], [7], [5, 6, 7, 8, 9]])
 def test_zero_one_or_many_responses_in_order(served, model, items):
     responses = served.stream(model, {"IN": np.array(items, dtype=np.int32)})

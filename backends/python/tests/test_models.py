@@ -32,9 +32,10 @@ def test_add_sub_takes_dtypes_from_config(served):
     np.testing.assert_array_equal(response.outputs[0].data, a - b)
 
 
-def test_in_process_mode_gives_the_same_answers(served):
+@pytest.mark.parametrize("model", ["add_sub_in_process", "add_sub_inline"])
+def test_in_process_modes_give_the_same_answers(served, model):
     a = np.arange(4, dtype=np.float32)[None]
-    response = served.infer("add_sub_in_process", {"INPUT0": a, "INPUT1": a})
+    response = served.infer(model, {"INPUT0": a, "INPUT1": a})
     np.testing.assert_array_equal(response.output("OUTPUT0").data, a * 2)
     np.testing.assert_array_equal(response.output("OUTPUT1").data, a * 0)
 

@@ -1,10 +1,19 @@
-"""`InProcessInstance`: the opt-in mode (`execution_mode: in_process`) that runs model.py
-inside the server process, for the lowest latency.
+"""`InProcessInstance`: the opt-in modes that run model.py inside the server process, for
+the lowest latency: `execution_mode: in_process` and `execution_mode: inline`.
 
-The model gets its own thread with its own event loop (so `async def execute` and blocking
-BLS calls never stall the server's loop), and tensors pass as the same numpy arrays, with no
-copies. What it gives up is isolation: a model that crashes takes the server with it, and
-one that hangs keeps its thread (its requests still fail at the timeout).
+In `in_process` the model gets its own thread with its own event loop (so `async def
+execute` and blocking BLS calls never stall the server's loop), and tensors pass as the
+same numpy arrays, with no copies. What it gives up is isolation: a model that crashes
+takes the server with it, and one that hangs keeps its thread (its requests still fail at
+the timeout).
+
+`inline` also drops the thread hop: `execute` runs on the server's event loop thread, where
+the request was parsed. Two cross-thread wake-ups per batch cost ~300 us at one client on a
+2-vCPU virtual machine (docs/performance.md), more than a small model's whole execution.
+The price: the server serves nothing else while `execute` runs, `execute_timeout_seconds`
+cannot interrupt it, and blocking BLS (`exec()`, `stream_exec()`), which needs that same
+loop, is refused with an error (`await async_exec()` works). `initialize` and `finalize`
+still run on the model's thread.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import itertools
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Awaitable, Iterator
 
 from naiad.backend_abi import InstanceContext, ModelInstance
 from naiad.errors import NaiadError
@@ -80,6 +89,15 @@ class InProcessBridge(Bridge):
             raise utils.TritonModelException("BLS requests can only be made from execute")
         return self.server_loop
 
+    def _refuse_blocking_on_server_loop(self) -> None:
+        # Waiting here would stop the loop that has to run the BLS request: a deadlock.
+        if self.server_loop is not None and asyncio._get_running_loop() is self.server_loop:
+            raise utils.TritonModelException(
+                "a blocking BLS call (exec/stream_exec) cannot run in execution_mode 'inline', where execute "
+                "runs on the server's event loop; use 'await request.async_exec()' from an async def execute, "
+                "or execution_mode 'in_process'"
+            )
+
     def _feed(self, request: utils.InferenceRequest, decoupled: bool, put: Any) -> None:
         """Run the call on the server's loop, handing each response to `put`."""
         server = self.instance.model.context.server
@@ -91,11 +109,16 @@ class InProcessBridge(Bridge):
         asyncio.run_coroutine_threadsafe(pump(), self._server_loop())
 
     def bls(self, request: utils.InferenceRequest) -> utils.InferenceResponse:
+        self._refuse_blocking_on_server_loop()
         replies: queue.Queue[CoreResponse] = queue.Queue()
         self._feed(request, False, replies.put)
         return utils_response_from_core(replies.get())
 
     def bls_stream(self, request: utils.InferenceRequest) -> ResponseIterator:
+        self._refuse_blocking_on_server_loop()
+        return self._stream(request)
+
+    def _stream(self, request: utils.InferenceRequest) -> ResponseIterator:
         responses = ResponseIterator()
         self._feed(request, True, lambda r: responses.put(utils_response_from_core(r), r.final))
         return responses
@@ -106,8 +129,13 @@ class InProcessBridge(Bridge):
         self._feed(request, False, lambda r: loop.call_soon_threadsafe(lambda: future.done() or future.set_result(r)))
         return utils_response_from_core(await future)
 
-    def bls_stream_async(self, request: utils.InferenceRequest) -> ResponseIterator:
-        return self.bls_stream(request)
+    def bls_stream_async(self, request: utils.InferenceRequest) -> ResponseIterator | Awaitable[ResponseIterator]:
+        responses = self._stream(request)
+        if self.server_loop is not None and asyncio._get_running_loop() is self.server_loop:
+            # Inline: a plain `for` over the responses (what Triton's examples do) would block
+            # the loop that produces them, so the await returns once all have arrived.
+            return responses.complete()
+        return responses
 
     def log(self, level: int, message: str) -> None:
         log.log(_LOG_LEVELS.get(level, logging.INFO), "%s: %s", self.instance.label, message)
@@ -213,10 +241,13 @@ class InProcessInstance(ModelInstance):
             model_request._bridge = self._bridge
             model_request._key = key
             model_requests.append(model_request)
-        future = asyncio.run_coroutine_threadsafe(self._host.execute(model_requests), self._loop)
         timeout = self._settings.execute_timeout_s
         try:
-            result = await asyncio.wait_for(asyncio.wrap_future(future), timeout or None)
+            if self._settings.inline:
+                result = await self._host.execute(model_requests)
+            else:
+                future = asyncio.run_coroutine_threadsafe(self._host.execute(model_requests), self._loop)
+                result = await asyncio.wait_for(asyncio.wrap_future(future), timeout or None)
         except asyncio.TimeoutError:
             raise NaiadError.internal(
                 f"{self.label}: execute did not finish within {timeout:g} s (parameter execute_timeout_seconds); "

@@ -26,10 +26,13 @@ class ResponseIterator:
             self._loop = None
         self._waiter: asyncio.Future[None] | None = None
         self._done = False
+        self._complete = False  # the final response has been put
 
     def put(self, response: "InferenceResponse", final: bool) -> None:
         """Called from any thread with each response; `final` marks the last."""
         self._queue.put((response, final))
+        if final:
+            self._complete = True
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake)
 
@@ -46,6 +49,14 @@ class ResponseIterator:
         response, final = self._queue.get()
         self._done = final
         return response
+
+    async def complete(self) -> "ResponseIterator":
+        """Wait until every response has arrived: for a caller that will then iterate with a
+        plain `for` on the very loop that produces them (inline execution)."""
+        while not self._complete:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        return self
 
     def __aiter__(self) -> "ResponseIterator":
         return self

@@ -22,6 +22,7 @@ __all__ = [
     "EXECUTION_ENV_PATH",
     "PROCESS",
     "IN_PROCESS",
+    "INLINE",
 ]
 
 # Config parameter keys.
@@ -30,6 +31,9 @@ EXECUTE_TIMEOUT = "execute_timeout_seconds"
 EXECUTION_ENV_PATH = "EXECUTION_ENV_PATH"
 PROCESS = "process"
 IN_PROCESS = "in_process"
+# In the server's process, and `execute` on the server's event loop thread (no thread hop).
+INLINE = "inline"
+_MODES = (PROCESS, IN_PROCESS, INLINE)
 
 # `--backend-config python,<key>=<value>` keys and their defaults.
 _BACKEND_DEFAULTS = {
@@ -43,6 +47,8 @@ _BACKEND_DEFAULTS = {
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
     in_process: bool
+    # in_process, with execute run on the server's event loop (execution_mode inline).
+    inline: bool
     # 0: no limit.
     execute_timeout_s: float
     # The interpreter that runs the model's process.
@@ -59,8 +65,9 @@ def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str
     defaults.update(backend_config)
 
     mode = (config.parameter(EXECUTION_MODE) or defaults["execution-mode"]).strip().lower()
-    if mode not in (PROCESS, IN_PROCESS):
-        raise ConfigError(name, f"parameters.{EXECUTION_MODE}: must be '{PROCESS}' or '{IN_PROCESS}', got '{mode}'")
+    if mode not in _MODES:
+        choices = ", ".join(f"'{m}'" for m in _MODES)
+        raise ConfigError(name, f"parameters.{EXECUTION_MODE}: must be one of {choices}, got '{mode}'")
 
     timeout = _number(name, EXECUTE_TIMEOUT, config.parameter(EXECUTE_TIMEOUT) or defaults["execute-timeout-seconds"])
     ring = int(_number(name, "shm-default-byte-size", defaults["shm-default-byte-size"]))
@@ -72,9 +79,9 @@ def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str
     python = sys.executable
     env_path = config.parameter(EXECUTION_ENV_PATH)
     if env_path:
-        if mode == IN_PROCESS:
+        if mode != PROCESS:
             raise ConfigError(name, f"parameters.{EXECUTION_ENV_PATH}: cannot be used with {EXECUTION_MODE} "
-                              f"'{IN_PROCESS}' (the server's own interpreter runs the model)")
+                              f"'{mode}' (the server's own interpreter runs the model)")
         # Triton's placeholder for the model's directory.
         env_path = env_path.replace("$$TRITON_MODEL_DIRECTORY", str(model_dir))
         env_dir = Path(env_path)
@@ -88,7 +95,7 @@ def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str
         python = _interpreter_in(env_dir)
         if not python:
             raise ConfigError(name, f"parameters.{EXECUTION_ENV_PATH}: '{env_dir}' has no bin/python3 or bin/python")
-    return ModelSettings(mode == IN_PROCESS, timeout, python, env_dir, ring, start)
+    return ModelSettings(mode != PROCESS, mode == INLINE, timeout, python, env_dir, ring, start)
 
 
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")

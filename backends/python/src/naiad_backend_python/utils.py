@@ -14,6 +14,7 @@ through a `Bridge` (see bridge.py), so this module is the same in both modes.
 
 from __future__ import annotations
 
+import inspect
 import json
 import struct
 from typing import Any
@@ -532,7 +533,8 @@ class InferenceRequest:
         returns an async iterator over every response)."""
         bridge = self._bls_bridge()
         if decoupled:
-            return bridge.bls_stream_async(self)
+            responses = bridge.bls_stream_async(self)
+            return await responses if inspect.isawaitable(responses) else responses
         return await bridge.bls_async(self)
 
 

@@ -1,0 +1,1 @@
+../../add_sub_flat/1/model.py

@@ -1,0 +1,1 @@
+../../bls_async/1/model.py

@@ -1,0 +1,1 @@
+../../bls_decoupled_sync/1/model.py

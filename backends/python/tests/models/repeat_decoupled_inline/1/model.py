@@ -1,0 +1,1 @@
+../../repeat_decoupled/1/model.py
