@@ -135,8 +135,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     http.add_argument("--http-address", default="0.0.0.0", help="HTTP address (default 0.0.0.0)")
     http.add_argument("--reuse-http-port", type=_bool, default=False, metavar="BOOL",
                       help="let several servers listen on the HTTP port (SO_REUSEPORT; default false)")
-    http.add_argument("--http-server", choices=("uvicorn", "hypercorn"), default="uvicorn",
-                      help="ASGI server: uvicorn (default, fastest) or hypercorn (HTTP/2)")
+    http.add_argument("--http-server", choices=("naiad", "uvicorn", "hypercorn"), default="naiad",
+                      help="HTTP server: naiad's own HTTP/1.1 server (default, fastest), uvicorn, or hypercorn (HTTP/2)")
     http.add_argument("--http-max-input-size", type=int, default=64 * 1024 * 1024, metavar="BYTES",
                       help="largest request body accepted (default 64 MiB)")
 

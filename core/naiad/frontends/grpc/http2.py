@@ -309,6 +309,8 @@ class Http2Connection(asyncio.Protocol):
             stream._wake()
 
     def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return  # closing: input is discarded (see _close)
         buffer = self._buffer
         if buffer:
             buffer += data
@@ -668,13 +670,22 @@ class Http2Connection(asyncio.Protocol):
         self._close()
 
     def _close(self) -> None:
+        """Close after what was written (GOAWAY last) has left. The write side closes first
+        and what the peer still sends is discarded for a moment: closing with unread input
+        would make the kernel reset the connection, and the peer might lose the GOAWAY."""
         if self._closed:
             return
+        transport = self.transport
+        assert transport is not None
         if self._batch:
-            self.transport.write(b"".join(self._batch))  # type: ignore[union-attr]
+            transport.write(b"".join(self._batch))
             self._batch.clear()
         self._closed = True
-        self.transport.close()  # type: ignore[union-attr]
+        if transport.can_write_eof():
+            transport.write_eof()
+            asyncio.get_event_loop().call_later(1.0, transport.close)
+        else:
+            transport.close()
 
     def shutdown(self) -> None:
         """Refuse new streams; close once the open ones finish (see `Http2Server.stop`)."""

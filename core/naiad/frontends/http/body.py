@@ -24,7 +24,7 @@ class BodyReader:
         """The body; INVALID_ARG once it passes the limit, ClientDisconnect if the client left."""
         limit = self.max_input_size
         if content_length is not None and content_length.isdigit() and int(content_length) > limit:
-            raise self._too_large(int(content_length))
+            raise self.too_large(int(content_length))
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -35,11 +35,16 @@ class BodyReader:
             if chunk:
                 size += len(chunk)
                 if size > limit:
-                    raise self._too_large(size)
+                    raise self.too_large(size)
                 chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return self.decoded(chunks[0] if len(chunks) == 1 else b"".join(chunks), content_encoding)
+
+    def decoded(self, body: bytes, content_encoding: str | None) -> bytes:
+        """A whole body, decompressed per its Content-Encoding and checked against the limit."""
+        if len(body) > self.max_input_size:
+            raise self.too_large(len(body))
         encoding = (content_encoding or "").strip().lower()
         if encoding and encoding != "identity" and body:
             body = self._decompress(body, encoding)
@@ -58,10 +63,10 @@ class BodyReader:
         except zlib.error as exc:
             raise NaiadError.invalid(f"the {encoding} request body does not decompress: {exc}") from None
         if len(result) > self.max_input_size:
-            raise self._too_large(len(result), decompressed=True)
+            raise self.too_large(len(result), decompressed=True)
         return result
 
-    def _too_large(self, size: int, decompressed: bool = False) -> NaiadError:
+    def too_large(self, size: int, decompressed: bool = False) -> NaiadError:
         what = "decompressed request body" if decompressed else "request body"
         return NaiadError.invalid(
             f"the {what} is larger than the {self.max_input_size} bytes --http-max-input-size allows "

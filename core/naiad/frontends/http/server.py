@@ -1,5 +1,6 @@
-"""Runs the HTTP app under uvicorn (httptools, uvloop; the default and fastest) or hypercorn
-(`--http-server hypercorn`, which adds HTTP/2, also in cleartext with prior knowledge).
+"""Runs the HTTP app under naiad's own HTTP/1.1 server (`http1`, the default and fastest),
+uvicorn (`--http-server uvicorn`) or hypercorn (`--http-server hypercorn`, which adds HTTP/2,
+also in cleartext with prior knowledge).
 
 The listening socket is bound here first, so a port in use is a clear error from `run`
 rather than an exit from inside the ASGI server, and the CLI keeps owning the signals.
@@ -15,7 +16,10 @@ from typing import Any, Iterator
 
 from starlette.types import ASGIApp
 
-__all__ = ["bind_socket", "serve_uvicorn", "serve_hypercorn"]
+from .http1 import Http1Server
+from .infer_endpoint import NaiadHttpApp
+
+__all__ = ["bind_socket", "serve_naiad", "serve_uvicorn", "serve_hypercorn"]
 
 log = logging.getLogger("naiad.http")
 
@@ -42,6 +46,16 @@ def bind_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket
         sock.close()
         raise OSError(exc.errno, f"HTTP frontend cannot listen on {host}:{port}: {exc.strerror}") from None
     return sock
+
+
+async def serve_naiad(app: NaiadHttpApp, sock: socket.socket, started: asyncio.Event, grace_s: float) -> None:
+    server = Http1Server(app, app.infer, app.infer.body.max_input_size, KEEP_ALIVE_SECONDS)
+    await server.start(sock)
+    started.set()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.stop(grace_s)
 
 
 async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event) -> None:

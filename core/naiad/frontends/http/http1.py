@@ -1,0 +1,411 @@
+"""naiad's HTTP/1.1 server (`--http-server naiad`, the default): httptools parses requests
+in an asyncio Protocol; `POST .../infer` is answered straight from the parsed request, and
+every other request goes to the ASGI app through a small bridge.
+
+Why our own: under uvicorn, the server layer (ASGI scope and message dicts, the per-request
+cycle object, its flow-control and disconnect plumbing) cost more per small inference than
+naiad's parsing, validation and scheduling together (docs/performance.md). Here an infer
+request costs one task and one write, and a client that disconnects cancels its task
+directly, so the scheduler drops the queued request (as Triton does).
+
+HTTP/1.1 as clients use it: keep-alive (75 s idle), pipelining (answered in order),
+`Expect: 100-continue`, chunked request bodies (httptools decodes them), HTTP/1.0, HEAD.
+No upgrades (WebSocket, h2c): those get 400. Bodies over --http-max-input-size get 400 and
+the connection closes, without buffering the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import email.utils
+import logging
+import time
+from typing import Any
+from urllib.parse import unquote
+
+import httptools
+import orjson
+from starlette.types import ASGIApp
+
+from ...errors import NaiadError
+from .infer_endpoint import HEADER_LENGTH, InferEndpoint, infer_target
+from .responses import error_for
+
+__all__ = ["Http1Server", "Http1Connection"]
+
+log = logging.getLogger("naiad.http")
+
+_REASONS = {
+    200: b"OK", 204: b"No Content", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
+    413: b"Payload Too Large", 422: b"Unprocessable Entity", 429: b"Too Many Requests",
+    500: b"Internal Server Error", 501: b"Not Implemented", 503: b"Service Unavailable",
+}
+_HEADER_LENGTH = HEADER_LENGTH.lower().encode()
+# Pipelined requests waiting behind the one being answered, before reading pauses.
+_MAX_PIPELINED = 16
+
+
+class _DateHeader:
+    """`date: ...\\r\\n`, formatted once a second."""
+
+    second = -1
+    value = b""
+
+    @classmethod
+    def get(cls) -> bytes:
+        now = int(time.time())
+        if now != cls.second:
+            cls.second = now
+            cls.value = b"date: " + email.utils.formatdate(now, usegmt=True).encode() + b"\r\n"
+        return cls.value
+
+
+class _Request:
+    __slots__ = ("method", "url", "headers", "body", "keep_alive", "http_version")
+
+    def __init__(self, method: bytes, url: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
+                 keep_alive: bool, http_version: str) -> None:
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.keep_alive = keep_alive
+        self.http_version = http_version
+
+
+class Http1Connection(asyncio.Protocol):
+    def __init__(self, server: "Http1Server") -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.closed = False
+        self.disconnected: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+        self._queue: collections.deque[_Request] = collections.deque()
+        self._task: asyncio.Task[None] | None = None
+        self._reading = True
+        self._idle: asyncio.TimerHandle | None = None
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+        self._size = 0
+
+    # -- asyncio.Protocol --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.server.connections.add(self)
+        self._arm_idle()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        if self._idle is not None:
+            self._idle.cancel()
+        if not self.disconnected.done():
+            self.disconnected.set_result(None)
+        self._queue.clear()
+        if self._task is not None:
+            self._task.cancel()  # the client left: drop its inference
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return  # refused: input is discarded until the connection closes (see _refuse)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._refuse("protocol upgrades are not supported")
+        except httptools.HttpParserError as exc:
+            # httptools wraps what a callback raised (on_body: the body is over the limit).
+            cause = exc.__context__
+            self._refuse(cause.message if isinstance(cause, NaiadError) else f"malformed HTTP request: {exc}")
+
+    # -- httptools callbacks -----------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = []
+        self._body = []
+        self._size = 0
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        for name, value in self._headers:
+            if name == b"expect" and value.lower() == b"100-continue" and self.transport is not None:
+                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > self.server.max_input_size:
+            raise self.server.infer.body.too_large(self._size)
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        parser = self.parser
+        self._queue.append(
+            _Request(parser.get_method(), self._url, self._headers, body, parser.should_keep_alive(),
+                     parser.get_http_version())
+        )
+        if self._task is None:
+            self._next()
+        elif len(self._queue) > _MAX_PIPELINED and self._reading:
+            self._reading = False
+            self.transport.pause_reading()  # type: ignore[union-attr]
+
+    # -- answering, one request at a time ----------------------------------------------------
+
+    def _next(self) -> None:
+        request = self._queue.popleft()
+        if not self._reading and len(self._queue) <= _MAX_PIPELINED // 2:
+            self._reading = True
+            self.transport.resume_reading()  # type: ignore[union-attr]
+        self._task = asyncio.get_event_loop().create_task(self._answer(request))
+        self._task.add_done_callback(self._answered)
+
+    def _answered(self, task: asyncio.Task[None]) -> None:
+        self._task = None
+        if self.closed:
+            return
+        if not task.cancelled() and task.exception() is not None:
+            log.error("HTTP request failed", exc_info=task.exception())
+            self.transport.close()  # type: ignore[union-attr]
+            return
+        if self._queue:
+            self._next()
+        else:
+            self._arm_idle()
+
+    async def _answer(self, request: _Request) -> None:
+        if request.method == b"POST" and b"%" not in request.url and b"?" not in request.url:
+            target = infer_target(request.url.decode("latin-1"))
+            if target is not None:
+                await self._infer(request, *target)
+                return
+        await self._asgi(request)
+
+    async def _infer(self, request: _Request, name: str, version: str) -> None:
+        encoding = header_length = accept = None
+        for key, value in request.headers:
+            if key == b"content-encoding":
+                encoding = value.decode("latin-1")
+            elif key == _HEADER_LENGTH:
+                header_length = value.decode("latin-1")
+            elif key == b"accept-encoding":
+                accept = value.decode("latin-1")
+        infer = self.server.infer
+        try:
+            body = infer.body.decoded(request.body, encoding)
+            content, extra, media_type = await infer.answer(name, version, body, header_length, accept)
+        except Exception as exc:  # noqa: BLE001 - answered like every other endpoint
+            await error_for(exc, self._scope(request))(self._scope(request), _no_receive, self._sender(request))
+            return
+        head = [b"content-type: ", media_type.encode(), b"\r\ncontent-length: ", str(len(content)).encode(), b"\r\n"]
+        for key, value in extra.items():
+            head += [key.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n"]
+        self._write(request, 200, b"".join(head), content)
+
+    def _write(self, request: _Request, status: int, headers: bytes, body: bytes) -> None:
+        """One whole response; `headers` are complete `name: value\\r\\n` lines."""
+        if self.closed:
+            return
+        connection = b""
+        if not request.keep_alive:
+            connection = b"connection: close\r\n"
+        elif request.http_version == "1.0":
+            connection = b"connection: keep-alive\r\n"
+        reason = _REASONS.get(status, b"")
+        self.transport.write(  # type: ignore[union-attr]
+            b"HTTP/1.1 %d %s\r\n%s%s%s\r\n%s"
+            % (status, reason, _DateHeader.get(), connection, headers, b"" if request.method == b"HEAD" else body)
+        )
+        if not request.keep_alive:
+            self.transport.close()  # type: ignore[union-attr]
+
+    # -- everything else: the ASGI app -------------------------------------------------------
+
+    def _scope(self, request: _Request) -> dict[str, Any]:
+        url = httptools.parse_url(request.url)
+        raw_path = url.path or b"/"
+        transport = self.transport
+        return {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": request.http_version,
+            "server": transport.get_extra_info("sockname") if transport else None,
+            "client": transport.get_extra_info("peername") if transport else None,
+            "scheme": "http",
+            "method": request.method.decode("ascii"),
+            "root_path": "",
+            "path": unquote(raw_path.decode("latin-1")),
+            "raw_path": raw_path,
+            "query_string": url.query or b"",
+            "headers": request.headers,
+        }
+
+    def _receiver(self, request: _Request):
+        sent = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": request.body, "more_body": False}
+            await self.disconnected
+            return {"type": "http.disconnect"}
+
+        return receive
+
+    def _sender(self, request: _Request) -> "_AsgiResponse":
+        return _AsgiResponse(self, request)
+
+    def _write_head(self, request: _Request, status: int, headers: bytes) -> None:
+        connection = b"" if request.keep_alive else b"connection: close\r\n"
+        self.transport.write(  # type: ignore[union-attr]
+            b"HTTP/1.1 %d %s\r\n%s%s%s\r\n" % (status, _REASONS.get(status, b""), _DateHeader.get(), connection, headers)
+        )
+
+    async def _asgi(self, request: _Request) -> None:
+        scope = self._scope(request)
+        send = self._sender(request)
+        try:
+            await self.server.app(scope, self._receiver(request), send)
+        except Exception as exc:  # noqa: BLE001 - one failing request must not end the server
+            if not send.head_written:
+                await error_for(exc, scope)(scope, _no_receive, send)
+                return
+            log.error("HTTP handler failed after it started answering", exc_info=exc)
+        if not send.done and not self.closed:
+            # The app ended without finishing its answer: the connection cannot be reused.
+            self.transport.close()  # type: ignore[union-attr]
+
+    # -- connection lifetime -----------------------------------------------------------------
+
+    def _refuse(self, message: str) -> None:
+        if self.closed or self.transport is None:
+            return
+        body = orjson.dumps({"error": message})
+        self.transport.write(
+            b"HTTP/1.1 400 Bad Request\r\n%scontent-type: application/json\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (_DateHeader.get(), len(body), body)
+        )
+        self.closed = True
+        # Close the write side and discard input for a moment: closing with unread input
+        # would make the kernel reset the connection, and the client might lose the 400.
+        transport = self.transport
+        if transport.can_write_eof():
+            transport.write_eof()
+            asyncio.get_event_loop().call_later(1.0, transport.close)
+        else:
+            transport.close()
+
+    def _arm_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = asyncio.get_event_loop().call_later(self.server.keep_alive_s, self._close_idle)
+
+    def _close_idle(self) -> None:
+        if self._task is None and not self._queue and self.transport is not None:
+            self.transport.close()
+
+    def shutdown(self) -> None:
+        """Close now if idle; otherwise after the request being answered."""
+        if self._task is None:
+            if self.transport is not None:
+                self.transport.close()
+        else:
+            self._queue.clear()
+            self._task.add_done_callback(lambda _: self.transport.close())  # type: ignore[union-attr]
+
+
+class _AsgiResponse:
+    """The ASGI `send` of one request: whole responses in one write, chunked ones when the
+    app streams without a content-length."""
+
+    __slots__ = ("connection", "request", "start", "head_written", "chunked", "done")
+
+    def __init__(self, connection: Http1Connection, request: _Request) -> None:
+        self.connection = connection
+        self.request = request
+        self.start: dict[str, Any] | None = None
+        self.head_written = False
+        self.chunked = False
+        self.done = False
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        connection = self.connection
+        if connection.closed or self.done:
+            return
+        kind = message["type"]
+        if kind == "http.response.start":
+            self.start = message
+            return
+        if kind != "http.response.body":
+            return
+        request = self.request
+        body = message.get("body", b"")
+        more = message.get("more_body", False)
+        if not self.head_written:
+            start = self.start or {"status": 500, "headers": []}
+            lines = [b"%s: %s\r\n" % (bytes(k).lower(), bytes(v)) for k, v in start.get("headers", [])]
+            has_length = any(line.startswith(b"content-length:") for line in lines)
+            self.head_written = True
+            if not more:
+                self.done = True
+                if not has_length:
+                    lines.append(b"content-length: %d\r\n" % len(body))
+                connection._write(request, start["status"], b"".join(lines), body)
+                return
+            if not has_length:
+                self.chunked = True
+                lines.append(b"transfer-encoding: chunked\r\n")
+            connection._write_head(request, start["status"], b"".join(lines))
+        transport = connection.transport
+        assert transport is not None
+        if request.method != b"HEAD" and body:
+            transport.write(b"%x\r\n%s\r\n" % (len(body), body) if self.chunked else body)
+        if not more:
+            self.done = True
+            if self.chunked and request.method != b"HEAD":
+                transport.write(b"0\r\n\r\n")
+            if not request.keep_alive:
+                transport.close()
+
+
+async def _no_receive() -> dict[str, Any]:
+    return {"type": "http.disconnect"}
+
+
+class Http1Server:
+    def __init__(self, app: ASGIApp, infer: InferEndpoint, max_input_size: int, keep_alive_s: float) -> None:
+        self.app = app
+        self.infer = infer
+        self.max_input_size = max_input_size
+        self.keep_alive_s = keep_alive_s
+        self.connections: set[Http1Connection] = set()
+        self._listener: asyncio.AbstractServer | None = None
+
+    async def start(self, sock: Any) -> None:
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(lambda: Http1Connection(self), sock=sock, backlog=2048)
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop listening; requests being answered get `grace_s` to finish."""
+        if self._listener is not None:
+            self._listener.close()
+        for connection in list(self.connections):
+            connection.shutdown()
+        pending = [connection.disconnected for connection in self.connections]
+        if pending:
+            await asyncio.wait(pending, timeout=grace_s)
+        for connection in list(self.connections):
+            if connection.transport is not None:
+                connection.transport.abort()
