@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from . import heap
 from .backend_abi import Model, ModelContext
 from .backend_registry import BackendRegistry
 from .config_defaults import fill_config_defaults
@@ -250,6 +251,7 @@ class ModelManager:
             record.states = {v: (ModelState.READY, "") for v in built}
             log.info("loaded model '%s' version(s) %s", name, sorted(built))
         await self._retire(retired)
+        heap.settle_soon()
 
     async def _build_with_timeout(
         self,
@@ -287,6 +289,7 @@ class ModelManager:
             await self._retire(retired)
             record.states = {v: (ModelState.UNAVAILABLE, "unloaded") for v in record.states}
             log.info("unloaded model '%s'", name)
+        heap.settle_soon()
 
     async def unload_all(self, timeout: float | None = None) -> None:
         # Ensembles first, so their in-flight requests can still reach their steps.

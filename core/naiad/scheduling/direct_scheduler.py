@@ -40,6 +40,8 @@ class DirectScheduler(Scheduler):
                 job.finish(InferenceResponse(error=NaiadError.cancelled_request()))
                 continue
             await runner.run([job])
+            # Not holding the finished request (and its tensors) while waiting for the next.
+            job = None
 
     async def stop(self, timeout: float | None = None) -> None:
         self._accepting = False

@@ -98,6 +98,8 @@ class DynamicBatcher(Scheduler):
                 task.add_done_callback(self._executions.discard)
             if not self._accepting and not len(self._queue) and len(self._free) == len(self._runners):
                 return
+            # Not holding the last batch (and its tensors) while waiting.
+            decision = None
             self._changed.clear()
             timer = None
             if wake is not None:

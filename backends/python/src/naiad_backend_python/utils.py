@@ -108,13 +108,17 @@ def numpy_to_triton_type(data_type: Any) -> int | None:
     return None if name is None else _TYPE_NUMBERS[name]
 
 
+# numpy dtype -> Triton datatype, for every numeric type (BF16 travels as uint16 words, so
+# uint16 arrays are UINT16 here). A dict lookup: models build several tensors per request.
+_DATATYPE_OF_DTYPE: dict[np.dtype, str] = {
+    np.dtype(numpy_type): name for name, numpy_type in _NUMPY_OF_TYPE.items() if name not in ("BYTES", "BF16")
+}
+
+
 def _datatype_of_dtype(dtype: np.dtype) -> str | None:
     if dtype.kind in ("O", "S", "U"):
         return "BYTES"
-    for name, numpy_type in _NUMPY_OF_TYPE.items():
-        if name not in ("BYTES", "BF16") and dtype == np.dtype(numpy_type):
-            return name
-    return None
+    return _DATATYPE_OF_DTYPE.get(dtype)
 
 
 def serialize_byte_tensor(input_tensor: np.ndarray) -> bytes | tuple[()] | None:

@@ -417,9 +417,7 @@ class Http2Connection(asyncio.Protocol):
         data = self._unpad(flags, payload)
         stream.recv_window -= length
         if stream.recv_window < 0:
-            stream.reset(ErrorCode.FLOW_CONTROL_ERROR)
-            if stream.events is not None:
-                stream.events.stream_reset()
+            self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
             return
         end = bool(flags & END_STREAM)
         if not end:
@@ -430,7 +428,8 @@ class Http2Connection(asyncio.Protocol):
                 stream.recv_unacked = 0
         else:
             stream.remote_closed = True
-        stream.events.data_received(data, end)  # type: ignore[union-attr]
+        if stream.events is not None:
+            stream.events.data_received(data, end)
         if end and stream.local_closed:
             self._forget(stream)
 
@@ -467,7 +466,8 @@ class Http2Connection(asyncio.Protocol):
             if stream.remote_closed or not end:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"second HEADERS on stream {stream_id}")
             stream.remote_closed = True
-            stream.events.data_received(b"", True)  # type: ignore[union-attr]
+            if stream.events is not None:
+                stream.events.data_received(b"", True)
             if stream.local_closed:
                 self._forget(stream)
             return
@@ -575,10 +575,11 @@ class Http2Connection(asyncio.Protocol):
             return
         stream.local_closed = stream.remote_closed = True
         stream.pending.clear()
+        events = stream.events
         self._forget(stream)
         stream._wake()
-        if stream.events is not None:
-            stream.events.stream_reset()
+        if events is not None:
+            events.stream_reset()
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -642,6 +643,9 @@ class Http2Connection(asyncio.Protocol):
             stream._flush()
 
     def _forget(self, stream: Stream) -> None:
+        # The stream and its events (a gRPC call) refer to each other: cutting the link lets
+        # reference counting free both, instead of the cyclic collector.
+        stream.events = None
         if self._streams.get(stream.id) is stream:
             del self._streams[stream.id]
         self._blocked.pop(stream.id, None)
@@ -651,9 +655,10 @@ class Http2Connection(asyncio.Protocol):
     def _stream_error(self, stream_id: int, code: int) -> None:
         stream = self._streams.get(stream_id)
         if stream is not None:
+            events = stream.events
             stream.reset(code)
-            if stream.events is not None:
-                stream.events.stream_reset()
+            if events is not None:
+                events.stream_reset()
         else:
             self._write(frame(RST_STREAM, 0, stream_id, _U32.pack(code)))
 

@@ -105,6 +105,7 @@ class Http1Connection(asyncio.Protocol):
         if not self.disconnected.done():
             self.disconnected.set_result(None)
         self._queue.clear()
+        self.parser = None  # type: ignore[assignment]  # it refers back to us: no cycle to collect
         if self._task is not None:
             self._task.cancel()  # the client left: drop its inference
 
