@@ -112,10 +112,6 @@ class Stream:
         self.pending: collections.deque[tuple[int, bytes | memoryview, bool]] = collections.deque()
         self._drain: asyncio.Future[None] | None = None
 
-    @property
-    def closed(self) -> bool:
-        return self.local_closed
-
     def send_headers(self, block: bytes, end_stream: bool = False) -> None:
         if self.local_closed:
             return
@@ -175,10 +171,6 @@ class Stream:
         self.local_closed = self.remote_closed = True
         self.pending.clear()
         connection._forget(self)
-
-    @property
-    def buffered(self) -> int:
-        return sum(len(item) for kind, item, _ in self.pending if kind == DATA)
 
     async def drained(self) -> None:
         """Wait until what was sent has left this process (or the stream closed)."""

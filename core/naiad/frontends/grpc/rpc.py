@@ -115,10 +115,10 @@ class RpcDispatcher:
             stream.send_headers(encode_headers([(":status", status)]), end_stream=True)
             return call
         if call.method is None:
-            call.fail(StatusCode.UNIMPLEMENTED, f"Method not found: {path}")
+            call.end(StatusCode.UNIMPLEMENTED, f"Method not found: {path}")
             return call
         if encoding not in (None, "identity") and encoding not in _WBITS:
-            call.fail(StatusCode.UNIMPLEMENTED, f"Compression algorithm '{encoding}' is not supported")
+            call.end(StatusCode.UNIMPLEMENTED, f"Compression algorithm '{encoding}' is not supported")
             return call
         call.start(encoding, accept, timeout, end_stream)
         return call
@@ -195,17 +195,17 @@ class Call:
             try:
                 buffer = self._messages(buffer)
             except RpcError as exc:
-                self.fail(exc.code, exc.details)
+                self.end(exc.code, exc.details)
                 return
             self._buffer = buffer if isinstance(buffer, bytearray) else bytearray(buffer)
         if not end_stream:
             return
         if self._buffer:
-            self.fail(StatusCode.INTERNAL, "the request ended inside a message")
+            self.end(StatusCode.INTERNAL, "the request ended inside a message")
         elif self._requests is not None:
             self._requests.put_nowait(None)
         elif self._request is None:
-            self.fail(StatusCode.UNIMPLEMENTED, "the request carried no message")
+            self.end(StatusCode.UNIMPLEMENTED, "the request carried no message")
         else:
             request, self._request = self._request, None
             self._task = asyncio.get_running_loop().create_task(self._run(request))
@@ -282,23 +282,23 @@ class Call:
                     stream = self.stream
                     if stream.pending or stream.connection._paused:
                         await stream.drained()  # a slow reader: do not buffer without bound
-                self._end(StatusCode.OK, "")
+                self.end(StatusCode.OK, "")
             else:
                 response = await method.implementation(argument, self)
                 if not self._done:
                     self._respond(response)
         except RpcError as exc:
-            self.fail(exc.code, exc.details)
+            self.end(exc.code, exc.details)
         except NaiadError as exc:
-            self.fail(status_of(exc), exc.message)
+            self.end(status_of(exc), exc.message)
         except asyncio.CancelledError:
             if self._deadline_hit:
-                self.fail(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+                self.end(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
             else:
-                self.fail(StatusCode.CANCELLED, "the call was cancelled")
+                self.end(StatusCode.CANCELLED, "the call was cancelled")
         except Exception as exc:  # noqa: BLE001 - a bug in one call must not end the connection
             log.exception("gRPC method %s failed", method.name)
-            self.fail(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            self.end(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
     def _encode(self, response: Message) -> bytes:
         payload = response.SerializeToString()
@@ -322,7 +322,7 @@ class Call:
         try:
             message = self._encode(response)
         except RpcError as exc:
-            self.fail(exc.code, exc.details)
+            self.end(exc.code, exc.details)
             return
         self._finish()
         self.stream.respond(self._response_headers(), message, _OK_TRAILERS)
@@ -334,10 +334,8 @@ class Call:
             self.stream.send_headers(self._response_headers())
         self.stream.send_data(message)
 
-    def fail(self, code: StatusCode, details: str) -> None:
-        self._end(code, details)
-
-    def _end(self, code: StatusCode, details: str) -> None:
+    def end(self, code: StatusCode, details: str) -> None:
+        """Finish the call with a status (trailers, or trailers-only before any message)."""
         if self._done:
             return
         self._finish()
@@ -362,4 +360,4 @@ class Call:
         if self._task is not None and not self._task.done():
             self._task.cancel()
         else:
-            self.fail(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+            self.end(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")

@@ -207,7 +207,8 @@ class Http1Connection(asyncio.Protocol):
             body = infer.body.decoded(request.body, encoding)
             content, extra, media_type = await infer.answer(name, version, body, header_length, accept)
         except Exception as exc:  # noqa: BLE001 - answered like every other endpoint
-            await error_for(exc, self._scope(request))(self._scope(request), _no_receive, self._sender(request))
+            scope = self._scope(request)
+            await error_for(exc, scope)(scope, _no_receive, self._sender(request))
             return
         head = [b"content-type: ", media_type.encode(), b"\r\ncontent-length: ", str(len(content)).encode(), b"\r\n"]
         for key, value in extra.items():
@@ -218,18 +219,20 @@ class Http1Connection(asyncio.Protocol):
         """One whole response; `headers` are complete `name: value\\r\\n` lines."""
         if self.closed:
             return
+        self.transport.write(self._head(request, status, headers) + (b"" if request.method == b"HEAD" else body))  # type: ignore[union-attr]
+        if not request.keep_alive:
+            self.transport.close()  # type: ignore[union-attr]
+
+    @staticmethod
+    def _head(request: _Request, status: int, headers: bytes) -> bytes:
         connection = b""
         if not request.keep_alive:
             connection = b"connection: close\r\n"
         elif request.http_version == "1.0":
             connection = b"connection: keep-alive\r\n"
-        reason = _REASONS.get(status, b"")
-        self.transport.write(  # type: ignore[union-attr]
-            b"HTTP/1.1 %d %s\r\n%s%s%s\r\n%s"
-            % (status, reason, _DateHeader.get(), connection, headers, b"" if request.method == b"HEAD" else body)
+        return b"HTTP/1.1 %d %s\r\n%s%s%s\r\n" % (
+            status, _REASONS.get(status, b""), _DateHeader.get(), connection, headers
         )
-        if not request.keep_alive:
-            self.transport.close()  # type: ignore[union-attr]
 
     # -- everything else: the ASGI app -------------------------------------------------------
 
@@ -267,12 +270,6 @@ class Http1Connection(asyncio.Protocol):
 
     def _sender(self, request: _Request) -> "_AsgiResponse":
         return _AsgiResponse(self, request)
-
-    def _write_head(self, request: _Request, status: int, headers: bytes) -> None:
-        connection = b"" if request.keep_alive else b"connection: close\r\n"
-        self.transport.write(  # type: ignore[union-attr]
-            b"HTTP/1.1 %d %s\r\n%s%s%s\r\n" % (status, _REASONS.get(status, b""), _DateHeader.get(), connection, headers)
-        )
 
     async def _asgi(self, request: _Request) -> None:
         scope = self._scope(request)
@@ -368,7 +365,7 @@ class _AsgiResponse:
             if not has_length:
                 self.chunked = True
                 lines.append(b"transfer-encoding: chunked\r\n")
-            connection._write_head(request, start["status"], b"".join(lines))
+            connection.transport.write(connection._head(request, start["status"], b"".join(lines)))  # type: ignore[union-attr]
         transport = connection.transport
         assert transport is not None
         if request.method != b"HEAD" and body:
