@@ -21,7 +21,8 @@ __all__ = ["settle", "settle_soon"]
 
 # Loads come in bursts (start-up, a poll that changes several models): one settle after.
 _DELAY_S = 0.5
-_scheduled: set[asyncio.AbstractEventLoop] = set()
+# The loop a settle is scheduled on (one at a time; a loop closed before it ran is replaced).
+_scheduled_on: asyncio.AbstractEventLoop | None = None
 
 
 def settle() -> None:
@@ -32,13 +33,16 @@ def settle() -> None:
 
 def settle_soon() -> None:
     """`settle()` once, a moment from now, on the running loop."""
+    global _scheduled_on
     loop = asyncio.get_running_loop()
-    if loop in _scheduled:
+    if _scheduled_on is loop:
         return
-    _scheduled.add(loop)
+    _scheduled_on = loop
 
     def run() -> None:
-        _scheduled.discard(loop)
+        global _scheduled_on
+        if _scheduled_on is loop:
+            _scheduled_on = None
         settle()
 
     loop.call_later(_DELAY_S, run)

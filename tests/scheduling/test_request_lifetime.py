@@ -68,3 +68,19 @@ def test_settle_freezes_what_lives_and_frees_what_was_dropped():
     assert watch() is None
     assert kept.me is kept
     gc.unfreeze()
+
+
+def test_the_server_freezes_its_heap_after_loading(tmp_path):
+    write_model(tmp_path, "m", '''backend: "numpy" max_batch_size: 0
+input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]''')
+
+    async def main() -> None:
+        gc.unfreeze()
+        async with serving(tmp_path) as server:
+            assert server.model("m").is_ready()
+            await asyncio.sleep(heap._DELAY_S + 0.3)
+            assert gc.get_freeze_count() > 0
+        gc.unfreeze()
+
+    asyncio.run(main())
