@@ -185,3 +185,23 @@ parameters [{key:"op" value {string_value:"sleep"}}, {key:"sleep_ms" value {stri
         stats = httpx.get(base_url + "/v2/models/slow/stats").json()["model_stats"][0]["inference_stats"]
         assert stats["success"]["count"] == 1
         assert httpx.post(base_url + "/v2/models/slow/infer", content=body, timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("shape", ["many headers", "one endless header"])
+def test_oversized_request_heads_are_refused(base_url, shape):
+    with connect(base_url) as sock:
+        sock.sendall(b"GET /v2 HTTP/1.1\r\nHost: x\r\n")
+        try:
+            if shape == "many headers":
+                for i in range(2000):
+                    sock.sendall(b"X-Filler-%d: %s\r\n" % (i, b"v" * 60))
+            else:
+                sock.sendall(b"X-Endless: ")
+                for _ in range(100):
+                    sock.sendall(b"v" * 65536)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        reader = Reader(sock)
+        status, _, body = reader.response()
+        assert status == 400 and "larger than 65536 bytes" in json.loads(body)["error"]
+    assert httpx.get(base_url + "/v2/health/live").status_code == 200

@@ -315,8 +315,8 @@ def test_aio_client_covers_the_management_endpoints(explicit_server):
     asyncio.run(go())
 
 
-def test_sigterm_stops_both_http_servers_cleanly(repository):
-    for kind in ("uvicorn", "hypercorn"):
+def test_sigterm_stops_every_http_server_cleanly(repository):
+    for kind in ("naiad", "uvicorn", "hypercorn"):
         process = start_server(repository, "--http-server", kind)
         assert httpclient.InferenceServerClient(process.http_url).is_server_live()
         assert process.stop() == 0, process.log()

@@ -44,6 +44,11 @@ _REASONS = {
 _HEADER_LENGTH = HEADER_LENGTH.lower().encode()
 # Pipelined requests waiting behind the one being answered, before reading pauses.
 _MAX_PIPELINED = 16
+# The request line and headers together: more is refused, not buffered without bound.
+MAX_HEAD_BYTES = 64 * 1024
+# Bytes received while a request's head is incomplete: bounds what the parser buffers for one
+# endless header (pipelined heads in the same packets count too, hence the margin).
+_MAX_UNPARSED_HEAD = 16 * MAX_HEAD_BYTES
 
 
 class _DateHeader:
@@ -89,6 +94,8 @@ class Http1Connection(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
         self._size = 0
+        self._in_body = False
+        self._head_received = 0
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -112,6 +119,11 @@ class Http1Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return  # refused: input is discarded until the connection closes (see _refuse)
+        if not self._in_body:
+            self._head_received += len(data)
+            if self._head_received > _MAX_UNPARSED_HEAD:
+                self._refuse(f"the request line and headers are larger than {MAX_HEAD_BYTES} bytes")
+                return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -134,11 +146,21 @@ class Http1Connection(asyncio.Protocol):
 
     def on_url(self, url: bytes) -> None:
         self._url += url
+        self._count_head(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name.lower(), value))
+        self._count_head(len(name) + len(value))
+
+    def _count_head(self, size: int) -> None:
+        self._size += size
+        if self._size > MAX_HEAD_BYTES:
+            raise NaiadError.invalid(f"the request line and headers are larger than {MAX_HEAD_BYTES} bytes")
 
     def on_headers_complete(self) -> None:
+        self._size = 0  # from here it counts the body
+        self._in_body = True
+        self._head_received = 0
         for name, value in self._headers:
             if name == b"expect" and value.lower() == b"100-continue" and self.transport is not None:
                 self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -150,6 +172,7 @@ class Http1Connection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self._in_body = False
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         parser = self.parser
         self._queue.append(
