@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+from ..connections import close_lingering
 from .header_compression import TABLE_SIZE_ZERO, HeaderCompressionError, HeaderDecoder
 
 __all__ = ["Http2Limits", "Http2Connection", "Stream", "StreamEvents", "ErrorCode"]
@@ -249,7 +250,7 @@ class Http2Connection(asyncio.Protocol):
         self._pings_without_data = 0
         self._ping_strikes = 0
         self._next_ping_allowed = 0.0
-        self.closed: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+        self.lost: asyncio.Future[None] = asyncio.get_event_loop().create_future()
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -289,8 +290,8 @@ class Http2Connection(asyncio.Protocol):
             stream._wake()
             if stream.events is not None:
                 stream.events.stream_reset()
-        if not self.closed.done():
-            self.closed.set_result(None)
+        if not self.lost.done():
+            self.lost.set_result(None)
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -667,9 +668,7 @@ class Http2Connection(asyncio.Protocol):
         self._close()
 
     def _close(self) -> None:
-        """Close after what was written (GOAWAY last) has left. The write side closes first
-        and what the peer still sends is discarded for a moment: closing with unread input
-        would make the kernel reset the connection, and the peer might lose the GOAWAY."""
+        """Close after what was written (GOAWAY last) has left; input is discarded meanwhile."""
         if self._closed:
             return
         transport = self.transport
@@ -678,14 +677,10 @@ class Http2Connection(asyncio.Protocol):
             transport.write(b"".join(self._batch))
             self._batch.clear()
         self._closed = True
-        if transport.can_write_eof():
-            transport.write_eof()
-            asyncio.get_event_loop().call_later(1.0, transport.close)
-        else:
-            transport.close()
+        close_lingering(transport)
 
     def shutdown(self) -> None:
-        """Refuse new streams; close once the open ones finish (see `Http2Server.stop`)."""
+        """Refuse new streams; close once the open ones finish."""
         self._goaway(ErrorCode.NO_ERROR)
         if not self._streams:
             self._close()

@@ -15,6 +15,7 @@ import ssl
 from dataclasses import dataclass, field
 
 from ...server import Server
+from ..connections import stop_serving
 from .health import HealthServicer, health_methods
 from .http2 import Http2Connection, Http2Limits
 from .restrictions import parse_restrictions
@@ -173,15 +174,7 @@ class GrpcServer:
 
     async def stop(self, grace_s: float) -> None:
         """Stop listening, let open calls finish for up to `grace_s`, then close the rest."""
-        if self._listener is not None:
-            self._listener.close()
-        for connection in list(self.connections):
-            connection.shutdown()
-        pending = [connection.closed for connection in self.connections]
-        if pending:
-            await asyncio.wait(pending, timeout=grace_s)
-        for connection in list(self.connections):
-            connection.abort()
+        await stop_serving(self._listener, self.connections, grace_s)
         for call in list(self.dispatcher.calls):
             call.stream_reset()
 

@@ -29,6 +29,7 @@ import orjson
 from starlette.types import ASGIApp
 
 from ...errors import NaiadError
+from ..connections import close_lingering, stop_serving
 from .infer_endpoint import HEADER_LENGTH, InferEndpoint, infer_target
 from .responses import error_for
 
@@ -85,7 +86,7 @@ class Http1Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.closed = False
-        self.disconnected: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+        self.lost: asyncio.Future[None] = asyncio.get_event_loop().create_future()
         self._queue: collections.deque[_Request] = collections.deque()
         self._task: asyncio.Task[None] | None = None
         self._reading = True
@@ -109,8 +110,8 @@ class Http1Connection(asyncio.Protocol):
         self.server.connections.discard(self)
         if self._idle is not None:
             self._idle.cancel()
-        if not self.disconnected.done():
-            self.disconnected.set_result(None)
+        if not self.lost.done():
+            self.lost.set_result(None)
         self._queue.clear()
         self.parser = None  # type: ignore[assignment]  # it refers back to us: no cycle to collect
         if self._task is not None:
@@ -286,7 +287,7 @@ class Http1Connection(asyncio.Protocol):
             if not sent:
                 sent = True
                 return {"type": "http.request", "body": request.body, "more_body": False}
-            await self.disconnected
+            await self.lost
             return {"type": "http.disconnect"}
 
         return receive
@@ -318,15 +319,8 @@ class Http1Connection(asyncio.Protocol):
             b"HTTP/1.1 400 Bad Request\r\n%scontent-type: application/json\r\ncontent-length: %d\r\n"
             b"connection: close\r\n\r\n%s" % (_DateHeader.get(), len(body), body)
         )
-        self.closed = True
-        # Close the write side and discard input for a moment: closing with unread input
-        # would make the kernel reset the connection, and the client might lose the 400.
-        transport = self.transport
-        if transport.can_write_eof():
-            transport.write_eof()
-            asyncio.get_event_loop().call_later(1.0, transport.close)
-        else:
-            transport.close()
+        self.closed = True  # input is discarded from now on
+        close_lingering(self.transport)
 
     def _arm_idle(self) -> None:
         if self._idle is not None:
@@ -336,6 +330,10 @@ class Http1Connection(asyncio.Protocol):
     def _close_idle(self) -> None:
         if self._task is None and not self._queue and self.transport is not None:
             self.transport.close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
 
     def shutdown(self) -> None:
         """Close now if idle; otherwise after the request being answered."""
@@ -420,13 +418,4 @@ class Http1Server:
 
     async def stop(self, grace_s: float) -> None:
         """Stop listening; requests being answered get `grace_s` to finish."""
-        if self._listener is not None:
-            self._listener.close()
-        for connection in list(self.connections):
-            connection.shutdown()
-        pending = [connection.disconnected for connection in self.connections]
-        if pending:
-            await asyncio.wait(pending, timeout=grace_s)
-        for connection in list(self.connections):
-            if connection.transport is not None:
-                connection.transport.abort()
+        await stop_serving(self._listener, self.connections, grace_s)

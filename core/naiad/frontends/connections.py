@@ -1,0 +1,47 @@
+"""What naiad's own HTTP/1.1 and HTTP/2 servers share about ending connections: a close that
+does not lose the last answer, and a drain of every connection at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Iterable, Protocol
+
+__all__ = ["Connection", "close_lingering", "stop_serving"]
+
+# How long a closing connection keeps discarding the peer's input (see close_lingering).
+_LINGER_S = 1.0
+
+
+class Connection(Protocol):
+    lost: asyncio.Future[None]  # done once the transport is gone
+
+    def shutdown(self) -> None:
+        """Take no new requests; close once the ones in progress are answered."""
+
+    def abort(self) -> None: ...
+
+
+def close_lingering(transport: asyncio.BaseTransport) -> None:
+    """Close once what was written has left. The write side closes first, and the caller
+    discards what the peer still sends for a moment: closing with unread input makes the
+    kernel reset the connection, and the peer may lose the answer written last (a 400, a
+    GOAWAY)."""
+    if isinstance(transport, asyncio.WriteTransport) and transport.can_write_eof():
+        transport.write_eof()
+        asyncio.get_running_loop().call_later(_LINGER_S, transport.close)
+    else:
+        transport.close()
+
+
+async def stop_serving(listener: asyncio.AbstractServer | None, connections: Iterable[Connection], grace_s: float) -> None:
+    """Stop listening, let every connection finish what it is answering for up to
+    `grace_s`, then abort the rest."""
+    if listener is not None:
+        listener.close()
+    for connection in list(connections):
+        connection.shutdown()
+    pending = [connection.lost for connection in connections]
+    if pending:
+        await asyncio.wait(pending, timeout=grace_s)
+    for connection in list(connections):
+        connection.abort()
