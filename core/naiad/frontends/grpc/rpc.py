@@ -112,6 +112,7 @@ class RpcDispatcher:
         if method != "POST" or not (content_type or "").startswith("application/grpc"):
             # Not a gRPC request (e.g. a browser or a plain HTTP/2 client): HTTP's own answer.
             status = "405" if method != "POST" else "415"
+            call._finish()
             stream.send_headers(encode_headers([(":status", status)]), end_stream=True)
             return call
         if call.method is None:
