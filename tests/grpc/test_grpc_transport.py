@@ -17,7 +17,7 @@ import tritonclient.grpc as tg
 from grpc_servers import numpy_server, write_repository
 from naiad.frontends.grpc.header_compression import HeaderDecoder, encode_headers
 from raw_http2 import (
-    CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PADDED, PING, PRIORITY_FLAG, RST_STREAM,
+    ACK, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PADDED, PING, PRIORITY_FLAG, RST_STREAM, SETTINGS,
     INFER, RawHttp2, grpc_message, grpc_status, identity_request, infer_response,
 )
 
@@ -285,3 +285,19 @@ def test_plain_http1_client_is_refused_cleanly(port, transport_server):
         received = received[9 + length :]
     assert kinds[-1] == GOAWAY
     still_serving(transport_server.grpc_url)
+
+
+def test_a_client_without_a_dynamic_table_can_read_every_answer(port):
+    """SETTINGS_HEADER_TABLE_SIZE 0: the server's next header block starts with a table size
+    update, which a strict decoder (hpack's, here, with its limit at 0) requires."""
+    client = RawHttp2(port, settings={0x1: 0})
+    client.decoder.max_allowed_table_size = 0
+    try:
+        while not ((frame := client.read_frame())[0] == SETTINGS and frame[1] & ACK):
+            pass  # until the server acknowledges our settings
+        for stream_id in (1, 3):
+            client.call(stream_id, identity_request([float(stream_id)]))
+            response = client.response(stream_id)
+            assert grpc_status(response) == (0, "") and pb_values(response["body"]) == [float(stream_id)]
+    finally:
+        client.close()

@@ -144,6 +144,7 @@ class Stream:
         if (
             self.local_closed
             or self.pending
+            or connection._table_size_update  # the general path prefixes the size update
             or size > connection.peer_max_frame
             or size > self.send_window
             or size > connection.send_window
