@@ -21,12 +21,13 @@ class Connection(Protocol):
     def abort(self) -> None: ...
 
 
-def close_lingering(transport: asyncio.BaseTransport) -> None:
+def close_lingering(transport: asyncio.Transport) -> None:
     """Close once what was written has left. The write side closes first, and the caller
     discards what the peer still sends for a moment: closing with unread input makes the
     kernel reset the connection, and the peer may lose the answer written last (a 400, a
     GOAWAY)."""
-    if isinstance(transport, asyncio.WriteTransport) and transport.can_write_eof():
+    # Duck-typed: uvloop's transports do not register as asyncio.WriteTransport.
+    if transport.can_write_eof():
         transport.write_eof()
         asyncio.get_running_loop().call_later(_LINGER_S, transport.close)
     else:
