@@ -26,7 +26,7 @@ def close_lingering(transport: asyncio.Transport) -> None:
     discards what the peer still sends for a moment: closing with unread input makes the
     kernel reset the connection, and the peer may lose the answer written last (a 400, a
     GOAWAY)."""
-    # Duck-typed: uvloop's transports do not register as asyncio.WriteTransport.
+    # Asked of the transport itself: uvloop's do not subclass asyncio.WriteTransport.
     if transport.can_write_eof():
         transport.write_eof()
         asyncio.get_running_loop().call_later(_LINGER_S, transport.close)
