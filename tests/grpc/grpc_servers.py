@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+from tritonclient.utils import InferenceServerException
+
 from naiad.testing import ServerProcess
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -54,3 +57,14 @@ def numpy_server(repo: Path, *flags: str) -> ServerProcess:
         repo, "--backend-plugin", "numpy_backend:NumpyPlugin", "--allow-http", "false",
         "--allow-metrics", "false", *flags, env={"PYTHONPATH": pythonpath},
     )
+
+
+def expect_error(call, status: str, *fragments: str) -> str:
+    """Run `call`, which must fail with gRPC `status` and a message holding every fragment;
+    returns the message."""
+    with pytest.raises(InferenceServerException) as info:
+        call()
+    assert info.value.status() == f"StatusCode.{status}", info.value
+    for fragment in fragments:
+        assert fragment in info.value.message(), info.value.message()
+    return info.value.message()

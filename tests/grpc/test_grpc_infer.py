@@ -15,6 +15,8 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from grpc_servers import expect_error
+
 A = np.arange(8, dtype=np.float32).reshape(2, 4)
 B = np.full((2, 4), 0.5, dtype=np.float32)
 
@@ -26,15 +28,6 @@ def add_sub_inputs(a=A, b=B, names=("INPUT0", "INPUT1"), datatypes=("FP32", "FP3
         tensor.set_data_from_numpy(array)
         inputs.append(tensor)
     return inputs
-
-
-def expect_error(call, status: str, *fragments: str) -> str:
-    with pytest.raises(InferenceServerException) as info:
-        call()
-    assert info.value.status() == f"StatusCode.{status}", info.value
-    for fragment in fragments:
-        assert fragment in info.value.message(), info.value.message()
-    return info.value.message()
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import tritonclient.grpc as tg
 import tritonclient.grpc.aio as tga
 from tritonclient.utils import InferenceServerException
 
-from grpc_servers import numpy_server, write_repository
+from grpc_servers import expect_error, numpy_server, write_repository
 from naiad import __version__
 
 
@@ -20,14 +20,6 @@ from naiad import __version__
 def client(url):
     with tg.InferenceServerClient(url) as c:
         yield c
-
-
-def expect_error(call, status: str, *fragments: str) -> None:
-    with pytest.raises(InferenceServerException) as info:
-        call()
-    assert info.value.status() == f"StatusCode.{status}", info.value
-    for fragment in fragments:
-        assert fragment in info.value.message(), info.value.message()
 
 
 def test_health(client):

@@ -8,17 +8,8 @@ import json
 import numpy as np
 import pytest
 import tritonclient.grpc as tg
-from tritonclient.utils import InferenceServerException
 
-from grpc_servers import numpy_server, write_repository
-
-
-def expect_error(call, status: str, *fragments: str) -> None:
-    with pytest.raises(InferenceServerException) as info:
-        call()
-    assert info.value.status() == f"StatusCode.{status}", info.value
-    for fragment in fragments:
-        assert fragment in info.value.message(), info.value.message()
+from grpc_servers import expect_error, numpy_server, write_repository
 
 
 @pytest.fixture(scope="module")

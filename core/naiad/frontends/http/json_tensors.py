@@ -4,7 +4,7 @@ numpy arrays natively). BYTES travel as UTF-8 strings; FP16 and BF16 as numbers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -38,19 +38,26 @@ def array_from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any)
     return array.reshape(shape)
 
 
-def _bytes_from_json(name: str, data: list[Any]) -> np.ndarray:
-    flat: list[bytes] = []
+def _leaves(data: list[Any]) -> Iterator[Any]:
+    """The non-list items of a nested list, in row-major order (without recursion, so a
+    deeply nested body cannot exhaust the stack)."""
     stack = [iter(data)]
     while stack:
         for item in stack[-1]:
             if isinstance(item, list):
                 stack.append(iter(item))
                 break
-            if not isinstance(item, str):
-                raise NaiadError.invalid(f"input '{name}': BYTES data in JSON must be strings, got {item!r}")
-            flat.append(item.encode("utf-8"))
+            yield item
         else:
             stack.pop()
+
+
+def _bytes_from_json(name: str, data: list[Any]) -> np.ndarray:
+    flat: list[bytes] = []
+    for item in _leaves(data):
+        if not isinstance(item, str):
+            raise NaiadError.invalid(f"input '{name}': BYTES data in JSON must be strings, got {item!r}")
+        flat.append(item.encode("utf-8"))
     array = np.empty(len(flat), dtype=object)
     array[:] = flat
     return array
@@ -93,16 +100,9 @@ def _numbers_from_json(name: str, datatype: str, data: list[Any]) -> np.ndarray:
 
 
 def _require_integers(name: str, datatype: str, data: list[Any]) -> None:
-    stack = [iter(data)]
-    while stack:
-        for item in stack[-1]:
-            if isinstance(item, list):
-                stack.append(iter(item))
-                break
-            if isinstance(item, bool) or not isinstance(item, int):
-                raise NaiadError.invalid(f"input '{name}': {datatype} data must be integers, got {item!r}")
-        else:
-            stack.pop()
+    for item in _leaves(data):
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise NaiadError.invalid(f"input '{name}': {datatype} data must be integers, got {item!r}")
 
 
 
