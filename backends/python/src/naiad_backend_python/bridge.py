@@ -47,7 +47,7 @@ class Bridge(abc.ABC):
         """`bls` for coroutines running on the model's event loop."""
 
     @abc.abstractmethod
-    def bls_stream_async(self, request: "InferenceRequest") -> "ResponseIterator":
+    async def bls_stream_async(self, request: "InferenceRequest") -> "ResponseIterator":
         """`bls_stream` for coroutines running on the model's event loop (the iterator
         works with `for`, as in Triton, and with `async for`)."""
 

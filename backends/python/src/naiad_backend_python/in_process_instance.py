@@ -25,7 +25,7 @@ import itertools
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, Awaitable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from naiad.backend_abi import InstanceContext, ModelInstance
 from naiad.errors import NaiadError
@@ -129,12 +129,12 @@ class InProcessBridge(Bridge):
         self._feed(request, False, lambda r: loop.call_soon_threadsafe(lambda: future.done() or future.set_result(r)))
         return utils_response_from_core(await future)
 
-    def bls_stream_async(self, request: utils.InferenceRequest) -> ResponseIterator | Awaitable[ResponseIterator]:
+    async def bls_stream_async(self, request: utils.InferenceRequest) -> ResponseIterator:
         responses = self._stream(request)
-        if self.server_loop is not None and asyncio._get_running_loop() is self.server_loop:
+        if asyncio.get_running_loop() is self.server_loop:
             # Inline: a plain `for` over the responses (what Triton's examples do) would block
             # the loop that produces them, so the await returns once all have arrived.
-            return responses.complete()
+            return await responses.complete()
         return responses
 
     def log(self, level: int, message: str) -> None:

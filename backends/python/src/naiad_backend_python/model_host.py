@@ -183,8 +183,8 @@ class _CollectingBridge(Bridge):
     async def bls_async(self, request: InferenceRequest) -> InferenceResponse:
         return await self.inner.bls_async(request)
 
-    def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
-        return self.inner.bls_stream_async(request)
+    async def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
+        return await self.inner.bls_stream_async(request)
 
     def log(self, level: int, message: str) -> None:
         self.inner.log(level, message)

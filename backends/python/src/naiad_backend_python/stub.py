@@ -197,7 +197,7 @@ class StubBridge(Bridge):
         self._start_bls(request, False, sink)
         return (await future)["response"]
 
-    def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
+    async def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
         return self.bls_stream(request)
 
     def log(self, level: int, message: str) -> None:

@@ -14,7 +14,6 @@ through a `Bridge` (see bridge.py), so this module is the same in both modes.
 
 from __future__ import annotations
 
-import inspect
 import json
 import struct
 from typing import Any
@@ -537,8 +536,7 @@ class InferenceRequest:
         returns an async iterator over every response)."""
         bridge = self._bls_bridge()
         if decoupled:
-            responses = bridge.bls_stream_async(self)
-            return await responses if inspect.isawaitable(responses) else responses
+            return await bridge.bls_stream_async(self)
         return await bridge.bls_async(self)
 
 
