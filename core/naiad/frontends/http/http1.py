@@ -52,6 +52,10 @@ MAX_HEAD_BYTES = 64 * 1024
 _MAX_UNPARSED_HEAD = 16 * MAX_HEAD_BYTES
 
 
+def _head_too_large() -> NaiadError:
+    return NaiadError.invalid(f"the request line and headers are larger than {MAX_HEAD_BYTES} bytes")
+
+
 class _DateHeader:
     """`date: ...\\r\\n`, formatted once a second."""
 
@@ -123,7 +127,7 @@ class Http1Connection(asyncio.Protocol):
         if not self._in_body:
             self._head_received += len(data)
             if self._head_received > _MAX_UNPARSED_HEAD:
-                self._refuse(f"the request line and headers are larger than {MAX_HEAD_BYTES} bytes")
+                self._refuse(_head_too_large().message)
                 return
         try:
             self.parser.feed_data(data)
@@ -156,7 +160,7 @@ class Http1Connection(asyncio.Protocol):
     def _count_head(self, size: int) -> None:
         self._size += size
         if self._size > MAX_HEAD_BYTES:
-            raise NaiadError.invalid(f"the request line and headers are larger than {MAX_HEAD_BYTES} bytes")
+            raise _head_too_large()
 
     def on_headers_complete(self) -> None:
         self._size = 0  # from here it counts the body
