@@ -39,6 +39,11 @@ _RESERVED = frozenset(
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 
 _HEADERS = encode_headers([(":status", "200"), ("content-type", "application/grpc")])
+# Response headers by the response's grpc-encoding (None: uncompressed).
+_HEADERS_FOR: dict[str | None, bytes] = {None: _HEADERS} | {
+    name: encode_headers([(":status", "200"), ("content-type", "application/grpc"), ("grpc-encoding", name)])
+    for name in _WBITS
+}
 _OK_TRAILERS = encode_headers([("grpc-status", "0")])
 
 
@@ -312,13 +317,6 @@ class Call:
         payload = deflater.compress(payload) + deflater.flush()
         return b"\x01" + len(payload).to_bytes(4, "big") + payload
 
-    def _response_headers(self) -> bytes:
-        if self._response_encoding is None:
-            return _HEADERS
-        return encode_headers(
-            [(":status", "200"), ("content-type", "application/grpc"), ("grpc-encoding", self._response_encoding)]
-        )
-
     def _respond(self, response: Message) -> None:
         try:
             message = self._encode(response)
@@ -326,13 +324,13 @@ class Call:
             self.end(exc.code, exc.details)
             return
         self._finish()
-        self.stream.respond(self._response_headers(), message, _OK_TRAILERS)
+        self.stream.respond(_HEADERS_FOR[self._response_encoding], message, _OK_TRAILERS)
 
     def _send_message(self, response: Message) -> None:
         message = self._encode(response)
         if not self._headers_sent:
             self._headers_sent = True
-            self.stream.send_headers(self._response_headers())
+            self.stream.send_headers(_HEADERS_FOR[self._response_encoding])
         self.stream.send_data(message)
 
     def end(self, code: StatusCode, details: str) -> None:
