@@ -5,7 +5,8 @@
 Both servers serve a repository with `add_sub` (FP32 [-1, 16] inputs, max_batch_size 64),
 `identity` (FP32 [-1]), and optionally `identity_bytes` (BYTES [-1]) and a decoupled `repeat`
 (INT32 IN [-1] -> one OUT/IDX response per element), e.g. the real Triton server on
-shared/bench/models beside naiad on the same models. Each line is a request and its outcome:
+shared/bench/models beside naiad on the same models, both started with
+`--allow-client-shm=true` for the shared-memory requests. Each line is a request and its outcome:
 OK and the answer, or the status code and message.
 """
 import contextlib

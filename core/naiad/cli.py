@@ -128,6 +128,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="server processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each serving "
                            "every model; see docs/performance.md for what stays per process (default 1)")
     life.add_argument("--id", dest="server_id", default="naiad", help="the server name /v2 reports")
+    life.add_argument("--allow-client-shm", type=_bool, default=False, metavar="BOOL",
+                      help="let clients register system (and CUDA) shared-memory regions for inputs and outputs; "
+                           "off by default, as in tritonserver (default false)")
 
     http = p.add_argument_group("HTTP/REST")
     http.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL", help="serve HTTP (default true)")
@@ -244,6 +247,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         backend_config=backend_config,
         backend_plugins=[load_plugin(reference) for reference in args.backend_plugin],
         server_id=args.server_id,
+        allow_client_shm=args.allow_client_shm,
         metrics_settings=metrics_settings,
         log_settings=log_settings,
         trace_settings=trace_settings,

@@ -11,7 +11,11 @@ import struct
 
 import numpy as np
 
+from .errors import NaiadError
+
 __all__ = [
+    "ByteSizeMismatch",
+    "input_from_raw",
     "DATATYPES",
     "numpy_dtype",
     "datatype_of",
@@ -122,10 +126,20 @@ def deserialize_bytes_tensor(buffer: bytes | memoryview, count: int | None = Non
     return result
 
 
+class ByteSizeMismatch(ValueError):
+    """Raw data of a fixed-size datatype whose length is not what the shape needs."""
+
+    def __init__(self, datatype: str, shape: tuple[int, ...], expected: int, got: int) -> None:
+        super().__init__(f"{got} bytes given, {datatype} of shape {list(shape)} needs {expected}")
+        self.expected = expected
+        self.got = got
+
+
 def tensor_from_raw(datatype: str, shape: tuple[int, ...], raw: bytes | memoryview) -> np.ndarray:
     """View raw little-endian bytes as an array of `shape` (no copy for fixed-size types).
 
-    Raises ValueError when the byte count does not match the shape.
+    Raises ValueError (ByteSizeMismatch for a fixed-size datatype) when the bytes do not
+    match the shape.
     """
     count = 1
     for dim in shape:
@@ -135,10 +149,24 @@ def tensor_from_raw(datatype: str, shape: tuple[int, ...], raw: bytes | memoryvi
     dtype = _NUMPY[datatype]
     expected = count * dtype.itemsize
     if len(raw) != expected:
-        raise ValueError(
-            f"{len(raw)} bytes given, {datatype} of shape {list(shape)} needs {expected}"
-        )
+        raise ByteSizeMismatch(datatype, shape, expected, len(raw))
     return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+def input_from_raw(
+    name: str, model: str, datatype: str, shape: tuple[int, ...], raw: bytes | memoryview
+) -> np.ndarray:
+    """`tensor_from_raw` for input `name` of a request to `model`: data that does not fit
+    the shape is INVALID_ARG in Triton's words (which clients match on), naiad's detail after."""
+    try:
+        return tensor_from_raw(datatype, shape, raw)
+    except ByteSizeMismatch as exc:
+        raise NaiadError.invalid(
+            f"input byte size mismatch for input '{name}' for model '{model}'. Expected {exc.expected}, "
+            f"got {exc.got} ({datatype} of shape {list(shape)})"
+        ) from None
+    except ValueError as exc:
+        raise NaiadError.invalid(f"input '{name}' for model '{model}': {exc}") from None
 
 
 def tensor_to_raw(datatype: str, array: np.ndarray) -> bytes | memoryview:

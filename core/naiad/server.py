@@ -61,6 +61,8 @@ class ServerOptions:
     backend_plugins: list[object] = field(default_factory=list)
     load_backend_entry_points: bool = True
     server_id: str = "naiad"
+    # --allow-client-shm: clients may register system (and CUDA) shared-memory regions.
+    allow_client_shm: bool = False
     # Observability: what --metrics-*, --log-* and --trace-config set.
     metrics_settings: MetricsSettings = field(default_factory=MetricsSettings)
     log_settings: LogSettings | None = None
@@ -78,7 +80,7 @@ class Server:
             )
         self.backends: BackendRegistry | None = None
         self.models: ModelManager | None = None
-        self.shared_memory = SharedMemoryRegistry()
+        self.shared_memory = SharedMemoryRegistry(self.options.allow_client_shm)
         self.uploads = UploadedModels()
         self.poller: RepositoryPoller | None = None
         self._draining = False

@@ -18,7 +18,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def server(repository: Path):
-    with numpy_server(repository) as process:
+    with numpy_server(repository, "--allow-client-shm=true") as process:
         yield process
         # Every bad request of the suite must have been answered, not crashed a handler.
         assert "Traceback" not in process.log(), process.log()

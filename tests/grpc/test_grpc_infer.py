@@ -129,7 +129,7 @@ def test_malformed_requests(stub):
 
     short = _raw_request()
     short.raw_input_contents.extend([raw, raw[:-4]])
-    _stub_error(stub, short, invalid, "byte size mismatch", "'INPUT1'", "12 bytes given", "needs 16")
+    _stub_error(stub, short, invalid, "input byte size mismatch for input 'INPUT1' for model 'add_sub'. Expected 16, got 12")
 
     missing_raw = _raw_request()
     missing_raw.raw_input_contents.append(raw)
@@ -253,16 +253,18 @@ def test_system_shared_memory_inputs_and_outputs(client):
         small = tg.InferRequestedOutput("OUTPUT0")
         small.set_shared_memory("out", 8)
         expect_error(lambda: client.infer("identity", [tensor], outputs=[small]), "INVALID_ARGUMENT",
-                     "'OUTPUT0'", "8 bytes", "16 bytes")
+                     "shared memory size specified with the request for output 'OUTPUT0' (8 bytes) should be at "
+                     "least 16 bytes to hold the results")
         outside = tg.InferInput("INPUT0", [4], "FP32")
         outside.set_shared_memory("in", 16, offset=56)
-        expect_error(lambda: client.infer("identity", [outside]), "INVALID_ARGUMENT", "'in'", "outside")
+        expect_error(lambda: client.infer("identity", [outside]), "INVALID_ARGUMENT",
+                     "Invalid offset + byte size for shared memory region: 'in'")
         unknown = tg.InferInput("INPUT0", [4], "FP32")
         unknown.set_shared_memory("nope", 16)
         expect_error(lambda: client.infer("identity", [unknown]), "NOT_FOUND", "'nope'")
         expect_error(lambda: client.register_system_shared_memory("in", in_key, 64), "ALREADY_EXISTS", "'in'")
         expect_error(lambda: client.register_system_shared_memory("x", f"/no_such_{suffix}", 64),
-                     "INVALID_ARGUMENT", f"/no_such_{suffix}")
+                     "INVALID_ARGUMENT", f"Unable to open shared memory region: '/no_such_{suffix}'")
         expect_error(lambda: client.get_system_shared_memory_status("nope"), "NOT_FOUND", "'nope'")
 
         client.unregister_system_shared_memory("in")

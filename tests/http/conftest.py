@@ -12,7 +12,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def server(repository: Path):
-    process = start_server(repository, "--http-max-input-size", str(1024 * 1024))
+    process = start_server(repository, "--http-max-input-size", str(1024 * 1024), "--allow-client-shm=true")
     yield process
     process.__exit__()
 

@@ -75,7 +75,7 @@ CASES = [
     ("JSON that is not an object", ADD_SUB, (b"[1, 2]", {}), 400, ["JSON object"]),
     ("binary byte size does not match shape", ADD_SUB,
      binary_body([binary_input("INPUT0", 12), binary_input("INPUT1", 16)], bytes(28)), 400,
-     ["INPUT0", "12 bytes", "needs 16"]),
+     ["input byte size mismatch for input 'INPUT0' for model 'add_sub'. Expected 16, got 12"]),
     ("binary data shorter than declared", ADD_SUB,
      binary_body([binary_input("INPUT0", 16), binary_input("INPUT1", 16)], bytes(20)), 400,
      ["INPUT1", "only 4 bytes"]),

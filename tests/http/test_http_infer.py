@@ -243,6 +243,6 @@ def test_raw_binary_request(base_url):
     assert json.loads(response.content[: int(response.headers["Inference-Header-Content-Length"])])[
         "outputs"][0]["shape"] == [1, 5]
     response = httpx.post(base_url + "/v2/models/classify/infer", content=bytes(12), headers=raw)
-    assert response.status_code == 400 and "12 bytes given" in response.json()["error"]
+    assert response.status_code == 400 and "Expected 20, got 12" in response.json()["error"]
     response = httpx.post(base_url + "/v2/models/add_sub/infer", content=bytes(16), headers=raw)
     assert response.status_code == 400 and "exactly one input" in response.json()["error"]

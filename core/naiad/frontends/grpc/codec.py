@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from ...datatypes import DATATYPES, numpy_dtype, tensor_from_raw, tensor_to_raw
+from ...datatypes import DATATYPES, input_from_raw, numpy_dtype, tensor_to_raw
 from ...errors import NaiadError
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...protos import grpc_service_pb2 as pb
@@ -136,7 +136,7 @@ def decode_infer_request(
                 )
             data = _from_contents(spec.contents, name, model, datatype, shape)
         elif raw_index < raw_count:
-            data = _from_raw(raw[raw_index], name, model, datatype, shape)
+            data = input_from_raw(name, model, datatype, shape, raw[raw_index])
             raw_index += 1
         else:
             raise NaiadError.invalid(
@@ -160,13 +160,6 @@ def decode_infer_request(
         outputs=outputs,
         parameters=decode_parameters(message.parameters) if message.parameters else {},
     )
-
-
-def _from_raw(buffer: bytes, name: str, model: str, datatype: str, shape: tuple[int, ...]) -> np.ndarray:
-    try:
-        return tensor_from_raw(datatype, shape, buffer)
-    except ValueError as exc:
-        raise NaiadError.invalid(f"input byte size mismatch for input '{name}' for model '{model}': {exc}") from None
 
 
 def _from_contents(
@@ -233,7 +226,7 @@ def _read_shared_memory(
     for key in (SHM_REGION, SHM_OFFSET, SHM_BYTE_SIZE):
         parameters.pop(key, None)
     view = shared_memory.read(region, offset, byte_size)
-    return _from_raw(view, name, model, datatype, shape)  # type: ignore[arg-type]
+    return input_from_raw(name, model, datatype, shape, view)
 
 
 def encode_infer_response(
@@ -266,12 +259,7 @@ def encode_infer_response(
         region, offset, byte_size = placement
         if shared_memory is None:
             raise NaiadError.unsupported(f"output '{tensor.name}': shared memory is not available")
-        if len(data) > byte_size:
-            raise NaiadError.invalid(
-                f"shared memory size given for output '{tensor.name}' ({byte_size} bytes) is too small "
-                f"to hold its {len(data)} bytes"
-            )
-        shared_memory.write(region, offset, data, byte_size)
+        shared_memory.write(region, offset, data, byte_size, tensor.name)
         raw.append(b"")
     return message
 

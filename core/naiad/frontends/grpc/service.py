@@ -233,6 +233,7 @@ class InferenceServicer:
     async def CudaSharedMemoryRegister(
         self, request: pb.CudaSharedMemoryRegisterRequest, context: Any
     ) -> pb.CudaSharedMemoryRegisterResponse:
+        self.server.shared_memory.check_client_allowed()
         raise NaiadError.unsupported(self._NO_CUDA)
 
     async def CudaSharedMemoryUnregister(
@@ -240,6 +241,7 @@ class InferenceServicer:
     ) -> pb.CudaSharedMemoryUnregisterResponse:
         # Nothing can be registered, so there is nothing to remove: succeed, as Triton does
         # for a name it does not hold (clients unregister everything when they clean up).
+        self.server.shared_memory.check_client_allowed()
         return pb.CudaSharedMemoryUnregisterResponse()
 
     # -- trace and log settings ------------------------------------------------------------

@@ -188,7 +188,7 @@ class _Routes:
         name = request.path_params["region"]
         document = await self.json_body(request, "shared memory register request")
         key = document.get("key")
-        if not isinstance(key, str) or not key:
+        if not isinstance(key, str):
             raise NaiadError.invalid(f"registering shared memory region '{name}' needs a 'key' string")
         offset = document.get("offset", 0)
         byte_size = document.get("byte_size")
@@ -213,12 +213,14 @@ class _Routes:
         return json_response([])
 
     async def cuda_shm_register(self, request: Request) -> Response:
+        self.server.shared_memory.check_client_allowed()
         raise NaiadError.unsupported(
             "CUDA shared memory is not supported by this server (it has no CUDA support); "
             "use system shared memory instead"
         )
 
     async def cuda_shm_unregister(self, request: Request) -> Response:
+        self.server.shared_memory.check_client_allowed()
         return empty_response()
 
 

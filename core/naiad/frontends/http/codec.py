@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ...datatypes import DATATYPES, numpy_dtype, tensor_from_raw, tensor_to_raw
+from ...datatypes import DATATYPES, input_from_raw, numpy_dtype, tensor_to_raw
 from ...errors import NaiadError
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...model_config import ModelConfig
@@ -124,7 +124,7 @@ def decode_raw_request(body: bytes, config: ModelConfig, model_version: str) -> 
             )
         dims = [len(body) // (itemsize * fixed) if d == -1 else d for d in dims]
     shape = tuple(batch + dims)
-    array = _from_raw(spec.name, spec.datatype, shape, memoryview(body))
+    array = input_from_raw(spec.name, model, spec.datatype, shape, memoryview(body))
     return InferenceRequest(model, [Tensor(spec.name, spec.datatype, shape, array)], model_version)
 
 
@@ -160,7 +160,7 @@ def decode_infer_request(
     inputs: list[Tensor] = []
     offset = 0
     for index, raw in enumerate(raw_inputs):
-        tensor, used = _decode_input(raw, index, binary, offset, shared_memory)
+        tensor, used = _decode_input(raw, index, binary, offset, shared_memory, model_name)
         offset += used
         inputs.append(tensor)
     if offset != len(binary):
@@ -196,7 +196,7 @@ def _parameters(document: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _decode_input(
-    raw: Any, index: int, binary: memoryview, offset: int, shared_memory: SharedMemoryRegistry
+    raw: Any, index: int, binary: memoryview, offset: int, shared_memory: SharedMemoryRegistry, model: str
 ) -> tuple[Tensor, int]:
     """One input tensor, and how many bytes of the binary part it used."""
     if not isinstance(raw, dict):
@@ -228,7 +228,7 @@ def _decode_input(
                 f"input '{name}': binary_data_size is {size}, but only {len(binary) - offset} bytes of binary "
                 "data remain in the body"
             )
-        array = _from_raw(name, datatype, shape, binary[offset : offset + size])
+        array = input_from_raw(name, model, datatype, shape, binary[offset : offset + size])
         used = size
     elif _SHM_REGION in parameters:
         region = parameters.pop(_SHM_REGION)
@@ -238,7 +238,7 @@ def _decode_input(
             raise NaiadError.invalid(f"input '{name}': '{_SHM_REGION}' needs '{_SHM_SIZE}' too")
         size = _non_negative_int(parameters.pop(_SHM_SIZE), f"input '{name}': '{_SHM_SIZE}'")
         start = _non_negative_int(parameters.pop(_SHM_OFFSET, 0), f"input '{name}': '{_SHM_OFFSET}'")
-        array = _from_raw(name, datatype, shape, shared_memory.read(region, start, size))
+        array = input_from_raw(name, model, datatype, shape, shared_memory.read(region, start, size))
     else:
         array = array_from_json(name, datatype, shape, raw["data"])
     return Tensor(name, datatype, shape, array, parameters), used
@@ -256,13 +256,6 @@ def _non_negative_int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise NaiadError.invalid(f"{what} must be a non-negative integer, got {value!r}")
     return value
-
-
-def _from_raw(name: str, datatype: str, shape: tuple[int, ...], raw: memoryview) -> np.ndarray:
-    try:
-        return tensor_from_raw(datatype, shape, raw)
-    except ValueError as exc:
-        raise NaiadError.invalid(f"input '{name}': {exc}") from None
 
 
 def _element_count(shape: tuple[int, ...]) -> int:
@@ -318,7 +311,7 @@ def encode_infer_response(
         if _SHM_REGION in parameters:
             raw = tensor_to_raw(tensor.datatype, tensor.data)
             region, start, size = parameters[_SHM_REGION], parameters.get(_SHM_OFFSET, 0), parameters[_SHM_SIZE]
-            shared_memory.write(region, start, raw, size)
+            shared_memory.write(region, start, raw, size, tensor.name)
             placed = {_SHM_REGION: region, _SHM_SIZE: len(raw)}
             if start:
                 placed[_SHM_OFFSET] = start

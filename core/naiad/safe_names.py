@@ -1,0 +1,76 @@
+"""The one place that checks names a client sends before they can reach the file system.
+
+A client names models (load requests over HTTP and gRPC), files inside an uploaded model
+(`file:1/model.onnx` load parameters) and POSIX shared-memory objects (system shared-memory
+registration). None of them may become a path by joining strings: each is checked here to
+be what it claims to be (one path segment, or a relative path that stays inside its
+directory) and refused with Triton's message otherwise. Messages quote only what the
+client sent, never a server path.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from .errors import NaiadError
+
+__all__ = ["RESERVED_SHM_PREFIXES", "check_model_name", "check_model_file", "check_shm_key"]
+
+# Shared-memory objects the server creates for itself: Triton's Python-backend prefix
+# (refused as Triton refuses it) and the files naiad's Python backend spills large tensors
+# into (naiad_backend_python.shm_ring.SEGMENT_PREFIX), which hold other clients' tensors.
+RESERVED_SHM_PREFIXES = ("triton_python_backend_shm_region_", "naiad-py-")
+
+_WHITESPACE = " \t\n\r\f\v"
+
+
+def _is_one_segment(text: str) -> bool:
+    """A single file-name component: no separator, not `.` or `..`, no NUL (which the OS
+    would cut the name at)."""
+    return bool(text) and "/" not in text and "\0" not in text and text not in (".", "..")
+
+
+def check_model_name(name: str) -> str:
+    """A model name that is to be loaded: not blank, and one path segment once trimmed,
+    as Triton's model repository manager requires. Returns the name unchanged."""
+    trimmed = name.strip(_WHITESPACE)
+    if not trimmed:
+        raise NaiadError.invalid("Model name cannot be empty. Please enter a valid name to deploy.")
+    if not _is_one_segment(trimmed):
+        raise NaiadError.invalid(
+            f"invalid model name '{name}', model name must not contain path traversal characters"
+        )
+    return name
+
+
+def check_model_file(model: str, parameter: str) -> PurePosixPath:
+    """The relative path a `file:<path>` load parameter names inside the model directory
+    (`file:1/model.onnx` -> `1/model.onnx`). Every component must be one segment, so the
+    path can neither climb out of the directory nor start at the root."""
+    relative = parameter.removeprefix("file:")
+    parts = relative.split("/")
+    if not all(_is_one_segment(part) for part in parts):
+        raise NaiadError.invalid(
+            f"Invalid file parameter '{parameter}' must stay within model directory "
+            f"(loading model '{model}': the path must be relative, without '.' or '..' components)"
+        )
+    return PurePosixPath(*parts)
+
+
+def check_shm_key(region: str, key: str) -> str:
+    """The name of the POSIX shared-memory object `key` names (leading slashes dropped, as
+    shm_open does). Refuses a key that is only slashes, one that names anything but a single
+    object (a '/' after the leading ones, `.`, `..`), and the server's own objects."""
+    name = key.lstrip("/")
+    if not _is_one_segment(name):
+        raise NaiadError.invalid(
+            f"cannot register shared memory region '{region}' - invalid shm key '{key}'"
+            + ("" if not name else ": a key names one POSIX shared-memory object, like '/input0'")
+        )
+    for prefix in RESERVED_SHM_PREFIXES:
+        if name.startswith(prefix):
+            raise NaiadError.invalid(
+                f"cannot register shared memory region '{region}' with key '{key}' as the key contains "
+                f"the reserved prefix '{prefix}'"
+            )
+    return name
