@@ -29,6 +29,7 @@ from .model_manager import LoadedVersion, ModelManager
 from .remote_repository import open_repository
 from .repository_poller import RepositoryPoller
 from .request_validation import validate_request
+from .safe_names import check_model_name
 from .scheduling.job import Job
 from .shared_memory import SharedMemoryRegistry
 from .statistics import failure_reason
@@ -281,7 +282,9 @@ class Server:
         `files` (path relative to the model directory -> content, e.g. "1/model.onnx")
         loads it from those files instead of the repository, and then needs `config`.
         The repository API of the frontends allows this only in explicit model control
-        mode (`check_repository_control`); an embedding application may always call it."""
+        mode (`check_repository_control`); an embedding application may always call it.
+        A name that could not be one model directory (blank, `..`, a `/`) is refused first."""
+        check_model_name(name)
         source = None
         if files:
             if config is None:

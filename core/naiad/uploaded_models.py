@@ -1,19 +1,23 @@
 """Model files sent with a load request (`"file:<version>/<name>"` parameters).
 
 They are written only inside a fresh directory the server owns, one per load; a path that
-would leave it (`..`, absolute paths, links) is refused before anything is written.
+would leave it (`..`, absolute paths) is refused by `safe_names` before anything is written.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from .errors import NaiadError
 from .repository import ModelSource
+from .safe_names import check_model_file, check_model_name
 
 __all__ = ["UploadedModels"]
+
+log = logging.getLogger("naiad.uploads")
 
 
 class UploadedModels:
@@ -24,7 +28,8 @@ class UploadedModels:
 
     def write(self, name: str, files: dict[str, bytes]) -> ModelSource:
         """Write `files` (relative path -> content) into a new model directory."""
-        checked = {self._check(name, path): content for path, content in files.items()}
+        check_model_name(name)
+        checked = {check_model_file(name, f"file:{path}"): content for path, content in files.items()}
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="naiad-uploads-"))
         repository = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self._root))
@@ -32,23 +37,19 @@ class UploadedModels:
         model_dir.mkdir()
         for relative, content in checked.items():
             target = model_dir.joinpath(*relative.parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+            except (FileExistsError, NotADirectoryError, IsADirectoryError):
+                # One parameter names a file where another needs a directory ("file:1" and
+                # "file:1/model.py"); Triton's words, without the server's path.
+                raise NaiadError.invalid(
+                    f"Invalid file parameter 'file:{relative}', directory has been created as a file"
+                ) from None
+            except OSError as exc:
+                log.error("writing the uploaded file '%s' of model '%s' failed: %s", relative, name, exc)
+                raise NaiadError.internal(f"failed to load '{name}': its files could not be written") from None
         return ModelSource(name, model_dir, repository)
-
-    @staticmethod
-    def _check(name: str, path: str) -> PurePosixPath:
-        relative = PurePosixPath(path)
-        if (
-            not path
-            or relative.is_absolute()
-            or "\\" in path
-            or any(part in ("..", "") for part in path.split("/"))
-        ):
-            raise NaiadError.invalid(
-                f"failed to load '{name}': file path '{path}' must be relative and stay inside the model directory"
-            )
-        return relative
 
     def close(self) -> None:
         if self._root is not None:

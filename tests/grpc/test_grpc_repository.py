@@ -68,7 +68,7 @@ def test_load_errors(explicit):
     expect_error(lambda: explicit.load_model("identity", config=json.dumps({"max_batch_size": "x"})),
                  "INVALID_ARGUMENT", "'identity'", "max_batch_size")
     expect_error(lambda: explicit.load_model("evil", files={"file:../evil.py": b"x"}, config="{}"),
-                 "INVALID_ARGUMENT", "file path '../evil.py' must be relative")
+                 "INVALID_ARGUMENT", "Invalid file parameter 'file:../evil.py' must stay within model directory")
     expect_error(lambda: explicit.load_model("evil", files={"file:1/a.bin": b"x"}),
                  "INVALID_ARGUMENT", "model files were sent without a config")
     expect_error(lambda: explicit.unload_model("nope"), "NOT_FOUND", "'nope'")

@@ -214,7 +214,7 @@ def test_load_request_validation(explicit_server):
     response = httpx.post(base + "/types/load", json={"parameters": {"config": json.dumps({"backend": "numpy", "max_batch_size": -1})}})
     assert response.status_code == 400 and "max_batch_size" in response.json()["error"]
     response = httpx.post(base + "/evil/load", json={"parameters": {"config": "{}", "file:../evil.py": "AAAA"}})
-    assert response.status_code == 400 and "file path '../evil.py' must be relative" in response.json()["error"]
+    assert response.status_code == 400 and "Invalid file parameter 'file:../evil.py' must stay within model directory" in response.json()["error"]
     response = httpx.post(base + "/evil/load", json={"parameters": {"config": "{}", "file:1/model.py": "not base64!"}})
     assert response.status_code == 400 and "must hold the file's content in base64" in response.json()["error"]
     response = httpx.post(base + "/add_sub/unload", json={"parameters": {"unload_dependents": "yes"}})
