@@ -1,5 +1,5 @@
 """The server's log settings: what `--log-*` flags set and the logging extension
-(`GET/POST /v2/logging`, gRPC `LogSettings`) reads and changes live.
+(`GET/POST /v2/logging`, gRPC `LogSettings`) reads and changes live (all but the file).
 
 Keys and JSON types follow Triton's logging extension: `log_file` (string, "" is stderr),
 `log_info`, `log_warning`, `log_error` (booleans), `log_verbose_level` (integer >= 0),
@@ -76,21 +76,20 @@ class LogSettings:
             return dict(self._values)
 
     def update(self, changes: Mapping[str, Any]) -> dict[str, Any]:
-        """Apply `changes` (any subset of the keys; null values are ignored) all or
-        nothing, and return the new settings. Raises NaiadError (INVALID_ARG) naming the
-        bad key."""
+        """Apply `changes` (the logging extension's update, from a client: any subset of
+        the keys; null values are ignored, as Triton ignores them) all or nothing, and
+        return the new settings. Raises NaiadError (INVALID_ARG) naming the bad key.
+        `log_file` names a file on the server: like Triton, only the command line sets it."""
         if not isinstance(changes, Mapping):
             raise NaiadError.invalid(f"log settings must be a JSON object, got {type(changes).__name__}")
+        if changes.get("log_file") is not None:
+            raise NaiadError.unsupported(
+                "log file location can not be updated through network protocol (set it at start-up: --log-file PATH)"
+            )
         with self._lock:
             values = dict(self._values)
             self._validate_into(values, {k: v for k, v in changes.items() if v is not None})
-            if values["log_file"] != self._values["log_file"] and self._installed:
-                handler = self._open_handler(values["log_file"])
-            else:
-                handler = None
             self._values = values
-            if handler is not None:
-                self._swap_handler(handler)
         self._apply()
         return self.get()
 
@@ -101,8 +100,9 @@ class LogSettings:
         with self._lock:
             if self._installed:
                 return
+            self._handler = self._open_handler(self._values["log_file"])
+            logging.getLogger().addHandler(self._handler)
             self._installed = True
-            self._swap_handler(self._open_handler(self._values["log_file"]))
         self._apply()
 
     def uninstall(self) -> None:
@@ -143,15 +143,6 @@ class LogSettings:
             handler = logging.StreamHandler(_stderr())
         handler.addFilter(self.allows)
         return handler
-
-    def _swap_handler(self, handler: logging.Handler) -> None:
-        root = logging.getLogger()
-        old, self._handler = self._handler, handler
-        handler.setFormatter(_TritonStyleFormatter(self._values["log_format"]))
-        root.addHandler(handler)
-        if old is not None:
-            root.removeHandler(old)
-            self._close(old)
 
     @staticmethod
     def _close(handler: logging.Handler) -> None:

@@ -49,16 +49,15 @@ class TraceSettings:
 
     def __init__(self, **initial: Any) -> None:
         self._lock = threading.Lock()
-        self._global = dict(_DEFAULTS)
+        # The start-up values (`--trace-config`): what a cleared global setting returns to.
+        self._startup = dict(_DEFAULTS)
+        for key, value in initial.items():
+            self._startup[key] = _validate(key, value)
+        _check_combination(self._startup)
+        self._global = dict(self._startup)
         self._models: dict[str, dict[str, Any]] = {}
         # Bumped on every change so `Tracing` can reset its sampling counters.
         self.generation = 0
-        if initial:
-            merged = dict(self._global)
-            for key, value in initial.items():
-                merged[key] = _validate(key, value)
-            _check_combination(merged)
-            self._global = merged
 
     def get(self, model: str = "") -> dict[str, Any]:
         """The settings that apply to `model` ("" for the global ones)."""
@@ -69,11 +68,18 @@ class TraceSettings:
             return merged
 
     def update(self, changes: Mapping[str, Any], model: str = "") -> dict[str, Any]:
-        """Apply `changes` all or nothing and return the settings now in force. For a
-        model, a null value drops that model's override (back to the global value); for
-        the global settings a null value restores the default."""
+        """Apply `changes` (the trace extension's update, from a client) all or nothing and
+        return the settings now in force. For a model, a null value drops that model's
+        override (back to the global value); for the global settings a null value restores
+        the start-up value. `trace_file` names a file on the server: like Triton, only the
+        command line sets it."""
         if not isinstance(changes, Mapping):
             raise NaiadError.invalid(f"trace settings must be a JSON object, got {type(changes).__name__}")
+        if "trace_file" in changes:
+            raise NaiadError.unsupported(
+                "trace file location can not be updated through network protocol "
+                "(set it at start-up: --trace-config triton,file=PATH)"
+            )
         with self._lock:
             target = dict(self._models.get(model, {})) if model else dict(self._global)
             for key, value in changes.items():
@@ -94,7 +100,7 @@ class TraceSettings:
                     if model:
                         target.pop(key, None)
                     else:
-                        target[key] = _DEFAULTS[key]
+                        target[key] = self._startup[key]
                     continue
                 target[key] = _validate(key, value)
             merged = {**self._global, **target} if model else target
@@ -157,7 +163,10 @@ def _validate(key: str, value: Any) -> Any:
 
 def _check_combination(settings: Mapping[str, Any]) -> None:
     if settings["trace_mode"] == "triton" and settings["trace_level"] != ["OFF"] and not settings["trace_file"]:
-        raise NaiadError.invalid("tracing in triton mode writes to trace_file: set trace_file to enable tracing")
+        raise NaiadError.invalid(
+            "tracing in triton mode writes to trace_file, which is set at start-up: start the server with "
+            "--trace-config triton,file=PATH to enable tracing"
+        )
 
 
 @dataclass(eq=False)

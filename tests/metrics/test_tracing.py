@@ -40,10 +40,10 @@ def test_defaults_and_validation():
         ({"trace_rate": "0"}, "trace_rate must be at least 1"),
         ({"trace_count": "-2"}, "trace_count must be at least -1"),
         ({"log_frequency": "-1"}, "log_frequency must be at least 0"),
-        ({"trace_file": 5}, "trace_file must be a string"),
+        ({"trace_file": "/tmp/t.json"}, "trace file location can not be updated through network protocol"),
         ({"trace_mode": "opentelemetry"}, "cannot be changed while serving"),
         ({"trace_colour": "red"}, "unknown trace setting 'trace_colour'"),
-        ({"trace_level": ["TIMESTAMPS"]}, "set trace_file to enable tracing"),
+        ({"trace_level": ["TIMESTAMPS"]}, "--trace-config triton,file=PATH to enable tracing"),
     ]
     for changes, message in cases:
         with pytest.raises(NaiadError) as info:
@@ -53,13 +53,13 @@ def test_defaults_and_validation():
 
 
 def test_model_overrides_fall_back_to_global(tmp_path):
-    settings = TraceSettings()
+    settings = TraceSettings(trace_file=str(tmp_path / "t.json"))
     assert settings.update({"trace_rate": "5"}, model="add_sub")["trace_rate"] == "5"
     assert settings.get()["trace_rate"] == "1000"
-    settings.update({"trace_file": str(tmp_path / "t.json"), "trace_level": ["TENSORS", "TIMESTAMPS"]})
+    settings.update({"trace_level": ["TENSORS", "TIMESTAMPS"]})
     assert settings.get("add_sub")["trace_level"] == ["TIMESTAMPS", "TENSORS"]
     assert settings.update({"trace_rate": None}, model="add_sub")["trace_rate"] == "1000"
-    assert settings.update({"trace_level": None, "trace_file": None}) == TRITON_DEFAULTS
+    assert settings.update({"trace_level": None}) == {**TRITON_DEFAULTS, "trace_file": str(tmp_path / "t.json")}
     # gRPC's shape: every value a list of strings, an empty list clears.
     assert settings.update({"trace_rate": ["7"]}, model="m")["trace_rate"] == "7"
     assert settings.update({"trace_rate": []}, model="m")["trace_rate"] == "1000"
