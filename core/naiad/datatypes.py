@@ -175,6 +175,8 @@ def tensor_to_raw(datatype: str, array: np.ndarray) -> bytes | memoryview:
         return serialize_bytes_tensor(array)
     if datatype == "BF16" and array.dtype != np.uint16:
         array = bf16_words(array)
+    if array.size == 0:
+        return b""  # memoryview cannot cast a view with a zero in its shape
     contiguous = np.ascontiguousarray(array)
     return memoryview(contiguous).cast("B")
 
