@@ -142,6 +142,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="HTTP server: naiad's own HTTP/1.1 server (default, fastest), uvicorn, or hypercorn (HTTP/2)")
     http.add_argument("--http-max-input-size", type=int, default=64 * 1024 * 1024, metavar="BYTES",
                       help="largest request body accepted (default 64 MiB)")
+    http.add_argument("--http-restricted-api", action="append", default=[], metavar="APIS:KEY=VALUE",
+                      help="answer the comma-separated API groups (health, metadata, inference, shared-memory, "
+                           "model-config, model-repository, statistics, trace, logging) only for requests with the "
+                           "header KEY: VALUE (others get 403); repeatable")
 
     grpc = p.add_argument_group("gRPC")
     grpc.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL", help="serve gRPC (default true)")

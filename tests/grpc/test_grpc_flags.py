@@ -177,7 +177,7 @@ def test_bad_flag_values_are_refused(tmp_path):
     process = numpy_server(repo, "--grpc-restricted-protocol", "admin:key=value")
     with pytest.raises(RuntimeError) as info:
         process.start()
-    assert "unknown protocol 'admin'" in str(info.value)
+    assert "unknown restricted protocol 'admin'" in str(info.value)
     process = numpy_server(repo, "--grpc-use-ssl", "true")
     with pytest.raises(RuntimeError) as info:
         process.start()

@@ -1,22 +1,22 @@
-"""`--grpc-restricted-protocol PROTOCOLS:KEY=VALUE`: groups of RPCs that answer only calls
-carrying the header `triton-grpc-protocol-KEY: VALUE` (tritonserver's flag, header prefix
-and UNAVAILABLE status), e.g. to keep model loading for an operator while inference stays
-open."""
+"""`--grpc-restricted-protocol GROUPS:KEY=VALUE` on the gRPC service: which RPCs belong to
+each of the groups `frontends.restrictions` defines for both protocols, and the guard that
+answers a call without the header `triton-grpc-protocol-KEY: VALUE` with UNAVAILABLE
+(tritonserver's header prefix, status and message)."""
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..restrictions import Restriction, parse_restrictions
 from .rpc_status import RpcError, StatusCode
 
-__all__ = ["PROTOCOLS", "HEADER_PREFIX", "Restriction", "parse_restrictions", "guard"]
+__all__ = ["RPCS", "HEADER_PREFIX", "restricted_methods", "guard"]
 
 HEADER_PREFIX = "triton-grpc-protocol-"
 
-# Triton's protocol groups and the RPCs in each.
-PROTOCOLS: dict[str, tuple[str, ...]] = {
+# The RPCs of each group (grpc.health.v1's Check and Watch are health too).
+RPCS: dict[str, tuple[str, ...]] = {
     "health": ("ServerLive", "ServerReady", "ModelReady", "Check", "Watch"),
     "metadata": ("ServerMetadata", "ModelMetadata"),
     "inference": ("ModelInfer", "ModelStreamInfer"),
@@ -32,41 +32,15 @@ PROTOCOLS: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class Restriction:
-    header: str  # full header name, lowercase as gRPC delivers it
-    value: str
-
-    def allows(self, context: Any) -> bool:
-        return any(key == self.header and value == self.value for key, value in context.invocation_metadata() or ())
-
-    @property
-    def message(self) -> str:
-        return f"This protocol is restricted, expecting header '{self.header}'"
+def restricted_methods(specs: list[str]) -> dict[str, Restriction]:
+    """Flag values -> {RPC name: restriction}. Raises ValueError naming the fault."""
+    by_group = parse_restrictions(specs, "--grpc-restricted-protocol", "protocol", HEADER_PREFIX)
+    return {rpc: restriction for group, restriction in by_group.items() for rpc in RPCS[group]}
 
 
-def parse_restrictions(specs: list[str]) -> dict[str, Restriction]:
-    """Flag values -> {method name: restriction}. Raises ValueError naming the fault."""
-    by_method: dict[str, Restriction] = {}
-    claimed: set[str] = set()
-    for spec in specs:
-        protocols, sep, setting = spec.partition(":")
-        key, eq, value = setting.partition("=")
-        if not sep or not eq or not key or not protocols:
-            raise ValueError(f"--grpc-restricted-protocol: expected PROTOCOLS:KEY=VALUE, got '{spec}'")
-        restriction = Restriction(HEADER_PREFIX + key.lower(), value)
-        for protocol in (p.strip() for p in protocols.split(",")):
-            if protocol not in PROTOCOLS:
-                raise ValueError(
-                    f"--grpc-restricted-protocol: unknown protocol '{protocol}' in '{spec}'; expected one of "
-                    + ", ".join(PROTOCOLS)
-                )
-            if protocol in claimed:
-                raise ValueError(f"--grpc-restricted-protocol: protocol '{protocol}' is restricted more than once")
-            claimed.add(protocol)
-            for method in PROTOCOLS[protocol]:
-                by_method[method] = restriction
-    return by_method
+def _refuse_unless_allowed(restriction: Restriction, context: Any) -> None:
+    if not restriction.allows(context.invocation_metadata() or ()):
+        raise RpcError(StatusCode.UNAVAILABLE, f"This protocol is restricted, expecting header '{restriction.header}'")
 
 
 def guard(implementation: Callable[..., Any], restriction: Restriction) -> Callable[..., Any]:
@@ -74,16 +48,14 @@ def guard(implementation: Callable[..., Any], restriction: Restriction) -> Calla
     if inspect.isasyncgenfunction(implementation):
 
         async def streaming(request: Any, context: Any) -> Any:
-            if not restriction.allows(context):
-                raise RpcError(StatusCode.UNAVAILABLE, restriction.message)
+            _refuse_unless_allowed(restriction, context)
             async for item in implementation(request, context):
                 yield item
 
         return streaming
 
     async def unary(request: Any, context: Any) -> Any:
-        if not restriction.allows(context):
-            raise RpcError(StatusCode.UNAVAILABLE, restriction.message)
+        _refuse_unless_allowed(restriction, context)
         return await implementation(request, context)
 
     return unary

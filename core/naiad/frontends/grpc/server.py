@@ -18,7 +18,7 @@ from ...server import Server
 from ..connections import stop_serving
 from .health import HealthServicer, health_methods
 from .http2 import Http2Connection, Http2Limits
-from .restrictions import parse_restrictions
+from .restrictions import restricted_methods
 from .rpc import RpcDispatcher, RpcSettings
 from .service import InferenceServicer, rpc_methods
 
@@ -145,7 +145,7 @@ class GrpcServer:
     def __init__(self, server: Server, options: GrpcOptions) -> None:
         self.options = options
         forward = re.compile(options.header_forward_pattern) if options.header_forward_pattern else None
-        restrictions = parse_restrictions(options.restricted_protocols)
+        restrictions = restricted_methods(options.restricted_protocols)
         methods = rpc_methods(InferenceServicer(server, forward), restrictions)
         methods.update(health_methods(HealthServicer(server), restrictions))
         self.dispatcher = RpcDispatcher(methods, options.rpc_settings())

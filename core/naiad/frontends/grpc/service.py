@@ -20,7 +20,8 @@ from ...inference import InferenceRequest, InferenceResponse
 from ...protos import grpc_service_pb2 as pb
 from ...server import Server
 from . import codec
-from .restrictions import Restriction, guard
+from ..restrictions import Restriction
+from .restrictions import guard
 from .rpc import RpcMethod
 
 __all__ = ["SERVICE_NAME", "InferenceServicer", "rpc_methods", "methods_from_descriptor"]

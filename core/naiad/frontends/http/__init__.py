@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from ...server import Server
+from ..restrictions import parse_restrictions
 from .app import DEFAULT_MAX_INPUT_SIZE, create_app
 from .server import bind_socket, serve_hypercorn, serve_naiad, serve_uvicorn
 
@@ -24,7 +25,8 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
     max_input_size = getattr(args, "http_max_input_size", DEFAULT_MAX_INPUT_SIZE)
     if max_input_size <= 0:
         raise ValueError(f"--http-max-input-size must be positive, got {max_input_size}")
-    app = create_app(server, max_input_size)
+    restrictions = parse_restrictions(getattr(args, "http_restricted_api", []), "--http-restricted-api", "api")
+    app = create_app(server, max_input_size, restrictions)
     kind = getattr(args, "http_server", "naiad")
     sock = bind_socket(args.http_address, args.http_port, getattr(args, "reuse_http_port", False))
     log.info("HTTP service (%s) listening on %s:%d", kind, args.http_address, sock.getsockname()[1])

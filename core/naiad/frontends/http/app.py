@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -20,10 +20,11 @@ from starlette.routing import Route
 
 from ...errors import NaiadError
 from ...server import Server
+from ..restrictions import Restriction
 from .body import BodyReader
 from .codec import decode_json
 from .infer_endpoint import HEADER_LENGTH, InferEndpoint, NaiadHttpApp
-from .responses import empty_response, error_for, health_response, json_response
+from .responses import empty_response, error_for, forbidden, health_response, json_response
 
 __all__ = ["create_app", "DEFAULT_MAX_INPUT_SIZE"]
 
@@ -224,10 +225,13 @@ class _Routes:
         return empty_response()
 
 
-def _guarded(handler: Handler) -> Handler:
-    """Turn NaiadError into its JSON error body; anything else is a 500 naming it."""
+def _guarded(handler: Handler, restriction: Restriction | None) -> Handler:
+    """Refuse a request of a restricted group without its header (403, as Triton); turn
+    NaiadError into its JSON error body; anything else is a 500 naming it."""
 
     async def endpoint(request: Request) -> Response:
+        if restriction is not None and not restriction.allows(request.headers.items()):
+            return forbidden(restriction)
         try:
             return await handler(request)
         except ClientDisconnect:
@@ -244,45 +248,52 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     return json_response({"error": exc.detail}, exc.status_code)
 
 
-def create_app(server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> NaiadHttpApp:
-    """The ASGI app serving `server`; bodies over `max_input_size` bytes get 400."""
+def create_app(
+    server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE, restrictions: Mapping[str, Restriction] | None = None
+) -> NaiadHttpApp:
+    """The ASGI app serving `server`; bodies over `max_input_size` bytes get 400.
+    `restrictions` ({group: restriction}, `--http-restricted-api`) close groups of endpoints
+    to requests without their header."""
+    restrictions = restrictions or {}
     body = BodyReader(max_input_size)
-    r = _Routes(server, body, InferEndpoint(server, body))
+    r = _Routes(server, body, InferEndpoint(server, body, restrictions.get("inference")))
     model = "/v2/models/{model}"
     versioned = "/v2/models/{model}/versions/{version:int}"
     get, post = ["GET"], ["POST"]
-    table: list[tuple[str, Handler, list[str]]] = [
-        ("/v2/health/live", r.live, get),
-        ("/v2/health/ready", r.ready, get),
-        ("/v2", r.server_metadata, get),
+    # Path, handler, methods, and the restricted group (frontends.restrictions.GROUPS) it is in.
+    table: list[tuple[str, Handler, list[str], str]] = [
+        ("/v2/health/live", r.live, get, "health"),
+        ("/v2/health/ready", r.ready, get, "health"),
+        ("/v2", r.server_metadata, get, "metadata"),
         # Before "/v2/models/{model}": a model named "stats" is shadowed, as in Triton.
-        ("/v2/models/stats", r.statistics, get),
-        (model, r.model_metadata, get),
-        (versioned, r.model_metadata, get),
-        (model + "/ready", r.model_ready, get),
-        (versioned + "/ready", r.model_ready, get),
-        (model + "/config", r.model_config, get),
-        (versioned + "/config", r.model_config, get),
-        (model + "/stats", r.statistics, get),
-        (versioned + "/stats", r.statistics, get),
-        (model + "/infer", r.infer, post),
-        (versioned + "/infer", r.infer, post),
-        ("/v2/logging", r.logging, get + post),
-        ("/v2/trace/setting", r.trace_setting, get + post),
-        (model + "/trace/setting", r.trace_setting, get + post),
-        ("/v2/repository/index", r.repository_index, post),
-        ("/v2/repository/models/{model}/load", r.load, post),
-        ("/v2/repository/models/{model}/unload", r.unload, post),
-        ("/v2/systemsharedmemory/status", r.shm_status, get),
-        ("/v2/systemsharedmemory/region/{region}/status", r.shm_status, get),
-        ("/v2/systemsharedmemory/region/{region}/register", r.shm_register, post),
-        ("/v2/systemsharedmemory/region/{region}/unregister", r.shm_unregister, post),
-        ("/v2/systemsharedmemory/unregister", r.shm_unregister, post),
-        ("/v2/cudasharedmemory/status", r.cuda_shm_status, get),
-        ("/v2/cudasharedmemory/region/{region}/status", r.cuda_shm_status, get),
-        ("/v2/cudasharedmemory/region/{region}/register", r.cuda_shm_register, post),
-        ("/v2/cudasharedmemory/region/{region}/unregister", r.cuda_shm_unregister, post),
-        ("/v2/cudasharedmemory/unregister", r.cuda_shm_unregister, post),
+        ("/v2/models/stats", r.statistics, get, "statistics"),
+        (model, r.model_metadata, get, "metadata"),
+        (versioned, r.model_metadata, get, "metadata"),
+        (model + "/ready", r.model_ready, get, "health"),
+        (versioned + "/ready", r.model_ready, get, "health"),
+        (model + "/config", r.model_config, get, "model-config"),
+        (versioned + "/config", r.model_config, get, "model-config"),
+        (model + "/stats", r.statistics, get, "statistics"),
+        (versioned + "/stats", r.statistics, get, "statistics"),
+        (model + "/infer", r.infer, post, "inference"),
+        (versioned + "/infer", r.infer, post, "inference"),
+        ("/v2/logging", r.logging, get + post, "logging"),
+        ("/v2/trace/setting", r.trace_setting, get + post, "trace"),
+        (model + "/trace/setting", r.trace_setting, get + post, "trace"),
+        ("/v2/repository/index", r.repository_index, post, "model-repository"),
+        ("/v2/repository/models/{model}/load", r.load, post, "model-repository"),
+        ("/v2/repository/models/{model}/unload", r.unload, post, "model-repository"),
+        ("/v2/systemsharedmemory/status", r.shm_status, get, "shared-memory"),
+        ("/v2/systemsharedmemory/region/{region}/status", r.shm_status, get, "shared-memory"),
+        ("/v2/systemsharedmemory/region/{region}/register", r.shm_register, post, "shared-memory"),
+        ("/v2/systemsharedmemory/region/{region}/unregister", r.shm_unregister, post, "shared-memory"),
+        ("/v2/systemsharedmemory/unregister", r.shm_unregister, post, "shared-memory"),
+        ("/v2/cudasharedmemory/status", r.cuda_shm_status, get, "shared-memory"),
+        ("/v2/cudasharedmemory/region/{region}/status", r.cuda_shm_status, get, "shared-memory"),
+        ("/v2/cudasharedmemory/region/{region}/register", r.cuda_shm_register, post, "shared-memory"),
+        ("/v2/cudasharedmemory/region/{region}/unregister", r.cuda_shm_unregister, post, "shared-memory"),
+        ("/v2/cudasharedmemory/unregister", r.cuda_shm_unregister, post, "shared-memory"),
     ]
-    routes = [Route(path, _guarded(handler), methods=methods) for path, handler, methods in table]
+    routes = [Route(path, _guarded(handler, restrictions.get(group)), methods=methods)
+              for path, handler, methods, group in table]
     return NaiadHttpApp(r.infer_endpoint, Starlette(routes=routes, exception_handlers={HTTPException: _http_exception}))

@@ -214,7 +214,9 @@ class Http1Connection(asyncio.Protocol):
             self._arm_idle()
 
     async def _answer(self, request: _Request) -> None:
-        if request.method == b"POST" and b"%" not in request.url and b"?" not in request.url:
+        # Restricted inference (--http-restricted-api) goes through the ASGI app, which checks headers.
+        if (request.method == b"POST" and b"%" not in request.url and b"?" not in request.url
+                and self.server.infer.restriction is None):
             target = infer_target(request.url.decode("latin-1"))
             if target is not None:
                 await self._infer(request, *target)

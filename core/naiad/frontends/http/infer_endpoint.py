@@ -17,9 +17,10 @@ from starlette.types import Receive, Scope, Send
 from ...errors import NaiadError
 from ...inference import InferenceResponse
 from ...server import Server
+from ..restrictions import Restriction
 from .body import BodyReader
 from .codec import decode_infer_request, decode_raw_request, encode_infer_response, is_raw_request
-from .responses import BINARY, JSON, compress, error_for
+from .responses import BINARY, JSON, compress, error_for, forbidden
 
 __all__ = ["InferEndpoint", "NaiadHttpApp", "infer_target", "HEADER_LENGTH"]
 
@@ -31,9 +32,12 @@ _INFER_SUFFIX = "/infer"
 class InferEndpoint:
     """Decodes an infer body, runs it on the server, encodes the answer."""
 
-    def __init__(self, server: Server, body: BodyReader) -> None:
+    def __init__(self, server: Server, body: BodyReader, restriction: Restriction | None = None) -> None:
         self.server = server
         self.body = body
+        # --http-restricted-api inference:...: only requests with this header may infer
+        # (checked by whoever reads the headers: NaiadHttpApp, the starlette route).
+        self.restriction = restriction
 
     async def answer(
         self, name: str, version: str, body: bytes, header_length: str | None, accept_encoding: str | None,
@@ -142,6 +146,10 @@ class NaiadHttpApp:
         if scope["type"] == "http" and scope["method"] == "POST":
             target = infer_target(scope["path"])
             if target is not None:
+                restriction = self.infer.restriction
+                if restriction is not None and not restriction.allows(_decoded(scope["headers"])):
+                    await forbidden(restriction)(scope, receive, send)
+                    return
                 await self._infer(scope, receive, send, *target)
                 return
         await self.app(scope, receive, send)
@@ -165,3 +173,7 @@ class NaiadHttpApp:
         headers += [(key.encode("latin-1"), value.encode("latin-1")) for key, value in extra.items()]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": content})
+
+
+def _decoded(headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]

@@ -13,9 +13,10 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from ...errors import HTTP_STATUS, ErrorCode, NaiadError
+from ..restrictions import Restriction
 
 __all__ = ["JSON", "BINARY", "json_response", "empty_response", "health_response", "error_response",
-           "error_for", "compress"]
+           "error_for", "forbidden", "compress"]
 
 log = logging.getLogger("naiad.http")
 
@@ -46,6 +47,11 @@ def error_for(exc: Exception, scope: Scope) -> Response:
         return error_response(exc)
     log.error("unexpected error answering %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
     return error_response(NaiadError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
+
+
+def forbidden(restriction: Restriction) -> Response:
+    """Triton's answer to a request of a restricted group without its header (`--http-restricted-api`)."""
+    return json_response({"error": f"This API is restricted, expecting header '{restriction.header}'"}, 403)
 
 
 def compress(content: bytes, accept_encoding: str | None) -> tuple[bytes, str]:
