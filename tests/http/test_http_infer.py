@@ -245,4 +245,4 @@ def test_raw_binary_request(base_url):
     response = httpx.post(base_url + "/v2/models/classify/infer", content=bytes(12), headers=raw)
     assert response.status_code == 400 and "Expected 20, got 12" in response.json()["error"]
     response = httpx.post(base_url + "/v2/models/add_sub/infer", content=bytes(16), headers=raw)
-    assert response.status_code == 400 and "exactly one input" in response.json()["error"]
+    assert response.status_code == 400 and "Raw request must only have 1 input" in response.json()["error"]

@@ -87,36 +87,35 @@ def is_raw_request(header_length: str | None) -> bool:
 def decode_raw_request(body: bytes, config: ModelConfig, model_version: str) -> InferenceRequest:
     """A raw binary request: no JSON, the whole body is the one input of the model. Its
     datatype comes from the config and its shape from the config dims (batch 1 for batching
-    models), a variable dimension sized by the byte count. Outputs come back binary."""
+    models), one variable dimension sized by the byte count; a BYTES input must be one
+    element (dims [1]). Refusals use Triton's words. Outputs come back binary."""
     model = config.name
     if len(config.inputs) != 1:
         raise NaiadError.invalid(
-            f"a raw binary request (Inference-Header-Content-Length: 0) needs a model with exactly one input; "
-            f"model '{model}' has {len(config.inputs)}"
+            f"Raw request must only have 1 input (found 1) to be deduced but got {len(config.inputs)} inputs in "
+            f"'{model}' model configuration"
         )
     spec = config.inputs[0]
     dims = list(spec.dims)
     batch = [1] if config.max_batch_size > 0 else []
+    fixed = _element_count(tuple(d for d in dims if d != -1))
+    if dims.count(-1) > 1 or (-1 in dims and fixed == 0):
+        raise NaiadError.invalid(
+            f"The shape of the raw input '{spec.name}' can not be deduced because there are more than one "
+            f"variable-sized dimension (dims {dims} of model '{model}')"
+        )
     if spec.datatype == "BYTES":
-        # The body is one element.
+        if -1 in dims or fixed != 1:
+            raise NaiadError.invalid(
+                f"For BYTE datatype raw input '{spec.name}', the model must have input shape [1] "
+                f"(model '{model}' has dims {dims}; the body is one element)"
+            )
+        shape = tuple(batch + dims)
         array = np.empty(1, dtype=object)
         array[0] = bytes(body)
-        shape = tuple(batch + [1 if d == -1 else d for d in dims])
-        if _element_count(shape) != 1:
-            raise NaiadError.invalid(
-                f"a raw binary request carries one BYTES element; input '{spec.name}' of model '{model}' "
-                f"has shape {batch + dims}"
-            )
         return InferenceRequest(model, [Tensor(spec.name, "BYTES", shape, array.reshape(shape))], model_version)
-    itemsize = numpy_dtype(spec.datatype).itemsize
-    variable = dims.count(-1)
-    fixed = _element_count(tuple(d for d in dims if d != -1))
-    if variable > 1:
-        raise NaiadError.invalid(
-            f"a raw binary request cannot size input '{spec.name}' of model '{model}': its dims {dims} have "
-            "more than one variable dimension"
-        )
-    if variable == 1:
+    if -1 in dims:
+        itemsize = numpy_dtype(spec.datatype).itemsize
         if len(body) % (itemsize * fixed):
             raise NaiadError.invalid(
                 f"raw binary request for input '{spec.name}' of model '{model}': {len(body)} bytes is not a "
