@@ -17,6 +17,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from .datatypes import config_type_to_datatype
 from .errors import ErrorCode, NaiadError
 from .protos import model_config_pb2 as pb
+from .safe_names import inside_directory
 
 __all__ = [
     "ConfigError",
@@ -303,6 +304,11 @@ def validate_config(proto: pb.ModelConfig, model: str, model_dir: Path | None = 
     if proto.HasField("ensemble_scheduling") and not is_ensemble:
         raise ConfigError(model, "ensemble_scheduling: only allowed with platform \"ensemble\"")
 
+    if proto.default_model_filename and inside_directory(proto.default_model_filename) is None:
+        raise ConfigError(
+            model, f"default_model_filename: '{proto.default_model_filename}' must name a file inside the version "
+            "directory"
+        )
     _validate_tensors(proto, model)
     _validate_version_policy(proto, model)
     _validate_batching(proto, model)
@@ -420,7 +426,14 @@ def _read_labels(proto: pb.ModelConfig, model: str, model_dir: Path) -> dict[str
     for index, output in enumerate(proto.output):
         if not output.label_filename:
             continue
-        path = model_dir / output.label_filename
+        relative = inside_directory(output.label_filename)
+        if relative is None:
+            # Triton's words; the config may come from a client (a load's config override).
+            raise ConfigError(
+                model, f"label file path '{output.label_filename}' for output '{output.name}' in model '{model}' is "
+                "outside model directory"
+            )
+        path = model_dir / relative
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except OSError as exc:

@@ -1,8 +1,9 @@
 """The one place that checks names a client sends before they can reach the file system.
 
 A client names models (load requests over HTTP and gRPC), files inside an uploaded model
-(`file:1/model.onnx` load parameters) and POSIX shared-memory objects (system shared-memory
-registration). None of them may become a path by joining strings: each is checked here to
+(`file:1/model.onnx` load parameters), files a model's configuration points at (a load's
+config override can set `default_model_filename` and `label_filename`) and POSIX
+shared-memory objects (system shared-memory registration). None of them may become a path by joining strings: each is checked here to
 be what it claims to be (one path segment, or a relative path that stays inside its
 directory) and refused with Triton's message otherwise. Messages quote only what the
 client sent, never a server path.
@@ -14,7 +15,7 @@ from pathlib import PurePosixPath
 
 from .errors import NaiadError
 
-__all__ = ["RESERVED_SHM_PREFIXES", "check_model_name", "check_model_file", "check_shm_key"]
+__all__ = ["RESERVED_SHM_PREFIXES", "check_model_name", "check_model_file", "inside_directory", "check_shm_key"]
 
 # Shared-memory objects the server creates for itself: Triton's Python-backend prefix
 # (refused as Triton refuses it) and the files naiad's Python backend spills large tensors
@@ -43,18 +44,23 @@ def check_model_name(name: str) -> str:
     return name
 
 
+def inside_directory(relative: str) -> PurePosixPath | None:
+    """`relative` as a path that stays inside the directory it is joined to, or None: every
+    component must be one segment, so it can neither climb out nor start at the root."""
+    parts = relative.split("/")
+    return PurePosixPath(*parts) if all(_is_one_segment(part) for part in parts) else None
+
+
 def check_model_file(model: str, parameter: str) -> PurePosixPath:
     """The relative path a `file:<path>` load parameter names inside the model directory
-    (`file:1/model.onnx` -> `1/model.onnx`). Every component must be one segment, so the
-    path can neither climb out of the directory nor start at the root."""
-    relative = parameter.removeprefix("file:")
-    parts = relative.split("/")
-    if not all(_is_one_segment(part) for part in parts):
+    (`file:1/model.onnx` -> `1/model.onnx`)."""
+    relative = inside_directory(parameter.removeprefix("file:"))
+    if relative is None:
         raise NaiadError.invalid(
             f"Invalid file parameter '{parameter}' must stay within model directory "
             f"(loading model '{model}': the path must be relative, without '.' or '..' components)"
         )
-    return PurePosixPath(*parts)
+    return relative
 
 
 def check_shm_key(region: str, key: str) -> str:

@@ -94,3 +94,16 @@ def test_uploaded_files_inside_the_directory_still_load(explicit):
     tensor.set_data_from_numpy(np.ones((1, 2), np.float32))
     assert grpc.infer("uploaded", [tensor]).as_numpy("OUTPUT0").tolist() == [[1, 1]]
     grpc.unload_model("uploaded")
+
+
+def test_a_config_override_cannot_point_outside_the_model_directory(explicit, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0\n")
+    escape = "../" * 12 + str(secret).lstrip("/")
+    labelled = {**IDENTITY, "output": [{**IDENTITY["output"][0], "label_filename": escape}]}
+    for client in clients(explicit):
+        expect_error(lambda: client.load_model("identity", config=json.dumps(labelled)),
+                     f"label file path '{escape}' for output 'OUTPUT0' in model 'identity' is outside model directory")
+        expect_error(lambda: client.load_model("identity", config=json.dumps({**IDENTITY,
+                                                                              "default_model_filename": "../x.py"})),
+                     "default_model_filename: '../x.py' must name a file inside the version directory")
