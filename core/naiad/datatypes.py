@@ -14,8 +14,6 @@ import numpy as np
 from .errors import NaiadError
 
 __all__ = [
-    "ByteSizeMismatch",
-    "input_from_raw",
     "DATATYPES",
     "numpy_dtype",
     "datatype_of",
@@ -26,6 +24,8 @@ __all__ = [
     "deserialize_bytes_tensor",
     "tensor_from_raw",
     "tensor_to_raw",
+    "ByteSizeMismatch",
+    "input_from_raw",
 ]
 
 _NUMPY: dict[str, np.dtype] = {

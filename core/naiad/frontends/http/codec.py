@@ -99,7 +99,7 @@ def decode_raw_request(body: bytes, config: ModelConfig, model_version: str) -> 
     dims = list(spec.dims)
     batch = [1] if config.max_batch_size > 0 else []
     fixed = _element_count(tuple(d for d in dims if d != -1))
-    if dims.count(-1) > 1 or (-1 in dims and fixed == 0):
+    if dims.count(-1) > 1:
         raise NaiadError.invalid(
             f"The shape of the raw input '{spec.name}' can not be deduced because there are more than one "
             f"variable-sized dimension (dims {dims} of model '{model}')"
