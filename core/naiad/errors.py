@@ -59,6 +59,14 @@ class NaiadError(Exception):
     def unsupported(cls, message: str) -> "NaiadError":
         return cls(ErrorCode.UNSUPPORTED, message)
 
+    @classmethod
+    def unexpected(cls, exc: BaseException) -> "NaiadError":
+        """INTERNAL for an exception nobody turned into a NaiadError (the caller logs it).
+        The OS's own text is left out: it names server paths."""
+        if isinstance(exc, OSError):
+            return cls(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__} (see the server log)")
+        return cls(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
 
 # The statuses Triton's HTTP frontend answers with for each code. Measured against the real
 # Triton (a Python model returning TritonError with each code): UNKNOWN, ALREADY_EXISTS and

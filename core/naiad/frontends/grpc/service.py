@@ -156,7 +156,7 @@ class InferenceServicer:
             raise
         except Exception as exc:  # noqa: BLE001
             log.exception("streamed request for model '%s' failed", message.model_name)
-            outbox.put_nowait(codec.stream_error(NaiadError.internal(f"{type(exc).__name__}: {exc}"), message.id))
+            outbox.put_nowait(codec.stream_error(NaiadError.unexpected(exc), message.id))
 
     def _stream_put(
         self, outbox: asyncio.Queue[Any], response: InferenceResponse, request: InferenceRequest, empty_final: bool

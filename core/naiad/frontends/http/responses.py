@@ -12,7 +12,7 @@ import orjson
 from starlette.responses import Response
 from starlette.types import Scope
 
-from ...errors import HTTP_STATUS, ErrorCode, NaiadError
+from ...errors import HTTP_STATUS, NaiadError
 from ..restrictions import Restriction
 
 __all__ = ["JSON", "BINARY", "json_response", "empty_response", "health_response", "error_response",
@@ -46,7 +46,7 @@ def error_for(exc: Exception, scope: Scope) -> Response:
     if isinstance(exc, NaiadError):
         return error_response(exc)
     log.error("unexpected error answering %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
-    return error_response(NaiadError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
+    return error_response(NaiadError.unexpected(exc))
 
 
 def forbidden(restriction: Restriction) -> Response:
