@@ -304,7 +304,7 @@ class Call:
                 self.end(StatusCode.CANCELLED, "the call was cancelled")
         except Exception as exc:  # noqa: BLE001 - a bug in one call must not end the connection
             log.exception("gRPC method %s failed", method.name)
-            self.end(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            self.end(StatusCode.INTERNAL, NaiadError.unexpected(exc).message)
 
     def _encode(self, response: Message) -> bytes:
         payload = response.SerializeToString()
