@@ -3,10 +3,10 @@
 A client names models (load requests over HTTP and gRPC), files inside an uploaded model
 (`file:1/model.onnx` load parameters), files a model's configuration points at (a load's
 config override can set `default_model_filename` and `label_filename`) and POSIX
-shared-memory objects (system shared-memory registration). None of them may become a path by joining strings: each is checked here to
-be what it claims to be (one path segment, or a relative path that stays inside its
-directory) and refused with Triton's message otherwise. Messages quote only what the
-client sent, never a server path.
+shared-memory objects (system shared-memory registration). None of them may become a path
+by joining strings unchecked: each is checked here to be what it claims to be (one path
+segment, or a relative path that stays inside its directory) and refused with Triton's
+message otherwise. Messages quote only what the client sent, never a server path.
 """
 
 from __future__ import annotations
