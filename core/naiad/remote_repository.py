@@ -20,6 +20,7 @@ from typing import Any
 
 from .errors import NaiadError
 from .repository import LocalRepository, ModelSource
+from .safe_names import inside_directory
 
 __all__ = ["RemoteRepository", "is_remote", "open_repository"]
 
@@ -105,7 +106,8 @@ class RemoteRepository:
             if info.get("type") == "directory":
                 continue
             relative = path[len(self._root):].lstrip("/") if path.startswith(self._root) else None
-            if not relative or any(part in ("", "..") for part in relative.split("/")):
+            # An object key is not ours to trust: one that would land outside the mirror is skipped.
+            if not relative or inside_directory(relative) is None:
                 continue
             stamp = f"{info.get('size')}:{info.get('ETag') or info.get('etag') or info.get('LastModified') or info.get('mtime')}"
             wanted[relative] = stamp

@@ -75,3 +75,18 @@ def test_unreachable_bucket_is_a_clear_error(s3):
         assert "no-such-bucket" in str(info.value)
 
     asyncio.run(go())
+
+
+def test_object_keys_that_are_not_plain_relative_paths_are_skipped(s3, tmp_path):
+    from naiad.remote_repository import open_repository
+
+    port, client = s3
+    client.put_object(Bucket="models", Key="repo/m/config.pbtxt", Body=CONFIG)
+    client.put_object(Bucket="models", Key="repo/m/1/weights.bin", Body=b"v1")
+    for key in ("repo/m/1/../../../../escaped.bin", "repo/m/./1/dot.bin", "repo/m//1/empty.bin"):
+        client.put_object(Bucket="models", Key=key, Body=b"planted")
+    mirror = tmp_path / "mirror"
+    repository = open_repository(f"s3://127.0.0.1:{port}/models/repo", cache_root=mirror)
+    assert list(repository.list_models()) == ["m"]
+    mirrored = sorted(str(p.relative_to(mirror)) for p in tmp_path.rglob("*") if p.is_file() and p.suffix == ".bin")
+    assert [name for name in mirrored if "weights" not in name] == [], mirrored
