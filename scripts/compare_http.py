@@ -3,10 +3,10 @@ their status codes (and, with --bodies, their bodies) differ.
 
     python scripts/compare_http.py http://127.0.0.1:8000 http://127.0.0.1:9000 [--bodies]
 
-The requests expect Triton's bench repository (/work/shared/bench/models): `add_sub` (FP32
+The requests expect Triton's bench repository (../shared/bench/models): `add_sub` (FP32
 [16] inputs INPUT0/INPUT1, outputs OUTPUT0 = sum, OUTPUT1 = difference, max_batch_size 64) and
 `identity` (FP32 [-1], no batching), in model control mode "none". Use it to check naiad
-against the real Triton server (/work/shared/bench/triton.sh); start both with
+against the real Triton server (../shared/bench/triton.sh); start both with
 `--allow-client-shm=true` for the shared-memory requests.
 """
 
