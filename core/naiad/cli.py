@@ -13,6 +13,8 @@ from typing import Sequence
 
 from . import __version__
 from .errors import NaiadError
+from .flag_values import parse_bool as _bool
+from .inert_flags import add_inert_flags, warn_inert_flags
 from .log_settings import LOG_FORMATS, LogSettings
 from .metrics_settings import MetricsSettings
 from .server import Server, ServerOptions
@@ -33,15 +35,6 @@ FRONTENDS = (("http", "allow_http", "naiad.frontends.http"), ("grpc", "allow_grp
              ("metrics", "allow_metrics", "naiad.frontends.metrics"))
 
 
-def _bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got '{text}'")
-
-
 def _backend_setting(text: str) -> tuple[str, str, str]:
     """`backend,key=value` or `key=value` (a setting for every backend)."""
     backend, _, setting = text.rpartition(",")
@@ -49,6 +42,14 @@ def _backend_setting(text: str) -> tuple[str, str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected BACKEND,KEY=VALUE or KEY=VALUE, got '{text}'")
     return backend, key, value
+
+
+def _config_name(text: str) -> str:
+    # It names a file inside each model's configs/ directory: one plain name, nothing more
+    # ("" is the default: config.pbtxt).
+    if any(c.isspace() for c in text) or "/" in text or "\\" in text or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"expected a name without spaces or path separators, got '{text}'")
+    return text
 
 
 def _plugin_reference(text: str) -> str:
@@ -108,6 +109,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="tritonserver's older spelling: true is --disable-auto-complete-config")
     repo.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
                       help="models loaded in parallel (default 4)")
+    repo.add_argument("--model-load-retry-count", type=int, default=0, metavar="N",
+                      help="times a model whose load failed is loaded again before it counts as failed (default 0)")
+    repo.add_argument("--model-config-name", type=_config_name, default="", metavar="NAME",
+                      help="load each model's configs/NAME.pbtxt where it has one, else its config.pbtxt")
     repo.add_argument("--model-load-timeout-secs", type=float, default=0, metavar="SECONDS",
                       help="a model whose load takes longer fails to load; 0 waits forever (default 0)")
     repo.add_argument("--backend-config", action="append", default=[], type=_backend_setting,
@@ -137,6 +142,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="let several servers listen on the HTTP port (SO_REUSEPORT; default false)")
     http.add_argument("--http-server", choices=("naiad", "uvicorn", "hypercorn"), default="naiad",
                       help="HTTP server: naiad's own HTTP/1.1 server (default, fastest), uvicorn, or hypercorn (HTTP/2)")
+    http.add_argument("--http-header-forward-pattern", default=None, metavar="REGEX",
+                      help="request headers whose names match become inference request parameters")
     http.add_argument("--http-max-input-size", type=int, default=64 * 1024 * 1024, metavar="BYTES",
                       help="largest request body accepted (default 64 MiB)")
 
@@ -191,7 +198,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                          help="export CPU utilization and memory gauges (default true)")
     metrics.add_argument("--allow-gpu-metrics", type=_bool, default=True, metavar="BOOL",
                          help="export GPU gauges through NVML when a GPU is present (default true)")
-    metrics.add_argument("--metrics-interval-ms", type=int, default=2000, metavar="MS",
+    metrics.add_argument("--metrics-interval-ms", type=float, default=2000, metavar="MS",
                          help="milliseconds between CPU/GPU gauge samples (default 2000)")
     metrics.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
                          help="counter_latencies, summary_latencies, summary_quantiles, histogram_latencies; "
@@ -212,6 +219,24 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     trace.add_argument("--trace-config", action="append", default=[], metavar="[MODE,]KEY=VALUE",
                        help="trace setting: level, rate, count, log_frequency, file, mode (triton|opentelemetry), "
                             "opentelemetry,url=...; repeatable")
+    for flag, key in (("--trace-file", "triton,file"), ("--trace-level", "level"), ("--trace-rate", "rate"),
+                      ("--trace-count", "count"), ("--trace-log-frequency", "triton,log_frequency")):
+        trace.add_argument(flag, dest="trace_config", action=_TraceConfigAlias, setting=key, metavar="VALUE",
+                           help=f"deprecated spelling of --trace-config {key}=VALUE")
+
+    add_inert_flags(p)
+
+
+class _TraceConfigAlias(argparse.Action):
+    """tritonserver's deprecated --trace-* flags: each appends its --trace-config item."""
+
+    def __init__(self, option_strings: list[str], dest: str, setting: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, **kwargs)  # type: ignore[arg-type]
+        self.setting = setting
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        getattr(namespace, self.dest).append(f"{self.setting}={values}")
 
 
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
@@ -241,6 +266,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         exit_timeout_secs=args.exit_timeout_secs,
         model_load_thread_count=args.model_load_thread_count,
         model_load_timeout_secs=args.model_load_timeout_secs or None,
+        model_load_retry_count=args.model_load_retry_count,
+        model_config_name=args.model_config_name,
         backend_config=backend_config,
         backend_plugins=[load_plugin(reference) for reference in args.backend_plugin],
         server_id=args.server_id,
@@ -359,6 +386,10 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].startswith("--") and argv[0] not in ("--help", "--version"):
+        # A tritonserver launch line with `naiad` for `tritonserver`: flags alone mean serve.
+        argv.insert(0, "serve")
     args = parser.parse_args(argv)
     if args.command != "serve":
         parser.print_help()
@@ -378,13 +409,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.reuse_http_port = args.reuse_grpc_port = True
     assert options.log_settings is not None
     options.log_settings.install()
+    warn_inert_flags(args, log)
     try:
         import uvloop  # type: ignore[import-not-found]
 
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    return runner(serve(args, options, argv if argv is not None else sys.argv[1:]))
+    return runner(serve(args, options, argv))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from . import heap
 from .backend_abi import Model, ModelContext
 from .backend_registry import BackendRegistry
 from .config_defaults import fill_config_defaults
+from .config_unacted import unacted_fields
 from .devices import gpu_ids
 from .ensemble_validation import find_ensemble_cycle, step_model_names, validate_ensemble
 from .errors import ErrorCode, NaiadError
@@ -103,12 +104,16 @@ class ModelManager:
         server: "Server | None" = None,
         auto_complete: bool = True,
         load_timeout_secs: float | None = None,
+        load_retry_count: int = 0,
+        config_name: str = "",
     ) -> None:
         self.repositories = repositories
         self.backends = backends
         self.server = server
         self.auto_complete = auto_complete
         self.load_timeout_secs = load_timeout_secs
+        self.load_retry_count = load_retry_count
+        self.config_name = config_name
         self._records: dict[str, ModelRecord] = {}
 
     # -- queries -------------------------------------------------------------------------
@@ -226,7 +231,7 @@ class ModelManager:
             serving = dict(record.serving) if config_override is None else {}
             try:
                 await self._load_ensemble_steps(name, source, config_override)
-                built = await self._build_with_timeout(source, config_override, serving, dict(record.statistics))
+                built = await self._build_with_retries(source, config_override, serving, dict(record.statistics))
                 fresh = [v for v in built.values() if v is not serving.get(v.version)]
                 try:
                     if while_unchanged and source.fingerprint() != record.fingerprint:
@@ -252,6 +257,26 @@ class ModelManager:
             log.info("loaded model '%s' version(s) %s", name, sorted(built))
         await self._retire(retired)
         heap.settle_soon()
+
+    async def _build_with_retries(
+        self,
+        source: ModelSource,
+        override: dict[str, Any] | None,
+        serving: dict[int, LoadedVersion],
+        statistics: dict[int, ModelStatistics],
+    ) -> dict[int, LoadedVersion]:
+        """`_build_with_timeout`, tried again up to `load_retry_count` times when it fails."""
+        retries = 0
+        while True:
+            try:
+                return await self._build_with_timeout(source, override, serving, statistics)
+            except Exception as exc:  # noqa: BLE001 - a broken backend must not take the server down
+                if retries == self.load_retry_count:
+                    raise
+                retries += 1
+                reason = exc.message if isinstance(exc, NaiadError) else f"{type(exc).__name__}: {exc}"
+                log.warning("model '%s' failed to load (%s); trying again (%d of %d)", source.name, reason,
+                            retries, self.load_retry_count)
 
     async def _build_with_timeout(
         self,
@@ -346,12 +371,14 @@ class ModelManager:
         if override is not None:
             proto = config_from_dict(override, name)
         else:
-            text = source.config_text()
+            text = source.config_text(self.config_name)
             if text is None and not self.auto_complete:
                 raise ConfigError(name, "config.pbtxt: not found, and auto-complete is disabled")
             proto = parse_config_text(text or "", name)
         available = source.versions()
         resolve_backend(proto, name, [source.version_path(v) for v in reversed(available)])
+        for field, why in unacted_fields(proto):
+            log.warning("model '%s': config field '%s' has no effect in naiad: %s", name, field, why)
         # The policy can only be read after parsing; validate it before choosing versions.
         validate_config(_policy_only(proto), name)
         versions = select_versions(proto.version_policy, available, name)
@@ -438,12 +465,12 @@ class ModelManager:
             except NaiadError:
                 return None
         source = sources.get(name)
-        return _peek_config(source, None) if source is not None else None
+        return _peek_config(source, None, self.config_name) if source is not None else None
 
     async def _load_ensemble_steps(self, name: str, source: ModelSource, override: dict[str, Any] | None) -> None:
         """Before an ensemble loads: refuse a cycle of ensembles, and load each step model
         that is not serving yet (Triton loads an ensemble's composing models with it)."""
-        proto = _peek_config(source, override)
+        proto = _peek_config(source, override, self.config_name)
         if proto is None or proto.platform != "ensemble":
             return
         cycle = find_ensemble_cycle(name, proto, self.peek_config)
@@ -527,12 +554,12 @@ def _policy_only(proto: pb.ModelConfig) -> pb.ModelConfig:
 
 
 
-def _peek_config(source: ModelSource, override: dict[str, Any] | None) -> pb.ModelConfig | None:
+def _peek_config(source: ModelSource, override: dict[str, Any] | None, config_name: str) -> pb.ModelConfig | None:
     """The config a load would use, or None when it does not parse (the load reports it)."""
     try:
         if override is not None:
             return config_from_dict(override, source.name)
-        text = source.config_text()
+        text = source.config_text(config_name)
         return parse_config_text(text, source.name) if text is not None else None
     except NaiadError:
         return None

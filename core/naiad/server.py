@@ -55,6 +55,10 @@ class ServerOptions:
     model_load_thread_count: int = 4
     # Seconds one model's load may take before it fails; None waits forever.
     model_load_timeout_secs: float | None = None
+    # Extra tries for a model whose load failed (tritonserver's --model-load-retry-count).
+    model_load_retry_count: int = 0
+    # Load `configs/<name>.pbtxt` instead of `config.pbtxt` where a model has one.
+    model_config_name: str = ""
     # {"onnxruntime": {"key": "value"}}; the "" entry holds settings for every backend.
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
     # Extra pluggy plugins (objects with @hookimpl functions), for embedding applications.
@@ -122,7 +126,8 @@ class Server:
             *(asyncio.to_thread(open_repository, location) for location in options.model_repositories)
         )
         self.models = ModelManager(
-            list(repositories), self.backends, self, options.auto_complete_config, options.model_load_timeout_secs
+            list(repositories), self.backends, self, options.auto_complete_config, options.model_load_timeout_secs,
+            load_retry_count=options.model_load_retry_count, config_name=options.model_config_name,
         )
         self._live = True
         if options.model_control_mode == "explicit":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 
 from ...server import Server
 from .app import DEFAULT_MAX_INPUT_SIZE, create_app
@@ -24,7 +25,8 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
     max_input_size = getattr(args, "http_max_input_size", DEFAULT_MAX_INPUT_SIZE)
     if max_input_size <= 0:
         raise ValueError(f"--http-max-input-size must be positive, got {max_input_size}")
-    app = create_app(server, max_input_size)
+    pattern = getattr(args, "http_header_forward_pattern", None)
+    app = create_app(server, max_input_size, re.compile(pattern) if pattern else None)
     kind = getattr(args, "http_server", "naiad")
     sock = bind_socket(args.http_address, args.http_port, getattr(args, "reuse_http_port", False))
     log.info("HTTP service (%s) listening on %s:%d", kind, args.http_address, sock.getsockname()[1])

@@ -9,7 +9,7 @@ from the core; errors become Triton's `{"error": "..."}` bodies (see responses.p
 from __future__ import annotations
 
 import base64
-
+import re
 from typing import Any, Awaitable, Callable
 
 from starlette.applications import Starlette
@@ -100,7 +100,7 @@ class _Routes:
         headers = request.headers
         content, extra, media_type = await self.infer_endpoint.answer(
             request.path_params["model"], _version(request), await self.body(request),
-            headers.get(HEADER_LENGTH), headers.get("accept-encoding"), request.receive,
+            headers.get(HEADER_LENGTH), headers.get("accept-encoding"), request.receive, headers.raw,
         )
         return Response(content, headers=extra, media_type=media_type)
 
@@ -242,10 +242,13 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     return json_response({"error": exc.detail}, exc.status_code)
 
 
-def create_app(server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> NaiadHttpApp:
-    """The ASGI app serving `server`; bodies over `max_input_size` bytes get 400."""
+def create_app(
+    server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE, forward_headers: re.Pattern[str] | None = None
+) -> NaiadHttpApp:
+    """The ASGI app serving `server`; bodies over `max_input_size` bytes get 400; request
+    headers matching `forward_headers` become inference request parameters."""
     body = BodyReader(max_input_size)
-    r = _Routes(server, body, InferEndpoint(server, body))
+    r = _Routes(server, body, InferEndpoint(server, body, forward_headers))
     model = "/v2/models/{model}"
     versioned = "/v2/models/{model}/versions/{version:int}"
     get, post = ["GET"], ["POST"]
