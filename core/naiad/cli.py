@@ -18,10 +18,11 @@ from .inert_flags import add_inert_flags, warn_inert_flags
 from .log_settings import LOG_FORMATS, LogSettings
 from .metrics_settings import MetricsSettings
 from .server import Server, ServerOptions
+from .startup_report import backend_table, model_table, options_table
 from .tracing import otlp_tracer_provider, trace_settings_from_config
 from .workers import WORKER_INDEX_ENV, WorkerPool, is_worker, signal_worker_ready, wait_orphaned
 
-__all__ = ["READY_LINE", "build_parser", "load_plugin", "main", "options_from_args", "status_table"]
+__all__ = ["READY_LINE", "build_parser", "load_plugin", "main", "options_from_args"]
 
 # Logged once every frontend listens; scripts and naiad.testing.ServerProcess wait for it.
 READY_LINE = "naiad is ready"
@@ -132,7 +133,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     life.add_argument("--workers", type=int, default=1, metavar="N",
                       help="server processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each serving "
                            "every model; see docs/performance.md for what stays per process (default 1)")
-    life.add_argument("--id", dest="server_id", default="naiad", help="the server name /v2 reports")
+    life.add_argument("--id", dest="server_id", default="triton",
+                      help="the server name /v2 reports (default triton, tritonserver's: clients written for "
+                           "Triton check it)")
 
     http = p.add_argument_group("HTTP/REST")
     http.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL", help="serve HTTP (default true)")
@@ -277,23 +280,6 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
     )
 
 
-def status_table(server: Server) -> str:
-    """The model-status table printed at start-up, as tritonserver prints one."""
-    rows = []
-    for row in server.repository_index():
-        state = row.get("state", "UNAVAILABLE")
-        reason = row.get("reason", "")
-        status = f"{state}: {reason}" if reason and state != "READY" else state
-        rows.append((row["name"], row.get("version", "-"), status))
-    headers = ("Model", "Version", "Status")
-    widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(3)]
-    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    out = [line, "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |", line]
-    out += ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
-    out.append(line)
-    return "\n".join(out)
-
-
 def configure_logging(verbose: int) -> None:
     """Plain tritonserver-style logging at a verbose level (for tools outside `serve`)."""
     LogSettings(log_verbose_level=max(0, verbose)).install()
@@ -318,8 +304,16 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
     _, otel = trace_settings_from_config(args.trace_config)
     if otel.get("url"):
         server.tracing.tracer_provider = otlp_tracer_provider(otel)
-    await server.start()
-    print(status_table(server), file=sys.stderr, flush=True)
+    try:
+        await server.start()
+    except NaiadError as exc:
+        # A start-up failure (a repository that is not there, ...) is one line, as in tritonserver.
+        log.error("error: creating server: %s", exc.message)
+        await server.stop()
+        return 1
+    workers = [("workers", str(args.workers))] if getattr(args, "workers", 1) > 1 else []
+    for table in (backend_table(server), model_table(server), options_table(server, workers)):
+        print(table, file=sys.stderr, flush=True)
     if server.startup_failures and args.exit_on_error:
         log.error("exiting: %d model(s) failed to load (--exit-on-error=true)", len(server.startup_failures))
         await server.stop()

@@ -254,7 +254,7 @@ class ModelManager:
             record.serving = built
             record.statistics.update({v: loaded.statistics for v, loaded in built.items()})
             record.states = {v: (ModelState.READY, "") for v in built}
-            log.info("loaded model '%s' version(s) %s", name, sorted(built))
+            log.info("successfully loaded '%s' version(s) %s", name, sorted(built))
         await self._retire(retired)
         heap.settle_soon()
 
@@ -313,7 +313,7 @@ class ModelManager:
             record.serving = {}
             await self._retire(retired)
             record.states = {v: (ModelState.UNAVAILABLE, "unloaded") for v in record.states}
-            log.info("unloaded model '%s'", name)
+            log.info("successfully unloaded '%s'", name)
         heap.settle_soon()
 
     async def unload_all(self, timeout: float | None = None) -> None:
@@ -408,6 +408,7 @@ class ModelManager:
         self, source: ModelSource, base: pb.ModelConfig, version: int, statistics: ModelStatistics | None = None
     ) -> LoadedVersion:
         name = source.name
+        log.info("loading: %s:%d", name, version)
         load_started = time.monotonic()
         proto = pb.ModelConfig()
         proto.CopyFrom(base)

@@ -64,7 +64,8 @@ class ServerOptions:
     # Extra pluggy plugins (objects with @hookimpl functions), for embedding applications.
     backend_plugins: list[object] = field(default_factory=list)
     load_backend_entry_points: bool = True
-    server_id: str = "naiad"
+    # tritonserver's default: clients written for Triton read it from the server metadata.
+    server_id: str = "triton"
     # Observability: what --metrics-*, --log-* and --trace-config set.
     metrics_settings: MetricsSettings = field(default_factory=MetricsSettings)
     log_settings: LogSettings | None = None

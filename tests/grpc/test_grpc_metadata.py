@@ -34,7 +34,7 @@ def test_health(client):
 
 def test_server_metadata(client):
     metadata = client.get_server_metadata()
-    assert metadata.name == "naiad" and metadata.version == __version__
+    assert metadata.name == "triton" and metadata.version == __version__
     assert {"model_repository", "system_shared_memory", "statistics", "parameters"} <= set(metadata.extensions)
 
 
@@ -165,7 +165,7 @@ def test_every_rpc_through_the_aio_client(url):
         async with tga.InferenceServerClient(url) as client:
             assert await client.is_server_live() and await client.is_server_ready()
             assert await client.is_model_ready("identity")
-            assert (await client.get_server_metadata()).name == "naiad"
+            assert (await client.get_server_metadata()).name == "triton"
             assert (await client.get_model_metadata("identity")).name == "identity"
             assert (await client.get_model_config("identity")).config.name == "identity"
             tensor = tg.InferInput("INPUT0", [2], "FP32")

@@ -29,7 +29,7 @@ def test_health(server, base_url):
 
 def test_server_metadata(server):
     metadata = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
-    assert metadata["name"] == "naiad" and metadata["version"]
+    assert metadata["name"] == "triton" and metadata["version"]
     for extension in ("binary_tensor_data", "classification", "model_repository", "model_configuration",
                       "system_shared_memory", "statistics", "parameters"):
         assert extension in metadata["extensions"]
@@ -289,7 +289,7 @@ def test_aio_client_covers_the_management_endpoints(explicit_server):
     async def go():
         client = aioclient.InferenceServerClient(explicit_server.http_url)
         try:
-            assert (await client.get_server_metadata())["name"] == "naiad"
+            assert (await client.get_server_metadata())["name"] == "triton"
             assert (await client.get_model_config("add_sub"))["max_batch_size"] == 8
             stats = await client.get_inference_statistics("add_sub")
             assert stats["model_stats"][0]["name"] == "add_sub"

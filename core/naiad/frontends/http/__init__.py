@@ -29,7 +29,7 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
     app = create_app(server, max_input_size, re.compile(pattern) if pattern else None)
     kind = getattr(args, "http_server", "naiad")
     sock = bind_socket(args.http_address, args.http_port, getattr(args, "reuse_http_port", False))
-    log.info("HTTP service (%s) listening on %s:%d", kind, args.http_address, sock.getsockname()[1])
+    log.info("Started HTTPService at %s:%d (%s)", args.http_address, sock.getsockname()[1], kind)
     if kind == "hypercorn":
         await serve_hypercorn(app, sock, started)
     elif kind == "uvicorn":
