@@ -3,10 +3,10 @@ their status codes (and, with --bodies, their bodies) differ.
 
     python scripts/compare_http.py http://127.0.0.1:8000 http://127.0.0.1:9000 [--bodies]
 
-The requests expect Triton's bench repository (/work/shared/bench/models): `add_sub` (FP32
+The requests expect Triton's bench repository (../shared/bench/models beside the checkout): `add_sub` (FP32
 [16] inputs INPUT0/INPUT1, outputs OUTPUT0 = sum, OUTPUT1 = difference, max_batch_size 64) and
 `identity` (FP32 [-1], no batching), in model control mode "none". Use it to check naiad
-against the real Triton server (/work/shared/bench/triton.sh).
+against the real Triton server (../shared/bench/triton.sh).
 """
 
 from __future__ import annotations

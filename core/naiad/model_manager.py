@@ -43,7 +43,7 @@ from .statistics import ModelStatistics
 if TYPE_CHECKING:
     from .server import Server
 
-__all__ = ["ModelManager", "LoadedVersion", "ModelState"]
+__all__ = ["ModelManager", "LoadedVersion", "ModelState", "unknown_model"]
 
 log = logging.getLogger("naiad.models")
 
@@ -131,19 +131,19 @@ class ModelManager:
             if record is not None and record.states:
                 reason = "; ".join(r for _, r in record.states.values() if r)
                 raise NaiadError.unavailable(f"model '{name}' is not ready" + (f": {reason}" if reason else ""))
-            raise NaiadError.not_found(f"unknown model: '{name}'" if not version else
-                                       f"unknown model: '{name}', version '{version}'")
+            raise NaiadError.not_found(unknown_model(name, version))
         if version in ("", "-1"):
             return record.serving[max(record.serving)]
         try:
             number = int(version)
         except ValueError:
-            raise NaiadError.invalid(f"model '{name}': version '{version}' is not a number") from None
+            raise NaiadError.invalid(
+                f"failed to get model version from specified version string '{version}', version should be an "
+                "integral value > 0"
+            ) from None
         loaded = record.serving.get(number)
         if loaded is None:
-            raise NaiadError.not_found(
-                f"model '{name}' has no version {number} loaded (loaded: {sorted(record.serving)})"
-            )
+            raise NaiadError.not_found(f"{unknown_model(name, version)} (loaded versions: {sorted(record.serving)})")
         return loaded
 
     def known(self, name: str) -> ModelRecord | None:
@@ -220,10 +220,11 @@ class ModelManager:
                     raise NaiadError.invalid(duplicates[name])
                 source = sources.get(name)
             if source is None:
-                message = f"failed to load '{name}': no model directory named '{name}' in the model repositories"
+                message = (f"failed to load '{name}', failed to poll from model repository: no model directory "
+                           f"named '{name}' in the model repositories")
                 if not record.serving:
                     self._records.pop(name, None)
-                raise NaiadError.not_found(message)
+                raise NaiadError.internal(message)
             for version in record.states:
                 if version not in record.serving:
                     record.states[version] = (ModelState.LOADING, "")
@@ -535,6 +536,11 @@ class ModelManager:
         statistics = ModelStatistics(name, str(version))
         scheduler = EnsembleScheduler(self.server, config, plan, statistics, str(version), self._step_config)
         return LoadedVersion(name, version, config, scheduler, statistics, dependency_problem=scheduler.problem)
+
+
+def unknown_model(name: str, version: str = "") -> str:
+    """Triton's words for a model (version) the server does not serve; clients match on them."""
+    return f"Request for unknown model: '{name}'" + (f" version {version}" if version else "") + " is not found"
 
 
 class _ChangedWhileLoading(NaiadError):

@@ -268,8 +268,11 @@ class Server:
                 # Triton answers the statistics of a model it does not serve as a bad request.
                 if exc.code is ErrorCode.INVALID_ARG:
                     raise
-                what = f"requested model '{name}'" + (f" version {version}" if version else "")
-                raise NaiadError.invalid(f"{what} is not available: {exc.message}") from None
+                if exc.code is not ErrorCode.NOT_FOUND:  # known but not ready: say why
+                    raise NaiadError.invalid(f"requested model '{name}' is not available: {exc.message}") from None
+                if version and models.known(name) is not None:
+                    raise NaiadError.invalid(f"requested model version is not available for model '{name}'") from None
+                raise NaiadError.invalid(f"requested model '{name}' is not available") from None
             if version:
                 return [loaded.statistics.to_dict()]
             record = models.record(name)
@@ -299,6 +302,8 @@ class Server:
         """Unload `name`; with `unload_dependents` (Triton's unload parameter), an
         ensemble's step models go too unless another loaded ensemble still uses them."""
         models = self._models()
+        if models.known(name) is None:
+            return  # Triton answers success for a model it never loaded
         config = models.peek_config(name) if unload_dependents else None
         await models.unload(name)
         if config is not None and config.platform == "ensemble":

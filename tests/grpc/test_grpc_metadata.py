@@ -29,7 +29,8 @@ def test_health(client):
     assert client.is_model_ready("add_sub", "1")
     assert not client.is_model_ready("add_sub", "2")
     assert not client.is_model_ready("nope")
-    expect_error(lambda: client.is_model_ready("add_sub", "x"), "INVALID_ARGUMENT", "version 'x'")
+    expect_error(lambda: client.is_model_ready("add_sub", "x"), "INVALID_ARGUMENT",
+                 "failed to get model version from specified version string 'x'")
 
 
 def test_server_metadata(client):
@@ -51,7 +52,8 @@ def test_model_metadata(client):
     }
     assert client.get_model_metadata("identity_bytes").inputs[0].datatype == "BYTES"
     expect_error(lambda: client.get_model_metadata("nope"), "NOT_FOUND", "unknown model: 'nope'")
-    expect_error(lambda: client.get_model_metadata("add_sub", "3"), "NOT_FOUND", "no version 3")
+    expect_error(lambda: client.get_model_metadata("add_sub", "3"), "NOT_FOUND",
+                 "Request for unknown model: 'add_sub' version 3 is not found")
 
 
 def test_model_config(client):
