@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/compare_triton.sh [NAIAD FLAGS...] — runs /work/shared/bench/compare.sh (the real Triton
+# bench/compare_triton.sh [NAIAD FLAGS...] — runs ../shared/bench/compare.sh (the real Triton
 # server, then naiad, under the same wrk/h2load load; prints naiad/Triton per row) with this
 # checkout's naiad. Without flags naiad runs as measured best in docs/performance.md:
 #   --workers 2 --backend-config python,execution-mode=inline
@@ -7,7 +7,7 @@
 # BENCH_DIR overrides the location of shared/bench.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
-bench=${BENCH_DIR:-/work/shared/bench}
+bench=${BENCH_DIR:-$root/../shared/bench}
 if [ $# -eq 0 ]; then set -- --workers 2 --backend-config python,execution-mode=inline; fi
 extra="$*"
 exec "$bench/compare.sh" "$root/.venv/bin/naiad serve --model-repository \$MODEL_REPOSITORY \

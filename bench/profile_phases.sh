@@ -3,10 +3,10 @@
 # concurrency: serves shared/bench/models with one naiad, drives HTTP JSON, HTTP binary and
 # gRPC at c=1 and c=64 (client pinned to CPU 1), samples the server with py-spy and prints
 # the phase split (bench/profile_breakdown.py) with server and model-process CPU per request.
-# Needs py-spy (/work/deps/bin/python -m pip install py-spy).
+# Needs py-spy (pip install py-spy; PYSPY names the binary when it is not on PATH).
 set -u
-root=$(cd "$(dirname "$0")/.." && pwd); B=${BENCH_DIR:-/work/shared/bench}
-PYSPY=${PYSPY:-/work/deps/bin/py-spy}; hp=${PORT:-22600}; gp=$((hp+1)); mp=$((hp+2))
+root=$(cd "$(dirname "$0")/.." && pwd); B=${BENCH_DIR:-$root/../shared/bench}
+PYSPY=${PYSPY:-py-spy}; hp=${PORT:-22600}; gp=$((hp+1)); mp=$((hp+2))
 out=$(mktemp -d); export BODY_DIR=$out; python3 "$B/make_bodies.py" "$out" add_sub
 setsid "$root/.venv/bin/naiad" serve --model-repository "$B/models" --http-port $hp --grpc-port $gp \
   --metrics-port $mp --http-address 127.0.0.1 --grpc-address 127.0.0.1 --metrics-address 127.0.0.1 "$@" \

@@ -1,7 +1,7 @@
 """A tiny backend written in numpy, registered as a plugin object, so core tests exercise
 the real server path without any framework. Models pick an operation with the config
 parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
-`identity` (OUTPUTi = INPUTi), `fail` (raises), `sleep` (touches `started_file` if set, sleeps `sleep_ms`, then identity),
+`identity` (OUTPUTi = INPUTi), `fail` (raises; `fail_loads` with `load_log`: the first loads fail), `sleep` (touches `started_file` if set, sleeps `sleep_ms`, then identity),
 `scale` (OUTPUTi = INPUTi * `factor`), `echo_parameters` (OUTPUT0 = the request's parameters as one
 JSON string, BYTES [1]), `rendezvous` (identity, after every model naming the same `barrier`
 with `parties` has reached it: proves that executions overlap without timing them), and for
@@ -191,6 +191,14 @@ class RecordingInstance(NumpyInstance):
 
 class NumpyModel(Model):
     def initialize(self):
+        # `fail_loads` N with `load_log` PATH: the first N loads of the model fail (each load
+        # appends a line to PATH), for load retries.
+        load_log = self.context.config.parameter("load_log")
+        if load_log:
+            with open(load_log, "a") as log:
+                log.write("load\n")
+            if len(Path(load_log).read_text().splitlines()) <= int(self.context.config.parameter("fail_loads", "0")):
+                raise RuntimeError("the model failed to load on purpose")
         # `allocate_mb` stands in for weights: memory a model holds until it is finalized.
         self.weights = np.ones(int(self.context.config.parameter("allocate_mb", "0")) * 2**20, np.uint8)
         self.executions: list[Execution] = []

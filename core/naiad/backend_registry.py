@@ -64,6 +64,7 @@ class BackendRegistry:
                 self._classes[cls.name] = cls
         self._config = backend_config or {}
         self._instances: dict[str, Backend] = {}
+        self._settings: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -98,7 +99,14 @@ class BackendRegistry:
             backend = cls()
             backend.initialize(BackendContext(name=name, config=settings))
             self._instances[name] = backend
+            self._settings[name] = settings
             return backend
+
+    def initialized(self) -> list[tuple[str, str, dict[str, str]]]:
+        """(name, providing module, settings) of each backend initialized so far."""
+        with self._lock:
+            return [(name, type(backend).__module__, dict(self._settings[name]))
+                    for name, backend in sorted(self._instances.items())]
 
     def finalize(self) -> None:
         with self._lock:

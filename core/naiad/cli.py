@@ -13,13 +13,16 @@ from typing import Sequence
 
 from . import __version__
 from .errors import NaiadError
+from .flag_values import parse_bool as _bool
+from .inert_flags import add_inert_flags, warn_inert_flags
 from .log_settings import LOG_FORMATS, LogSettings
 from .metrics_settings import MetricsSettings
 from .server import Server, ServerOptions
+from .startup_report import backend_table, model_table, options_table
 from .tracing import otlp_tracer_provider, trace_settings_from_config
 from .workers import WORKER_INDEX_ENV, WorkerPool, is_worker, signal_worker_ready, wait_orphaned
 
-__all__ = ["READY_LINE", "build_parser", "load_plugin", "main", "options_from_args", "status_table"]
+__all__ = ["READY_LINE", "build_parser", "load_plugin", "main", "options_from_args"]
 
 # Logged once every frontend listens; scripts and naiad.testing.ServerProcess wait for it.
 READY_LINE = "naiad is ready"
@@ -33,15 +36,6 @@ FRONTENDS = (("http", "allow_http", "naiad.frontends.http"), ("grpc", "allow_grp
              ("metrics", "allow_metrics", "naiad.frontends.metrics"))
 
 
-def _bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got '{text}'")
-
-
 def _backend_setting(text: str) -> tuple[str, str, str]:
     """`backend,key=value` or `key=value` (a setting for every backend)."""
     backend, _, setting = text.rpartition(",")
@@ -49,6 +43,14 @@ def _backend_setting(text: str) -> tuple[str, str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected BACKEND,KEY=VALUE or KEY=VALUE, got '{text}'")
     return backend, key, value
+
+
+def _config_name(text: str) -> str:
+    # It names a file inside each model's configs/ directory: one plain name, nothing more
+    # ("" is the default: config.pbtxt).
+    if any(c.isspace() for c in text) or "/" in text or "\\" in text or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"expected a name without spaces or path separators, got '{text}'")
+    return text
 
 
 def _plugin_reference(text: str) -> str:
@@ -108,6 +110,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="tritonserver's older spelling: true is --disable-auto-complete-config")
     repo.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
                       help="models loaded in parallel (default 4)")
+    repo.add_argument("--model-load-retry-count", type=int, default=0, metavar="N",
+                      help="times a model whose load failed is loaded again before it counts as failed (default 0)")
+    repo.add_argument("--model-config-name", type=_config_name, default="", metavar="NAME",
+                      help="load each model's configs/NAME.pbtxt where it has one, else its config.pbtxt")
     repo.add_argument("--model-load-timeout-secs", type=float, default=0, metavar="SECONDS",
                       help="a model whose load takes longer fails to load; 0 waits forever (default 0)")
     repo.add_argument("--backend-config", action="append", default=[], type=_backend_setting,
@@ -127,7 +133,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     life.add_argument("--workers", type=int, default=1, metavar="N",
                       help="server processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each serving "
                            "every model; see docs/performance.md for what stays per process (default 1)")
-    life.add_argument("--id", dest="server_id", default="naiad", help="the server name /v2 reports")
+    life.add_argument("--id", dest="server_id", default="triton",
+                      help="the server name /v2 reports (default triton, tritonserver's: clients written for "
+                           "Triton check it)")
     life.add_argument("--allow-client-shm", type=_bool, default=False, metavar="BOOL",
                       help="let clients register system (and CUDA) shared-memory regions for inputs and outputs; "
                            "off by default, as in tritonserver (default false)")
@@ -140,6 +148,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="let several servers listen on the HTTP port (SO_REUSEPORT; default false)")
     http.add_argument("--http-server", choices=("naiad", "uvicorn", "hypercorn"), default="naiad",
                       help="HTTP server: naiad's own HTTP/1.1 server (default, fastest), uvicorn, or hypercorn (HTTP/2)")
+    http.add_argument("--http-header-forward-pattern", default=None, metavar="REGEX",
+                      help="request headers whose names match become inference request parameters")
     http.add_argument("--http-max-input-size", type=int, default=64 * 1024 * 1024, metavar="BYTES",
                       help="largest request body accepted (default 64 MiB)")
     http.add_argument("--http-restricted-api", action="append", default=[], metavar="APIS:KEY=VALUE",
@@ -198,7 +208,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                          help="export CPU utilization and memory gauges (default true)")
     metrics.add_argument("--allow-gpu-metrics", type=_bool, default=True, metavar="BOOL",
                          help="export GPU gauges through NVML when a GPU is present (default true)")
-    metrics.add_argument("--metrics-interval-ms", type=int, default=2000, metavar="MS",
+    metrics.add_argument("--metrics-interval-ms", type=float, default=2000, metavar="MS",
                          help="milliseconds between CPU/GPU gauge samples (default 2000)")
     metrics.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
                          help="counter_latencies, summary_latencies, summary_quantiles, histogram_latencies; "
@@ -219,6 +229,24 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     trace.add_argument("--trace-config", action="append", default=[], metavar="[MODE,]KEY=VALUE",
                        help="trace setting: level, rate, count, log_frequency, file, mode (triton|opentelemetry), "
                             "opentelemetry,url=...; repeatable")
+    for flag, key in (("--trace-file", "triton,file"), ("--trace-level", "level"), ("--trace-rate", "rate"),
+                      ("--trace-count", "count"), ("--trace-log-frequency", "triton,log_frequency")):
+        trace.add_argument(flag, dest="trace_config", action=_TraceConfigAlias, setting=key, metavar="VALUE",
+                           help=f"deprecated spelling of --trace-config {key}=VALUE")
+
+    add_inert_flags(p)
+
+
+class _TraceConfigAlias(argparse.Action):
+    """tritonserver's deprecated --trace-* flags: each appends its --trace-config item."""
+
+    def __init__(self, option_strings: list[str], dest: str, setting: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, **kwargs)  # type: ignore[arg-type]
+        self.setting = setting
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        getattr(namespace, self.dest).append(f"{self.setting}={values}")
 
 
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
@@ -248,6 +276,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         exit_timeout_secs=args.exit_timeout_secs,
         model_load_thread_count=args.model_load_thread_count,
         model_load_timeout_secs=args.model_load_timeout_secs or None,
+        model_load_retry_count=args.model_load_retry_count,
+        model_config_name=args.model_config_name,
         backend_config=backend_config,
         backend_plugins=[load_plugin(reference) for reference in args.backend_plugin],
         server_id=args.server_id,
@@ -256,23 +286,6 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         log_settings=log_settings,
         trace_settings=trace_settings,
     )
-
-
-def status_table(server: Server) -> str:
-    """The model-status table printed at start-up, as tritonserver prints one."""
-    rows = []
-    for row in server.repository_index():
-        state = row.get("state", "UNAVAILABLE")
-        reason = row.get("reason", "")
-        status = f"{state}: {reason}" if reason and state != "READY" else state
-        rows.append((row["name"], row.get("version", "-"), status))
-    headers = ("Model", "Version", "Status")
-    widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(3)]
-    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    out = [line, "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |", line]
-    out += ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
-    out.append(line)
-    return "\n".join(out)
 
 
 def configure_logging(verbose: int) -> None:
@@ -299,8 +312,16 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
     _, otel = trace_settings_from_config(args.trace_config)
     if otel.get("url"):
         server.tracing.tracer_provider = otlp_tracer_provider(otel)
-    await server.start()
-    print(status_table(server), file=sys.stderr, flush=True)
+    try:
+        await server.start()
+    except NaiadError as exc:
+        # A start-up failure (a repository that is not there, ...) is one line, as in tritonserver.
+        log.error("error: creating server: %s", exc.message)
+        await server.stop()
+        return 1
+    workers = [("workers", str(args.workers))] if getattr(args, "workers", 1) > 1 else []
+    for table in (backend_table(server), model_table(server), options_table(server, workers)):
+        print(table, file=sys.stderr, flush=True)
     if server.startup_failures and args.exit_on_error:
         log.error("exiting: %d model(s) failed to load (--exit-on-error=true)", len(server.startup_failures))
         await server.stop()
@@ -367,6 +388,10 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].startswith("--") and argv[0] not in ("--help", "--version"):
+        # A tritonserver launch line with `naiad` for `tritonserver`: flags alone mean serve.
+        argv.insert(0, "serve")
     args = parser.parse_args(argv)
     if args.command != "serve":
         parser.print_help()
@@ -386,13 +411,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.reuse_http_port = args.reuse_grpc_port = True
     assert options.log_settings is not None
     options.log_settings.install()
+    warn_inert_flags(args, log)
     try:
         import uvloop  # type: ignore[import-not-found]
 
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    return runner(serve(args, options, argv if argv is not None else sys.argv[1:]))
+    return runner(serve(args, options, argv))
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ class MetricsSettings:
     summary_latencies: bool = False
     summary_quantiles: tuple[tuple[float, float], ...] = DEFAULT_QUANTILES
     histogram_latencies: bool = False
-    interval_ms: int = 2000
+    interval_ms: float = 2000
     allow_cpu_metrics: bool = True
     allow_gpu_metrics: bool = True
 

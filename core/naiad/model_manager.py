@@ -18,6 +18,7 @@ from . import heap
 from .backend_abi import Model, ModelContext
 from .backend_registry import BackendRegistry
 from .config_defaults import fill_config_defaults
+from .config_unacted import unacted_fields
 from .devices import gpu_ids
 from .ensemble_validation import find_ensemble_cycle, step_model_names, validate_ensemble
 from .errors import ErrorCode, NaiadError
@@ -42,7 +43,7 @@ from .statistics import ModelStatistics
 if TYPE_CHECKING:
     from .server import Server
 
-__all__ = ["ModelManager", "LoadedVersion", "ModelState"]
+__all__ = ["ModelManager", "LoadedVersion", "ModelState", "unknown_model"]
 
 log = logging.getLogger("naiad.models")
 
@@ -103,12 +104,16 @@ class ModelManager:
         server: "Server | None" = None,
         auto_complete: bool = True,
         load_timeout_secs: float | None = None,
+        load_retry_count: int = 0,
+        config_name: str = "",
     ) -> None:
         self.repositories = repositories
         self.backends = backends
         self.server = server
         self.auto_complete = auto_complete
         self.load_timeout_secs = load_timeout_secs
+        self.load_retry_count = load_retry_count
+        self.config_name = config_name
         self._records: dict[str, ModelRecord] = {}
 
     # -- queries -------------------------------------------------------------------------
@@ -126,19 +131,19 @@ class ModelManager:
             if record is not None and record.states:
                 reason = "; ".join(r for _, r in record.states.values() if r)
                 raise NaiadError.unavailable(f"model '{name}' is not ready" + (f": {reason}" if reason else ""))
-            raise NaiadError.not_found(f"unknown model: '{name}'" if not version else
-                                       f"unknown model: '{name}', version '{version}'")
+            raise NaiadError.not_found(unknown_model(name, version))
         if version in ("", "-1"):
             return record.serving[max(record.serving)]
         try:
             number = int(version)
         except ValueError:
-            raise NaiadError.invalid(f"model '{name}': version '{version}' is not a number") from None
+            raise NaiadError.invalid(
+                f"failed to get model version from specified version string '{version}', version should be an "
+                "integral value > 0"
+            ) from None
         loaded = record.serving.get(number)
         if loaded is None:
-            raise NaiadError.not_found(
-                f"model '{name}' has no version {number} loaded (loaded: {sorted(record.serving)})"
-            )
+            raise NaiadError.not_found(f"{unknown_model(name, version)} (loaded versions: {sorted(record.serving)})")
         return loaded
 
     def known(self, name: str) -> ModelRecord | None:
@@ -215,10 +220,11 @@ class ModelManager:
                     raise NaiadError.invalid(duplicates[name])
                 source = sources.get(name)
             if source is None:
-                message = f"failed to load '{name}': no model directory named '{name}' in the model repositories"
+                message = (f"failed to load '{name}', failed to poll from model repository: no model directory "
+                           f"named '{name}' in the model repositories")
                 if not record.serving:
                     self._records.pop(name, None)
-                raise NaiadError.not_found(message)
+                raise NaiadError.internal(message)
             for version in record.states:
                 if version not in record.serving:
                     record.states[version] = (ModelState.LOADING, "")
@@ -226,7 +232,7 @@ class ModelManager:
             serving = dict(record.serving) if config_override is None else {}
             try:
                 await self._load_ensemble_steps(name, source, config_override)
-                built = await self._build_with_timeout(source, config_override, serving, dict(record.statistics))
+                built = await self._build_with_retries(source, config_override, serving, dict(record.statistics))
                 fresh = [v for v in built.values() if v is not serving.get(v.version)]
                 try:
                     if while_unchanged and source.fingerprint() != record.fingerprint:
@@ -249,9 +255,29 @@ class ModelManager:
             record.serving = built
             record.statistics.update({v: loaded.statistics for v, loaded in built.items()})
             record.states = {v: (ModelState.READY, "") for v in built}
-            log.info("loaded model '%s' version(s) %s", name, sorted(built))
+            log.info("successfully loaded '%s' version(s) %s", name, sorted(built))
         await self._retire(retired)
         heap.settle_soon()
+
+    async def _build_with_retries(
+        self,
+        source: ModelSource,
+        override: dict[str, Any] | None,
+        serving: dict[int, LoadedVersion],
+        statistics: dict[int, ModelStatistics],
+    ) -> dict[int, LoadedVersion]:
+        """`_build_with_timeout`, tried again up to `load_retry_count` times when it fails."""
+        retries = 0
+        while True:
+            try:
+                return await self._build_with_timeout(source, override, serving, statistics)
+            except Exception as exc:  # noqa: BLE001 - a broken backend must not take the server down
+                if retries == self.load_retry_count:
+                    raise
+                retries += 1
+                reason = exc.message if isinstance(exc, NaiadError) else f"{type(exc).__name__}: {exc}"
+                log.warning("model '%s' failed to load (%s); trying again (%d of %d)", source.name, reason,
+                            retries, self.load_retry_count)
 
     async def _build_with_timeout(
         self,
@@ -288,7 +314,7 @@ class ModelManager:
             record.serving = {}
             await self._retire(retired)
             record.states = {v: (ModelState.UNAVAILABLE, "unloaded") for v in record.states}
-            log.info("unloaded model '%s'", name)
+            log.info("successfully unloaded '%s'", name)
         heap.settle_soon()
 
     async def unload_all(self, timeout: float | None = None) -> None:
@@ -346,12 +372,14 @@ class ModelManager:
         if override is not None:
             proto = config_from_dict(override, name)
         else:
-            text = source.config_text()
+            text = source.config_text(self.config_name)
             if text is None and not self.auto_complete:
                 raise ConfigError(name, "config.pbtxt: not found, and auto-complete is disabled")
             proto = parse_config_text(text or "", name)
         available = source.versions()
         resolve_backend(proto, name, [source.version_path(v) for v in reversed(available)])
+        for field, why in unacted_fields(proto):
+            log.warning("model '%s': config field '%s' has no effect in naiad: %s", name, field, why)
         # The policy can only be read after parsing; validate it before choosing versions.
         validate_config(_policy_only(proto), name)
         versions = select_versions(proto.version_policy, available, name)
@@ -381,6 +409,7 @@ class ModelManager:
         self, source: ModelSource, base: pb.ModelConfig, version: int, statistics: ModelStatistics | None = None
     ) -> LoadedVersion:
         name = source.name
+        log.info("loading: %s:%d", name, version)
         load_started = time.monotonic()
         proto = pb.ModelConfig()
         proto.CopyFrom(base)
@@ -438,12 +467,12 @@ class ModelManager:
             except NaiadError:
                 return None
         source = sources.get(name)
-        return _peek_config(source, None) if source is not None else None
+        return _peek_config(source, None, self.config_name) if source is not None else None
 
     async def _load_ensemble_steps(self, name: str, source: ModelSource, override: dict[str, Any] | None) -> None:
         """Before an ensemble loads: refuse a cycle of ensembles, and load each step model
         that is not serving yet (Triton loads an ensemble's composing models with it)."""
-        proto = _peek_config(source, override)
+        proto = _peek_config(source, override, self.config_name)
         if proto is None or proto.platform != "ensemble":
             return
         cycle = find_ensemble_cycle(name, proto, self.peek_config)
@@ -509,6 +538,11 @@ class ModelManager:
         return LoadedVersion(name, version, config, scheduler, statistics, dependency_problem=scheduler.problem)
 
 
+def unknown_model(name: str, version: str = "") -> str:
+    """Triton's words for a model (version) the server does not serve; clients match on them."""
+    return f"Request for unknown model: '{name}'" + (f" version {version}" if version else "") + " is not found"
+
+
 class _ChangedWhileLoading(NaiadError):
     """The model's files changed during its load: what was read may be half old, half new,
     so the build is dropped and the serving versions stay."""
@@ -527,12 +561,12 @@ def _policy_only(proto: pb.ModelConfig) -> pb.ModelConfig:
 
 
 
-def _peek_config(source: ModelSource, override: dict[str, Any] | None) -> pb.ModelConfig | None:
+def _peek_config(source: ModelSource, override: dict[str, Any] | None, config_name: str) -> pb.ModelConfig | None:
     """The config a load would use, or None when it does not parse (the load reports it)."""
     try:
         if override is not None:
             return config_from_dict(override, source.name)
-        text = source.config_text()
+        text = source.config_text(config_name)
         return parse_config_text(text, source.name) if text is not None else None
     except NaiadError:
         return None

@@ -27,13 +27,18 @@ class ModelSource:
     path: Path
     repository: Path
 
-    @property
-    def config_path(self) -> Path:
+    def config_path(self, config_name: str = "") -> Path:
+        """`configs/<config_name>.pbtxt` where the model has it (tritonserver's
+        --model-config-name), else `config.pbtxt`."""
+        if config_name:
+            custom = self.path / "configs" / f"{config_name}.pbtxt"
+            if custom.is_file():
+                return custom
         return self.path / "config.pbtxt"
 
-    def config_text(self) -> str | None:
+    def config_text(self, config_name: str = "") -> str | None:
         try:
-            return self.config_path.read_text(encoding="utf-8")
+            return self.config_path(config_name).read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
 

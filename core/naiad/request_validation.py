@@ -23,8 +23,11 @@ def shape_matches(shape: tuple[int, ...], dims: tuple[int, ...]) -> bool:
 
 def validate_request(request: InferenceRequest, config: ModelConfig, version: str) -> int:
     """Raise INVALID_ARG naming the fault, or return the request's batch size (1 for models
-    without batching)."""
+    without batching). Messages are Triton's words, which clients match on, with
+    Triton's `[request id: ...]` prefix where Triton puts one."""
     model = f"model '{config.name}'"
+    label = f"[request id: {request.id or '<id_unknown>'}] "
+    _check_input_count(request, config, label)  # after it, a missing input is an unexpected one
     seen: set[str] = set()
     batch_size: int | None = None
     batching = config.max_batch_size > 0
@@ -35,30 +38,23 @@ def validate_request(request: InferenceRequest, config: ModelConfig, version: st
                 f"unexpected inference input '{tensor.name}' for {model}; it expects "
                 + ", ".join(f"'{s.name}'" for s in config.inputs)
             )
-        if tensor.name in seen:
-            raise NaiadError.invalid(f"input '{tensor.name}' appears more than once in the request for {model}")
         seen.add(tensor.name)
         if tensor.datatype != spec.datatype:
             raise NaiadError.invalid(
-                f"inference input '{tensor.name}' data-type is '{tensor.datatype}', but {model} expects '{spec.datatype}'"
+                f"{label}inference input '{tensor.name}' data-type is '{tensor.datatype}', but {model} expects "
+                f"'{spec.datatype}'"
             )
-        size = _check_shape(tensor, spec, config, model)
+        size = _check_shape(tensor, spec, config, model, label)
         if batching and not spec.is_shape_tensor:
             if batch_size is None:
                 batch_size = size
             elif size != batch_size:
                 raise NaiadError.invalid(
-                    f"inputs of one request must share the batch size: '{tensor.name}' has {size}, "
-                    f"an earlier input has {batch_size} ({model})"
+                    f"{label}input '{tensor.name}' batch size does not match other inputs for '{config.name}' "
+                    f"({size} against {batch_size})"
                 )
         if spec.reshape is not None:
             _apply_reshape(tensor, spec, batching)
-    missing = [s.name for s in config.inputs if not s.optional and s.name not in seen]
-    if missing and not _state_inputs_cover(config, missing):
-        raise NaiadError.invalid(
-            f"{model} expects input(s) " + ", ".join(f"'{m}'" for m in missing)
-            + " that the request does not carry"
-        )
     for output in request.outputs:
         if output.name not in config.output_by_name:
             raise NaiadError.invalid(f"unexpected inference output '{output.name}' for {model}")
@@ -66,33 +62,74 @@ def validate_request(request: InferenceRequest, config: ModelConfig, version: st
     return batch_size if batch_size is not None else 1
 
 
-def _check_shape(tensor: Tensor, spec: TensorSpec, config: ModelConfig, model: str) -> int:
+def _check_input_count(request: InferenceRequest, config: ModelConfig, label: str) -> None:
+    """Triton's first check: a request carries every required input and no more inputs
+    than the model has (implicit-state and control inputs come from the sequence batcher)."""
+    given = [t.name for t in request.inputs]
+    for index, name in enumerate(given):
+        if name in given[:index]:
+            raise NaiadError.invalid(
+                f"input '{name}' already exists in request (it appears more than once in the request for model "
+                f"'{config.name}')"
+            )
+    required = [s.name for s in config.inputs if not s.optional]
+    missing = [name for name in required if name not in given]
+    if missing and _state_inputs_cover(config, missing):
+        return
+    # Within the count, Triton goes on to name an unexpected input first.
+    unexpected = any(name not in config.input_by_name for name in given)
+    if len(required) <= len(given) <= len(config.inputs) and (unexpected or not missing):
+        return
+    if len(required) == len(config.inputs):
+        expected = f"expected {len(config.inputs)} inputs"
+    else:
+        expected = f"expected number of inputs between {len(required)} and {len(config.inputs)}"
+    raise NaiadError.invalid(
+        f"{label}{expected} but got {len(given)} inputs for model '{config.name}'. Got input(s) {_names(given)}, "
+        f"but missing required input(s) {_names(missing)}. Please provide all required input(s)."
+    )
+
+
+def _names(names: list[str]) -> str:
+    return "[" + ",".join(f"'{name}'" for name in names) + "]"
+
+
+def _dims(dims: "tuple[int, ...] | list[int]") -> str:
+    return "[" + ",".join(str(d) for d in dims) + "]"
+
+
+# Triton's hint after a shape error of a batching model.
+_BATCH_DIM_NOTE = (
+    " NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended "
+    "to each input shape. If you want to specify the full shape including the batch dim in your input dims "
+    "config, try setting max_batch_size to zero. See the model configuration docs for more info on "
+    "max_batch_size."
+)
+
+
+def _check_shape(tensor: Tensor, spec: TensorSpec, config: ModelConfig, model: str, label: str) -> int:
     shape = tuple(tensor.shape)
     if tuple(tensor.data.shape) != shape:
         raise NaiadError.invalid(
             f"input '{tensor.name}': data holds shape {list(tensor.data.shape)}, the request declares {list(shape)}"
         )
     if config.max_batch_size > 0 and not spec.is_shape_tensor:
-        if not shape:
+        if not shape or not shape_matches(shape[1:], spec.dims):
             raise NaiadError.invalid(
-                f"input '{tensor.name}' has no batch dimension; {model} supports batching, "
-                f"so its shape must be [batch] + {list(spec.dims)}"
+                f"{label}unexpected shape for input '{tensor.name}' for {model}. Expected "
+                f"{_dims((-1, *spec.dims))}, got {_dims(shape)}.{_BATCH_DIM_NOTE}"
             )
         batch = shape[0]
         if batch < 1 or batch > config.max_batch_size:
             raise NaiadError.invalid(
-                f"inference request batch-size must be <= {config.max_batch_size} for {model}, "
-                f"input '{tensor.name}' has batch size {batch}"
-            )
-        if not shape_matches(shape[1:], spec.dims):
-            raise NaiadError.invalid(
-                f"unexpected shape for input '{tensor.name}' for {model}. Expected "
-                f"{[-1] + list(spec.dims)}, got {list(shape)}"
+                f"{label}inference request batch-size must be <= {config.max_batch_size} for '{config.name}' "
+                f"(input '{tensor.name}' has batch size {batch})"
             )
         return batch
     if not shape_matches(shape, spec.dims):
         raise NaiadError.invalid(
-            f"unexpected shape for input '{tensor.name}' for {model}. Expected {list(spec.dims)}, got {list(shape)}"
+            f"{label}unexpected shape for input '{tensor.name}' for {model}. Expected {_dims(spec.dims)}, "
+            f"got {_dims(shape)}. "
         )
     return 1
 

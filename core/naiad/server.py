@@ -56,12 +56,17 @@ class ServerOptions:
     model_load_thread_count: int = 4
     # Seconds one model's load may take before it fails; None waits forever.
     model_load_timeout_secs: float | None = None
+    # Extra tries for a model whose load failed (tritonserver's --model-load-retry-count).
+    model_load_retry_count: int = 0
+    # Load `configs/<name>.pbtxt` instead of `config.pbtxt` where a model has one.
+    model_config_name: str = ""
     # {"onnxruntime": {"key": "value"}}; the "" entry holds settings for every backend.
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
     # Extra pluggy plugins (objects with @hookimpl functions), for embedding applications.
     backend_plugins: list[object] = field(default_factory=list)
     load_backend_entry_points: bool = True
-    server_id: str = "naiad"
+    # tritonserver's default: clients written for Triton read it from the server metadata.
+    server_id: str = "triton"
     # --allow-client-shm: clients may register system (and CUDA) shared-memory regions.
     allow_client_shm: bool = False
     # Observability: what --metrics-*, --log-* and --trace-config set.
@@ -125,7 +130,8 @@ class Server:
             *(asyncio.to_thread(open_repository, location) for location in options.model_repositories)
         )
         self.models = ModelManager(
-            list(repositories), self.backends, self, options.auto_complete_config, options.model_load_timeout_secs
+            list(repositories), self.backends, self, options.auto_complete_config, options.model_load_timeout_secs,
+            load_retry_count=options.model_load_retry_count, config_name=options.model_config_name,
         )
         self._live = True
         if options.model_control_mode == "explicit":
@@ -265,8 +271,11 @@ class Server:
                 # Triton answers the statistics of a model it does not serve as a bad request.
                 if exc.code is ErrorCode.INVALID_ARG:
                     raise
-                what = f"requested model '{name}'" + (f" version {version}" if version else "")
-                raise NaiadError.invalid(f"{what} is not available: {exc.message}") from None
+                if exc.code is not ErrorCode.NOT_FOUND:  # known but not ready: say why
+                    raise NaiadError.invalid(f"requested model '{name}' is not available: {exc.message}") from None
+                if version and models.known(name) is not None:
+                    raise NaiadError.invalid(f"requested model version is not available for model '{name}'") from None
+                raise NaiadError.invalid(f"requested model '{name}' is not available") from None
             if version:
                 return [loaded.statistics.to_dict()]
             record = models.record(name)
@@ -298,6 +307,8 @@ class Server:
         """Unload `name`; with `unload_dependents` (Triton's unload parameter), an
         ensemble's step models go too unless another loaded ensemble still uses them."""
         models = self._models()
+        if models.known(name) is None:
+            return  # Triton answers success for a model it never loaded
         config = models.peek_config(name) if unload_dependents else None
         await models.unload(name)
         if config is not None and config.platform == "ensemble":

@@ -254,7 +254,7 @@ def test_step_version_pinning(tmp_path):
         np.testing.assert_array_equal(response.output("Y").data, A * 2)
         assert server.statistics("double", "1")[0]["execution_count"] == 1
         assert server.statistics("double", "2")[0]["execution_count"] == 0
-        assert any("step 0 (model 'double')" in f and "no version 7" in f for f in server.startup_failures)
+        assert any("step 0 (model 'double')" in f and "'double' version 7 is not found" in f for f in server.startup_failures)
 
     serve(tmp_path, body)
 

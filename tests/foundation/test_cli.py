@@ -72,3 +72,32 @@ def test_serve_prints_status_table_and_exits_on_error(tmp_path):
     assert result.returncode == 1
     assert re.search(r"\| broken +\| - +\| UNAVAILABLE: model 'broken': version_policy.latest.num_versions: must be at least 1",
                      result.stderr), result.stderr
+
+
+def test_start_up_reads_like_tritonservers(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "http"))
+    from http_servers import MODELS, server_process, write_repository
+
+    repo = write_repository(tmp_path, {"identity": MODELS["identity"]})
+    process = server_process(repo, "--allow-metrics", "true", "--backend-config", "numpy,flavour=plain")
+    with process.start():
+        log = process.log()
+    assert "loading: identity:1" in log and "successfully loaded 'identity' version(s) [1]" in log
+    assert re.search(r"\| Backend \| Module +\| Config +\|\n.*\n\| numpy +\| numpy_backend +\| "
+                     r'\{"cmdline": \{"flavour": "plain"\}\} \|', log), log
+    assert re.search(r"\| identity \| 1 +\| READY +\|", log)
+    assert re.search(r"\| server_id +\| triton +\|", log)
+    assert re.search(r"\| server_extensions +\| classification sequence model_repository .*binary_tensor_data", log)
+    assert re.search(rf"\| model_repository_path\[0\] +\| {re.escape(str(repo))} +\|", log)
+    assert re.search(r"\| model_control_mode +\| MODE_NONE +\|", log)
+    assert f"Started HTTPService at 127.0.0.1:{process.http_port}" in log
+    assert f"Started Metrics Service at 127.0.0.1:{process.metrics_port}" in log
+    assert "uvicorn" not in log  # every line under naiad's own logger names
+
+
+def test_a_missing_repository_is_one_clear_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "naiad.cli", "--model-repository", str(tmp_path / "absent")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert f"error: creating server: model repository '{tmp_path / 'absent'}' is not a directory" in result.stderr

@@ -43,7 +43,7 @@ def test_explicit_mode_load_override_and_unload(tmp_path):
                                                   "reason": "unloaded"}]
             with pytest.raises(NaiadError) as info:
                 await server.load_model("missing")
-            assert info.value.code is ErrorCode.NOT_FOUND
+            assert info.value.code is ErrorCode.INTERNAL  # Triton's status for it
 
     asyncio.run(go())
 

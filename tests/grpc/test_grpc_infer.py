@@ -181,23 +181,26 @@ def test_malformed_requests(stub):
 
 def test_bad_inputs_of_the_http_issue(client):
     """The bad inputs every frontend must refuse the same way, with clear messages."""
-    expect_error(lambda: client.infer("nope", add_sub_inputs()), "NOT_FOUND", "unknown model: 'nope'")
+    expect_error(lambda: client.infer("nope", add_sub_inputs()), "NOT_FOUND",
+                 "Request for unknown model: 'nope' is not found")
     expect_error(lambda: client.infer("add_sub", add_sub_inputs(), model_version="7"), "NOT_FOUND",
-                 "'add_sub'", "no version 7")
+                 "Request for unknown model: 'add_sub' version 7 is not found")
     expect_error(lambda: client.infer("add_sub", add_sub_inputs(), model_version="x"), "INVALID_ARGUMENT",
-                 "version 'x' is not a number")
+                 "failed to get model version from specified version string 'x', version should be an integral "
+                 "value > 0")
     expect_error(lambda: client.infer("add_sub", add_sub_inputs(names=("INPUT0", "INPUTX"))), "INVALID_ARGUMENT",
                  "unexpected inference input 'INPUTX'", "'add_sub'")
-    expect_error(lambda: client.infer("add_sub", add_sub_inputs()[:1]), "INVALID_ARGUMENT", "'INPUT1'",
-                 "does not carry")
+    expect_error(lambda: client.infer("add_sub", add_sub_inputs()[:1]), "INVALID_ARGUMENT",
+                 "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) "
+                 "['INPUT0'], but missing required input(s) ['INPUT1']. Please provide all required input(s).")
     expect_error(lambda: client.infer("add_sub", add_sub_inputs(names=("INPUT0", "INPUT0"))), "INVALID_ARGUMENT",
-                 "'INPUT0' appears more than once")
+                 "input 'INPUT0' already exists in request")
     ints = np.ones((2, 4), np.int32)
     expect_error(lambda: client.infer("add_sub", add_sub_inputs(b=ints, datatypes=("FP32", "INT32"))),
                  "INVALID_ARGUMENT", "'INPUT1' data-type is 'INT32'", "expects 'FP32'")
     narrow = np.ones((2, 3), np.float32)
     expect_error(lambda: client.infer("add_sub", add_sub_inputs(a=narrow, b=narrow)), "INVALID_ARGUMENT",
-                 "unexpected shape for input 'INPUT0'", "[-1, 4]", "[2, 3]")
+                 "unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [-1,4], got [2,3].")
     big = np.ones((9, 4), np.float32)
     expect_error(lambda: client.infer("add_sub", add_sub_inputs(a=big, b=big)), "INVALID_ARGUMENT",
                  "batch-size must be <= 8", "9")

@@ -29,12 +29,13 @@ def test_health(client):
     assert client.is_model_ready("add_sub", "1")
     assert not client.is_model_ready("add_sub", "2")
     assert not client.is_model_ready("nope")
-    expect_error(lambda: client.is_model_ready("add_sub", "x"), "INVALID_ARGUMENT", "version 'x'")
+    expect_error(lambda: client.is_model_ready("add_sub", "x"), "INVALID_ARGUMENT",
+                 "failed to get model version from specified version string 'x'")
 
 
 def test_server_metadata(client):
     metadata = client.get_server_metadata()
-    assert metadata.name == "naiad" and metadata.version == __version__
+    assert metadata.name == "triton" and metadata.version == __version__
     assert {"model_repository", "system_shared_memory", "statistics", "parameters"} <= set(metadata.extensions)
 
 
@@ -51,7 +52,8 @@ def test_model_metadata(client):
     }
     assert client.get_model_metadata("identity_bytes").inputs[0].datatype == "BYTES"
     expect_error(lambda: client.get_model_metadata("nope"), "NOT_FOUND", "unknown model: 'nope'")
-    expect_error(lambda: client.get_model_metadata("add_sub", "3"), "NOT_FOUND", "no version 3")
+    expect_error(lambda: client.get_model_metadata("add_sub", "3"), "NOT_FOUND",
+                 "Request for unknown model: 'add_sub' version 3 is not found")
 
 
 def test_model_config(client):
@@ -165,7 +167,7 @@ def test_every_rpc_through_the_aio_client(url):
         async with tga.InferenceServerClient(url) as client:
             assert await client.is_server_live() and await client.is_server_ready()
             assert await client.is_model_ready("identity")
-            assert (await client.get_server_metadata()).name == "naiad"
+            assert (await client.get_server_metadata()).name == "triton"
             assert (await client.get_model_metadata("identity")).name == "identity"
             assert (await client.get_model_config("identity")).config.name == "identity"
             tensor = tg.InferInput("INPUT0", [2], "FP32")

@@ -17,7 +17,8 @@ from naiad import ErrorCode, NaiadError, ServerOptions
 
 from python_backend_servers import MODELS, ServerThread, bytes_array
 
-BENCH_MODELS = Path("/work/shared/bench/models")
+# ../shared/bench beside the checkout (the shared benchmark), when it is there.
+BENCH_MODELS = Path(__file__).resolve().parents[3].parent / "shared" / "bench" / "models"
 
 
 def base_interpreter() -> str:

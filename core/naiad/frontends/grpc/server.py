@@ -184,7 +184,7 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
     options = GrpcOptions.from_args(args)
     grpc_server = GrpcServer(server, options)
     port = await grpc_server.start()
-    log.info("started GRPCInferenceService at %s:%d", options.address, port)
+    log.info("Started GRPCInferenceService at %s:%d", options.address, port)
     started.set()
     try:
         await asyncio.Event().wait()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 
 from ...server import Server
 from ..restrictions import parse_restrictions
@@ -26,10 +27,11 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
     if max_input_size <= 0:
         raise ValueError(f"--http-max-input-size must be positive, got {max_input_size}")
     restrictions = parse_restrictions(getattr(args, "http_restricted_api", []), "--http-restricted-api", "api")
-    app = create_app(server, max_input_size, restrictions)
+    pattern = getattr(args, "http_header_forward_pattern", None)
+    app = create_app(server, max_input_size, restrictions, re.compile(pattern) if pattern else None)
     kind = getattr(args, "http_server", "naiad")
     sock = bind_socket(args.http_address, args.http_port, getattr(args, "reuse_http_port", False))
-    log.info("HTTP service (%s) listening on %s:%d", kind, args.http_address, sock.getsockname()[1])
+    log.info("Started HTTPService at %s:%d (%s)", args.http_address, sock.getsockname()[1], kind)
     if kind == "hypercorn":
         await serve_hypercorn(app, sock, started)
     elif kind == "uvicorn":

@@ -9,7 +9,7 @@ from the core; errors become Triton's `{"error": "..."}` bodies (see responses.p
 from __future__ import annotations
 
 import base64
-
+import re
 from typing import Any, Awaitable, Callable, Mapping
 
 from starlette.applications import Starlette
@@ -101,7 +101,7 @@ class _Routes:
         headers = request.headers
         content, extra, media_type = await self.infer_endpoint.answer(
             request.path_params["model"], _version(request), await self.body(request),
-            headers.get(HEADER_LENGTH), headers.get("accept-encoding"), request.receive,
+            headers.get(HEADER_LENGTH), headers.get("accept-encoding"), request.receive, headers.raw,
         )
         return Response(content, headers=extra, media_type=media_type)
 
@@ -249,14 +249,16 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
 
 
 def create_app(
-    server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE, restrictions: Mapping[str, Restriction] | None = None
+    server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE, restrictions: Mapping[str, Restriction] | None = None,
+    forward_headers: re.Pattern[str] | None = None,
 ) -> NaiadHttpApp:
     """The ASGI app serving `server`; bodies over `max_input_size` bytes get 400.
     `restrictions` ({group: restriction}, `--http-restricted-api`) close groups of endpoints
-    to requests without their header."""
+    to requests without their header; request headers matching `forward_headers` become
+    inference request parameters."""
     restrictions = restrictions or {}
     body = BodyReader(max_input_size)
-    r = _Routes(server, body, InferEndpoint(server, body, restrictions.get("inference")))
+    r = _Routes(server, body, InferEndpoint(server, body, restrictions.get("inference"), forward_headers))
     model = "/v2/models/{model}"
     versioned = "/v2/models/{model}/versions/{version:int}"
     get, post = ["GET"], ["POST"]

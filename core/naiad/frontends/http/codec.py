@@ -305,17 +305,16 @@ def encode_infer_response(
     for tensor in response.outputs:
         parameters = by_name.get(tensor.name, {})
         entry: dict[str, Any] = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
-        if tensor.parameters:
-            entry["parameters"] = dict(tensor.parameters)
         if _SHM_REGION in parameters:
+            # Triton describes such an output by name, datatype and shape only.
             raw = tensor_to_raw(tensor.datatype, tensor.data)
             region, start, size = parameters[_SHM_REGION], parameters.get(_SHM_OFFSET, 0), parameters[_SHM_SIZE]
             shared_memory.write(region, start, raw, size, tensor.name)
-            placed = {_SHM_REGION: region, _SHM_SIZE: len(raw)}
-            if start:
-                placed[_SHM_OFFSET] = start
-            entry.setdefault("parameters", {}).update(placed)
-        elif parameters.get("binary_data", binary_output):
+            outputs.append(entry)
+            continue
+        if tensor.parameters:
+            entry["parameters"] = dict(tensor.parameters)
+        if parameters.get("binary_data", binary_output):
             raw = tensor_to_raw(tensor.datatype, tensor.data)
             entry.setdefault("parameters", {})["binary_data_size"] = len(raw)
             chunks.append(raw)

@@ -235,7 +235,8 @@ class Http1Connection(asyncio.Protocol):
         infer = self.server.infer
         try:
             body = infer.body.decoded(request.body, encoding)
-            content, extra, media_type = await infer.answer(name, version, body, header_length, accept)
+            content, extra, media_type = await infer.answer(name, version, body, header_length, accept,
+                                                        headers=request.headers)
         except Exception as exc:  # noqa: BLE001 - answered like every other endpoint
             scope = self._scope(request)
             await error_for(exc, scope)(scope, _no_receive, self._sender(request))

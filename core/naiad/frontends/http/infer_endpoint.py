@@ -8,7 +8,8 @@ request goes on to the starlette app.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable
+import re
+from typing import Any, Awaitable, Iterable
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
@@ -32,16 +33,21 @@ _INFER_SUFFIX = "/infer"
 class InferEndpoint:
     """Decodes an infer body, runs it on the server, encodes the answer."""
 
-    def __init__(self, server: Server, body: BodyReader, restriction: Restriction | None = None) -> None:
+    def __init__(
+        self, server: Server, body: BodyReader, restriction: Restriction | None = None,
+        forward_headers: re.Pattern[str] | None = None,
+    ) -> None:
         self.server = server
         self.body = body
         # --http-restricted-api inference:...: only requests with this header may infer
         # (checked by whoever reads the headers: NaiadHttpApp, the starlette route).
         self.restriction = restriction
+        # --http-header-forward-pattern: matching request headers become request parameters.
+        self.forward_headers = forward_headers
 
     async def answer(
         self, name: str, version: str, body: bytes, header_length: str | None, accept_encoding: str | None,
-        receive: Receive | None = None,
+        receive: Receive | None = None, headers: Iterable[tuple[bytes, bytes]] = (),
     ) -> tuple[bytes, dict[str, str], str]:
         """Body, extra headers and media type of the answer to one infer body. With the
         ASGI `receive` channel, a client that disconnects first cancels the inference."""
@@ -51,6 +57,11 @@ class InferEndpoint:
             binary_output = True
         else:
             inference, binary_output = decode_infer_request(body, header_length, name, version, shared_memory)
+        if self.forward_headers is not None:
+            for raw_key, raw_value in headers:
+                key = raw_key.decode("latin-1")
+                if self.forward_headers.search(key):
+                    inference.parameters.setdefault(key, raw_value.decode("latin-1"))
         work = self.server.infer(inference)
         response = await (work if receive is None else _unless_disconnected(receive, work))
         encoded = encode_infer_response(response, inference.outputs, binary_output, shared_memory)
@@ -162,7 +173,8 @@ class NaiadHttpApp:
         try:
             body = await self.infer.body.read(receive, found[b"content-length"], found[b"content-encoding"])
             content, extra, media_type = await self.infer.answer(
-                name, version, body, found[b"inference-header-content-length"], found[b"accept-encoding"], receive
+                name, version, body, found[b"inference-header-content-length"], found[b"accept-encoding"], receive,
+                scope["headers"],
             )
         except ClientDisconnect:
             return

@@ -79,6 +79,7 @@ async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Even
         ws="none",
         lifespan="off",
         log_config=None,
+        log_level="warning",  # naiad logs its own start-up lines
         access_log=False,
         server_header=False,
         # naiad reads no client address, so uvicorn's X-Forwarded-* middleware (a wrapper

@@ -101,7 +101,8 @@ async def run(server: "Server", args: argparse.Namespace, started: asyncio.Event
     endpoint.gauges.start_gpu()
     interval = server.metrics_settings.interval_ms / 1000.0
     sampler = asyncio.create_task(endpoint.gauges.run(interval), name="naiad-metrics-sampler")
-    config = uvicorn.Config(endpoint, log_config=None, access_log=False, lifespan="off",
+    # uvicorn's own info lines ("Started server process") would speak for naiad under its name.
+    config = uvicorn.Config(endpoint, log_config=None, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=1)
     web = _Server(config)
     serving = asyncio.create_task(web.serve(sockets=[sock]), name="naiad-metrics-uvicorn")
@@ -111,7 +112,7 @@ async def run(server: "Server", args: argparse.Namespace, started: asyncio.Event
                 serving.result()
                 raise RuntimeError("metrics server stopped during start-up")
             await asyncio.sleep(0.01)
-        log.info("serving metrics at http://%s:%d/metrics", host, sock.getsockname()[1])
+        log.info("Started Metrics Service at %s:%d", host, sock.getsockname()[1])
         started.set()
         await asyncio.shield(serving)
     finally:

@@ -1,0 +1,64 @@
+"""The tables `naiad serve` prints at start-up, laid out as tritonserver prints them: the
+backends in use, every model with its state, and the options the server runs with."""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+from . import __version__
+from .server import Server, ServerOptions
+
+__all__ = ["backend_table", "model_table", "options_table", "text_table"]
+
+# tritonserver's names for the model control modes.
+_CONTROL_MODES = {"none": "MODE_NONE", "poll": "MODE_POLL", "explicit": "MODE_EXPLICIT"}
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max([len(headers[i])] + [len(row[i]) for row in rows]) for i in range(len(headers))]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+
+    def cells(values: Sequence[str]) -> str:
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
+
+    return "\n".join([line, cells(headers), line, *(cells(row) for row in rows), line])
+
+
+def model_table(server: Server) -> str:
+    rows = []
+    for row in server.repository_index():
+        state = row.get("state", "UNAVAILABLE")
+        reason = row.get("reason", "")
+        status = f"{state}: {reason}" if reason and state != "READY" else state
+        rows.append((row["name"], row.get("version", "-"), status))
+    return text_table(("Model", "Version", "Status"), rows)
+
+
+def backend_table(server: Server) -> str:
+    """The backends models use, with the Python module that provides each (tritonserver
+    shows the shared library) and the settings each was initialized with."""
+    assert server.backends is not None
+    rows = [(name, module, json.dumps({"cmdline": settings}, sort_keys=True))
+            for name, module, settings in server.backends.initialized()]
+    return text_table(("Backend", "Module", "Config"), rows)
+
+
+def options_table(server: Server, extra: Sequence[tuple[str, str]] = ()) -> str:
+    options: ServerOptions = server.options
+    metadata = server.metadata()
+    rows = [
+        ("server_id", options.server_id),
+        ("server_version", f"{__version__} (naiad)"),
+        ("server_extensions", " ".join(metadata["extensions"])),
+        *((f"model_repository_path[{i}]", path) for i, path in enumerate(options.model_repositories)),
+        ("model_control_mode", _CONTROL_MODES.get(options.model_control_mode, options.model_control_mode)),
+        ("strict_model_config", str(int(not options.auto_complete_config))),
+        ("model_config_name", options.model_config_name),
+        ("rate_limit", "OFF"),
+        ("strict_readiness", str(int(options.strict_readiness))),
+        ("exit_timeout", f"{options.exit_timeout_secs:g}"),
+        ("cache_enabled", "0"),
+        *extra,
+    ]
+    return text_table(("Option", "Value"), rows)
