@@ -64,10 +64,11 @@ def test_names_that_only_look_like_traversal_are_ordinary_names(explicit):
 
 def test_unload_answers_as_for_any_unknown_model(explicit):
     # Triton checks names on load only: unload never reaches the file system.
+    # Like any model it never loaded, Triton answers success, and nothing is touched.
     grpc = clients(explicit)[1]
     for name in TRAVERSAL_NAMES:
-        message = expect_error(lambda: grpc.unload_model(name), f"failed to unload '{name}'")
-        assert "path traversal" not in message
+        grpc.unload_model(name)
+    assert grpc.is_server_live()
 
 
 @pytest.mark.parametrize("parameter", ["file:../evil.py", "file:1/../../evil.py", "file:/tmp/evil.py", "file:",
