@@ -154,25 +154,27 @@ class _Frame:
     """The ensemble tensors of one lineage value: the request's own (lineage 0), or one
     response of a decoupled step and what downstream steps made of it."""
 
-    __slots__ = ("lineage", "values", "batched", "fired", "answered")
+    __slots__ = ("lineage", "values", "batch_sizes", "fired", "answered")
 
     def __init__(self, lineage: int) -> None:
         self.lineage = lineage
-        # None stands for an optional ensemble input the request left out: it counts as
-        # present, and the steps reading it get no such input (as in Triton).
+        # None stands for a tensor that is absent: an optional ensemble input the request
+        # left out, or a step output the step did not produce. It counts as present, and
+        # the steps reading it get no such input (as in Triton).
         self.values: dict[str, Tensor | None] = {}
-        # Whether each tensor carries a batch dimension (it came from a batching model).
-        self.batched: dict[str, bool] = {}
+        # The batch size of the request that made each tensor (0: made by a model without
+        # a batch dimension); Triton decides with it where to add or drop a batch dimension.
+        self.batch_sizes: dict[str, int] = {}
         self.fired: set[int] = set()
         self.answered = False
 
-    def put(self, tensor: Tensor, batched: bool) -> None:
+    def put(self, tensor: Tensor, batch_size: int) -> None:
         self.values[tensor.name] = tensor
-        self.batched[tensor.name] = batched
+        self.batch_sizes[tensor.name] = batch_size
 
     def put_absent(self, name: str) -> None:
         self.values[name] = None
-        self.batched[name] = False
+        self.batch_sizes[name] = 0
 
 
 class _EnsembleRun:
@@ -197,9 +199,9 @@ class _EnsembleRun:
 
     async def execute(self) -> None:
         config = self.scheduler._config
-        batching = config.max_batch_size > 0
+        batch_size = self.job.batch_size if config.max_batch_size > 0 else 0
         for tensor in self.request.inputs:
-            self.root.put(tensor, batching)
+            self.root.put(tensor, batch_size)
         for spec in config.inputs:
             if spec.optional and spec.name not in self.root.values:
                 self.root.put_absent(spec.name)
@@ -271,7 +273,9 @@ class _EnsembleRun:
         for input_name, tensor in step.inputs.items():
             value = frame.values[tensor]
             if value is not None:
-                inputs.append(_fit_to_step(value, input_name, step, frame.batched[tensor]))
+                shape = reshape_between_batching(
+                    tuple(value.shape), step.input_dims.get(input_name, ()), step.batching, frame.batch_sizes[tensor])
+                inputs.append(Tensor(input_name, value.datatype, shape, value.data.reshape(shape)))
         return InferenceRequest(
             model_name=step.model_name,
             inputs=inputs,
@@ -297,23 +301,20 @@ class _EnsembleRun:
                 return
             if self.request.cancelled:
                 raise NaiadError.cancelled_request()
-            server = self.scheduler._server
-            if step.decoupled:
-                async for response in server.infer_stream(request):
-                    if response.error is not None:
-                        raise response.error
-                    if self.request.cancelled:
-                        raise NaiadError.cancelled_request()
-                    if response.outputs:
-                        child = _Frame(step.output_lineage)
-                        self._store(step, child, response)
-                        self._offer(child, list(child.values), more_may_follow=True)
-            else:
-                response = await server.infer(request)
+            # Both kinds of step are read as a stream: a step may leave out some of its
+            # outputs, and the ensemble goes on without them as Triton's does.
+            async for response in self.scheduler._server.infer_stream(request):
+                if response.error is not None:
+                    raise response.error
                 if self.request.cancelled:
                     raise NaiadError.cancelled_request()
-                self._store(step, frame, response)
-                self._offer(frame, [step.outputs[t.name] for t in response.outputs if t.name in step.outputs])
+                if not step.decoupled:
+                    self._store(step, frame, request, response)
+                    self._offer(frame, list(step.outputs.values()))
+                elif response.outputs:
+                    child = _Frame(step.output_lineage)
+                    self._store(step, child, request, response)
+                    self._offer(child, list(child.values), more_may_follow=True)
         except asyncio.CancelledError:
             request.cancelled = True
             raise
@@ -326,21 +327,27 @@ class _EnsembleRun:
             if limiter is not None:
                 limiter.release()
 
-    def _store(self, step: EnsembleStep, frame: _Frame, response: InferenceResponse) -> None:
+    def _store(self, step: EnsembleStep, frame: _Frame, request: InferenceRequest, response: InferenceResponse) -> None:
+        batch_size = _batch_size(request) if step.batching else 0
         for tensor in response.outputs:
             target = step.outputs.get(tensor.name)
             if target is not None:
-                frame.put(Tensor(target, tensor.datatype, tensor.shape, tensor.data), step.batching)
+                frame.put(Tensor(target, tensor.datatype, tensor.shape, tensor.data), batch_size)
+        for output_name, target in step.outputs.items():
+            if target not in frame.values:
+                frame.put_absent(target)
 
     # -- ending --------------------------------------------------------------------------
 
     def _fail(self, error: NaiadError, step: EnsembleStep | None = None) -> None:
         if self.error is not None:
             return
-        where = f", {step.label}" if step is not None else ""
         message = error.message
         if not message.startswith(f"in ensemble '{self.name}'"):
-            message = f"in ensemble '{self.name}'{where}: {message}"
+            # Triton's words first ("in ensemble 'E', " and the step model's own error, which
+            # clients match on), then which step it was.
+            where = f" [{step.label}]" if step is not None else ""
+            message = f"in ensemble '{self.name}', {message}{where}"
         self.error = NaiadError(error.code, message)
         self._cancel_steps()
 
@@ -380,7 +387,20 @@ class _EnsembleRun:
         statistics.record_execution(self.job.batch_size, 1, 0, self.step_ns, 0)
 
     def _outputs(self, frame: _Frame) -> list[Tensor]:
-        return [value for name in self.requested if (value := frame.values.get(name)) is not None]
+        config = self.scheduler._config
+        batching = config.max_batch_size > 0
+        outputs = []
+        for name in self.requested:
+            value = frame.values.get(name)
+            if value is None:
+                # As Triton: the response goes without the output a step did not produce.
+                log.debug("ensemble '%s': composing models did not output tensor %s", self.name, name)
+                continue
+            spec = config.output_by_name.get(name)
+            dims = spec.dims if spec is not None else tuple(value.shape)
+            shape = reshape_between_batching(tuple(value.shape), dims, batching, frame.batch_sizes[name])
+            outputs.append(value if shape == tuple(value.shape) else Tensor(name, value.datatype, shape, value.data.reshape(shape)))
+        return outputs
 
     def _send(self, response: InferenceResponse) -> None:
         self.job.finish(self.scheduler._stamp(response, self.job))
@@ -390,17 +410,26 @@ class _EnsembleRun:
         self._send(response)
 
 
-def _fit_to_step(tensor: Tensor, input_name: str, step: EnsembleStep, batched: bool) -> Tensor:
-    """Rename an ensemble tensor to a step input, adding or dropping a batch dimension of
-    1 where a batching and a non-batching model share it (as Triton does)."""
-    data = tensor.data
-    dims = step.input_dims.get(input_name, ())
-    if step.batching and not batched and shape_matches(tuple(tensor.shape), dims):
-        data = data.reshape((1, *tensor.shape))
-    elif (
-        not step.batching and batched and not shape_matches(tuple(tensor.shape), dims)
-        and tensor.shape and tensor.shape[0] == 1
-    ):
-        data = data.reshape(tuple(tensor.shape[1:]))
-    return Tensor(input_name, tensor.datatype, tuple(int(d) for d in data.shape), data)
+def _batch_size(request: InferenceRequest) -> int:
+    """The batch size of a request to a batching model: its inputs' first dimension."""
+    for tensor in request.inputs:
+        if tensor.shape:
+            return int(tensor.shape[0])
+    return 1
 
+
+def reshape_between_batching(
+    shape: tuple[int, ...], dims: tuple[int, ...], batching: bool, tensor_batch_size: int
+) -> tuple[int, ...]:
+    """The shape a tensor takes where a model (or the ensemble's answer) with config `dims`
+    reads it, by Triton's rule: only where one side batches and the other does not. A
+    tensor without a batch dimension read by a batching model gets a batch of 1 when it
+    matches `dims` as it is; a tensor of batch 1 read without batching loses its batch
+    dimension when it does not match `dims` as it is."""
+    if batching == (tensor_batch_size != 0):
+        return shape
+    if batching:
+        return (1, *shape) if shape_matches(shape, dims) else shape
+    if tensor_batch_size == 1 and shape and not shape_matches(shape, dims):
+        return shape[1:]
+    return shape

@@ -141,8 +141,8 @@ class SequenceBatcher(Scheduler):
         self._controls.check_correlation_id(correlation_id)
         if self._batched and job.batch_size != 1:
             raise NaiadError.invalid(
-                f"inference request to {model} must have batch size 1 (the sequence batcher runs one "
-                f"request of a sequence at a time), got {job.batch_size}"
+                f"inference request to {model} must specify batch-size 1 due to requirements of sequence "
+                f"batcher (one request of a sequence runs at a time), got {job.batch_size}"
             )
         now = time.monotonic_ns()
         sequence = self._sequences.get(correlation_id)
