@@ -46,6 +46,20 @@ def server(tmp_path_factory):
             extra_parameters=f''', {{key:"sleep_ms" value {{string_value:"1500"}}}},
             {{key:"started_file" value {{string_value:"{started}"}}}}'''),
     }
+    # Four slots; a batch waits (up to the delay) until half of them have a request ready.
+    models["half_full"] = f'''backend: "numpy" max_batch_size: 4
+input [{{name:"INPUT" data_type: TYPE_INT32 dims:[1]}}]
+output [{{name:"OUTPUT" data_type: TYPE_INT32 dims:[1]}}, {{name:"CONTROLS" data_type: TYPE_INT32 dims:[3]}},
+        {{name:"CORRID_OUT" data_type: TYPE_UINT64 dims:[1]}}]
+parameters {{key:"op" value {{string_value:"accumulate"}}}}
+sequence_batching {{
+  direct {{ max_queue_delay_microseconds: {delay_us} minimum_slot_utilization: 0.5 }}
+  control_input [
+    {{name: "START" control [{{kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1]}}]}},
+    {{name: "END" control [{{kind: CONTROL_SEQUENCE_END int32_false_true: [0, 1]}}]}},
+    {{name: "READY" control [{{kind: CONTROL_SEQUENCE_READY int32_false_true: [0, 1]}}]}},
+    {{name: "CORRID" control [{{kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64}}]}}]
+}}'''
     for name, config in models.items():
         (repo / name / "1").mkdir(parents=True)
         (repo / name / "config.pbtxt").write_text(config)
@@ -145,6 +159,39 @@ def test_after_the_delay_a_batch_grows_past_the_preferred_size_up_to_max_batch_s
             # as many as max_batch_size allows (8, past the preferred 2); the last two
             # make a preferred batch.
             assert await _batch_sizes(client, "slow_preferred_2") == {2: 2, 8: 1}
+        finally:
+            await client.close()
+
+    asyncio.run(go())
+
+
+async def _sequence_step(client, value: int, sequence_id: int, start: bool = False) -> tuple[float, int]:
+    tensor = httpaio.InferInput("INPUT", [1, 1], "INT32")
+    tensor.set_data_from_numpy(np.array([[value]], np.int32))
+    loop = asyncio.get_running_loop()
+    sent = loop.time()
+    result = await client.infer("half_full", [tensor], sequence_id=sequence_id, sequence_start=start)
+    return loop.time() - sent, int(result.as_numpy("OUTPUT").reshape(-1)[0])
+
+
+def test_direct_sequences_wait_for_the_minimum_share_of_all_slots(server):
+    async def go():
+        client = httpaio.InferenceServerClient(server.http_url)
+        try:
+            # One ready slot of four is a quarter, under the minimum of a half: it waits the delay.
+            elapsed, total = await _sequence_step(client, 1, 501, start=True)
+            assert total == 1
+            assert elapsed >= DELAY_S - 0.1, f"a quarter-full batch was sent after {elapsed:.1f}s"
+            # Sequence 501 ready again: still a quarter (its slot is one of four), so it waits...
+            first = asyncio.ensure_future(_sequence_step(client, 2, 501))
+            await _until(lambda: _pending(server, "half_full") == 1, "sequence 501 waits")
+            loop = asyncio.get_running_loop()
+            second_sent = loop.time()
+            # ...until a second sequence makes two of four: both go at once.
+            second = await _sequence_step(client, 10, 502, start=True)
+            await first
+            assert loop.time() - second_sent < DELAY_S / 2
+            assert second[1] == 10 and (await first)[1] == 3
         finally:
             await client.close()
 
