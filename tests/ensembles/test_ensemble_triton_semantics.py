@@ -67,6 +67,23 @@ def server(tmp_path_factory):
              [tensor("X"), tensor("Y")],
              [step("pair", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "X", "OUTPUT1": "Y"})])
     _accumulate(repo, "accumulate", "TYPE_UINT64", "direct { }")
+    # A step that hands its output to the sequence named by its value, started and ended.
+    for name in ("reassign", "reassign_too"):
+        unary(repo, name, "reassign_sequence", dims="[1]", max_batch_size=4, data_type="TYPE_INT32",
+              start="true", end="true")
+    ensemble(repo, "reassigned", [tensor("IN", "TYPE_INT32", "[1]")],
+             [tensor("X", "TYPE_INT32", "[1]"), tensor("SUM", "TYPE_INT32", "[1]"),
+              tensor("FLAGS", "TYPE_INT32", "[3]"), tensor("ID", "TYPE_UINT64", "[1]")],
+             [step("reassign", {"INPUT0": "IN"}, {"OUTPUT0": "X"}),
+              step("accumulate", {"INPUT": "X"}, {"OUTPUT": "SUM", "CONTROLS": "FLAGS", "CORRID_OUT": "ID"})],
+             max_batch_size=4)
+    numpy_model(repo, "add_ints", "add_sub", [tensor("INPUT0", "TYPE_INT32", "[1]"), tensor("INPUT1", "TYPE_INT32", "[1]")],
+                [tensor("OUTPUT0", "TYPE_INT32", "[1]"), tensor("OUTPUT1", "TYPE_INT32", "[1]")], max_batch_size=4)
+    ensemble(repo, "conflicting", [tensor("A", "TYPE_INT32", "[1]"), tensor("B", "TYPE_INT32", "[1]")],
+             [tensor("SUM", "TYPE_INT32", "[1]")],
+             [step("reassign", {"INPUT0": "A"}, {"OUTPUT0": "XA"}), step("reassign_too", {"INPUT0": "B"}, {"OUTPUT0": "XB"}),
+              step("add_ints", {"INPUT0": "XA", "INPUT1": "XB"}, {"OUTPUT0": "SUM"})],
+             max_batch_size=4)
     _accumulate(repo, "accumulate_str", "TYPE_STRING", "oldest { max_candidate_sequences: 4 }")
     pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
     with ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin", "--log-verbose", "1",
@@ -158,3 +175,29 @@ def test_sequence_errors_through_an_ensemble_are_worded_as_tritons(server):
         assert info.value.message().startswith(
             f"in ensemble '{base}', inference request to model 'accumulate' must specify batch-size 1 due to "
             "requirements of sequence batcher"), info.value.message()
+
+
+def test_a_step_response_can_reassign_the_sequence_of_the_steps_after_it(server):
+    for module, client in _clients(server):
+        # No sequence on the request: the first step names sequence 77, started and ended.
+        result = client.infer("reassigned", [_input(module, "IN", np.array([[77]], np.int32), "INT32")])
+        assert int(result.as_numpy("SUM").reshape(-1)[0]) == 77
+        assert result.as_numpy("FLAGS").reshape(-1).tolist() == [1, 1, 1]
+        assert int(result.as_numpy("ID").reshape(-1)[0]) == 77
+        # X comes from the reassigning step: the answer names the sequence, as Triton's does.
+        response = result.get_response()
+        if module is httpclient:
+            parameters = response["parameters"]
+        else:
+            parameters = {key: getattr(value, value.WhichOneof("parameter_choice"))
+                          for key, value in response.parameters.items()}
+        assert parameters["sequence_id"] == 77
+        assert parameters["sequence_start"] is True and parameters["sequence_end"] is True
+
+
+def test_steps_reading_tensors_of_two_reassigned_sequences_keep_the_first(server):
+    a, b = np.array([[5]], np.int32), np.array([[6]], np.int32)
+    client = httpclient.InferenceServerClient(server.http_url)
+    result = client.infer("conflicting", [_input(httpclient, "A", a, "INT32"), _input(httpclient, "B", b, "INT32")])
+    assert int(result.as_numpy("SUM").reshape(-1)[0]) == 11
+    assert "different sequence parameters reach step 2 (model 'add_ints')" in server.log()

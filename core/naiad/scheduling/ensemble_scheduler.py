@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..ensemble_validation import EnsemblePlan, EnsembleStep, StepConfigLookup, validate_ensemble
@@ -154,7 +155,7 @@ class _Frame:
     """The ensemble tensors of one lineage value: the request's own (lineage 0), or one
     response of a decoupled step and what downstream steps made of it."""
 
-    __slots__ = ("lineage", "values", "batch_sizes", "fired", "answered")
+    __slots__ = ("lineage", "values", "batch_sizes", "sequences", "fired", "answered")
 
     def __init__(self, lineage: int) -> None:
         self.lineage = lineage
@@ -165,6 +166,8 @@ class _Frame:
         # The batch size of the request that made each tensor (0: made by a model without
         # a batch dimension); Triton decides with it where to add or drop a batch dimension.
         self.batch_sizes: dict[str, int] = {}
+        # The sequence a step's response reassigned its tensors to (see _SequenceOverride).
+        self.sequences: dict[str, _SequenceOverride] = {}
         self.fired: set[int] = set()
         self.answered = False
 
@@ -253,7 +256,7 @@ class _EnsembleRun:
             # Like Triton, the response that leaves nothing in flight carries the final flag.
             current = asyncio.current_task()
             final = not more_may_follow and all(task is current for task in self.tasks)
-            self._send(InferenceResponse(outputs=self._outputs(frame), final=final))
+            self._send(self._response(frame, final))
 
     def _start(self, step: EnsembleStep, frame: _Frame) -> None:
         request = self._step_request(step, frame)
@@ -269,8 +272,21 @@ class _EnsembleRun:
         with the ensemble request's id, sequence, priority, timeout and parameters, which
         Triton also forwards to composing models."""
         parent = self.request
+        sequence = _SequenceOverride(parent.correlation_id, parent.sequence_start, parent.sequence_end)
+        overridden = False
         inputs = []
         for input_name, tensor in step.inputs.items():
+            override = frame.sequences.get(tensor)
+            if override is not None:
+                if overridden and override != sequence:
+                    # As Triton: the first override holds, and the conflict is logged.
+                    log.error(
+                        "ensemble '%s': different sequence parameters reach step %d (model '%s'); correlation ID "
+                        "%r, start %s, end %s are used", self.name, step.index, step.model_name,
+                        sequence.correlation_id, sequence.start, sequence.end,
+                    )
+                elif not overridden:
+                    sequence, overridden = override, True
             value = frame.values[tensor]
             if value is not None:
                 shape = reshape_between_batching(
@@ -283,9 +299,9 @@ class _EnsembleRun:
             id=parent.id,
             outputs=[RequestedOutput(name) for name in step.outputs],
             parameters=dict(parent.parameters),
-            correlation_id=parent.correlation_id,
-            sequence_start=parent.sequence_start,
-            sequence_end=parent.sequence_end,
+            correlation_id=sequence.correlation_id,
+            sequence_start=sequence.start,
+            sequence_end=sequence.end,
             priority=parent.priority,
             timeout_us=parent.timeout_us,
         )
@@ -329,10 +345,13 @@ class _EnsembleRun:
 
     def _store(self, step: EnsembleStep, frame: _Frame, request: InferenceRequest, response: InferenceResponse) -> None:
         batch_size = _batch_size(request) if step.batching else 0
+        override = _SequenceOverride.of(response, request)
         for tensor in response.outputs:
             target = step.outputs.get(tensor.name)
             if target is not None:
                 frame.put(Tensor(target, tensor.datatype, tensor.shape, tensor.data), batch_size)
+                if override is not None:
+                    frame.sequences[target] = override
         for output_name, target in step.outputs.items():
             if target not in frame.values:
                 frame.put_absent(target)
@@ -379,12 +398,22 @@ class _EnsembleRun:
                 + ", ".join(f"'{m}'" for m in missing) + " were not produced")))
             return
         self._record(statistics)
-        self._finish(InferenceResponse(outputs=self._outputs(self.root)))
+        self._finish(self._response(self.root, True))
 
     def _record(self, statistics: ModelStatistics) -> None:
         # The ensemble's own execution: one per request, its compute time the time its
         # steps took (each step model also counts its own executions).
         statistics.record_execution(self.job.batch_size, 1, 0, self.step_ns, 0)
+
+    def _response(self, frame: _Frame, final: bool) -> InferenceResponse:
+        """The ensemble's answer from `frame`; an output whose step reassigned its sequence
+        carries that sequence in the response parameters, as in Triton."""
+        parameters: dict[str, object] = {}
+        for name in self.requested:
+            override = frame.sequences.get(name)
+            if override is not None and frame.values.get(name) is not None:
+                parameters = override.parameters()
+        return InferenceResponse(outputs=self._outputs(frame), final=final, parameters=parameters)
 
     def _outputs(self, frame: _Frame) -> list[Tensor]:
         config = self.scheduler._config
@@ -408,6 +437,36 @@ class _EnsembleRun:
     def _finish(self, response: InferenceResponse) -> None:
         response.final = True
         self._send(response)
+
+
+@dataclass(frozen=True, slots=True)
+class _SequenceOverride:
+    """A step's response may reassign the tensors it produced to another sequence with the
+    response parameters `sequence_id`, `sequence_start` and `sequence_end` (Triton's names);
+    the steps reading those tensors then run with that correlation ID and those flags."""
+
+    correlation_id: int | str | None
+    start: bool
+    end: bool
+
+    @classmethod
+    def of(cls, response: InferenceResponse, request: InferenceRequest) -> "_SequenceOverride | None":
+        parameters = response.parameters
+        if not any(key in parameters for key in ("sequence_id", "sequence_start", "sequence_end")):
+            return None
+        correlation_id = parameters.get("sequence_id", request.correlation_id)
+        if isinstance(correlation_id, bool) or not isinstance(correlation_id, (int, str)):
+            raise NaiadError.invalid("expected parameter 'sequence_id' to be an integer or a string")
+        flags = []
+        for key in ("sequence_start", "sequence_end"):
+            value = parameters.get(key, False)
+            if not isinstance(value, bool):
+                raise NaiadError.invalid(f"expect parameter '{key}' to be a boolean")
+            flags.append(value)
+        return cls(correlation_id, flags[0], flags[1])
+
+    def parameters(self) -> dict[str, object]:
+        return {"sequence_id": self.correlation_id, "sequence_start": self.start, "sequence_end": self.end}
 
 
 def _batch_size(request: InferenceRequest) -> int:
