@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from apart import run_apart
+
 BATCH_INPUTS = (
     ("COUNT_IN", "BATCH_ELEMENT_COUNT"),
     ("END_IN", "BATCH_ACCUMULATED_ELEMENT_COUNT"),
@@ -145,7 +147,7 @@ def write_ragged_models(repo: Path, frameworks: list[str], batch_size: int) -> l
             save_torchscript(version / "model.pt")
             text = config('platform: "pytorch_libtorch"', batch_size)
         else:
-            save_savedmodel(version / "model.savedmodel")
+            run_apart(save_savedmodel, version / "model.savedmodel")
             text = config('platform: "tensorflow_savedmodel"', batch_size)
         (repo / name / "config.pbtxt").write_text(text)
         names.append(name)

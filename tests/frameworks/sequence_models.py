@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from apart import run_apart
+
 CONTROLS = (("START", "CONTROL_SEQUENCE_START"), ("END", "CONTROL_SEQUENCE_END"),
             ("READY", "CONTROL_SEQUENCE_READY"))
 
@@ -99,7 +101,13 @@ def save_torchscript(path: Path) -> None:
     torch.jit.save(torch.jit.script(SequenceSum().eval()), str(path))
 
 
-def save_savedmodel(directory: Path, batching: bool) -> None:
+def save_savedmodels(targets: list[tuple[Path, bool]]) -> None:
+    """SavedModels at each (directory, batching); run apart from the test process."""
+    for directory, batching in targets:
+        _save_savedmodel(directory, batching)
+
+
+def _save_savedmodel(directory: Path, batching: bool) -> None:
     import tensorflow as tf
 
     shape = [None, 1] if batching else [1]
@@ -121,6 +129,7 @@ def save_savedmodel(directory: Path, batching: bool) -> None:
 def write_sequence_models(repo: Path, frameworks: list[str]) -> list[str]:
     """Every framework x batching x strategy; returns the model names."""
     names = []
+    savedmodels: list[tuple[Path, bool]] = []
     for framework in frameworks:
         for batching in (True, False):
             for strategy in ("direct", "oldest"):
@@ -135,8 +144,10 @@ def write_sequence_models(repo: Path, frameworks: list[str]) -> list[str]:
                     save_torchscript(version / "model.pt")
                     text = config('platform: "pytorch_libtorch"', batching, body, TORCH_NAMES)
                 else:
-                    save_savedmodel(version / "model.savedmodel", batching)
+                    savedmodels.append((version / "model.savedmodel", batching))
                     text = config('platform: "tensorflow_savedmodel"', batching, body, PLAIN_NAMES)
                 (repo / name / "config.pbtxt").write_text(text)
                 names.append(name)
+    if savedmodels:
+        run_apart(save_savedmodels, savedmodels)
     return names

@@ -289,9 +289,8 @@ class _EnsembleRun:
                     sequence, overridden = override, True
             value = frame.values[tensor]
             if value is not None:
-                shape = reshape_between_batching(
-                    tuple(value.shape), step.input_dims.get(input_name, ()), step.batching, frame.batch_sizes[tensor])
-                inputs.append(Tensor(input_name, value.datatype, shape, value.data.reshape(shape)))
+                dims = step.input_dims.get(input_name, ())
+                inputs.append(_fitted(value, input_name, dims, step.batching, frame.batch_sizes[tensor]))
         return InferenceRequest(
             model_name=step.model_name,
             inputs=inputs,
@@ -352,7 +351,7 @@ class _EnsembleRun:
                 frame.put(Tensor(target, tensor.datatype, tensor.shape, tensor.data), batch_size)
                 if override is not None:
                     frame.sequences[target] = override
-        for output_name, target in step.outputs.items():
+        for target in step.outputs.values():
             if target not in frame.values:
                 frame.put_absent(target)
 
@@ -427,8 +426,7 @@ class _EnsembleRun:
                 continue
             spec = config.output_by_name.get(name)
             dims = spec.dims if spec is not None else tuple(value.shape)
-            shape = reshape_between_batching(tuple(value.shape), dims, batching, frame.batch_sizes[name])
-            outputs.append(value if shape == tuple(value.shape) else Tensor(name, value.datatype, shape, value.data.reshape(shape)))
+            outputs.append(_fitted(value, name, dims, batching, frame.batch_sizes[name]))
         return outputs
 
     def _send(self, response: InferenceResponse) -> None:
@@ -477,18 +475,18 @@ def _batch_size(request: InferenceRequest) -> int:
     return 1
 
 
-def reshape_between_batching(
-    shape: tuple[int, ...], dims: tuple[int, ...], batching: bool, tensor_batch_size: int
-) -> tuple[int, ...]:
-    """The shape a tensor takes where a model (or the ensemble's answer) with config `dims`
-    reads it, by Triton's rule: only where one side batches and the other does not. A
-    tensor without a batch dimension read by a batching model gets a batch of 1 when it
-    matches `dims` as it is; a tensor of batch 1 read without batching loses its batch
+def _fitted(tensor: Tensor, name: str, dims: tuple[int, ...], batching: bool, tensor_batch_size: int) -> Tensor:
+    """`tensor` as `name` where a model (or the ensemble's answer) with config `dims` reads
+    it, by Triton's rule: a batch dimension changes only where one side batches and the
+    other does not. A tensor without one, read by a batching model, gets a batch of 1 when
+    it matches `dims` as it is; a tensor of batch 1, read without batching, loses its batch
     dimension when it does not match `dims` as it is."""
-    if batching == (tensor_batch_size != 0):
-        return shape
-    if batching:
-        return (1, *shape) if shape_matches(shape, dims) else shape
-    if tensor_batch_size == 1 and shape and not shape_matches(shape, dims):
-        return shape[1:]
-    return shape
+    shape = tuple(int(d) for d in tensor.shape)
+    if batching != (tensor_batch_size != 0):
+        if batching and shape_matches(shape, dims):
+            shape = (1, *shape)
+        elif not batching and tensor_batch_size == 1 and shape and not shape_matches(shape, dims):
+            shape = shape[1:]
+    if shape == tuple(tensor.shape) and name == tensor.name:
+        return tensor
+    return Tensor(name, tensor.datatype, shape, tensor.data.reshape(shape))
