@@ -40,10 +40,10 @@ def server(tmp_path_factory):
     models = {
         "preferred_4_6": _config(f"preferred_batch_size: [4, 6] max_queue_delay_microseconds: {delay_us}"),
         "preferred_2_6": _config(f"preferred_batch_size: [2, 6] max_queue_delay_microseconds: {delay_us}"),
-        # Each execution takes 1.5 s; queued requests wait 0.2 s at most for company.
+        # Each execution takes 2.5 s; queued requests wait 0.2 s at most for company.
         "slow_preferred_2": _config(
             "preferred_batch_size: [2] max_queue_delay_microseconds: 200000", op="sleep",
-            extra_parameters=f''', {{key:"sleep_ms" value {{string_value:"1500"}}}},
+            extra_parameters=f''', {{key:"sleep_ms" value {{string_value:"2500"}}}},
             {{key:"started_file" value {{string_value:"{started}"}}}}'''),
     }
     # Four slots; a batch waits (up to the delay) until half of them have a request ready.
@@ -148,7 +148,7 @@ def test_after_the_delay_a_batch_grows_past_the_preferred_size_up_to_max_batch_s
     async def go():
         client = httpaio.InferenceServerClient(server.http_url)
         try:
-            # A preferred batch of 2 takes the only instance for 1.5 s.
+            # A preferred batch of 2 takes the only instance for 2.5 s.
             blocker = asyncio.ensure_future(_timed(client, "slow_preferred_2", 2))
             await _until(server.slow_started.exists, "the slow model runs")
             singles = [asyncio.ensure_future(_timed(client, "slow_preferred_2", 1, float(i))) for i in range(10)]
