@@ -3,7 +3,9 @@ the real server path without any framework. Models pick an operation with the co
 parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
 `identity` (OUTPUTi = INPUTi), `fail` (raises; `fail_loads` with `load_log`: the first loads fail), `sleep` (touches `started_file` if set, sleeps `sleep_ms`, then identity),
 `scale` (OUTPUTi = INPUTi * `factor`), `echo_parameters` (OUTPUT0 = the request's parameters as one
-JSON string, BYTES [1]), `rendezvous` (identity, after every model naming the same `barrier`
+JSON string, BYTES [1]), `reassign_sequence` (OUTPUT0 = INPUT0, with the response parameters
+`sequence_id` = INPUT0's first value and `sequence_start` / `sequence_end` from the config
+parameters `start` / `end`: how a model hands its outputs to another sequence), `rendezvous` (identity, after every model naming the same `barrier`
 with `parties` has reached it: proves that executions overlap without timing them), and for
 decoupled models `repeat` (one response per element of input IN: OUT = [value],
 IDX = [index], then a bare final flag) and `count_up` (`count` responses per request, the
@@ -56,6 +58,9 @@ class NumpyInstance(ModelInstance):
             return self._count_up(requests, int(config.parameter("count", "3")))
         responses = []
         for request in requests:
+            if op == "reassign_sequence":
+                responses.append(self._reassign_sequence(request, config))
+                continue
             if op == "echo_parameters":
                 text = json.dumps(request.parameters, sort_keys=True).encode()
                 outputs = [Tensor.from_numpy("OUTPUT0", np.array([text], dtype=object))]
@@ -74,6 +79,16 @@ class NumpyInstance(ModelInstance):
                 ]
             responses.append(InferenceResponse(outputs=outputs))
         return responses
+
+    @staticmethod
+    def _reassign_sequence(request, config):
+        data = request.input("INPUT0").data
+        parameters = {
+            "sequence_id": int(data.reshape(-1)[0]),
+            "sequence_start": config.parameter("start") == "true",
+            "sequence_end": config.parameter("end") == "true",
+        }
+        return InferenceResponse(outputs=[Tensor.from_numpy("OUTPUT0", data)], parameters=parameters)
 
     def _count_up(self, requests, count):
         for request in requests:

@@ -36,6 +36,7 @@ from .datatypes import config_type_to_datatype, datatype_of, numpy_dtype
 from .errors import NaiadError
 from .inference import InferenceRequest, InferenceResponse
 from .model_config import ModelConfig
+from .model_io import model_outputs
 from .output_reshape import apply_output_reshape
 from .protos import model_config_pb2 as pb
 from .tensor import Tensor
@@ -218,7 +219,7 @@ class Batch:
             stacked = stack_requests(requests, ragged=ragged)
         batch = cls(list(requests), stacked.sizes, stacked.inputs)
         if config is not None:
-            batch.output_datatypes = {s.name: s.datatype for s in config.outputs}
+            batch.output_datatypes = {s.name: s.datatype for s in model_outputs(config)}
             began = time.monotonic_ns()
             for batch_input in config.proto.batch_input:
                 array = _batch_input(batch_input, requests)
@@ -301,7 +302,11 @@ def execute_by_name(
         batch = Batch.stack(batch_requests, config)
         wanted_names = {o.name for r in batch_requests for o in r.outputs} if all(
             r.outputs for r in batch_requests) else None
-        wanted = [spec.name for spec in config.outputs if wanted_names is None or spec.name in wanted_names]
+        # State outputs are always fetched: the sequence batcher keeps them for the next request.
+        wanted = [
+            spec.name for spec in model_outputs(config)
+            if wanted_names is None or spec.name in wanted_names or spec.name not in config.output_by_name
+        ]
         try:
             outputs = run(batch.inputs, wanted)
         except NaiadError:

@@ -3,8 +3,8 @@
 Clients read the loaded config back (`GET /v2/models/{m}/config`, gRPC ModelConfig) and
 see these values filled in, so naiad fills the same ones: the version policy, named and
 counted instance groups with a concrete kind, the backend's default model file name,
-pinned-memory optimisation flags, a dynamic batcher's preferred size and a sequence
-batcher's idle timeout. Filling them does not change behaviour: each equals what the
+pinned-memory optimisation flags, the preferred batch size of a dynamic batcher and of
+the sequence batcher's `oldest` strategy, and a sequence batcher's idle timeout. Filling them does not change behaviour: each equals what the
 server does when the field is absent.
 """
 
@@ -38,6 +38,9 @@ def fill_config_defaults(proto: pb.ModelConfig, model: str, default_model_filena
             proto.dynamic_batching.preferred_batch_size.append(proto.max_batch_size)
     if proto.HasField("sequence_batching") and proto.sequence_batching.max_sequence_idle_microseconds == 0:
         proto.sequence_batching.max_sequence_idle_microseconds = DEFAULT_SEQUENCE_IDLE_US
+    oldest = proto.sequence_batching.oldest if proto.sequence_batching.HasField("oldest") else None
+    if oldest is not None and proto.max_batch_size > 0 and not oldest.preferred_batch_size:
+        oldest.preferred_batch_size.append(proto.max_batch_size)
 
 
 def _fill_instance_groups(proto: pb.ModelConfig, gpus: list[int]) -> None:

@@ -87,6 +87,9 @@ class EnsemblePlan:
     decoupled: bool
     max_inflight_requests: int = 0
     lineage_of: dict[str, int] = field(default_factory=dict)
+    # The label file lines of the step output that produces each ensemble output (where
+    # it has a label file): classification through the ensemble uses them, as in Triton.
+    output_labels: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def steps_needed(self, requested: Iterable[str]) -> frozenset[int]:
         """The steps that lead to the requested outputs; the others are skipped, as
@@ -312,6 +315,12 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
                     "which is not an ensemble output; remove it from output_map",
                 )
 
+    output_labels = {
+        tensor: labels
+        for step, step_config in zip(steps, step_configs)
+        for output_name, tensor in step.outputs.items()
+        if tensor in ensemble_outputs and (labels := step_config.output_by_name[output_name].labels)
+    }
     steps, lineage_of, output_lineage = _assign_lineages(name, steps, ensemble_inputs, ensemble_outputs, producer)
     return EnsemblePlan(
         name=name,
@@ -324,6 +333,7 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
         decoupled=any(step.decoupled for step in steps),
         max_inflight_requests=scheduling.max_inflight_requests,
         lineage_of=lineage_of,
+        output_labels=output_labels,
     )
 
 

@@ -129,6 +129,13 @@ class ModelConfig:
         self.input_by_name = {spec.name: spec for spec in self.inputs}
         self.output_by_name = {spec.name: spec for spec in self.outputs}
 
+    def inherit_labels(self, labels: dict[str, tuple[str, ...]]) -> None:
+        """Give the outputs that have no label file of their own the labels in `labels`
+        (an ensemble's outputs take those of the step outputs that produce them)."""
+        for name, lines in labels.items():
+            self._labels.setdefault(name, lines)
+        self._refresh()
+
     def refresh(self) -> None:
         """Recompute the typed views after a backend filled the proto in (auto-complete)."""
         self._refresh()

@@ -531,6 +531,7 @@ class ModelManager:
             raise NaiadError.internal(f"ensemble '{name}' needs a server to run its steps")
         config = validate_config(proto, name, source.path)
         plan = validate_ensemble(config, self._step_config)
+        config.inherit_labels(plan.output_labels)
         # As in Triton, an ensemble with a decoupled step streams: it is decoupled itself.
         proto.model_transaction_policy.decoupled = plan.decoupled
         statistics = ModelStatistics(name, str(version))

@@ -350,7 +350,9 @@ class Server:
             raise
         if response.error is not None:
             raise response.error
-        response = _select_outputs(response, request)
+        # An ensemble answers with the outputs its steps produced, as Triton's does.
+        strict = loaded.config.scheduling != "ensemble_scheduling"
+        response = _select_outputs(response, request, strict)
         apply_classification(response, request, loaded.config)
         return response
 

@@ -15,6 +15,15 @@ def check_model_shape(
     config's dims (its `reshape` if set, with a leading -1 when `batched`) cannot describe
     `actual`, the model's shape with -1 for variable dimensions. `source` names the model
     file in the message ("SavedModel", "engine", ...)."""
+    if spec.allow_ragged_batch:
+        # The requests' elements reach the model concatenated into one flat tensor (as in
+        # Triton's framework backends), whatever the config's dims.
+        if actual != [-1]:
+            raise ConfigError(
+                model, f"{where}.dims): allow_ragged_batch needs the {source} to take the input as a flat "
+                f"tensor of shape [-1], it has {actual}"
+            )
+        return
     expected = ([-1] if batched else []) + list(spec.reshape if spec.reshape is not None else spec.dims)
     if len(actual) != len(expected):
         hint = " (the batch dimension counts when max_batch_size > 0)" if batched else ""

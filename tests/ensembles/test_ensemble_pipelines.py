@@ -194,7 +194,7 @@ def test_failing_step_names_ensemble_and_step_and_server_keeps_serving(tmp_path)
         with pytest.raises(NaiadError) as info:
             await server.infer(request("fragile", A=A, B=B))
         message = info.value.message
-        assert message.startswith("in ensemble 'fragile', step 1 (model 'boom'): ")
+        assert message.startswith("in ensemble 'fragile', ") and message.endswith(" [step 1 (model 'boom')]")
         assert "failed on purpose" in message
         stats = server.statistics("fragile")[0]["inference_stats"]
         assert stats["fail"]["count"] == 1 and stats["success"]["count"] == 0
@@ -322,7 +322,8 @@ def test_cancelling_the_ensemble_request_stops_later_steps(tmp_path):
         with pytest.raises(NaiadError) as info:
             await call
         assert info.value.code is ErrorCode.CANCELLED
-        assert info.value.message.startswith("in ensemble 'two', step 0 (model 'first'): ")
+        assert info.value.message.startswith("in ensemble 'two', ")
+        assert info.value.message.endswith(" [step 0 (model 'first')]")
         assert server.statistics("second")[0]["execution_count"] == 0
         assert server.statistics("two")[0]["inference_stats"]["fail"]["count"] == 1
 

@@ -151,7 +151,7 @@ def test_requests_outside_a_sequence_get_clear_errors(tmp_path):
             request.inputs[0] = Tensor.from_numpy("INPUT", np.ones((2, 1), np.int32))
             with pytest.raises(NaiadError) as info:
                 await server.infer(request)
-            assert "batch size 1" in info.value.message
+            assert "must specify batch-size 1 due to requirements of sequence batcher" in info.value.message
             with pytest.raises(NaiadError) as info:
                 await server.infer(step(1, 2**64, start=True))
             assert info.value.code is ErrorCode.INVALID_ARG and "does not fit" in info.value.message

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from naiad import ConfigError, ModelConfig, TensorSpec
 from naiad.datatypes import datatype_to_config_type
+from naiad.model_io import model_inputs, model_outputs
 from naiad.shape_check import check_model_shape
 
 from .model_tensors import ModelSignature, ModelTensor
@@ -30,8 +31,29 @@ def check_config_against_model(
                 known = ", ".join(sorted(tensors)) or "none"
                 raise ConfigError(config.name, f"{where}.name): the {source} has no {kind} '{spec.name}' ({kind}s: {known})")
             _check_tensor(config.name, where, spec, tensor, batching, source)
+    # Sequence controls, implicit state and batch inputs: fed and fetched by name too.
+    fed = model_inputs(config)
+    for kind, specs, tensors, listed in (
+        ("input", fed, signature.inputs, config.input_by_name),
+        ("output", model_outputs(config), signature.outputs, config.output_by_name),
+    ):
+        for spec in (spec for spec in specs if spec.name not in listed):
+            tensor = tensors.get(spec.name)
+            if tensor is None:
+                known = ", ".join(sorted(tensors)) or "none"
+                raise ConfigError(
+                    config.name,
+                    f"{kind} '{spec.name}' (a sequence control, state or batch input of the config): the {source} "
+                    f"has no such {kind} ({kind}s: {known})",
+                )
+            if tensor.datatype is not None and tensor.datatype != spec.datatype:
+                raise ConfigError(
+                    config.name,
+                    f"{kind} '{spec.name}': the config makes it {datatype_to_config_type(spec.datatype)}, the "
+                    f"{source} has {tensor.tf_dtype} ({datatype_to_config_type(tensor.datatype)})",
+                )
     if require_every_input:
-        missing = sorted(set(signature.inputs) - set(config.input_by_name))
+        missing = sorted(set(signature.inputs) - {spec.name for spec in fed})
         if missing:
             raise ConfigError(
                 config.name, f"input: the {source} needs input(s) {missing} that the config does not list"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from naiad import ConfigError, ModelConfig
+from naiad.model_io import model_inputs, model_outputs
 
 from .dtypes import datatype_of_tf
 from .model_tensors import ModelSignature, ModelTensor
@@ -49,11 +50,11 @@ def graphdef_signature(graph: Any, config: ModelConfig) -> ModelSignature:
             inputs[op.name] = _describe(graph, op.name)  # type: ignore[assignment]
         elif op.outputs and op.name not in consumed and op.type != "NoOp":
             outputs[op.name] = _describe(graph, op.name)  # type: ignore[assignment]
-    for spec in config.inputs:
+    for spec in model_inputs(config):
         found = _describe(graph, spec.name)
         if found is not None:
             inputs[spec.name] = found
-    for spec in config.outputs:
+    for spec in model_outputs(config):
         found = _describe(graph, spec.name)
         if found is not None:
             outputs[spec.name] = found
@@ -62,7 +63,7 @@ def graphdef_signature(graph: Any, config: ModelConfig) -> ModelSignature:
 
 def unfed_placeholders(graph: Any, config: ModelConfig) -> list[str]:
     """Placeholders without a default that no config input feeds: every run would fail."""
-    fed = {tensor_name_of(spec.name) for spec in config.inputs}
+    fed = {tensor_name_of(spec.name) for spec in model_inputs(config)}
     return sorted(
         op.name for op in graph.get_operations() if op.type == "Placeholder" and f"{op.name}:0" not in fed
     )

@@ -20,6 +20,7 @@ from naiad import (
     NaiadError,
 )
 from naiad.batching import execute_by_name
+from naiad.model_io import model_inputs, model_outputs
 from naiad.protos import model_config_pb2 as pb
 
 from .auto_complete import auto_complete_from_signature
@@ -130,9 +131,12 @@ class TensorFlowModel(Model):
             self._init_ops = read_init_ops(
                 self.settings.init_ops_file, self.context.version_path, self.context.path, config.name
             )
-        self._feeds = {spec.name: signature.inputs[spec.name].tensor_name for spec in config.inputs}
-        self._fetches = {spec.name: signature.outputs[spec.name].tensor_name for spec in config.outputs}
-        self._bf16 = frozenset(spec.name for spec in config.inputs if spec.datatype == "BF16")
+        # Sequence controls, implicit state and batch inputs are fed (and state outputs
+        # fetched) by name, like the config's own tensors.
+        inputs, outputs = model_inputs(config), model_outputs(config)
+        self._feeds = {spec.name: signature.inputs[spec.name].tensor_name for spec in inputs}
+        self._fetches = {spec.name: signature.outputs[spec.name].tensor_name for spec in outputs}
+        self._bf16 = frozenset(spec.name for spec in inputs if spec.datatype == "BF16")
 
     def session_for(self, context: InstanceContext, gpu_id: int | None) -> ModelSession:
         """The session instance `context` runs on, opened on first use. Instances share a

@@ -1,23 +1,31 @@
 """When to send a batch, and which requests go in it.
 
-Shared by the dynamic batcher and the sequence batcher's `oldest` strategy. The rules,
-as Triton's documentation states them for `dynamic_batching`:
+Shared by the dynamic batcher and the sequence batcher's `oldest` strategy. The rules
+are Triton's (model_configuration.md, "Preferred Batch Sizes" and "Delayed Batching";
+the dynamic batcher of Triton's core settles the details). A batch is looked for only
+when an instance is free; the queue is then walked in order:
 
-* A batch holds whole requests, in queue order, up to `max_batch_size` inferences; a
-  request that does not fit (or whose shapes differ from the batch's) ends the batch
-  there: requests are never split and never overtaken.
-* A batch that reached the largest preferred size (or `max_batch_size` when none is
-  preferred), or that cannot grow because the next request does not fit, is sent at
-  once, cut back to the largest preferred size it passed on the way if there is one.
-* Otherwise the batcher waits for more requests, but never longer than
-  `max_queue_delay` after the oldest request in the batch arrived; then it sends what it
-  has. A delay of 0 sends at once.
+1. A batch holds whole requests, in queue order; a request is never split and never
+   overtaken. A request that would take the batch past `max_batch_size`, or whose shapes
+   differ from the batch's, ends the walk.
+2. The walk remembers the *best* batch: the longest prefix whose size is a preferred size,
+   or, when a request would take the batch past the largest preferred size and no
+   preferred size was reached before, the prefix before that request.
+3. If there is a best batch and the oldest request has not waited `max_queue_delay`, the
+   best batch is sent now (a lone request of a preferred size is not held back).
+4. Otherwise everything walked is sent now when the walk was ended by a request that
+   did not fit, when it reached the largest preferred size, when the delay has passed (then
+   up to `max_batch_size`, past the largest preferred size), or when there is no delay.
+5. Otherwise the batcher waits for more requests until the oldest has waited the delay.
+
+With no `preferred_batch_size` in the config, the config defaults make it
+`[max_batch_size]` (as Triton's do), so "the largest preferred size" is always defined.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Sequence
+from typing import Callable, Hashable, Iterable
 
 from .job import Job
 
@@ -42,47 +50,40 @@ class BatchPolicy:
     signature: Callable[[Job], Hashable] | None = None
 
     @property
-    def target(self) -> int:
+    def largest_preferred(self) -> int:
         return max(self.preferred_batch_sizes) if self.preferred_batch_sizes else self.max_batch_size
 
     def decide(self, candidates: Iterable[Job], now_ns: int) -> BatchDecision:
-        """Look at the queued `candidates` in order and decide what to send."""
+        """Look at the queued `candidates` in order and decide what to send (rules above)."""
         gathered: list[Job] = []
         total = 0
-        blocked = False
-        target = self.target
+        best = 0  # jobs in the best batch (rule 2); 0: none yet
+        ended_by_misfit = False
+        largest = self.largest_preferred
         signature = self.signature
         first: Hashable = None
         for job in candidates:
+            # A padding job of a sequence batcher (size 0) still takes a row.
+            size = max(job.batch_size, 1)
             if gathered:
-                if total + job.batch_size > self.max_batch_size or (
-                    signature is not None and signature(job) != first
-                ):
-                    blocked = True
+                if total + size > largest and not best:
+                    best = len(gathered)
+                if total + size > self.max_batch_size or (signature is not None and signature(job) != first):
+                    ended_by_misfit = True
                     break
             elif signature is not None:
                 first = signature(job)
             gathered.append(job)
-            total += job.batch_size
-            if total >= target:
-                break
+            total += size
+            if total in self.preferred_batch_sizes:
+                best = len(gathered)
         if not gathered:
             return BatchDecision([])
-        if total >= target or blocked:
-            return BatchDecision(self._cut_to_preferred(gathered))
         oldest = min(job.enqueued_ns for job in gathered)
         send_at = oldest + self.max_queue_delay_ns
-        if self.max_queue_delay_ns == 0 or now_ns >= send_at:
+        delay_passed = self.max_queue_delay_ns > 0 and now_ns >= send_at
+        if best and not delay_passed:
+            return BatchDecision(gathered[:best])
+        if ended_by_misfit or total >= largest or delay_passed or self.max_queue_delay_ns == 0:
             return BatchDecision(gathered)
         return BatchDecision([], send_at)
-
-    def _cut_to_preferred(self, gathered: Sequence[Job]) -> list[Job]:
-        if not self.preferred_batch_sizes:
-            return list(gathered)
-        best = 0
-        total = 0
-        for count, job in enumerate(gathered, 1):
-            total += job.batch_size
-            if total in self.preferred_batch_sizes:
-                best = count
-        return list(gathered[:best]) if best else list(gathered)

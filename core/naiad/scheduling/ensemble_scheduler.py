@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..ensemble_validation import EnsemblePlan, EnsembleStep, StepConfigLookup, validate_ensemble
@@ -154,25 +155,29 @@ class _Frame:
     """The ensemble tensors of one lineage value: the request's own (lineage 0), or one
     response of a decoupled step and what downstream steps made of it."""
 
-    __slots__ = ("lineage", "values", "batched", "fired", "answered")
+    __slots__ = ("lineage", "values", "batch_sizes", "sequences", "fired", "answered")
 
     def __init__(self, lineage: int) -> None:
         self.lineage = lineage
-        # None stands for an optional ensemble input the request left out: it counts as
-        # present, and the steps reading it get no such input (as in Triton).
+        # None stands for a tensor that is absent: an optional ensemble input the request
+        # left out, or a step output the step did not produce. It counts as present, and
+        # the steps reading it get no such input (as in Triton).
         self.values: dict[str, Tensor | None] = {}
-        # Whether each tensor carries a batch dimension (it came from a batching model).
-        self.batched: dict[str, bool] = {}
+        # The batch size of the request that made each tensor (0: made by a model without
+        # a batch dimension); Triton decides with it where to add or drop a batch dimension.
+        self.batch_sizes: dict[str, int] = {}
+        # The sequence a step's response reassigned its tensors to (see _SequenceOverride).
+        self.sequences: dict[str, _SequenceOverride] = {}
         self.fired: set[int] = set()
         self.answered = False
 
-    def put(self, tensor: Tensor, batched: bool) -> None:
+    def put(self, tensor: Tensor, batch_size: int) -> None:
         self.values[tensor.name] = tensor
-        self.batched[tensor.name] = batched
+        self.batch_sizes[tensor.name] = batch_size
 
     def put_absent(self, name: str) -> None:
         self.values[name] = None
-        self.batched[name] = False
+        self.batch_sizes[name] = 0
 
 
 class _EnsembleRun:
@@ -197,9 +202,9 @@ class _EnsembleRun:
 
     async def execute(self) -> None:
         config = self.scheduler._config
-        batching = config.max_batch_size > 0
+        batch_size = self.job.batch_size if config.max_batch_size > 0 else 0
         for tensor in self.request.inputs:
-            self.root.put(tensor, batching)
+            self.root.put(tensor, batch_size)
         for spec in config.inputs:
             if spec.optional and spec.name not in self.root.values:
                 self.root.put_absent(spec.name)
@@ -251,7 +256,7 @@ class _EnsembleRun:
             # Like Triton, the response that leaves nothing in flight carries the final flag.
             current = asyncio.current_task()
             final = not more_may_follow and all(task is current for task in self.tasks)
-            self._send(InferenceResponse(outputs=self._outputs(frame), final=final))
+            self._send(self._response(frame, final))
 
     def _start(self, step: EnsembleStep, frame: _Frame) -> None:
         request = self._step_request(step, frame)
@@ -267,11 +272,25 @@ class _EnsembleRun:
         with the ensemble request's id, sequence, priority, timeout and parameters, which
         Triton also forwards to composing models."""
         parent = self.request
+        sequence = _SequenceOverride(parent.correlation_id, parent.sequence_start, parent.sequence_end)
+        overridden = False
         inputs = []
         for input_name, tensor in step.inputs.items():
+            override = frame.sequences.get(tensor)
+            if override is not None:
+                if overridden and override != sequence:
+                    # As Triton: the first override holds, and the conflict is logged.
+                    log.error(
+                        "ensemble '%s': different sequence parameters reach step %d (model '%s'); correlation ID "
+                        "%r, start %s, end %s are used", self.name, step.index, step.model_name,
+                        sequence.correlation_id, sequence.start, sequence.end,
+                    )
+                elif not overridden:
+                    sequence, overridden = override, True
             value = frame.values[tensor]
             if value is not None:
-                inputs.append(_fit_to_step(value, input_name, step, frame.batched[tensor]))
+                dims = step.input_dims.get(input_name, ())
+                inputs.append(_fitted(value, input_name, dims, step.batching, frame.batch_sizes[tensor]))
         return InferenceRequest(
             model_name=step.model_name,
             inputs=inputs,
@@ -279,9 +298,9 @@ class _EnsembleRun:
             id=parent.id,
             outputs=[RequestedOutput(name) for name in step.outputs],
             parameters=dict(parent.parameters),
-            correlation_id=parent.correlation_id,
-            sequence_start=parent.sequence_start,
-            sequence_end=parent.sequence_end,
+            correlation_id=sequence.correlation_id,
+            sequence_start=sequence.start,
+            sequence_end=sequence.end,
             priority=parent.priority,
             timeout_us=parent.timeout_us,
         )
@@ -297,23 +316,20 @@ class _EnsembleRun:
                 return
             if self.request.cancelled:
                 raise NaiadError.cancelled_request()
-            server = self.scheduler._server
-            if step.decoupled:
-                async for response in server.infer_stream(request):
-                    if response.error is not None:
-                        raise response.error
-                    if self.request.cancelled:
-                        raise NaiadError.cancelled_request()
-                    if response.outputs:
-                        child = _Frame(step.output_lineage)
-                        self._store(step, child, response)
-                        self._offer(child, list(child.values), more_may_follow=True)
-            else:
-                response = await server.infer(request)
+            # Both kinds of step are read as a stream: a step may leave out some of its
+            # outputs, and the ensemble goes on without them as Triton's does.
+            async for response in self.scheduler._server.infer_stream(request):
+                if response.error is not None:
+                    raise response.error
                 if self.request.cancelled:
                     raise NaiadError.cancelled_request()
-                self._store(step, frame, response)
-                self._offer(frame, [step.outputs[t.name] for t in response.outputs if t.name in step.outputs])
+                if not step.decoupled:
+                    self._store(step, frame, request, response)
+                    self._offer(frame, list(step.outputs.values()))
+                elif response.outputs:
+                    child = _Frame(step.output_lineage)
+                    self._store(step, child, request, response)
+                    self._offer(child, list(child.values), more_may_follow=True)
         except asyncio.CancelledError:
             request.cancelled = True
             raise
@@ -326,21 +342,30 @@ class _EnsembleRun:
             if limiter is not None:
                 limiter.release()
 
-    def _store(self, step: EnsembleStep, frame: _Frame, response: InferenceResponse) -> None:
+    def _store(self, step: EnsembleStep, frame: _Frame, request: InferenceRequest, response: InferenceResponse) -> None:
+        batch_size = _batch_size(request) if step.batching else 0
+        override = _SequenceOverride.of(response, request)
         for tensor in response.outputs:
             target = step.outputs.get(tensor.name)
             if target is not None:
-                frame.put(Tensor(target, tensor.datatype, tensor.shape, tensor.data), step.batching)
+                frame.put(Tensor(target, tensor.datatype, tensor.shape, tensor.data), batch_size)
+                if override is not None:
+                    frame.sequences[target] = override
+        for target in step.outputs.values():
+            if target not in frame.values:
+                frame.put_absent(target)
 
     # -- ending --------------------------------------------------------------------------
 
     def _fail(self, error: NaiadError, step: EnsembleStep | None = None) -> None:
         if self.error is not None:
             return
-        where = f", {step.label}" if step is not None else ""
         message = error.message
         if not message.startswith(f"in ensemble '{self.name}'"):
-            message = f"in ensemble '{self.name}'{where}: {message}"
+            # Triton's words first ("in ensemble 'E', " and the step model's own error, which
+            # clients match on), then which step it was.
+            where = f" [{step.label}]" if step is not None else ""
+            message = f"in ensemble '{self.name}', {message}{where}"
         self.error = NaiadError(error.code, message)
         self._cancel_steps()
 
@@ -372,15 +397,37 @@ class _EnsembleRun:
                 + ", ".join(f"'{m}'" for m in missing) + " were not produced")))
             return
         self._record(statistics)
-        self._finish(InferenceResponse(outputs=self._outputs(self.root)))
+        self._finish(self._response(self.root, True))
 
     def _record(self, statistics: ModelStatistics) -> None:
         # The ensemble's own execution: one per request, its compute time the time its
         # steps took (each step model also counts its own executions).
         statistics.record_execution(self.job.batch_size, 1, 0, self.step_ns, 0)
 
+    def _response(self, frame: _Frame, final: bool) -> InferenceResponse:
+        """The ensemble's answer from `frame`; an output whose step reassigned its sequence
+        carries that sequence in the response parameters, as in Triton."""
+        parameters: dict[str, object] = {}
+        for name in self.requested:
+            override = frame.sequences.get(name)
+            if override is not None and frame.values.get(name) is not None:
+                parameters = override.parameters()
+        return InferenceResponse(outputs=self._outputs(frame), final=final, parameters=parameters)
+
     def _outputs(self, frame: _Frame) -> list[Tensor]:
-        return [value for name in self.requested if (value := frame.values.get(name)) is not None]
+        config = self.scheduler._config
+        batching = config.max_batch_size > 0
+        outputs = []
+        for name in self.requested:
+            value = frame.values.get(name)
+            if value is None:
+                # As Triton: the response goes without the output a step did not produce.
+                log.debug("ensemble '%s': composing models did not output tensor %s", self.name, name)
+                continue
+            spec = config.output_by_name.get(name)
+            dims = spec.dims if spec is not None else tuple(value.shape)
+            outputs.append(_fitted(value, name, dims, batching, frame.batch_sizes[name]))
+        return outputs
 
     def _send(self, response: InferenceResponse) -> None:
         self.job.finish(self.scheduler._stamp(response, self.job))
@@ -390,17 +437,56 @@ class _EnsembleRun:
         self._send(response)
 
 
-def _fit_to_step(tensor: Tensor, input_name: str, step: EnsembleStep, batched: bool) -> Tensor:
-    """Rename an ensemble tensor to a step input, adding or dropping a batch dimension of
-    1 where a batching and a non-batching model share it (as Triton does)."""
-    data = tensor.data
-    dims = step.input_dims.get(input_name, ())
-    if step.batching and not batched and shape_matches(tuple(tensor.shape), dims):
-        data = data.reshape((1, *tensor.shape))
-    elif (
-        not step.batching and batched and not shape_matches(tuple(tensor.shape), dims)
-        and tensor.shape and tensor.shape[0] == 1
-    ):
-        data = data.reshape(tuple(tensor.shape[1:]))
-    return Tensor(input_name, tensor.datatype, tuple(int(d) for d in data.shape), data)
+@dataclass(frozen=True, slots=True)
+class _SequenceOverride:
+    """A step's response may reassign the tensors it produced to another sequence with the
+    response parameters `sequence_id`, `sequence_start` and `sequence_end` (Triton's names);
+    the steps reading those tensors then run with that correlation ID and those flags."""
 
+    correlation_id: int | str | None
+    start: bool
+    end: bool
+
+    @classmethod
+    def of(cls, response: InferenceResponse, request: InferenceRequest) -> "_SequenceOverride | None":
+        parameters = response.parameters
+        if not any(key in parameters for key in ("sequence_id", "sequence_start", "sequence_end")):
+            return None
+        correlation_id = parameters.get("sequence_id", request.correlation_id)
+        if isinstance(correlation_id, bool) or not isinstance(correlation_id, (int, str)):
+            raise NaiadError.invalid("expected parameter 'sequence_id' to be an integer or a string")
+        flags = []
+        for key in ("sequence_start", "sequence_end"):
+            value = parameters.get(key, False)
+            if not isinstance(value, bool):
+                raise NaiadError.invalid(f"expect parameter '{key}' to be a boolean")
+            flags.append(value)
+        return cls(correlation_id, flags[0], flags[1])
+
+    def parameters(self) -> dict[str, object]:
+        return {"sequence_id": self.correlation_id, "sequence_start": self.start, "sequence_end": self.end}
+
+
+def _batch_size(request: InferenceRequest) -> int:
+    """The batch size of a request to a batching model: its inputs' first dimension."""
+    for tensor in request.inputs:
+        if tensor.shape:
+            return int(tensor.shape[0])
+    return 1
+
+
+def _fitted(tensor: Tensor, name: str, dims: tuple[int, ...], batching: bool, tensor_batch_size: int) -> Tensor:
+    """`tensor` as `name` where a model (or the ensemble's answer) with config `dims` reads
+    it, by Triton's rule: a batch dimension changes only where one side batches and the
+    other does not. A tensor without one, read by a batching model, gets a batch of 1 when
+    it matches `dims` as it is; a tensor of batch 1, read without batching, loses its batch
+    dimension when it does not match `dims` as it is."""
+    shape = tuple(int(d) for d in tensor.shape)
+    if batching != (tensor_batch_size != 0):
+        if batching and shape_matches(shape, dims):
+            shape = (1, *shape)
+        elif not batching and tensor_batch_size == 1 and shape and not shape_matches(shape, dims):
+            shape = shape[1:]
+    if shape == tuple(tensor.shape) and name == tensor.name:
+        return tensor
+    return Tensor(name, tensor.datatype, shape, tensor.data.reshape(shape))

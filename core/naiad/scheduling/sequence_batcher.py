@@ -13,8 +13,10 @@ Two strategies decide how slots make batches:
 
 * `direct` (default): an instance has `max_batch_size` slots (1 without batching) and
   slot i is always position i of the batch; positions of slots with nothing ready are
-  padded with a request whose READY control is false. `max_queue_delay_microseconds`
-  waits for more slots to become ready unless `minimum_slot_utilization` is reached.
+  padded with a request whose READY control is false. With both
+  `max_queue_delay_microseconds` and `minimum_slot_utilization` set, a batch waits until
+  that share of the instance's slots (ready / max_batch_size) has a request ready, or the
+  oldest ready request has waited the delay; with either unset (0) it goes at once.
 * `oldest`: an instance holds up to `max_candidate_sequences` sequences and batches the
   oldest ready requests of different sequences like the dynamic batcher does
   (`preferred_batch_size`, `max_queue_delay_microseconds`, `preserve_ordering`).
@@ -141,8 +143,8 @@ class SequenceBatcher(Scheduler):
         self._controls.check_correlation_id(correlation_id)
         if self._batched and job.batch_size != 1:
             raise NaiadError.invalid(
-                f"inference request to {model} must have batch size 1 (the sequence batcher runs one "
-                f"request of a sequence at a time), got {job.batch_size}"
+                f"inference request to {model} must specify batch-size 1 due to requirements of sequence "
+                f"batcher (one request of a sequence runs at a time), got {job.batch_size}"
             )
         now = time.monotonic_ns()
         sequence = self._sequences.get(correlation_id)
@@ -299,12 +301,14 @@ class SequenceBatcher(Scheduler):
             slot_of = {id(slot.sequence.pending[0]): slot for slot in ready}  # type: ignore[union-attr]
             decision = self._policy.decide(heads, now_ns)
             return [(slot_of[id(job)], job) for job in decision.jobs], decision.wake_ns
-        # direct: wait for more slots only while the utilization goal is unmet.
-        oldest = min(slot.sequence.pending[0].enqueued_ns for slot in ready)  # type: ignore[union-attr]
-        send_at = oldest + self._delay_ns
-        active = worker.occupied()
-        if self._delay_ns and now_ns < send_at and len(ready) < self._min_utilization * active:
-            return [], send_at
+        # direct, as Triton: with a delay and a minimum utilization both set, wait (at most
+        # the delay after the oldest ready request arrived) until that share of all the
+        # instance's slots, not only the occupied ones, has a request ready.
+        if self._delay_ns and self._min_utilization:
+            oldest = min(slot.sequence.pending[0].enqueued_ns for slot in ready)  # type: ignore[union-attr]
+            send_at = oldest + self._delay_ns
+            if now_ns < send_at and len(ready) / len(worker.slots) < self._min_utilization:
+                return [], send_at
         return [(slot, slot.sequence.pending[0]) for slot in ready], None  # type: ignore[union-attr]
 
     async def _execute(self, worker: _InstanceWorker, chosen: list[tuple[_Slot, Job]]) -> None:

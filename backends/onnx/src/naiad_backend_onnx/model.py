@@ -23,7 +23,9 @@ from naiad import (
     NaiadError,
 )
 from naiad.batching import Batch, run_isolating_failures
+from naiad.model_io import model_inputs, model_outputs
 from naiad.output_reshape import apply_output_reshape
+from naiad.shape_check import check_model_shape
 
 from .auto_complete import ModelTensor, auto_complete
 from .session_options import SessionSettings, choose_providers, read_session_settings
@@ -155,7 +157,7 @@ class OnnxModel(Model):
         batching = config.max_batch_size > 0
         for kind, specs, found_list in (("input", config.inputs, self.inputs), ("output", config.outputs, self.outputs)):
             found_by_name = {t.name: t for t in found_list}
-            for spec in specs:
+            for index, spec in enumerate(specs):
                 found = found_by_name.get(spec.name)
                 if found is None:
                     raise ConfigError(
@@ -170,28 +172,23 @@ class OnnxModel(Model):
                         name,
                         f"{kind} '{spec.name}': the config says data_type {spec.datatype}, the model has {found.datatype}",
                     )
-                shape = list(spec.reshape if spec.reshape is not None else spec.dims)
-                if batching:
-                    if not found.shape or found.shape[0] not in (-1,):
-                        raise ConfigError(
-                            name,
-                            f"{kind} '{spec.name}': max_batch_size {config.max_batch_size} needs a variable first "
-                            f"dimension, the model's shape is {list(found.shape)}",
-                        )
-                    shape = [-1] + shape
-                if found.shape and len(shape) != len(found.shape):
+                # An ONNX scalar (shape []) may stand for config dims [1] without batching.
+                if found.shape or batching or spec.allow_ragged_batch:
+                    where = f"{kind} '{spec.name}' ({kind}[{index}]"
+                    check_model_shape(name, where, spec, list(found.shape), batching, self.model_path.name)
+
+        # Sequence controls, implicit state and batch inputs are fed by name too.
+        for kind, specs, found_list in (
+            ("input", model_inputs(config), self.inputs), ("output", model_outputs(config), self.outputs)
+        ):
+            found_names = {t.name for t in found_list}
+            for spec in specs:
+                if spec.name not in found_names:
                     raise ConfigError(
                         name,
-                        f"{kind} '{spec.name}': the config's shape {shape} (batch dimension included) has rank "
-                        f"{len(shape)}, the model's shape {list(found.shape)} has rank {len(found.shape)}",
+                        f"{kind} '{spec.name}' (a sequence control, state or batch input of the config): not an "
+                        f"{kind} of {self.model_path.name}, whose {kind}s are " + ", ".join(f"'{t}'" for t in sorted(found_names)),
                     )
-                for want, have in zip(shape, found.shape):
-                    if have != -1 and want != -1 and want != have:
-                        raise ConfigError(
-                            name,
-                            f"{kind} '{spec.name}': dims {list(spec.dims)} do not match the model's shape "
-                            f"{list(found.shape)}",
-                        )
 
     def create_instance(self, context: InstanceContext) -> ModelInstance:
         return OnnxInstance(self, context)
@@ -208,8 +205,13 @@ class OnnxInstance(ModelInstance):
         config = self.model.context.config
         self.config = config
         self.session = self.model.session(config, self.context.kind, self.context.device_id)
-        self.uses_bf16 = any(spec.datatype == "BF16" for spec in config.inputs + config.outputs)
-        self.all_outputs = [spec.name for spec in config.outputs]
+        inputs, outputs = model_inputs(config), model_outputs(config)
+        self.input_datatypes = {spec.name: spec.datatype for spec in inputs}
+        self.output_datatypes = {spec.name: spec.datatype for spec in outputs}
+        self.uses_bf16 = "BF16" in self.input_datatypes.values() or "BF16" in self.output_datatypes.values()
+        self.all_outputs = [spec.name for spec in outputs]
+        # State outputs are fetched for every batch: the sequence batcher keeps them.
+        self.state_outputs = [spec.name for spec in outputs if spec.name not in config.output_by_name]
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
         return run_isolating_failures(requests, self._run)
@@ -225,7 +227,7 @@ class OnnxInstance(ModelInstance):
         except Exception as exc:  # noqa: BLE001 - ORT raises its own classes
             raise NaiadError.internal(f"model '{self.config.name}': onnxruntime failed: {_ort_message(exc)}") from None
         outputs = {
-            name: self._from_ort(array, self.config.output_by_name[name].datatype) for name, array in zip(wanted, arrays)
+            name: self._from_ort(array, self.output_datatypes[name]) for name, array in zip(wanted, arrays)
         }
         responses = batch.responses(outputs)
         apply_output_reshape(responses, self.config)
@@ -236,9 +238,8 @@ class OnnxInstance(ModelInstance):
         from their uint16 words, outputs copied out of ORT's buffer as uint16 words."""
         values = {}
         for name, array in feed.items():
-            spec = self.config.input_by_name.get(name)
             array = np.ascontiguousarray(array)
-            if spec is not None and spec.datatype == "BF16":
+            if self.input_datatypes.get(name) == "BF16":
                 values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, _ONNX_BFLOAT16)
             else:
                 values[name] = ort.OrtValue.ortvalue_from_numpy(array)
@@ -260,7 +261,7 @@ class OnnxInstance(ModelInstance):
         named none)."""
         if any(not r.outputs for r in requests):
             return self.all_outputs
-        asked = {o.name for r in requests for o in r.outputs}
+        asked = {o.name for r in requests for o in r.outputs}.union(self.state_outputs)
         return [name for name in self.all_outputs if name in asked]
 
     @staticmethod

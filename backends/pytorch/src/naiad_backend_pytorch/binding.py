@@ -1,8 +1,9 @@
 """How config tensor names meet forward's arguments and results, following Triton's
 PyTorch backend conventions.
 
-Inputs: names `<anything>__<index>` (INPUT__0, INPUT__1) give the argument position;
-otherwise every name must be one of forward's argument names. Outputs: `<anything>__<index>`
+Inputs (config inputs, sequence control and state inputs, batch inputs alike): a name that
+is one of forward's argument names binds that argument; otherwise `<anything>__<index>`
+(INPUT__0, START__1) gives the argument position. Outputs: `<anything>__<index>`
 picks that element of a tuple/list result; a dict result is looked up by output name;
 otherwise outputs take a tuple/list result's elements in config order.
 """
@@ -34,32 +35,36 @@ class InputBinding:
 
 
 def bind_inputs(model: str, names: list[str], arg_names: list[str]) -> InputBinding:
-    if not names:
-        return InputBinding([])
-    matches = [_INDEXED.match(name) for name in names]
-    if all(matches):
-        positions = {int(m.group(1)): name for m, name in zip(matches, names) if m}
-        if len(positions) != len(names) or sorted(positions) != list(range(len(names))):
+    """Bind every tensor the model is fed (config inputs, sequence controls and state,
+    batch inputs: `names`) to one of forward's arguments: by argument name where the name
+    is one, else by its `__<index>` suffix. Each argument 0..n-1 gets exactly one tensor."""
+    positions: dict[int, str] = {}
+    for name in names:
+        match = _INDEXED.match(name)
+        if name in arg_names:
+            position = arg_names.index(name)
+        elif match:
+            position = int(match.group(1))
+        else:
             raise ConfigError(
                 model,
-                "input: names with the __<index> convention must number the arguments 0.."
-                f"{len(names) - 1} exactly once, got {', '.join(names)}",
+                f"input '{name}': input names (sequence controls and state included) must follow the "
+                f"<name>__<index> convention (INPUT__0) or be forward's argument names "
+                f"({', '.join(arg_names) or 'none found'})",
             )
-        if arg_names and len(names) > len(arg_names):
-            raise ConfigError(
-                model, f"input: the config declares {len(names)} inputs, forward takes {len(arg_names)} ({', '.join(arg_names)})"
-            )
-        return InputBinding([positions[i] for i in range(len(names))])
-    unknown = [name for name in names if name not in arg_names]
-    if unknown:
+        if position in positions:
+            raise ConfigError(model, f"input '{name}' and input '{positions[position]}' both bind forward's argument {position}")
+        positions[position] = name
+    if arg_names and len(names) > len(arg_names):
         raise ConfigError(
-            model,
-            f"input '{unknown[0]}': input names must follow the <name>__<index> convention (INPUT__0) or be "
-            f"forward's argument names ({', '.join(arg_names) or 'none found'})",
+            model, f"input: the config feeds {len(names)} tensors ({', '.join(names)}), forward takes "
+            f"{len(arg_names)} ({', '.join(arg_names)})"
         )
-    ordered = [name for name in arg_names if name in names]
-    skipped = arg_names[: len(ordered)] != ordered
-    if skipped:
-        missing = [name for name in arg_names[: arg_names.index(ordered[-1])] if name not in names]
-        raise ConfigError(model, f"input: forward's argument '{missing[0]}' comes before declared inputs but is not declared")
-    return InputBinding(ordered)
+    unbound = [position for position in range(len(names)) if position not in positions]
+    if unbound:
+        which = f"'{arg_names[unbound[0]]}'" if unbound[0] < len(arg_names) else str(unbound[0])
+        raise ConfigError(
+            model, f"input: forward's argument {which} (position {unbound[0]}) is fed by no input; the config "
+            f"feeds {', '.join(names)}"
+        )
+    return InputBinding([positions[i] for i in range(len(names))])

@@ -26,8 +26,10 @@ from naiad import (
     ModelContext,
     ModelInstance,
     NaiadError,
+    TensorSpec,
 )
 from naiad.batching import Batch, run_isolating_failures
+from naiad.model_io import model_inputs, model_outputs
 from naiad.output_reshape import apply_output_reshape
 
 from .auto_complete import auto_complete, program_signature
@@ -92,7 +94,10 @@ class TorchModel(Model):
                 if loaded.kind == "torchscript"
                 else "the config declares no inputs or outputs",
             )
-        self.binding: InputBinding = bind_inputs(config.name, [s.name for s in config.inputs], loaded.arg_names)
+        # Sequence controls, implicit state and batch inputs are forward's arguments too.
+        self.input_specs = {spec.name: spec for spec in model_inputs(config)}
+        self.output_specs = model_outputs(config)
+        self.binding: InputBinding = bind_inputs(config.name, list(self.input_specs), loaded.arg_names)
         if loaded.kind == "export":
             self._check_program(config, loaded)
         self.inference_mode = config.bool_parameter(_key(config, "INFERENCE_MODE"), True)
@@ -110,7 +115,10 @@ class TorchModel(Model):
         """An exported program knows its tensors: refuse a config that contradicts them."""
         inputs, outputs = program_signature(loaded.program, loaded.arg_names)
         batch = [-1] if config.max_batch_size > 0 else []
-        pairs = [("input", config.input_by_name[name], found) for name, found in zip(self.binding.order, inputs)]
+        pairs = [
+            ("input", config.input_by_name[name], found)
+            for name, found in zip(self.binding.order, inputs) if name in config.input_by_name
+        ]
         by_name = {t.name: t for t in outputs}
         for position, spec in enumerate(config.outputs):
             found = by_name.get(spec.name)
@@ -191,7 +199,7 @@ class TorchInstance(ModelInstance):
         return run_isolating_failures(requests, self._run)
 
     def _argument(self, name: str, array: np.ndarray) -> Any:
-        spec = self.config.input_by_name[name]
+        spec = self.model.input_specs[name]
         if spec.datatype == "BYTES":
             # TorchScript takes strings as List[str].
             items = []
@@ -220,7 +228,7 @@ class TorchInstance(ModelInstance):
 
     def _outputs(self, result: Any) -> dict[str, np.ndarray]:
         """Config outputs picked out of forward's result (tensor, tuple/list, dict)."""
-        specs = self.config.outputs
+        specs = self.model.output_specs
         model = f"model '{self.config.name}'"
         values: dict[str, np.ndarray] = {}
         for position, spec in enumerate(specs):
@@ -244,17 +252,18 @@ class TorchInstance(ModelInstance):
                         f"{model}: forward returned a single value, output '{spec.name}' asks for another element"
                     )
                 value = result
-            values[spec.name] = self._to_array(spec.name, spec.datatype, value)
+            values[spec.name] = self._to_array(spec, value)
         return values
 
-    def _to_array(self, name: str, datatype: str, value: Any) -> np.ndarray:
+    def _to_array(self, spec: TensorSpec, value: Any) -> np.ndarray:
+        name, datatype = spec.name, spec.datatype
         model = f"model '{self.config.name}'"
         if datatype == "BYTES":
             if not _is_string_list(value):
                 raise NaiadError.internal(f"{model}: output '{name}' is BYTES, forward returned {type(value).__name__}")
             array = np.empty(len(value), dtype=object)
             array[:] = [item.encode("utf-8") for item in value]
-            return array.reshape(-1, 1) if self.batching and self.config.output_by_name[name].dims == (1,) else array
+            return array.reshape(-1, 1) if self.batching and spec.dims == (1,) else array
         if not isinstance(value, torch.Tensor):
             raise NaiadError.internal(f"{model}: output '{name}' is a {type(value).__name__}, not a tensor")
         produced = datatype_of_dtype(value.dtype)
