@@ -26,6 +26,9 @@ _DEFAULT: list["Bridge"] = []
 
 
 class Bridge(abc.ABC):
+    # The directory of the model's file, for `get_model_dir()`; set by the ModelHost.
+    model_dir: str = ""
+
     @abc.abstractmethod
     def send_response(self, request: "InferenceRequest", response: "InferenceResponse | None", final: bool) -> None:
         """Deliver one response of a received request (from any thread)."""

@@ -43,7 +43,7 @@ from .conversions import (
     utils_response_from_core,
 )
 from .metric_owner import MetricOwner
-from .model_host import ExecuteFailure, ModelHost
+from .model_host import ExecuteFailure, ModelHost, batch_failure_message
 from .response_iterator import ResponseIterator
 
 if TYPE_CHECKING:
@@ -201,7 +201,8 @@ class InProcessInstance(ModelInstance):
         self._settings = launch.settings
         self._decoupled = launch.decoupled
         self._bridge = InProcessBridge(self)
-        self._host = ModelHost(launch.model_file, launch.args, self._bridge, launch.decoupled, in_server=True)
+        self._host = ModelHost(launch.model_file, launch.args, self._bridge, launch.decoupled, self.label,
+                               in_server=True)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"naiad-python-{context.name}",
                                         daemon=True)
@@ -257,8 +258,7 @@ class InProcessInstance(ModelInstance):
                 # The core ends these streams with the error; stop routing to them.
                 for key in keys:
                     self._bridge.requests.pop(key, None)
-            raise core_error(failure.code_name,
-                             f"Failed to process the request(s) for {self.label}, message: {failure.text}") from None
+            raise core_error(failure.code_name, batch_failure_message(self.label, failure.text)) from None
         finally:
             if not self._decoupled:
                 for key in keys:

@@ -29,7 +29,7 @@ from .bridge import Bridge, set_default_bridge
 from .model_host import ExecuteFailure, ModelHost, run_auto_complete
 from .response_iterator import ResponseIterator
 from .shm_ring import RingReader, RingWriter
-from .utils import InferenceRequest, InferenceResponse, LogLevel, Tensor, TritonError, TritonModelException
+from .utils import InferenceRequest, InferenceResponse, Logger, Tensor, TritonError, TritonModelException
 from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
 
 # How long a cancellation query waits for the server before assuming "not cancelled".
@@ -201,7 +201,8 @@ class StubBridge(Bridge):
         return self.bls_stream(request)
 
     def log(self, level: int, message: str) -> None:
-        self.channel.send({"op": "log", "level": level, "message": message})
+        # int(): the control channel carries plain values, not Logger.LogLevel members.
+        self.channel.send({"op": "log", "level": int(level), "message": message})
 
     # -- custom metrics: creation and value() wait for the server; updates do not ------------
 
@@ -317,7 +318,8 @@ async def _serve(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict
         op = message["op"]
         if op == "init":
             try:
-                host = ModelHost(Path(message["model_file"]), message["args"], bridge, message["decoupled"])
+                host = ModelHost(Path(message["model_file"]), message["args"], bridge, message["decoupled"],
+                                 message["label"])
                 await host.initialize()
             except BaseException as exc:  # noqa: BLE001 - reported to the server, then exit
                 channel.send({"op": "init_error", "message": f"{type(exc).__name__}: {exc}",
@@ -349,7 +351,7 @@ async def _serve(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict
                 try:
                     await host.finalize()
                 except Exception:  # noqa: BLE001
-                    bridge.log(LogLevel.ERROR, "finalize failed:\n" + traceback.format_exc())
+                    bridge.log(Logger.ERROR, "finalize failed:\n" + traceback.format_exc())
             channel.send({"op": "finalized"})
             return 0
 
@@ -373,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outbound-fd", type=int)
     parser.add_argument("--auto-complete", metavar="MODEL_FILE")
     args = parser.parse_args(argv)
+    # Model code sees the command line Triton's stub leaves it (its embedded interpreter
+    # has no arguments), so argparse and unittest.main() in a model parse nothing of ours.
+    sys.argv = [""]
     if args.auto_complete:
         return _auto_complete_main(args.auto_complete)
     sock = socket.socket(fileno=args.socket_fd)

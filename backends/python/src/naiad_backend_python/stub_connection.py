@@ -139,7 +139,7 @@ class StubConnection:
         launch = self.launch
         self.sock.settimeout(launch.settings.start_timeout_s or None)
         self.sock.sendall(pack_frame({"op": "init", "model_file": str(launch.model_file), "args": launch.args,
-                                      "decoupled": launch.decoupled}))
+                                      "decoupled": launch.decoupled, "label": launch.label}))
         while True:
             try:
                 message = self._receive_blocking()
