@@ -258,6 +258,10 @@ class InProcessInstance(ModelInstance):
                 # The core ends these streams with the error; stop routing to them.
                 for key in keys:
                     self._bridge.requests.pop(key, None)
+                if self._settings.inline:
+                    # Responses sent before the failure wait as callbacks on this loop: let
+                    # them reach their clients before the error does, as in the other modes.
+                    await asyncio.sleep(0)
             raise core_error(failure.code_name, batch_failure_message(self.label, failure.text)) from None
         finally:
             if not self._decoupled:
