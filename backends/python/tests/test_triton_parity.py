@@ -64,8 +64,8 @@ TRITON_CLASSES = {
                     "UNKNOWN", "UNSUPPORTED", "code", "message"},
     "TritonModelException": set(),
 }
-# Triton names naiad does not offer, each explained in docs/backends/python.md ("Names").
-DOCUMENTED_DIFFERENCES = {"load_model", "unload_model", "is_model_ready", "ResponseIterator.cancel"}
+# Triton names naiad does not offer, each explained in docs/backends/python.md.
+DOCUMENTED_DIFFERENCES = {"ResponseIterator.cancel"}
 
 
 @pytest.fixture(scope="module")
@@ -272,3 +272,38 @@ def test_bls_model_name_and_other_strings_as_bytes(server):
     with pytest.raises(Exception) as caught:
         client.infer("bls_bytes", inputs)
     assert "'no_such_model'" in str(caught.value) and "b'no_such_model'" not in str(caught.value)
+
+
+# -- the model loading API (item 1's names) ----------------------------------------------------
+
+
+def act(client, action: str) -> str:
+    return client.infer("model_loader", [text_input(httpclient, "ACTION", action.encode())]) \
+        .as_numpy("OUT")[0].decode()
+
+
+def test_model_loading_api_needs_explicit_mode(server):
+    client = httpclient.InferenceServerClient(server.http_url)
+    assert act(client, "ready:async_sleep") == "True"
+    assert act(client, "ready:no_such_model") == "False"
+    answer = act(client, "unload:async_sleep")
+    assert answer.startswith("error: ") and "--model-control-mode=explicit" in answer
+    assert client.is_model_ready("async_sleep")
+
+
+def test_model_loading_api_loads_and_unloads(tmp_path):
+    for name in ("model_loader", "async_sleep"):
+        shutil.copytree(PARITY_MODELS / name, tmp_path / name)
+    with ServerProcess(tmp_path, "--model-control-mode", "explicit", "--load-model", "model_loader") as running:
+        client = httpclient.InferenceServerClient(running.http_url)
+        assert act(client, "ready:async_sleep") == "False"
+        assert act(client, "load:async_sleep") == "done"
+        assert client.is_model_ready("async_sleep") and act(client, "ready:async_sleep") == "True"
+        assert act(client, "unload:async_sleep") == "done"
+        assert not client.is_model_ready("async_sleep")
+        # A model from a config and files the loading model sends.
+        assert act(client, "load_files:doubler") == "done"
+        tensor = httpclient.InferInput("IN", [1], "FP32")
+        tensor.set_data_from_numpy(np.array([3], dtype=np.float32))
+        np.testing.assert_array_equal(client.infer("doubler", [tensor]).as_numpy("OUT"), [6])
+        assert act(client, "load:no_such_model").startswith("error: ")

@@ -55,6 +55,11 @@ class Bridge(abc.ABC):
         works with `for`, as in Triton, and with `async for`)."""
 
     @abc.abstractmethod
+    def manage_model(self, action: str, arguments: dict[str, Any]) -> Any:
+        """The model loading API (model_control.py): "ready", "load" or "unload" another
+        model; blocks until the server has done it, raises TritonModelException on failure."""
+
+    @abc.abstractmethod
     def log(self, level: int, message: str) -> None:
         """Write a model log line to the server's log."""
 

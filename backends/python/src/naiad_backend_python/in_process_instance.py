@@ -43,6 +43,7 @@ from .conversions import (
     utils_response_from_core,
 )
 from .metric_owner import MetricOwner
+from .model_control import manage_model
 from .model_host import ExecuteFailure, ModelHost, batch_failure_message
 from .response_iterator import ResponseIterator
 
@@ -86,7 +87,7 @@ class InProcessBridge(Bridge):
 
     def _server_loop(self) -> asyncio.AbstractEventLoop:
         if self.server_loop is None:
-            raise utils.TritonModelException("BLS requests can only be made from execute")
+            raise utils.TritonModelException("BLS requests and the model loading API are only available from execute")
         return self.server_loop
 
     def _refuse_blocking_on_server_loop(self) -> None:
@@ -136,6 +137,17 @@ class InProcessBridge(Bridge):
             # the loop that produces them, so the await returns once all have arrived.
             return await responses.complete()
         return responses
+
+    def manage_model(self, action: str, arguments: dict[str, Any]) -> Any:
+        if self.server_loop is not None and asyncio._get_running_loop() is self.server_loop:
+            raise utils.TritonModelException(
+                "the model loading API waits for the server's event loop, where execute runs in execution_mode "
+                "'inline'; use execution_mode 'in_process'")
+        work = manage_model(self.instance.model.context.server, action, arguments)
+        try:
+            return asyncio.run_coroutine_threadsafe(work, self._server_loop()).result()
+        except NaiadError as exc:
+            raise utils.TritonModelException(exc.message) from None
 
     def log(self, level: int, message: str) -> None:
         log.log(_LOG_LEVELS.get(level, logging.INFO), "%s: %s", self.instance.label, message)

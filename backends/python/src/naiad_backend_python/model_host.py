@@ -264,6 +264,9 @@ class _CollectingBridge(Bridge):
     async def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
         return await self.inner.bls_stream_async(request)
 
+    def manage_model(self, action: str, arguments: dict[str, Any]) -> Any:
+        return self.inner.manage_model(action, arguments)
+
     def log(self, level: int, message: str) -> None:
         self.inner.log(level, message)
 

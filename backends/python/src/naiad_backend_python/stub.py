@@ -200,19 +200,24 @@ class StubBridge(Bridge):
     async def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
         return self.bls_stream(request)
 
+    def manage_model(self, action: str, arguments: dict[str, Any]) -> Any:
+        # No time limit: loading a model takes what it takes, and a lost server answers every
+        # waiter (fail_all).
+        return self._ask({"op": "model_control", "action": action, "arguments": arguments}, timeout=None)["value"]
+
     def log(self, level: int, message: str) -> None:
         # int(): the control channel carries plain values, not Logger.LogLevel members.
         self.channel.send({"op": "log", "level": int(level), "message": message})
 
     # -- custom metrics: creation and value() wait for the server; updates do not ------------
 
-    def _ask(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _ask(self, message: dict[str, Any], timeout: float | None = _QUERY_TIMEOUT_S) -> dict[str, Any]:
         self._send_doomed(blocking=True)
         replies: queue.Queue[dict[str, Any]] = queue.Queue()
         message["qid"] = self._register(replies.put)
         self.channel.send(message)
         try:
-            reply = replies.get(timeout=_QUERY_TIMEOUT_S)
+            reply = replies.get(timeout=timeout)
         except queue.Empty:
             raise TritonModelException("the server did not answer") from None
         if reply.get("error"):
@@ -293,7 +298,7 @@ def _read_loop(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict[s
                 message["response"] = decode_response(channel.inbound, message.get("response"))
                 channel.inbound.consumed(message.get("mark"))
                 bridge.resolve(message)
-            elif op in ("cancelled", "metric_reply"):
+            elif op in ("cancelled", "metric_reply", "control_reply"):
                 bridge.resolve(message)
             else:
                 loop.call_soon_threadsafe(work.put_nowait, message)

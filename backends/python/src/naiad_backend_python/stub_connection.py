@@ -28,6 +28,7 @@ from naiad.inference import InferenceResponse as CoreResponse
 from .bls_runner import BlsCall, run_bls
 from .conversions import FINAL_MARKER, core_response_from_parts
 from .metric_owner import METRIC_OPS, MetricOwner
+from .model_control import manage_model
 from .settings import ModelSettings
 from .shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
 from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
@@ -167,6 +168,10 @@ class StubConnection:
                     "error": ("UNAVAILABLE", "BLS requests are not available during initialize")}}))
             elif op == "is_cancelled":
                 self.sock.sendall(pack_frame({"op": "cancelled", "qid": message["qid"], "value": False}))
+            elif op == "model_control":
+                # As BLS: serving it needs the event loop, not attached yet.
+                self.sock.sendall(pack_frame({"op": "control_reply", "qid": message["qid"],
+                                              "error": "the model loading API is not available during initialize"}))
             elif op in METRIC_OPS:
                 # Models create their metric families in initialize.
                 self._serve_metric_blocking(message)
@@ -264,6 +269,10 @@ class StubConnection:
             task = asyncio.create_task(self._serve_bls(message["qid"], call, bool(message.get("decoupled"))))
             self._bls_tasks.add(task)
             task.add_done_callback(self._bls_tasks.discard)
+        elif op == "model_control":
+            task = asyncio.create_task(self._serve_model_control(message))
+            self._bls_tasks.add(task)
+            task.add_done_callback(self._bls_tasks.discard)
         elif op == "log":
             self._log(message)
         elif op in METRIC_OPS:
@@ -299,6 +308,14 @@ class StubConnection:
                                              "response": None if bare else _encode_core_response(ring, response)})
             except NaiadError:
                 return
+
+    async def _serve_model_control(self, message: dict[str, Any]) -> None:
+        reply: dict[str, Any] = {"op": "control_reply", "qid": message["qid"]}
+        try:
+            reply["value"] = await manage_model(self.launch.server, message["action"], message["arguments"])
+        except NaiadError as exc:
+            reply["error"] = exc.message
+        self.send(reply)
 
     def _log(self, message: dict[str, Any]) -> None:
         log.log(_LOG_LEVELS.get(message.get("level", 0), logging.INFO), "%s: %s", self.launch.label,
