@@ -24,8 +24,9 @@ from naiad.testing import ServerProcess  # noqa: E402
 
 PARITY_MODELS = Path(__file__).parent / "parity_models"
 MODES = ("process", "in_process", "inline")
-# Models served in every execution mode, as <name>_<mode> (process is the plain name).
-IN_EVERY_MODE = ("async_sleep", "sender_rules", "sender_rules_decoupled")
+# Models also served in other execution modes, as <name>_<mode> (process is the plain name).
+OTHER_MODES = {"async_sleep": MODES[1:], "sender_rules": MODES[1:], "sender_rules_decoupled": MODES[1:],
+               "bls_cancel": ("in_process",)}  # inline refuses blocking BLS (exec) by design
 
 # The public names of Triton's `triton_python_backend_utils` as a model sees them, from
 # triton-inference-server/python_backend at f9088ff: the functions, classes and constants of
@@ -65,7 +66,7 @@ TRITON_CLASSES = {
     "TritonModelException": set(),
 }
 # Triton names naiad does not offer, each explained in docs/backends/python.md.
-DOCUMENTED_DIFFERENCES = {"ResponseIterator.cancel"}
+DOCUMENTED_DIFFERENCES: set[str] = set()
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +74,8 @@ def server(tmp_path_factory):
     repository = tmp_path_factory.mktemp("parity")
     for model in PARITY_MODELS.iterdir():
         shutil.copytree(model, repository / model.name)
-    for name in IN_EVERY_MODE:
-        for mode in MODES[1:]:
+    for name, modes in OTHER_MODES.items():
+        for mode in modes:
             variant = repository / f"{name}_{mode}"
             shutil.copytree(PARITY_MODELS / name, variant)
             with open(variant / "config.pbtxt", "a") as config:
@@ -100,11 +101,12 @@ def delay_input(module, seconds: float):
     return tensor
 
 
-def wait_for_log(server, text: str, timeout: float = 10) -> str:
+def wait_for_log(server, text: str, timeout: float = 10, seen_before: int = 0) -> str:
+    """Wait until the server log holds `text` more than `seen_before` times."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         log = server.log()
-        if text in log:
+        if log.count(text) > seen_before:
             return log
         time.sleep(0.05)
     raise AssertionError(f"{text!r} never reached the server log")
@@ -307,3 +309,20 @@ def test_model_loading_api_loads_and_unloads(tmp_path):
         tensor.set_data_from_numpy(np.array([3], dtype=np.float32))
         np.testing.assert_array_equal(client.infer("doubler", [tensor]).as_numpy("OUT"), [6])
         assert act(client, "load:no_such_model").startswith("error: ")
+
+
+# -- cancelling a BLS stream (ResponseIterator.cancel) ------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ("process", "in_process"))
+def test_bls_stream_cancel_reaches_the_called_model(server, mode):
+    cancelled_before = server.log().count("ticker cancelled after")
+    client = httpclient.InferenceServerClient(server.http_url)
+    count = httpclient.InferInput("COUNT", [1], "INT32")
+    count.set_data_from_numpy(np.array([100], dtype=np.int32))  # 10 s of ticks
+    started = time.monotonic()
+    result = client.infer(variant("bls_cancel", mode), [count])
+    assert time.monotonic() - started < 5
+    assert result.as_numpy("SEEN")[0] == 1
+    assert result.as_numpy("LAST")[0] == b"request was cancelled"
+    wait_for_log(server, "ticker cancelled after", seen_before=cancelled_before)

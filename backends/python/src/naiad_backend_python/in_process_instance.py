@@ -25,7 +25,7 @@ import itertools
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from naiad.backend_abi import InstanceContext, ModelInstance
 from naiad.errors import NaiadError
@@ -33,7 +33,7 @@ from naiad.inference import InferenceRequest as CoreRequest
 from naiad.inference import InferenceResponse as CoreResponse
 
 from . import utils
-from .bls_runner import BlsCall, run_bls
+from .bls_runner import BlsCall, cancelled_response, run_bls
 from .bridge import Bridge
 from .conversions import (
     core_error,
@@ -99,15 +99,20 @@ class InProcessBridge(Bridge):
                 "or execution_mode 'in_process'"
             )
 
-    def _feed(self, request: utils.InferenceRequest, decoupled: bool, put: Any) -> None:
-        """Run the call on the server's loop, handing each response to `put`."""
+    def _feed(self, request: utils.InferenceRequest, decoupled: bool, put: Any) -> Callable[[], None]:
+        """Run the call on the server's loop, handing each response to `put`; returns what
+        cancels it (ResponseIterator.cancel)."""
         server = self.instance.model.context.server
 
         async def pump() -> None:
-            async for response in run_bls(server, self._call(request), decoupled):
-                put(response)
+            try:
+                async for response in run_bls(server, self._call(request), decoupled):
+                    put(response)
+            except asyncio.CancelledError:
+                put(cancelled_response())  # leaving run_bls cancelled the call
 
-        asyncio.run_coroutine_threadsafe(pump(), self._server_loop())
+        running = asyncio.run_coroutine_threadsafe(pump(), self._server_loop())
+        return running.cancel
 
     def bls(self, request: utils.InferenceRequest) -> utils.InferenceResponse:
         self._refuse_blocking_on_server_loop()
@@ -121,7 +126,7 @@ class InProcessBridge(Bridge):
 
     def _stream(self, request: utils.InferenceRequest) -> ResponseIterator:
         responses = ResponseIterator()
-        self._feed(request, True, lambda r: responses.put(utils_response_from_core(r), r.final))
+        responses.on_cancel = self._feed(request, True, lambda r: responses.put(utils_response_from_core(r), r.final))
         return responses
 
     async def bls_async(self, request: utils.InferenceRequest) -> utils.InferenceResponse:

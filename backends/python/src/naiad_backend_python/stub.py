@@ -171,11 +171,12 @@ class StubBridge(Bridge):
 
     # -- BLS -------------------------------------------------------------------------------
 
-    def _start_bls(self, request: InferenceRequest, decoupled: bool, sink: Callable[[dict[str, Any]], None]) -> None:
+    def _start_bls(self, request: InferenceRequest, decoupled: bool, sink: Callable[[dict[str, Any]], None]) -> int:
         query = self._register(sink)
         self.channel.send_with(lambda ring: {
             "op": "bls", "qid": query, "decoupled": decoupled, "request": encode_bls_request(ring, request),
         })
+        return query
 
     def bls(self, request: InferenceRequest) -> InferenceResponse:
         replies: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -184,7 +185,8 @@ class StubBridge(Bridge):
 
     def bls_stream(self, request: InferenceRequest) -> ResponseIterator:
         responses = ResponseIterator()
-        self._start_bls(request, True, lambda reply: responses.put(reply["response"], reply.get("final", True)))
+        query = self._start_bls(request, True, lambda reply: responses.put(reply["response"], reply.get("final", True)))
+        responses.on_cancel = lambda: self.channel.send({"op": "bls_cancel", "qid": query})
         return responses
 
     async def bls_async(self, request: InferenceRequest) -> InferenceResponse:

@@ -25,7 +25,7 @@ from naiad.errors import NaiadError
 from naiad.inference import InferenceRequest as CoreRequest
 from naiad.inference import InferenceResponse as CoreResponse
 
-from .bls_runner import BlsCall, run_bls
+from .bls_runner import BlsCall, cancelled_response, run_bls
 from .conversions import FINAL_MARKER, core_response_from_parts
 from .metric_owner import METRIC_OPS, MetricOwner
 from .model_control import manage_model
@@ -86,6 +86,8 @@ class StubConnection:
         self.requests: dict[int, CoreRequest] = {}
         self.decoupled_keys: set[int] = set()
         self._bls_tasks: set[asyncio.Task[None]] = set()
+        # BLS query id -> its task, so the model can cancel a BLS stream.
+        self._bls_by_query: dict[int, asyncio.Task[None]] = {}
         self.closed = False
         # False once the server has killed (or is finalizing) the process: new work must
         # wait for the replacement even before the socket reports the exit.
@@ -266,9 +268,16 @@ class StubConnection:
             call = BlsCall(data["model_name"], data["model_version"], inputs, data["requested_output_names"],
                            data["request_id"], data["correlation_id"], data["flags"], data["timeout"],
                            data["parameters"])
-            task = asyncio.create_task(self._serve_bls(message["qid"], call, bool(message.get("decoupled"))))
+            qid = message["qid"]
+            task = asyncio.create_task(self._serve_bls(qid, call, bool(message.get("decoupled"))))
             self._bls_tasks.add(task)
+            self._bls_by_query[qid] = task
             task.add_done_callback(self._bls_tasks.discard)
+            task.add_done_callback(lambda _: self._bls_by_query.pop(qid, None))
+        elif op == "bls_cancel":
+            cancelled = self._bls_by_query.get(message["qid"])
+            if cancelled is not None:
+                cancelled.cancel()
         elif op == "model_control":
             task = asyncio.create_task(self._serve_model_control(message))
             self._bls_tasks.add(task)
@@ -298,16 +307,28 @@ class StubConnection:
         request.response_sender(response, final)
 
     async def _serve_bls(self, qid: int, call: BlsCall, decoupled: bool) -> None:
-        async for response in run_bls(self.launch.server, call, decoupled):
+        try:
+            async for response in run_bls(self.launch.server, call, decoupled):
+                if not self._send_bls_response(qid, response):
+                    return
+        except asyncio.CancelledError:
             if self.closed:
-                return
-            final = response.final
-            bare = final and not response.outputs and response.error is None and FINAL_MARKER in response.parameters
-            try:
-                self.send_with(lambda ring: {"op": "bls_response", "qid": qid, "final": final,
-                                             "response": None if bare else _encode_core_response(ring, response)})
-            except NaiadError:
-                return
+                raise
+            # The model cancelled the stream (bls_cancel): leaving run_bls cancelled the call.
+            self._send_bls_response(qid, cancelled_response())
+
+    def _send_bls_response(self, qid: int, response: CoreResponse) -> bool:
+        """Send one BLS response to the model; False once the process is gone."""
+        if self.closed:
+            return False
+        final = response.final
+        bare = final and not response.outputs and response.error is None and FINAL_MARKER in response.parameters
+        try:
+            self.send_with(lambda ring: {"op": "bls_response", "qid": qid, "final": final,
+                                         "response": None if bare else _encode_core_response(ring, response)})
+        except NaiadError:
+            return False
+        return True
 
     async def _serve_model_control(self, message: dict[str, Any]) -> None:
         reply: dict[str, Any] = {"op": "control_reply", "qid": message["qid"]}
