@@ -185,7 +185,7 @@ class ModelHost:
             else:
                 try:
                     # A returned response counts as the final one the sender sends.
-                    request.get_response_sender().count(True, True)
+                    request.get_response_sender()._record(True, True)
                 except TritonModelException as exc:
                     broken = broken or exc.message()
                 checked.append(item)

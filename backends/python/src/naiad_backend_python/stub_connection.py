@@ -19,7 +19,7 @@ import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from naiad.errors import NaiadError
 from naiad.inference import InferenceRequest as CoreRequest
@@ -85,9 +85,9 @@ class StubConnection:
         # request key -> core request, while the stub may still ask about it or answer it
         self.requests: dict[int, CoreRequest] = {}
         self.decoupled_keys: set[int] = set()
-        self._bls_tasks: set[asyncio.Task[None]] = set()
-        # BLS query id -> its task, so the model can cancel a BLS stream.
-        self._bls_by_query: dict[int, asyncio.Task[None]] = {}
+        # query id -> the task serving a query of the model (BLS, model loading); by id, so
+        # the model can cancel a BLS stream.
+        self._query_tasks: dict[int, asyncio.Task[None]] = {}
         self.closed = False
         # False once the server has killed (or is finalizing) the process: new work must
         # wait for the replacement even before the socket reports the exit.
@@ -268,20 +268,13 @@ class StubConnection:
             call = BlsCall(data["model_name"], data["model_version"], inputs, data["requested_output_names"],
                            data["request_id"], data["correlation_id"], data["flags"], data["timeout"],
                            data["parameters"])
-            qid = message["qid"]
-            task = asyncio.create_task(self._serve_bls(qid, call, bool(message.get("decoupled"))))
-            self._bls_tasks.add(task)
-            self._bls_by_query[qid] = task
-            task.add_done_callback(self._bls_tasks.discard)
-            task.add_done_callback(lambda _: self._bls_by_query.pop(qid, None))
+            self._serve_query(message["qid"], self._serve_bls(message["qid"], call, bool(message.get("decoupled"))))
         elif op == "bls_cancel":
-            cancelled = self._bls_by_query.get(message["qid"])
+            cancelled = self._query_tasks.get(message["qid"])
             if cancelled is not None:
                 cancelled.cancel()
         elif op == "model_control":
-            task = asyncio.create_task(self._serve_model_control(message))
-            self._bls_tasks.add(task)
-            task.add_done_callback(self._bls_tasks.discard)
+            self._serve_query(message["qid"], self._serve_model_control(message))
         elif op == "log":
             self._log(message)
         elif op in METRIC_OPS:
@@ -305,6 +298,11 @@ class StubConnection:
             self.requests.pop(key, None)
             self.decoupled_keys.discard(key)
         request.response_sender(response, final)
+
+    def _serve_query(self, qid: int, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._query_tasks[qid] = task
+        task.add_done_callback(lambda _: self._query_tasks.pop(qid, None))
 
     async def _serve_bls(self, qid: int, call: BlsCall, decoupled: bool) -> None:
         try:
@@ -367,7 +365,7 @@ class StubConnection:
             for key in list(self.decoupled_keys):
                 self._respond(key, CoreResponse(error=error), True)
             self.requests.clear()
-            for task in list(self._bls_tasks):
+            for task in list(self._query_tasks.values()):
                 task.cancel()
             if self._writer is not None:
                 self._writer.close()

@@ -480,12 +480,12 @@ class InferenceResponseSender:
         if response is not None and not isinstance(response, InferenceResponse):
             raise TypeError(f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}")
         final = flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL
-        self.count(response is not None, final)
+        self._record(response is not None, final)
         self._request._bridge_or_raise().send_response(self._request, response, final)
 
-    def count(self, has_response: bool, final: bool) -> None:
+    def _record(self, has_response: bool, final: bool) -> None:
         """Check one more response (or bare final flag) against the rules and record it;
-        also used for the responses a non-decoupled `execute` returns."""
+        the model host also records here what a non-decoupled `execute` returns."""
         with self._lock:
             if not self._decoupled:
                 if has_response and self._sent:
@@ -498,10 +498,6 @@ class InferenceResponseSender:
                 raise TritonModelException("Unable to send response. Response sender has been closed.")
             self._closed = final
             self._sent += 1
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     def is_cancelled(self) -> bool:
         return self._request.is_cancelled()
