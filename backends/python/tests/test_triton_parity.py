@@ -3,8 +3,9 @@
 coroutines of a decoupled `async def execute`, the response sender's rules with Triton's
 messages, and bytes wherever the API takes a string.
 
-Every expectation here was checked against the real Triton server (shared/bench/triton.sh,
-the python_backend stub of the nvidia-pytriton wheel) with the same model files."""
+The argv, the async timings and the sender's rules and messages were first tried on the real
+Triton server (shared/bench/triton.sh, the python_backend stub of the nvidia-pytriton wheel)
+with models doing the same; the names come from python_backend's source (see TRITON_MODULE)."""
 
 from __future__ import annotations
 
