@@ -2,5 +2,11 @@
 ``import triton_python_backend_utils as pb_utils``. Everything lives in
 `naiad_backend_python.utils`; see docs/backends/python.md."""
 
+# Triton's module shows its own imports too, and some models use them (pb_utils.np).
+import json  # noqa: F401
+import struct  # noqa: F401
+
+import numpy as np  # noqa: F401
+
 from naiad_backend_python.utils import *  # noqa: F401,F403
 from naiad_backend_python.utils import __all__  # noqa: F401

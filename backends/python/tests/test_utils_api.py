@@ -126,3 +126,25 @@ def test_response_iterator_works_with_for_and_async_for():
         return [int(r.output_tensors()[0].as_numpy()[0]) async for r in iterator]
 
     assert asyncio.run(consume()) == [0, 1, 2]
+
+
+def test_string_arguments_take_bytes_as_tritons_stub_does():
+    assert pb_utils.Tensor(b"OUT", np.zeros(1)).name() == "OUT"
+    request = pb_utils.InferenceRequest(model_name=b"add_sub", request_id=b"r1", inputs=[],
+                                        requested_output_names=[b"OUTPUT0"])
+    assert (request.model_name(), request.request_id(), request.requested_output_names()) == \
+        ("add_sub", "r1", ["OUTPUT0"])
+    assert pb_utils.TritonError(b"bad input", pb_utils.TritonError.INVALID_ARG).message() == "bad input"
+    assert pb_utils.ModelConfig(b'{"name": "m"}').as_dict() == {"name": "m"}
+    with pytest.raises(pb_utils.TritonModelException, match="Correlation ID must be integer or string"):
+        pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[], correlation_id=b"7")
+    with pytest.raises(TypeError, match="Tensor name must be a str"):
+        pb_utils.Tensor(7, np.zeros(1))
+    with pytest.raises(pb_utils.TritonModelException, match="UTF-8"):
+        pb_utils.Tensor(b"\xff", np.zeros(1))
+
+
+def test_memory_types_and_log_levels_have_tritons_values():
+    assert (pb_utils.TRITONSERVER_MEMORY_GPU, pb_utils.TRITONSERVER_MEMORY_CPU) == (0, 1)
+    assert [int(level) for level in pb_utils.Logger.LogLevel] == [0, 1, 2, 3]
+    assert pb_utils.Logger.VERBOSE is pb_utils.Logger.LogLevel.VERBOSE

@@ -17,7 +17,7 @@ from naiad.tensor import Tensor
 if TYPE_CHECKING:
     from naiad.server import Server
 
-__all__ = ["BlsCall", "run_bls", "error_response"]
+__all__ = ["BlsCall", "run_bls", "error_response", "cancelled_response"]
 
 _SEQUENCE_START = 1
 _SEQUENCE_END = 2
@@ -60,6 +60,13 @@ def _as_bls_error(error: NaiadError) -> NaiadError:
 
 def error_response(error: NaiadError) -> InferenceResponse:
     return InferenceResponse(error=error, final=True)
+
+
+def cancelled_response() -> InferenceResponse:
+    """The last response of a BLS stream the calling model cancelled (`ResponseIterator.cancel`):
+    the called request is cancelled (its model sees `is_cancelled()`), and the caller's
+    iterator ends with this error."""
+    return error_response(_as_bls_error(NaiadError.cancelled_request()))
 
 
 async def run_bls(server: "Server | None", call: BlsCall, decoupled: bool) -> AsyncIterator[InferenceResponse]:

@@ -26,6 +26,9 @@ _DEFAULT: list["Bridge"] = []
 
 
 class Bridge(abc.ABC):
+    # The directory of the model's file, for `get_model_dir()`; set by the ModelHost.
+    model_dir: str = ""
+
     @abc.abstractmethod
     def send_response(self, request: "InferenceRequest", response: "InferenceResponse | None", final: bool) -> None:
         """Deliver one response of a received request (from any thread)."""
@@ -50,6 +53,11 @@ class Bridge(abc.ABC):
     async def bls_stream_async(self, request: "InferenceRequest") -> "ResponseIterator":
         """`bls_stream` for coroutines running on the model's event loop (the iterator
         works with `for`, as in Triton, and with `async for`)."""
+
+    @abc.abstractmethod
+    def manage_model(self, action: str, arguments: dict[str, Any]) -> Any:
+        """The model loading API (model_control.py): "ready", "load" or "unload" another
+        model; blocks until the server has done it, raises TritonModelException on failure."""
 
     @abc.abstractmethod
     def log(self, level: int, message: str) -> None:

@@ -25,7 +25,7 @@ import itertools
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from naiad.backend_abi import InstanceContext, ModelInstance
 from naiad.errors import NaiadError
@@ -33,7 +33,7 @@ from naiad.inference import InferenceRequest as CoreRequest
 from naiad.inference import InferenceResponse as CoreResponse
 
 from . import utils
-from .bls_runner import BlsCall, run_bls
+from .bls_runner import BlsCall, cancelled_response, run_bls
 from .bridge import Bridge
 from .conversions import (
     core_error,
@@ -43,7 +43,8 @@ from .conversions import (
     utils_response_from_core,
 )
 from .metric_owner import MetricOwner
-from .model_host import ExecuteFailure, ModelHost
+from .model_control import manage_model
+from .model_host import ExecuteFailure, ModelHost, batch_failure_message
 from .response_iterator import ResponseIterator
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class InProcessBridge(Bridge):
 
     def _server_loop(self) -> asyncio.AbstractEventLoop:
         if self.server_loop is None:
-            raise utils.TritonModelException("BLS requests can only be made from execute")
+            raise utils.TritonModelException("BLS requests and the model loading API are only available from execute")
         return self.server_loop
 
     def _refuse_blocking_on_server_loop(self) -> None:
@@ -98,15 +99,20 @@ class InProcessBridge(Bridge):
                 "or execution_mode 'in_process'"
             )
 
-    def _feed(self, request: utils.InferenceRequest, decoupled: bool, put: Any) -> None:
-        """Run the call on the server's loop, handing each response to `put`."""
+    def _feed(self, request: utils.InferenceRequest, decoupled: bool, put: Any) -> Callable[[], None]:
+        """Run the call on the server's loop, handing each response to `put`; returns what
+        cancels it (ResponseIterator.cancel)."""
         server = self.instance.model.context.server
 
         async def pump() -> None:
-            async for response in run_bls(server, self._call(request), decoupled):
-                put(response)
+            try:
+                async for response in run_bls(server, self._call(request), decoupled):
+                    put(response)
+            except asyncio.CancelledError:
+                put(cancelled_response())  # leaving run_bls cancelled the call
 
-        asyncio.run_coroutine_threadsafe(pump(), self._server_loop())
+        running = asyncio.run_coroutine_threadsafe(pump(), self._server_loop())
+        return running.cancel
 
     def bls(self, request: utils.InferenceRequest) -> utils.InferenceResponse:
         self._refuse_blocking_on_server_loop()
@@ -120,7 +126,7 @@ class InProcessBridge(Bridge):
 
     def _stream(self, request: utils.InferenceRequest) -> ResponseIterator:
         responses = ResponseIterator()
-        self._feed(request, True, lambda r: responses.put(utils_response_from_core(r), r.final))
+        responses.on_cancel = self._feed(request, True, lambda r: responses.put(utils_response_from_core(r), r.final))
         return responses
 
     async def bls_async(self, request: utils.InferenceRequest) -> utils.InferenceResponse:
@@ -136,6 +142,17 @@ class InProcessBridge(Bridge):
             # the loop that produces them, so the await returns once all have arrived.
             return await responses.complete()
         return responses
+
+    def manage_model(self, action: str, arguments: dict[str, Any]) -> Any:
+        if self.server_loop is not None and asyncio._get_running_loop() is self.server_loop:
+            raise utils.TritonModelException(
+                "the model loading API waits for the server's event loop, where execute runs in execution_mode "
+                "'inline'; use execution_mode 'in_process'")
+        work = manage_model(self.instance.model.context.server, action, arguments)
+        try:
+            return asyncio.run_coroutine_threadsafe(work, self._server_loop()).result()
+        except NaiadError as exc:
+            raise utils.TritonModelException(exc.message) from None
 
     def log(self, level: int, message: str) -> None:
         log.log(_LOG_LEVELS.get(level, logging.INFO), "%s: %s", self.instance.label, message)
@@ -201,7 +218,8 @@ class InProcessInstance(ModelInstance):
         self._settings = launch.settings
         self._decoupled = launch.decoupled
         self._bridge = InProcessBridge(self)
-        self._host = ModelHost(launch.model_file, launch.args, self._bridge, launch.decoupled, in_server=True)
+        self._host = ModelHost(launch.model_file, launch.args, self._bridge, launch.decoupled, self.label,
+                               in_server=True)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"naiad-python-{context.name}",
                                         daemon=True)
@@ -257,8 +275,11 @@ class InProcessInstance(ModelInstance):
                 # The core ends these streams with the error; stop routing to them.
                 for key in keys:
                     self._bridge.requests.pop(key, None)
-            raise core_error(failure.code_name,
-                             f"Failed to process the request(s) for {self.label}, message: {failure.text}") from None
+                if self._settings.inline:
+                    # Responses sent before the failure wait as callbacks on this loop: let
+                    # them reach their clients before the error does, as in the other modes.
+                    await asyncio.sleep(0)
+            raise core_error(failure.code_name, batch_failure_message(self.label, failure.text)) from None
         finally:
             if not self._decoupled:
                 for key in keys:

@@ -9,6 +9,7 @@ returned, so both modes report a misbehaving model the same way.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import inspect
 import itertools
@@ -20,15 +21,16 @@ from typing import Any
 from .bridge import Bridge, use_bridge
 from .response_iterator import ResponseIterator
 from .utils import (
+    TRITONSERVER_RESPONSE_COMPLETE_FINAL,
     InferenceRequest,
     InferenceResponse,
-    LogLevel,
+    Logger,
     ModelConfig,
     TritonError,
     TritonModelException,
 )
 
-__all__ = ["ModelHost", "ExecuteFailure", "load_model_module", "run_auto_complete"]
+__all__ = ["ModelHost", "ExecuteFailure", "batch_failure_message", "load_model_module", "run_auto_complete"]
 
 _module_numbers = itertools.count()
 
@@ -82,15 +84,25 @@ def run_auto_complete(model_file: Path, config: dict[str, Any], in_server: bool)
     return result.as_dict()
 
 
+def batch_failure_message(label: str, text: str) -> str:
+    """Triton's wording for a batch whose execute failed, so log searches and client checks
+    carry over; `label` names the model and instance."""
+    return f"Failed to process the request(s) for {label}, message: {text}"
+
+
 class ModelHost:
     def __init__(self, model_file: Path, args: dict[str, str], bridge: Bridge, decoupled: bool,
-                 in_server: bool = False) -> None:
+                 label: str, in_server: bool = False) -> None:
         self.model_file = model_file
         self.args = args
         self.bridge = bridge
         self.decoupled = decoupled
+        self.label = label
         self.in_server = in_server
         self.model: Any = None
+        # The coroutines of a decoupled `async def execute` still running.
+        self._background: set[asyncio.Task[Any]] = set()
+        bridge.model_dir = str(model_file.parent)
 
     async def initialize(self) -> None:
         use_bridge(self.bridge)
@@ -105,9 +117,15 @@ class ModelHost:
     async def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
         """Run execute. Returns one InferenceResponse per request for a non-decoupled model
         (None, or a list of another length, when the model returned that: the server
-        reports it), None for a decoupled one. Raises ExecuteFailure when execute raises."""
+        reports it), None for a decoupled one. Raises ExecuteFailure when execute raises or
+        breaks a rule of Triton's.
+
+        A decoupled model's `async def execute` is not awaited: as in Triton, it runs on this
+        loop beside the coroutines of earlier batches while the instance takes the next."""
         use_bridge(self.bridge)
         collector = None
+        for request in requests:
+            request._decoupled = self.decoupled
         if not self.decoupled:
             # A non-decoupled model may answer through the response sender instead of
             # returning responses; collect those so the server sees one list either way.
@@ -117,17 +135,32 @@ class ModelHost:
         try:
             result = self.model.execute(requests)
             if inspect.isawaitable(result):
+                if self.decoupled:
+                    self._run_in_background(result, requests)
+                    return None
                 result = await result
         except Exception as exc:  # noqa: BLE001 - the model's failure becomes the batch's error
-            self.bridge.log(LogLevel.ERROR, "execute failed:\n" + traceback.format_exc())
-            code = exc.code_name() if isinstance(exc, TritonError) else "INTERNAL"
-            raise ExecuteFailure(code, f"{type(exc).__name__}: {exc}") from None
+            failure = self._failure(exc)
+            if collector is not None and collector.responses:
+                return collector.answered_or(requests, TritonError.from_code_name(
+                    failure.code_name, batch_failure_message(self.label, failure.text)))
+            raise failure from None
         if self.decoupled:
             if result is not None:
-                self.bridge.log(LogLevel.WARNING, "a decoupled model's execute should return None; "
-                                "its return value is ignored (send responses with the response sender)")
+                raise ExecuteFailure("INTERNAL", f"Python model '{self.args.get('model_instance_name', '')}' is "
+                                     "using the decoupled mode and the execute function must return None.")
             return None
         assert collector is not None
+        return self._returned(requests, result, collector)
+
+    def _failure(self, exc: BaseException) -> ExecuteFailure:
+        self.bridge.log(Logger.ERROR, "execute failed:\n" + "".join(traceback.format_exception(exc)))
+        code = exc.code_name() if isinstance(exc, TritonError) else "INTERNAL"
+        return ExecuteFailure(code, f"{type(exc).__name__}: {exc}")
+
+    def _returned(self, requests: list[InferenceRequest], result: Any,
+                  collector: "_CollectingBridge") -> list[InferenceResponse] | None:
+        """What a non-decoupled execute returned, with what it sent, as one list."""
         if result is None:
             if requests and all(r._key in collector.responses for r in requests):
                 return [collector.responses[r._key] for r in requests]
@@ -138,18 +171,60 @@ class ModelHost:
                 f"execute returned a {type(result).__name__}; it must return a list with one "
                 "pb_utils.InferenceResponse per request",
             )
+        if len(result) != len(requests):
+            return list(result)  # the server reports the count
         checked: list[InferenceResponse] = []
-        for item in result:
-            if isinstance(item, InferenceResponse):
-                checked.append(item)
-            else:
+        broken: str | None = None
+        for request, item in zip(requests, result):
+            sent = collector.responses.get(request._key)
+            if item is None and sent is not None:
+                checked.append(sent)  # answered through the sender, as Triton allows
+            elif not isinstance(item, InferenceResponse):
                 checked.append(InferenceResponse(error=TritonError(
-                    f"execute returned a {type(item).__name__} instead of a pb_utils.InferenceResponse"
-                )))
+                    f"execute returned a {type(item).__name__} instead of a pb_utils.InferenceResponse")))
+            else:
+                try:
+                    # A returned response counts as the final one the sender sends.
+                    request.get_response_sender()._record(True, True)
+                except TritonModelException as exc:
+                    broken = broken or exc.message()
+                checked.append(item)
+        if broken is not None:
+            error = TritonError(batch_failure_message(self.label, broken))
+            self.bridge.log(Logger.ERROR, error.message())
+            return collector.answered_or(requests, error)
         return checked
+
+    def _run_in_background(self, coroutine: Any, requests: list[InferenceRequest]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(lambda done: self._background_done(done, requests))
+
+    def _background_done(self, task: "asyncio.Task[Any]", requests: list[InferenceRequest]) -> None:
+        self._background.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None:
+            if task.result() is not None:
+                self.bridge.log(Logger.WARNING, "a decoupled model's async execute returned a value; it is "
+                                "ignored, as in Triton (send responses with the response sender)")
+            return
+        # Triton only logs this; ending the streams still open tells their clients too.
+        failure = self._failure(exc)
+        error = InferenceResponse(error=TritonError.from_code_name(
+            failure.code_name, batch_failure_message(self.label, failure.text)))
+        for request in requests:
+            try:
+                request.get_response_sender().send(error, TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            except TritonModelException:
+                pass  # that stream was already over
 
     async def finalize(self) -> None:
         use_bridge(self.bridge)
+        # As Triton stops the stub's event loop before finalize: coroutines still running end.
+        for task in list(self._background):
+            task.cancel()
         hook = getattr(self.model, "finalize", None)
         if hook is not None:
             result = hook()
@@ -165,11 +240,14 @@ class _CollectingBridge(Bridge):
         self.responses: dict[int, InferenceResponse] = {}
 
     def send_response(self, request: InferenceRequest, response: InferenceResponse | None, final: bool) -> None:
+        # The sender has checked the rules: at most one response arrives here.
         if response is not None:
             self.responses[request._key] = response
-        elif request._key not in self.responses:
-            self.responses[request._key] = InferenceResponse(error=TritonError(
-                "the model closed the response sender without sending a response"))
+
+    def answered_or(self, requests: list[InferenceRequest], error: TritonError) -> list[InferenceResponse]:
+        """A failed batch as Triton ends it: a request already answered keeps its answer,
+        every other one gets `error`."""
+        return [self.responses.get(r._key) or InferenceResponse(error=error) for r in requests]
 
     def is_cancelled(self, request: InferenceRequest) -> bool:
         return self.inner.is_cancelled(request)
@@ -185,6 +263,9 @@ class _CollectingBridge(Bridge):
 
     async def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
         return await self.inner.bls_stream_async(request)
+
+    def manage_model(self, action: str, arguments: dict[str, Any]) -> Any:
+        return self.inner.manage_model(action, arguments)
 
     def log(self, level: int, message: str) -> None:
         self.inner.log(level, message)

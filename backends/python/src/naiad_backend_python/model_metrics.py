@@ -54,6 +54,15 @@ def _exception(message: str) -> Exception:
     return TritonModelException(message)
 
 
+def _text(value: Any, what: str) -> Any:
+    """bytes as Triton's binding takes them (UTF-8 text); anything else for the checks below."""
+    if not isinstance(value, (bytes, bytearray)):
+        return value
+    from .utils import text_argument  # utils imports this module
+
+    return text_argument(value, what)
+
+
 class _FamilyState:
     """What a family's metrics need to know about it, without keeping it alive."""
 
@@ -75,6 +84,7 @@ class MetricFamily:
     HISTOGRAM = MetricKind.HISTOGRAM
 
     def __init__(self, name: str, description: str, kind: MetricKind) -> None:
+        name, description = _text(name, "MetricFamily name"), _text(description, "MetricFamily description")
         if not isinstance(name, str) or not name:
             raise _exception(f"Error when creating MetricFamily: name must be a non-empty string, got {name!r}")
         if not isinstance(description, str):
@@ -113,6 +123,7 @@ class MetricFamily:
         if not isinstance(labels, dict):
             raise _exception(f"Failed to create metric of family '{name}': labels must be a dictionary, "
                              f"got {type(labels).__name__}")
+        labels = {_text(key, "metric label name"): _text(value, "metric label value") for key, value in labels.items()}
         for key, value in labels.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise _exception(f"Failed to create metric of family '{name}': label names and values must be "

@@ -20,6 +20,7 @@ from naiad.inference import InferenceRequest as CoreRequest
 from naiad.inference import InferenceResponse as CoreResponse
 
 from .conversions import core_error, requested_output_names, sequence_flags
+from .model_host import batch_failure_message
 from .stub_connection import StubConnection, StubLaunch
 from .wire import encode_array, plain_parameters
 
@@ -161,8 +162,7 @@ class ProcessInstance(ModelInstance):
                 for key in keys:
                     connection.requests.pop(key, None)
                     connection.decoupled_keys.discard(key)
-            # Triton's wording, so log searches and client checks carry over.
-            raise core_error(code, f"Failed to process the request(s) for {self.label}, message: {text}")
+            raise core_error(code, batch_failure_message(self.label, text))
         return message.get("responses")
 
     # -- unload --------------------------------------------------------------------------

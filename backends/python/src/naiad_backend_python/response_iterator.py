@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from .utils import InferenceResponse
@@ -19,6 +19,8 @@ __all__ = ["ResponseIterator"]
 
 class ResponseIterator:
     def __init__(self) -> None:
+        # Set by the bridge that feeds this iterator: asks the server to cancel the call.
+        self.on_cancel: Callable[[], None] | None = None
         self._queue: queue.Queue[tuple["InferenceResponse", bool]] = queue.Queue()
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -39,6 +41,14 @@ class ResponseIterator:
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+    def cancel(self) -> None:
+        """Cancel the BLS request, as Triton's `cancel()`: the called model sees
+        `is_cancelled()`, and the responses end (with a "request was cancelled" error unless
+        the final one had already arrived)."""
+        hook, self.on_cancel = self.on_cancel, None
+        if hook is not None and not self._complete:
+            hook()
 
     def __iter__(self) -> "ResponseIterator":
         return self

@@ -29,7 +29,7 @@ from .bridge import Bridge, set_default_bridge
 from .model_host import ExecuteFailure, ModelHost, run_auto_complete
 from .response_iterator import ResponseIterator
 from .shm_ring import RingReader, RingWriter
-from .utils import InferenceRequest, InferenceResponse, LogLevel, Tensor, TritonError, TritonModelException
+from .utils import InferenceRequest, InferenceResponse, Logger, Tensor, TritonError, TritonModelException
 from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
 
 # How long a cancellation query waits for the server before assuming "not cancelled".
@@ -171,11 +171,12 @@ class StubBridge(Bridge):
 
     # -- BLS -------------------------------------------------------------------------------
 
-    def _start_bls(self, request: InferenceRequest, decoupled: bool, sink: Callable[[dict[str, Any]], None]) -> None:
+    def _start_bls(self, request: InferenceRequest, decoupled: bool, sink: Callable[[dict[str, Any]], None]) -> int:
         query = self._register(sink)
         self.channel.send_with(lambda ring: {
             "op": "bls", "qid": query, "decoupled": decoupled, "request": encode_bls_request(ring, request),
         })
+        return query
 
     def bls(self, request: InferenceRequest) -> InferenceResponse:
         replies: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -184,7 +185,8 @@ class StubBridge(Bridge):
 
     def bls_stream(self, request: InferenceRequest) -> ResponseIterator:
         responses = ResponseIterator()
-        self._start_bls(request, True, lambda reply: responses.put(reply["response"], reply.get("final", True)))
+        query = self._start_bls(request, True, lambda reply: responses.put(reply["response"], reply.get("final", True)))
+        responses.on_cancel = lambda: self.channel.send({"op": "bls_cancel", "qid": query})
         return responses
 
     async def bls_async(self, request: InferenceRequest) -> InferenceResponse:
@@ -200,18 +202,24 @@ class StubBridge(Bridge):
     async def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
         return self.bls_stream(request)
 
+    def manage_model(self, action: str, arguments: dict[str, Any]) -> Any:
+        # No time limit: loading a model takes what it takes, and a lost server answers every
+        # waiter (fail_all).
+        return self._ask({"op": "model_control", "action": action, "arguments": arguments}, timeout=None)["value"]
+
     def log(self, level: int, message: str) -> None:
-        self.channel.send({"op": "log", "level": level, "message": message})
+        # int(): the control channel carries plain values, not Logger.LogLevel members.
+        self.channel.send({"op": "log", "level": int(level), "message": message})
 
     # -- custom metrics: creation and value() wait for the server; updates do not ------------
 
-    def _ask(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _ask(self, message: dict[str, Any], timeout: float | None = _QUERY_TIMEOUT_S) -> dict[str, Any]:
         self._send_doomed(blocking=True)
         replies: queue.Queue[dict[str, Any]] = queue.Queue()
         message["qid"] = self._register(replies.put)
         self.channel.send(message)
         try:
-            reply = replies.get(timeout=_QUERY_TIMEOUT_S)
+            reply = replies.get(timeout=timeout)
         except queue.Empty:
             raise TritonModelException("the server did not answer") from None
         if reply.get("error"):
@@ -292,7 +300,7 @@ def _read_loop(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict[s
                 message["response"] = decode_response(channel.inbound, message.get("response"))
                 channel.inbound.consumed(message.get("mark"))
                 bridge.resolve(message)
-            elif op in ("cancelled", "metric_reply"):
+            elif op in ("cancelled", "metric_reply", "control_reply"):
                 bridge.resolve(message)
             else:
                 loop.call_soon_threadsafe(work.put_nowait, message)
@@ -317,7 +325,8 @@ async def _serve(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict
         op = message["op"]
         if op == "init":
             try:
-                host = ModelHost(Path(message["model_file"]), message["args"], bridge, message["decoupled"])
+                host = ModelHost(Path(message["model_file"]), message["args"], bridge, message["decoupled"],
+                                 message["label"])
                 await host.initialize()
             except BaseException as exc:  # noqa: BLE001 - reported to the server, then exit
                 channel.send({"op": "init_error", "message": f"{type(exc).__name__}: {exc}",
@@ -349,7 +358,7 @@ async def _serve(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict
                 try:
                     await host.finalize()
                 except Exception:  # noqa: BLE001
-                    bridge.log(LogLevel.ERROR, "finalize failed:\n" + traceback.format_exc())
+                    bridge.log(Logger.ERROR, "finalize failed:\n" + traceback.format_exc())
             channel.send({"op": "finalized"})
             return 0
 
@@ -373,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outbound-fd", type=int)
     parser.add_argument("--auto-complete", metavar="MODEL_FILE")
     args = parser.parse_args(argv)
+    # Model code sees the command line Triton's stub leaves it (its embedded interpreter
+    # has no arguments), so argparse and unittest.main() in a model parse nothing of ours.
+    sys.argv = [""]
     if args.auto_complete:
         return _auto_complete_main(args.auto_complete)
     sock = socket.socket(fileno=args.socket_fd)

@@ -19,15 +19,16 @@ import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from naiad.errors import NaiadError
 from naiad.inference import InferenceRequest as CoreRequest
 from naiad.inference import InferenceResponse as CoreResponse
 
-from .bls_runner import BlsCall, run_bls
+from .bls_runner import BlsCall, cancelled_response, run_bls
 from .conversions import FINAL_MARKER, core_response_from_parts
 from .metric_owner import METRIC_OPS, MetricOwner
+from .model_control import manage_model
 from .settings import ModelSettings
 from .shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
 from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
@@ -84,7 +85,9 @@ class StubConnection:
         # request key -> core request, while the stub may still ask about it or answer it
         self.requests: dict[int, CoreRequest] = {}
         self.decoupled_keys: set[int] = set()
-        self._bls_tasks: set[asyncio.Task[None]] = set()
+        # query id -> the task serving a query of the model (BLS, model loading); by id, so
+        # the model can cancel a BLS stream.
+        self._query_tasks: dict[int, asyncio.Task[None]] = {}
         self.closed = False
         # False once the server has killed (or is finalizing) the process: new work must
         # wait for the replacement even before the socket reports the exit.
@@ -139,7 +142,7 @@ class StubConnection:
         launch = self.launch
         self.sock.settimeout(launch.settings.start_timeout_s or None)
         self.sock.sendall(pack_frame({"op": "init", "model_file": str(launch.model_file), "args": launch.args,
-                                      "decoupled": launch.decoupled}))
+                                      "decoupled": launch.decoupled, "label": launch.label}))
         while True:
             try:
                 message = self._receive_blocking()
@@ -167,6 +170,10 @@ class StubConnection:
                     "error": ("UNAVAILABLE", "BLS requests are not available during initialize")}}))
             elif op == "is_cancelled":
                 self.sock.sendall(pack_frame({"op": "cancelled", "qid": message["qid"], "value": False}))
+            elif op == "model_control":
+                # As BLS: serving it needs the event loop, not attached yet.
+                self.sock.sendall(pack_frame({"op": "control_reply", "qid": message["qid"],
+                                              "error": "the model loading API is not available during initialize"}))
             elif op in METRIC_OPS:
                 # Models create their metric families in initialize.
                 self._serve_metric_blocking(message)
@@ -261,9 +268,13 @@ class StubConnection:
             call = BlsCall(data["model_name"], data["model_version"], inputs, data["requested_output_names"],
                            data["request_id"], data["correlation_id"], data["flags"], data["timeout"],
                            data["parameters"])
-            task = asyncio.create_task(self._serve_bls(message["qid"], call, bool(message.get("decoupled"))))
-            self._bls_tasks.add(task)
-            task.add_done_callback(self._bls_tasks.discard)
+            self._serve_query(message["qid"], self._serve_bls(message["qid"], call, bool(message.get("decoupled"))))
+        elif op == "bls_cancel":
+            cancelled = self._query_tasks.get(message["qid"])
+            if cancelled is not None:
+                cancelled.cancel()
+        elif op == "model_control":
+            self._serve_query(message["qid"], self._serve_model_control(message))
         elif op == "log":
             self._log(message)
         elif op in METRIC_OPS:
@@ -288,17 +299,42 @@ class StubConnection:
             self.decoupled_keys.discard(key)
         request.response_sender(response, final)
 
+    def _serve_query(self, qid: int, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._query_tasks[qid] = task
+        task.add_done_callback(lambda _: self._query_tasks.pop(qid, None))
+
     async def _serve_bls(self, qid: int, call: BlsCall, decoupled: bool) -> None:
-        async for response in run_bls(self.launch.server, call, decoupled):
+        try:
+            async for response in run_bls(self.launch.server, call, decoupled):
+                if not self._send_bls_response(qid, response):
+                    return
+        except asyncio.CancelledError:
             if self.closed:
-                return
-            final = response.final
-            bare = final and not response.outputs and response.error is None and FINAL_MARKER in response.parameters
-            try:
-                self.send_with(lambda ring: {"op": "bls_response", "qid": qid, "final": final,
-                                             "response": None if bare else _encode_core_response(ring, response)})
-            except NaiadError:
-                return
+                raise
+            # The model cancelled the stream (bls_cancel): leaving run_bls cancelled the call.
+            self._send_bls_response(qid, cancelled_response())
+
+    def _send_bls_response(self, qid: int, response: CoreResponse) -> bool:
+        """Send one BLS response to the model; False once the process is gone."""
+        if self.closed:
+            return False
+        final = response.final
+        bare = final and not response.outputs and response.error is None and FINAL_MARKER in response.parameters
+        try:
+            self.send_with(lambda ring: {"op": "bls_response", "qid": qid, "final": final,
+                                         "response": None if bare else _encode_core_response(ring, response)})
+        except NaiadError:
+            return False
+        return True
+
+    async def _serve_model_control(self, message: dict[str, Any]) -> None:
+        reply: dict[str, Any] = {"op": "control_reply", "qid": message["qid"]}
+        try:
+            reply["value"] = await manage_model(self.launch.server, message["action"], message["arguments"])
+        except NaiadError as exc:
+            reply["error"] = exc.message
+        self.send(reply)
 
     def _log(self, message: dict[str, Any]) -> None:
         log.log(_LOG_LEVELS.get(message.get("level", 0), logging.INFO), "%s: %s", self.launch.label,
@@ -329,7 +365,7 @@ class StubConnection:
             for key in list(self.decoupled_keys):
                 self._respond(key, CoreResponse(error=error), True)
             self.requests.clear()
-            for task in list(self._bls_tasks):
+            for task in list(self._query_tasks.values()):
                 task.cancel()
             if self._writer is not None:
                 self._writer.close()

@@ -14,8 +14,10 @@ through a `Bridge` (see bridge.py), so this module is the same in both modes.
 
 from __future__ import annotations
 
+import enum
 import json
 import struct
+import threading
 from typing import Any
 
 import numpy as np
@@ -49,8 +51,11 @@ __all__ = [
     "TRITONSERVER_REQUEST_RELEASE_ALL",
     "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE",
     "TRITONSERVER_MEMORY_CPU",
-    "TRITONSERVER_MEMORY_CPU_PINNED",
     "TRITONSERVER_MEMORY_GPU",
+    "get_model_dir",
+    "load_model",
+    "unload_model",
+    "is_model_ready",
     "TRITON_STRING_TO_NUMPY",
     "MetricFamily",
     "Metric",
@@ -66,9 +71,9 @@ TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
 TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
-TRITONSERVER_MEMORY_CPU = 0
-TRITONSERVER_MEMORY_CPU_PINNED = 1
-TRITONSERVER_MEMORY_GPU = 2
+# pb_utils's own numbering (the stub's MemoryType enum), not TRITONSERVER_MemoryType's.
+TRITONSERVER_MEMORY_GPU = 0
+TRITONSERVER_MEMORY_CPU = 1
 
 # TRITONSERVER_DataType numbers <-> datatype names <-> numpy dtypes. BF16 has no numpy
 # dtype; its tensors hold the raw uint16 words.
@@ -165,6 +170,56 @@ def deserialize_bytes_tensor(encoded_tensor: bytes | memoryview | np.ndarray) ->
     return result
 
 
+def text_argument(value: Any, what: str) -> str:
+    """A string argument of the API as Triton's stub takes it: `str`, or `bytes` read as UTF-8
+    (its C++ binding turns both into a std::string and hands back `str`)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise TritonModelException(f"{what} must be UTF-8 text, got {bytes(value)!r}") from None
+    raise TypeError(f"{what} must be a str (or bytes), got {type(value).__name__}")
+
+
+def get_model_dir() -> str:
+    """The directory of the running model's file (its version directory), as Triton gives it."""
+    bridge = current_bridge()
+    if bridge is None or not bridge.model_dir:
+        raise TritonModelException("get_model_dir() is only available inside a loaded model")
+    return bridge.model_dir
+
+
+def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None = None) -> None:
+    """Load (or reload) a model, as the repository API's load does: `config` is a model
+    config in JSON that replaces the model's own, `files` ({"file:1/model.onnx": content})
+    its directory (and then needs `config`). Only in explicit model control mode, as in
+    Triton; a failure raises TritonModelException with the server's reason."""
+    _manage_model("load", model_name=text_argument(model_name, "load_model model_name"),
+                  config=text_argument(config, "load_model config"), files=dict(files or {}))
+
+
+def unload_model(model_name: str, unload_dependents: bool = False) -> None:
+    """Unload a model (with `unload_dependents`, an ensemble's unused steps too)."""
+    _manage_model("unload", model_name=text_argument(model_name, "unload_model model_name"),
+                  unload_dependents=bool(unload_dependents))
+
+
+def is_model_ready(model_name: str, model_version: str = "") -> bool:
+    """Whether the model (the version given, or the one its policy serves) is ready."""
+    version = model_version if isinstance(model_version, int) else text_argument(model_version, "model_version")
+    return bool(_manage_model("ready", model_name=text_argument(model_name, "is_model_ready model_name"),
+                              model_version=str(version)))
+
+
+def _manage_model(action: str, **arguments: Any) -> Any:
+    bridge = current_bridge()
+    if bridge is None:
+        raise TritonModelException("the model loading API is only available inside a loaded model")
+    return bridge.manage_model(action, arguments)
+
+
 # -- errors --------------------------------------------------------------------------------
 
 
@@ -185,6 +240,7 @@ class TritonError(Exception):
                   "UNSUPPORTED", "ALREADY_EXISTS", "CANCELLED")
 
     def __init__(self, message: str = "", code: int = INTERNAL) -> None:
+        message = text_argument(message, "TritonError message")
         super().__init__(message)
         if code not in range(len(self.CODE_NAMES)):
             raise TritonModelException(f"TritonError code {code!r} is not one of TritonError's codes")
@@ -232,6 +288,7 @@ class Tensor:
     __slots__ = ("_name", "_array", "_datatype")
 
     def __init__(self, name: str, tensor: Any, datatype: str | None = None) -> None:
+        name = text_argument(name, "Tensor name")
         array = tensor if isinstance(tensor, np.ndarray) else np.asarray(tensor)
         if datatype is None:
             datatype = _datatype_of_dtype(array.dtype)
@@ -272,9 +329,15 @@ class Tensor:
 
     def to_dlpack(self) -> Any:
         """A DLPack capsule of the array (for `torch.from_dlpack` and friends)."""
+        return self.__dlpack__()
+
+    def __dlpack__(self, stream: Any = None) -> Any:
         if self._datatype == "BYTES":
             raise TritonModelException(f"tensor '{self._name}': BYTES tensors have no DLPack form")
         return np.ascontiguousarray(self._array).__dlpack__()
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU: tensors always live in host memory here
 
     @staticmethod
     def from_dlpack(name: str, dlpack_tensor: Any) -> "Tensor":
@@ -395,31 +458,61 @@ class InferenceResponse:
 
 class InferenceResponseSender:
     """Sends the responses of one request (decoupled models, or models that answer from
-    another thread). The last call carries `TRITONSERVER_RESPONSE_COMPLETE_FINAL`."""
+    another thread). The last call carries `TRITONSERVER_RESPONSE_COMPLETE_FINAL`.
 
-    def __init__(self, request: "InferenceRequest") -> None:
+    It enforces Triton's rules, with Triton's messages: a non-decoupled model sends exactly
+    one response (a final flag alone may only follow it), and nothing goes after the final
+    flag. The model sees a broken rule as a TritonModelException from `send`."""
+
+    def __init__(self, request: "InferenceRequest", decoupled: bool) -> None:
         self._request = request
+        self._decoupled = decoupled
+        self._lock = threading.Lock()
         self._closed = False
+        self._sent = 0
 
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
-        if self._closed:
-            raise TritonModelException("Unable to send response. Response sender has been closed.")
-        if response is not None and not isinstance(response, InferenceResponse):
+        if flags not in (0, TRITONSERVER_RESPONSE_COMPLETE_FINAL):
+            raise TritonModelException("Unable to send response. Unsupported flag provided.")
+        if response is None and flags == 0:
             raise TritonModelException(
-                f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}"
-            )
-        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        if response is None and not final:
-            raise TritonModelException("send() needs a response unless flags is TRITONSERVER_RESPONSE_COMPLETE_FINAL")
-        if final:
-            self._closed = True
+                "Inference Response object must be provided when the response flags is set to zero.")
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TypeError(f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}")
+        final = flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        self._record(response is not None, final)
         self._request._bridge_or_raise().send_response(self._request, response, final)
+
+    def _record(self, has_response: bool, final: bool) -> None:
+        """Check one more response (or bare final flag) against the rules and record it;
+        the model host also records here what a non-decoupled `execute` returns."""
+        with self._lock:
+            if not self._decoupled:
+                if has_response and self._sent:
+                    raise TritonModelException(
+                        "Unable to send response. Non-decoupled model cannot send more than one response.")
+                if not has_response and final and not self._sent:
+                    raise TritonModelException("Unable to send response. Non-decoupled model cannot send "
+                                               "complete final before sending a response.")
+            if self._closed:
+                raise TritonModelException("Unable to send response. Response sender has been closed.")
+            self._closed = final
+            self._sent += 1
 
     def is_cancelled(self) -> bool:
         return self._request.is_cancelled()
 
 
 # -- requests ------------------------------------------------------------------------------
+
+
+class InferenceTrace:
+    """What `InferenceRequest.trace()` returns, as in Triton; naiad passes no trace context
+    to Python models, so `get_context()` is always None (Triton's answer for an untraced
+    request)."""
+
+    def get_context(self) -> str | None:
+        return None
 
 
 class InferenceRequest:
@@ -442,14 +535,17 @@ class InferenceRequest:
     ) -> None:
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
-        self._request_id = request_id
+        if not isinstance(correlation_id, (int, str)):
+            raise TritonModelException("Correlation ID must be integer or string")
+        self._request_id = text_argument(request_id, "InferenceRequest request_id")
         self._correlation_id = correlation_id
         self._inputs = list(inputs or [])
         # A received request holds a set (as Triton's does); a BLS request keeps the list given.
         self._requested_output_names: Any = (
-            requested_output_names if isinstance(requested_output_names, set) else list(requested_output_names or [])
+            requested_output_names if isinstance(requested_output_names, set) else
+            [text_argument(name, "InferenceRequest requested_output_names") for name in requested_output_names or []]
         )
-        self._model_name = model_name
+        self._model_name = text_argument(model_name, "InferenceRequest model_name")
         self._model_version = model_version
         self._flags = flags
         self._timeout = timeout
@@ -458,6 +554,7 @@ class InferenceRequest:
         # Set by the host for requests the model receives.
         self._bridge: Bridge | None = None
         self._key: int = 0
+        self._decoupled = False
         self._sender: InferenceResponseSender | None = None
 
     def inputs(self) -> list[Tensor]:
@@ -481,8 +578,15 @@ class InferenceRequest:
     def flags(self) -> int:
         return self._flags
 
+    def set_flags(self, flags: int) -> None:
+        """Sequence flags of a BLS request (TRITONSERVER_REQUEST_FLAG_SEQUENCE_START/_END)."""
+        self._flags = flags
+
     def timeout(self) -> int:
         return self._timeout
+
+    def trace(self) -> "InferenceTrace":
+        return InferenceTrace()
 
     def parameters(self) -> str:
         """The request parameters as a JSON string (Triton's form)."""
@@ -502,7 +606,7 @@ class InferenceRequest:
         if self._bridge is None:
             raise TritonModelException("only a request the model received has a response sender")
         if self._sender is None:
-            self._sender = InferenceResponseSender(self)
+            self._sender = InferenceResponseSender(self, self._decoupled)
         return self._sender
 
     def is_cancelled(self) -> bool:
@@ -550,8 +654,8 @@ class ModelConfig:
 
     _TENSOR_KEYS = ("name", "data_type", "dims", "optional")
 
-    def __init__(self, config: dict[str, Any] | str) -> None:
-        self._config: dict[str, Any] = json.loads(config) if isinstance(config, str) else config
+    def __init__(self, config: dict[str, Any] | str | bytes) -> None:
+        self._config: dict[str, Any] = json.loads(config) if isinstance(config, (str, bytes)) else config
 
     def as_dict(self) -> dict[str, Any]:
         return self._config
@@ -620,42 +724,52 @@ class ModelConfig:
 # -- logging ---------------------------------------------------------------------------------
 
 
-class LogLevel:
-    INFO = 0
-    WARNING = 1
-    ERROR = 2
-    VERBOSE = 3
-
-
 class Logger:
-    """Log lines that appear in the server's log, tagged with the model."""
+    """Log lines that appear in the server's log, tagged with the model. The levels are
+    Triton's: the enum `Logger.LogLevel` and its members on `Logger` itself
+    (`pb_utils.Logger.log(text, pb_utils.Logger.INFO)`)."""
+
+    class LogLevel(enum.IntEnum):
+        INFO = 0
+        WARNING = 1
+        ERROR = 2
+        VERBOSE = 3
+
+    INFO = LogLevel.INFO
+    WARNING = LogLevel.WARNING
+    ERROR = LogLevel.ERROR
+    VERBOSE = LogLevel.VERBOSE
 
     @staticmethod
     def log(message: str, level: int = LogLevel.INFO) -> None:
+        text = text_argument(message, "Logger message")
         bridge = current_bridge()
-        text = str(message)
         if bridge is None:
             import sys
 
             print(text, file=sys.stderr)
             return
-        bridge.log(level, text)
+        bridge.log(int(level), text)
 
     @staticmethod
     def log_info(message: str) -> None:
-        Logger.log(message, LogLevel.INFO)
+        Logger.log(message, Logger.INFO)
 
     @staticmethod
     def log_warn(message: str) -> None:
-        Logger.log(message, LogLevel.WARNING)
+        Logger.log(message, Logger.WARNING)
 
     @staticmethod
     def log_error(message: str) -> None:
-        Logger.log(message, LogLevel.ERROR)
+        Logger.log(message, Logger.ERROR)
 
     @staticmethod
     def log_verbose(message: str) -> None:
-        Logger.log(message, LogLevel.VERBOSE)
+        Logger.log(message, Logger.VERBOSE)
+
+
+# naiad's earlier name for the levels, kept for models written against it.
+LogLevel = Logger.LogLevel
 
 
 class PreferredMemory:
