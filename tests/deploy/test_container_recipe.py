@@ -108,3 +108,14 @@ def test_install_script_refuses_bad_arguments(tmp_path, args, message):
 def test_scripts_parse():
     for script, shell in [("install.sh", "sh"), ("prove-install.sh", "bash")]:
         subprocess.run([shell, "-n", str(CONTAINER / script)], check=True)
+
+
+def test_deployment_doc_states_the_build_arguments(recipe):
+    """docs/deployment.md's table of build arguments says what the Dockerfile's defaults are."""
+    doc = (CONTAINER.parents[1] / "docs" / "deployment.md").read_text()
+    documented = dict(re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", doc, re.M))
+    defaults = {}
+    for name_value in args_of(recipe, "ARG"):
+        name, value = name_value.split("=", 1)
+        defaults[name] = value.strip('"')
+    assert documented == defaults

@@ -1,6 +1,8 @@
 """Every distribution carries what an index page and `pip show` need: a readme, the license
 and its text, authors, project URLs and classifiers (issue 18, item 1)."""
 
+import re
+
 import pytest
 
 from distributions import ROOT, distribution_dirs, project_table
@@ -37,3 +39,9 @@ def test_distribution_metadata_is_complete(directory):
 def test_every_distribution_points_to_the_same_project():
     urls = {tuple(sorted(project_table(d)["urls"].items())) for d in DIRS}
     assert len(urls) == 1
+
+
+def test_install_doc_names_every_distribution():
+    doc = (ROOT / "docs" / "install.md").read_text()
+    listed = set(re.findall(r"^\| `([\w-]+)` \|", doc, re.M))
+    assert listed == {project_table(d)["name"] for d in DIRS}
