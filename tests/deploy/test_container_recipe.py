@@ -119,3 +119,10 @@ def test_deployment_doc_states_the_build_arguments(recipe):
         name, value = name_value.split("=", 1)
         defaults[name] = value.strip('"')
     assert documented == defaults
+
+
+def test_image_and_checkout_pin_one_torch_release():
+    """The image's CPU torch is the release scripts/setup.sh tests with."""
+    pin = re.compile(r'"(torch==[\d.]+\+cpu)"')
+    setup = (CONTAINER.parents[1] / "scripts" / "setup.sh").read_text()
+    assert pin.findall((CONTAINER / "install.sh").read_text()) == pin.findall(setup)[:1] != []
