@@ -55,7 +55,9 @@ _OBJECT_META = {"type": "object", "required": ["name"],
                                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
                                "annotations": {"type": "object", "additionalProperties": {"type": "string"}}}}
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-_ANY_OBJECT = {"type": "object"}  # an embedded Kubernetes type, checked by embedded_core_objects
+# Embedded Kubernetes types (checked by kubernetes-validate through embedded_core_objects), or
+# KServe types no manifest here uses.
+_ANY_OBJECT = {"type": "object"}
 _ANY_ARRAY = {"type": "array", "items": {"type": "object"}}
 
 KSERVE_SCHEMAS: dict[tuple[str, str], dict] = {

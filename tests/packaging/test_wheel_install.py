@@ -23,15 +23,14 @@ pytestmark = pytest.mark.skipif(
     reason="builds and installs wheels (~1 min): runs in CI or with NAIAD_TEST_PACKAGING=1",
 )
 
-onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnx")
 
 
 def write_add_model(path):
     from onnx import TensorProto, helper
 
-    tensor = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", 4])  # noqa: E731
-    graph = helper.make_graph([helper.make_node("Add", ["A", "B"], ["SUM"])], "add",
-                              [tensor("A"), tensor("B")], [tensor("SUM")])
+    a, b, total = (helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 4]) for n in ("A", "B", "SUM"))
+    graph = helper.make_graph([helper.make_node("Add", ["A", "B"], ["SUM"])], "add", [a, b], [total])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     path.parent.mkdir(parents=True)
     path.write_bytes(model.SerializeToString())
@@ -71,6 +70,10 @@ def test_wheels_install_alone_and_serve(tmp_path):
     assert "onnxruntime" in installed
     for absent in ("naiad-backend-python", "torch", "tensorflow-cpu", "pytest", "tritonclient", "onnx"):
         assert absent not in installed, absent
+    # The server below runs from the repository root: it must still import the wheels' code.
+    where = subprocess.run([python, "-c", "import naiad, naiad_backend_onnx as b; print(naiad.__file__, b.__file__)"],
+                           cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
+    assert all(path.startswith(str(env_dir)) for path in where), where
 
     repo = tmp_path / "models"
     write_add_model(repo / "add" / "1" / "model.onnx")  # no config.pbtxt: auto-complete
