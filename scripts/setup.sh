@@ -1,14 +1,63 @@
 #!/usr/bin/env bash
-# Creates .venv and installs naiad, every backend package and the test tools, editable.
-# torch is pinned: an unpinned torch pulls gigabytes of CUDA packages.
+# Creates .venv in the checkout and installs naiad into it, editable.
+#
+#   bash scripts/setup.sh serve   what serving examples/models needs: the core, the Python and
+#                                 ONNX backends, and onnx (examples/build_models.py writes the
+#                                 example's model files with it). No test tools, no torch, no
+#                                 TensorFlow.
+#   bash scripts/setup.sh [test]  everything: every distribution with its test tools, torch as
+#                                 its CPU-only build, tensorflow-cpu.
+#
+# A second run with this script and every pyproject.toml unchanged installs nothing (the
+# inputs' digest is kept in .venv/.setup-<mode>); `rm -rf .venv` starts afresh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-test}
+case "$mode" in serve | test) ;; *) echo "usage: $0 [serve|test]" >&2; exit 2 ;; esac
 PY=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-pkgs=(-e ".[test]")
-for b in backends/*/; do
-  # Each backend with its test extra: its tests build models with tools the runtime needs not.
-  [ -f "$b/pyproject.toml" ] && pkgs+=(-e "${b%/}[test]")
+# PyPI's Linux torch wheels are the CUDA build: they pull ~3.4 GB of nvidia-* packages and
+# triton, even where a range such as torch>=2.3 is all that is asked. The CPU build has the
+# local version +cpu; pinning it exactly keeps pip's resolver from trading it for the CUDA
+# wheel of the same version while it backtracks. It comes from a configured index or
+# find-links directory, else from PyTorch's CPU index.
+TORCH_CPU="torch==2.13.0+cpu"
+TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
+
+# Distributions other than the backends (the core, and any sibling such as the wire package)
+# are part of every mode; the core may depend on them.
+core=(.)
+for d in */; do
+  if [[ "$d" != backends/ && -f "$d/pyproject.toml" ]]; then core+=("${d%/}"); fi
 done
-.venv/bin/python -m pip install -q "torch==2.13.0" "${pkgs[@]}"
+
+backends=()
+for d in backends/*; do
+  if [ -f "$d/pyproject.toml" ]; then backends+=("$d"); fi
+done
+digest=$(for d in "${core[@]}" "${backends[@]}"; do cat "$d/pyproject.toml"; done | cat scripts/setup.sh - | sha256sum | cut -c1-16)
+installed() { [ -f ".venv/.setup-$1" ] && [ "$(cat ".venv/.setup-$1")" = "$digest" ]; }
+if installed "$mode" || { [ "$mode" = serve ] && installed test; }; then
+  exit 0
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+fi
+pip=(.venv/bin/python -m pip install -q)
+
+if [ "$mode" = serve ]; then
+  pkgs=()
+  for d in "${core[@]}"; do pkgs+=(-e "$d"); done
+  "${pip[@]}" "${pkgs[@]}" -e backends/python -e backends/onnx onnx
+else
+  if ! "${pip[@]}" "$TORCH_CPU"; then
+    echo "setup.sh: $TORCH_CPU is in no configured index; trying PyTorch's CPU index" >&2
+    "${pip[@]}" --extra-index-url "$TORCH_CPU_INDEX" "$TORCH_CPU"
+  fi
+  pkgs=()
+  # Each with its test extra: its tests build models with tools its runtime needs not.
+  for d in "${core[@]}" "${backends[@]}"; do pkgs+=(-e "$d[test]"); done
+  "${pip[@]}" "$TORCH_CPU" "${pkgs[@]}"
+fi
+echo "$digest" > ".venv/.setup-$mode"

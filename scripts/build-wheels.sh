@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds a wheel of every naiad distribution (the core, each backend, and any sibling
+# distribution with its own pyproject.toml) into DIR (default dist/), ready for
+#   pip install --find-links DIR naiad naiad-backend-onnx ...
+# Usage: bash scripts/build-wheels.sh [DIR]
+# Uses .venv's Python when there is one, else python3; each build runs in pip's isolated
+# build environment (setuptools from the package index or pip's cache).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(realpath -m "${1:-dist}")
+py=.venv/bin/python
+[ -x "$py" ] || py=${PYTHON:-python3}
+dists=(.)
+for d in */ backends/*/; do
+  if [[ "$d" != backends/ && -f "$d/pyproject.toml" ]]; then dists+=("${d%/}"); fi
+done
+mkdir -p "$out"
+"$py" -m pip wheel -q --no-deps --wheel-dir "$out" "${dists[@]}"
+ls "$out"/*.whl
