@@ -1,0 +1,86 @@
+"""`build_app`: a Ray Serve application of naiad replicas, sized from the repository."""
+
+# No `from __future__ import annotations`: Ray reads `app_builder`'s annotation as a class.
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from naiad import ServerOptions
+from naiad.frontends.http import DEFAULT_MAX_INPUT_SIZE
+from pydantic import BaseModel
+from ray.serve import Application
+
+from .gpus import gpus_per_replica
+from .replica import NaiadReplica
+
+__all__ = ["AppArgs", "app_builder", "build_app"]
+
+
+def build_app(
+    model_repository: str | Sequence[str],
+    *,
+    min_replicas: int = 1,
+    max_replicas: int = 1,
+    target_ongoing_requests: float = 32,
+    max_ongoing_requests: int = 256,
+    num_cpus: float = 1,
+    num_gpus: float | None = None,
+    server_options: ServerOptions | None = None,
+    max_input_size: int = DEFAULT_MAX_INPUT_SIZE,
+    deployment_options: Mapping[str, Any] | None = None,
+) -> Application:
+    """A Ray Serve application whose replicas each run naiad on `model_repository` (a
+    location or a list of them, local or remote, as `--model-repository` takes).
+
+    With `min_replicas < max_replicas` Ray Serve autoscales on queue length: it keeps about
+    `target_ongoing_requests` requests queued or running per replica. `max_ongoing_requests`
+    is how many one replica takes at once (the rest wait in Ray Serve's proxy); keep it
+    above the batch sizes the models' dynamic batchers form. Each replica asks Ray for
+    `num_cpus` CPUs and `num_gpus` GPUs; `num_gpus` defaults to what the KIND_GPU instance
+    groups of the local repositories need (`gpus_per_replica`). `server_options` sets
+    everything else `naiad serve` flags set (its repositories are replaced);
+    `deployment_options` go to Ray Serve's `Deployment.options` unchanged, last.
+    """
+    repositories = [model_repository] if isinstance(model_repository, str) else list(model_repository)
+    if not repositories:
+        raise ValueError("build_app needs at least one model repository")
+    if not 1 <= min_replicas <= max_replicas:
+        raise ValueError(f"need 1 <= min_replicas <= max_replicas, got {min_replicas} and {max_replicas}")
+    if target_ongoing_requests <= 0 or max_ongoing_requests <= 0:
+        raise ValueError("target_ongoing_requests and max_ongoing_requests must be positive")
+    options = dataclasses.replace(server_options or ServerOptions(), model_repositories=repositories)
+    gpus = gpus_per_replica(repositories) if num_gpus is None else num_gpus
+    settings: dict[str, Any] = {
+        "max_ongoing_requests": max_ongoing_requests,
+        "ray_actor_options": {"num_cpus": num_cpus, "num_gpus": gpus},
+    }
+    if min_replicas == max_replicas:
+        settings["num_replicas"] = min_replicas
+    else:
+        settings["autoscaling_config"] = {
+            "min_replicas": min_replicas,
+            "max_replicas": max_replicas,
+            "target_ongoing_requests": target_ongoing_requests,
+        }
+    settings.update(deployment_options or {})
+    return NaiadReplica.options(**settings).bind(options, max_input_size)
+
+
+class AppArgs(BaseModel):
+    """The arguments `serve run naiad_ray:app_builder key=value ...` and Serve config files
+    (`import_path: naiad_ray:app_builder`, `args:`) pass; the names of `build_app`'s."""
+
+    model_repository: str | list[str]
+    min_replicas: int = 1
+    max_replicas: int = 1
+    target_ongoing_requests: float = 32
+    max_ongoing_requests: int = 256
+    num_cpus: float = 1
+    num_gpus: float | None = None
+    max_input_size: int = DEFAULT_MAX_INPUT_SIZE
+
+
+def app_builder(args: AppArgs) -> Application:
+    """Ray Serve's application-builder form of `build_app`."""
+    return build_app(**args.model_dump())
