@@ -26,6 +26,7 @@ def build_app(
     max_ongoing_requests: int = 256,
     num_cpus: float = 1,
     num_gpus: float | None = None,
+    autoscaling_options: Mapping[str, Any] | None = None,
     server_options: ServerOptions | None = None,
     max_input_size: int = DEFAULT_MAX_INPUT_SIZE,
     deployment_options: Mapping[str, Any] | None = None,
@@ -34,11 +35,14 @@ def build_app(
     location or a list of them, local or remote, as `--model-repository` takes).
 
     With `min_replicas < max_replicas` Ray Serve autoscales on queue length: it keeps about
-    `target_ongoing_requests` requests queued or running per replica. `max_ongoing_requests`
+    `target_ongoing_requests` requests queued or running per replica; `autoscaling_options`
+    adds other keys of Ray Serve's `autoscaling_config` (`upscale_delay_s`,
+    `downscale_delay_s`, `look_back_period_s`, ...). `max_ongoing_requests`
     is how many one replica takes at once (the rest wait in Ray Serve's proxy); keep it
     above the batch sizes the models' dynamic batchers form. Each replica asks Ray for
     `num_cpus` CPUs and `num_gpus` GPUs; `num_gpus` defaults to what the KIND_GPU instance
-    groups of the local repositories need (`gpus_per_replica`). `server_options` sets
+    groups of the local repositories need (`gpus_per_replica`, which counts every model, not
+    only those loaded at start-up, since the model control API may load the others). `server_options` sets
     everything else `naiad serve` flags set (its repositories are replaced);
     `deployment_options` go to Ray Serve's `Deployment.options` unchanged, last.
     """
@@ -62,6 +66,7 @@ def build_app(
             "min_replicas": min_replicas,
             "max_replicas": max_replicas,
             "target_ongoing_requests": target_ongoing_requests,
+            **(autoscaling_options or {}),
         }
     settings.update(deployment_options or {})
     return NaiadReplica.options(**settings).bind(options, max_input_size)
@@ -78,6 +83,7 @@ class AppArgs(BaseModel):
     max_ongoing_requests: int = 256
     num_cpus: float = 1
     num_gpus: float | None = None
+    autoscaling_options: dict[str, Any] | None = None
     max_input_size: int = DEFAULT_MAX_INPUT_SIZE
 
 
