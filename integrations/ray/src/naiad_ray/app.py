@@ -49,8 +49,10 @@ def build_app(
     repositories = [model_repository] if isinstance(model_repository, str) else list(model_repository)
     if not repositories:
         raise ValueError("build_app needs at least one model repository")
-    if not 1 <= min_replicas <= max_replicas:
-        raise ValueError(f"need 1 <= min_replicas <= max_replicas, got {min_replicas} and {max_replicas}")
+    if not 0 <= min_replicas <= max_replicas or max_replicas < 1:
+        raise ValueError(
+            f"need 0 <= min_replicas <= max_replicas and max_replicas >= 1, got {min_replicas} and {max_replicas}"
+        )
     if target_ongoing_requests <= 0 or max_ongoing_requests <= 0:
         raise ValueError("target_ongoing_requests and max_ongoing_requests must be positive")
     options = dataclasses.replace(server_options or ServerOptions(), model_repositories=repositories)
