@@ -20,10 +20,13 @@ def test_scales_out_when_requests_queue(serve_url: str, tmp_path: Path) -> None:
     # One instance taking 50 ms a request, 8 clients: about 8 requests wait per replica,
     # four times the target, so Ray Serve adds the second replica it may.
     write_pid_model(tmp_path, "pid_add", sleep_s=0.05)
-    app = naiad_ray.build_app(
-        str(tmp_path), min_replicas=1, max_replicas=2, target_ongoing_requests=2, num_cpus=0.5,
-        autoscaling_options={"upscale_delay_s": 0, "metrics_interval_s": 0.5, "look_back_period_s": 1},
-    )
+    # Built as `serve run naiad_ray:app_builder` or a Serve config file's `args:` build it.
+    args = naiad_ray.AppArgs.model_validate({
+        "model_repository": str(tmp_path), "min_replicas": "1", "max_replicas": "2",
+        "target_ongoing_requests": "2", "num_cpus": "0.5",
+        "autoscaling_options": {"upscale_delay_s": 0, "metrics_interval_s": 0.5, "look_back_period_s": 1},
+    })
+    app = naiad_ray.app_builder(args)
     serve.run(app, name="naiad", route_prefix="/")
     try:
         assert running_replicas() == 1
@@ -88,6 +91,8 @@ def test_gpus_per_replica_names_a_bad_config(tmp_path: Path) -> None:
         ({"model_repository": []}, "at least one model repository"),
         ({"model_repository": "m", "min_replicas": 3, "max_replicas": 2}, "min_replicas <= max_replicas"),
         ({"model_repository": "m", "target_ongoing_requests": 0}, "must be positive"),
+        ({"model_repository": "m", "max_replicas": 2, "server_options": ServerOptions(model_control_mode="explicit")},
+         "would reach one replica only"),
     ],
 )
 def test_build_app_refuses_bad_arguments(arguments: dict, message: str) -> None:

@@ -56,6 +56,12 @@ def build_app(
     if target_ongoing_requests <= 0 or max_ongoing_requests <= 0:
         raise ValueError("target_ongoing_requests and max_ongoing_requests must be positive")
     options = dataclasses.replace(server_options or ServerOptions(), model_repositories=repositories)
+    if options.model_control_mode == "explicit" and max_replicas > 1:
+        # As `naiad serve --workers`: the proxy sends a load or unload request to one replica.
+        raise ValueError(
+            "model_control_mode 'explicit' needs max_replicas 1: a load or unload request would reach one "
+            "replica only; use 'none', or 'poll' (every replica polls the repository)"
+        )
     gpus = gpus_per_replica(repositories) if num_gpus is None else num_gpus
     settings: dict[str, Any] = {
         "max_ongoing_requests": max_ongoing_requests,
