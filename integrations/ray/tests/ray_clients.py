@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import tritonclient.http as httpclient
+from ray import serve
 
 
 def infer_pid(client: httpclient.InferenceServerClient, model: str = "pid_add", binary: bool = True) -> int:
@@ -76,3 +77,8 @@ def wait_for(condition, timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(0.2)
+
+
+def running_replicas() -> int:
+    status = serve.status().applications["naiad"].deployments["naiad"]
+    return status.replica_states.get("RUNNING", 0)

@@ -11,9 +11,8 @@ from ray import serve
 
 import naiad_ray
 from naiad import ConfigError, NaiadError, ServerOptions
-from conftest import write_pid_model
-from ray_clients import Load, wait_for
-from test_serve import running_replicas
+from ray_clients import Load, running_replicas, wait_for
+from ray_models import write_pid_model
 
 
 def test_scales_out_when_requests_queue(serve_url: str, tmp_path: Path) -> None:

@@ -16,13 +16,8 @@ from ray import serve
 from tritonclient.utils import InferenceServerException
 
 import naiad_ray
-from conftest import write_pid_model
-from ray_clients import Load, infer_pid, wait_for
-
-
-def running_replicas() -> int:
-    status = serve.status().applications["naiad"].deployments["naiad"]
-    return status.replica_states.get("RUNNING", 0)
+from ray_clients import Load, infer_pid, running_replicas, wait_for
+from ray_models import write_pid_model
 
 
 def process_title(pid: int) -> str:
