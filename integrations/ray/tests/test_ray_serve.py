@@ -96,3 +96,17 @@ def test_a_killed_replica_loses_only_the_requests_it_was_running(two_replicas: s
     replacement = load.pids_since(killed_at) - {victim, survivor}
     assert len(replacement) == 1
     assert load.pids_since(restarted_at) <= {survivor} | replacement
+
+
+def test_a_model_that_fails_to_load_fails_the_deployment(serve_url: str, tmp_path: Path) -> None:
+    # As `naiad serve --exit-on-error=true`: Ray Serve reports why instead of routing to a
+    # replica that is not ready.
+    write_pid_model(tmp_path, "broken")
+    (tmp_path / "broken" / "config.pbtxt").write_text('name: "broken"\nbackend: "no_such_backend"\n')
+    with pytest.raises(RuntimeError, match="Deploying application broken failed"):
+        serve.run(naiad_ray.build_app(str(tmp_path), num_cpus=0.5), name="broken", route_prefix="/broken")
+    try:
+        message = serve.status().applications["broken"].deployments["naiad"].message
+        assert "1 model(s) failed to load: backend 'no_such_backend' is not installed" in message, message
+    finally:
+        serve.delete("broken")

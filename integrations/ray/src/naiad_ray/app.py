@@ -36,15 +36,15 @@ def build_app(
 
     With `min_replicas < max_replicas` Ray Serve autoscales on queue length: it keeps about
     `target_ongoing_requests` requests queued or running per replica; `autoscaling_options`
-    adds other keys of Ray Serve's `autoscaling_config` (`upscale_delay_s`,
-    `downscale_delay_s`, `look_back_period_s`, ...). `max_ongoing_requests`
-    is how many one replica takes at once (the rest wait in Ray Serve's proxy); keep it
-    above the batch sizes the models' dynamic batchers form. Each replica asks Ray for
-    `num_cpus` CPUs and `num_gpus` GPUs; `num_gpus` defaults to what the KIND_GPU instance
-    groups of the local repositories need (`gpus_per_replica`, which counts every model, not
-    only those loaded at start-up, since the model control API may load the others). `server_options` sets
-    everything else `naiad serve` flags set (its repositories are replaced);
-    `deployment_options` go to Ray Serve's `Deployment.options` unchanged, last.
+    adds other keys of Ray Serve's `autoscaling_config` (`upscale_delay_s`, ...).
+    `max_ongoing_requests` is how many one replica takes at once (the rest wait in Ray
+    Serve's proxy); keep it above the batch sizes the models' dynamic batchers form.
+
+    Each replica asks Ray for `num_cpus` CPUs and `num_gpus` GPUs; `num_gpus` defaults to
+    what the KIND_GPU instance groups of the local repositories need (`gpus_per_replica`).
+    `server_options` sets everything else `naiad serve` flags set (its repositories are
+    replaced; explicit model control needs a single replica). `deployment_options` go to Ray
+    Serve's `Deployment.options` unchanged, last. See docs/ray.md.
     """
     repositories = [model_repository] if isinstance(model_repository, str) else list(model_repository)
     if not repositories:

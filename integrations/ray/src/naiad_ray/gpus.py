@@ -14,7 +14,8 @@ __all__ = ["gpus_per_replica"]
 
 def gpus_per_replica(model_repositories: Sequence[str]) -> int:
     """The GPUs a replica needs so that every KIND_GPU instance group of every model in the
-    local repositories can be placed.
+    local repositories can be placed (every model, not only those loaded at start-up:
+    `poll` mode may load the others later).
 
     Ray shows a replica the GPUs it was given as ordinals 0..n-1 (CUDA_VISIBLE_DEVICES), so a
     group that lists `gpus: [0, 2]` needs three, and a KIND_GPU group without a list needs
