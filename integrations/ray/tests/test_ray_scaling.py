@@ -38,8 +38,8 @@ def test_scales_out_when_requests_queue(serve_url: str, tmp_path: Path) -> None:
 
 
 def test_replicas_reserve_the_gpus_of_the_instance_groups(serve_url: str, tmp_path: Path) -> None:
-    # The cluster declares one GPU and this machine has none, so the KIND_GPU model stays
-    # unloaded (explicit model control); the replica reserves its GPU all the same.
+    # The cluster declares one (logical) GPU; this machine has no device, so the KIND_GPU
+    # model is left unloaded (explicit model control), yet the replica reserves a GPU for it.
     write_pid_model(tmp_path, "pid_add")
     write_pid_model(tmp_path, "on_gpu", kind="KIND_GPU")
     options = ServerOptions(model_control_mode="explicit", load_models=["pid_add"])
