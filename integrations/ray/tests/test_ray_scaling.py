@@ -3,15 +3,19 @@ local cluster, and how many GPUs a repository's instance groups ask for."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import ray
+import tritonclient.http as httpclient
 from ray import serve
+from tritonclient.utils import InferenceServerException
 
 import naiad_ray
 from naiad import ConfigError, NaiadError, ServerOptions
-from ray_clients import Load, running_replicas, wait_for
+from ray_clients import Load, infer_pid, running_replicas, wait_for
 from ray_models import write_pid_model
 
 
@@ -33,6 +37,32 @@ def test_scales_out_when_requests_queue(serve_url: str, tmp_path: Path) -> None:
             wait_for(lambda: running_replicas() == 2, 60, "a second replica under load")
             wait_for(lambda: len(load.pids_since(0)) == 2, 30, "answers from the second replica")
         assert not load.errors()
+    finally:
+        serve.delete("naiad")
+
+
+def test_a_full_queue_refuses_at_once(serve_url: str, tmp_path: Path) -> None:
+    # One request running (half a second) and one waiting fill the replica and the proxy's
+    # queue; the other two of four concurrent requests are refused with 503 straight away.
+    write_pid_model(tmp_path, "pid_add", sleep_s=0.5)
+    app = naiad_ray.build_app(str(tmp_path), max_ongoing_requests=1, max_queued_requests=1, num_cpus=0.5)
+    serve.run(app, name="naiad", route_prefix="/")
+    try:
+        def one(_: int) -> tuple[str, float]:
+            client = httpclient.InferenceServerClient(serve_url)
+            started = time.monotonic()
+            try:
+                infer_pid(client)
+                return "ok", time.monotonic() - started
+            except InferenceServerException as exc:
+                return str(exc.status()), time.monotonic() - started
+            finally:
+                client.close()
+
+        with ThreadPoolExecutor(4) as pool:
+            outcomes = list(pool.map(one, range(4)))
+        assert sorted(kind for kind, _ in outcomes) == ["503", "503", "ok", "ok"], outcomes
+        assert all(seconds < 0.4 for kind, seconds in outcomes if kind == "503"), outcomes
     finally:
         serve.delete("naiad")
 

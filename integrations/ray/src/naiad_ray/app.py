@@ -24,6 +24,7 @@ def build_app(
     max_replicas: int = 1,
     target_ongoing_requests: float = 32,
     max_ongoing_requests: int = 256,
+    max_queued_requests: int = 1024,
     num_cpus: float = 1,
     num_gpus: float | None = None,
     autoscaling_options: Mapping[str, Any] | None = None,
@@ -38,7 +39,8 @@ def build_app(
     `target_ongoing_requests` requests queued or running per replica; `autoscaling_options`
     adds other keys of Ray Serve's `autoscaling_config` (`upscale_delay_s`, ...).
     `max_ongoing_requests` is how many one replica takes at once (the rest wait in Ray
-    Serve's proxy); keep it above the batch sizes the models' dynamic batchers form.
+    Serve's proxy); keep it above the batch sizes the models' dynamic batchers form. Past
+    `max_queued_requests` waiting in the proxy, requests are refused with 503 at once.
 
     Each replica asks Ray for `num_cpus` CPUs and `num_gpus` GPUs; `num_gpus` defaults to
     what the KIND_GPU instance groups of the local repositories need (`gpus_per_replica`).
@@ -53,8 +55,8 @@ def build_app(
         raise ValueError(
             f"need 0 <= min_replicas <= max_replicas and max_replicas >= 1, got {min_replicas} and {max_replicas}"
         )
-    if target_ongoing_requests <= 0 or max_ongoing_requests <= 0:
-        raise ValueError("target_ongoing_requests and max_ongoing_requests must be positive")
+    if min(target_ongoing_requests, max_ongoing_requests, max_queued_requests) <= 0:
+        raise ValueError("target_ongoing_requests, max_ongoing_requests and max_queued_requests must be positive")
     options = dataclasses.replace(server_options or ServerOptions(), model_repositories=repositories)
     if options.model_control_mode == "explicit" and max_replicas > 1:
         # As `naiad serve --workers`: the proxy sends a load or unload request to one replica.
@@ -65,6 +67,8 @@ def build_app(
     gpus = gpus_per_replica(repositories) if num_gpus is None else num_gpus
     settings: dict[str, Any] = {
         "max_ongoing_requests": max_ongoing_requests,
+        # Ray Serve's own default lets the proxy's queue grow without bound.
+        "max_queued_requests": max_queued_requests,
         "ray_actor_options": {"num_cpus": num_cpus, "num_gpus": gpus},
         # A log line per request costs more CPU than a small inference; naiad, like Triton,
         # keeps no access log by default.
@@ -92,6 +96,7 @@ class AppArgs(BaseModel):
     max_replicas: int = 1
     target_ongoing_requests: float = 32
     max_ongoing_requests: int = 256
+    max_queued_requests: int = 1024
     num_cpus: float = 1
     num_gpus: float | None = None
     autoscaling_options: dict[str, Any] | None = None
