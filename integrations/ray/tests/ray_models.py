@@ -41,3 +41,28 @@ def write_pid_model(repository: Path, name: str, sleep_s: float = 0.0, kind: str
     version.mkdir(parents=True)
     (repository / name / "config.pbtxt").write_text(PID_CONFIG.format(name=name, kind=kind))
     (version / "model.py").write_text(PID_MODEL.format(sleep_s=sleep_s))
+
+
+IDENTITY_MODEL = """
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(
+            request, "INPUT0").as_numpy())]) for request in requests]
+"""
+
+IDENTITY_CONFIG = """
+name: "identity"
+backend: "python"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+"""
+
+
+def write_identity_model(repository: Path) -> None:
+    """`identity`: answers its FP32 vector of any length unchanged."""
+    version = repository / "identity" / "1"
+    version.mkdir(parents=True)
+    (repository / "identity" / "config.pbtxt").write_text(IDENTITY_CONFIG)
+    (version / "model.py").write_text(IDENTITY_MODEL)

@@ -17,7 +17,7 @@ from tritonclient.utils import InferenceServerException
 
 import naiad_ray
 from ray_clients import Load, infer_pid, running_replicas, wait_for
-from ray_models import write_pid_model
+from ray_models import write_identity_model, write_pid_model
 
 
 def process_title(pid: int) -> str:
@@ -28,6 +28,7 @@ def process_title(pid: int) -> str:
 def two_replicas(serve_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     repository = tmp_path_factory.mktemp("repository")
     write_pid_model(repository, "pid_add")
+    write_identity_model(repository)
     app = naiad_ray.build_app(str(repository), min_replicas=2, max_replicas=2, num_cpus=0.5)
     serve.run(app, name="naiad", route_prefix="/")
     try:
@@ -58,6 +59,15 @@ def test_kserve_v2_through_the_ray_proxy(client: httpclient.InferenceServerClien
         client.infer("no_such_model", [httpclient.InferInput("INPUT0", [1, 4], "FP32").set_data_from_numpy(
             np.zeros((1, 4), np.float32))])
     assert client.is_server_ready()
+
+
+def test_large_binary_tensors_cross_the_proxy_whole(client: httpclient.InferenceServerClient) -> None:
+    # 4 MiB each way: Ray Serve passes the body to the replica, and the answer back, in parts.
+    data = np.random.default_rng(7).random(1 << 20, dtype=np.float32)
+    tensor = httpclient.InferInput("INPUT0", list(data.shape), "FP32")
+    tensor.set_data_from_numpy(data, binary_data=True)
+    result = client.infer("identity", [tensor], outputs=[httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)])
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), data)
 
 
 def test_requests_spread_over_both_replicas(two_replicas: str) -> None:
