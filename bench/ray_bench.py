@@ -1,0 +1,160 @@
+"""naiad on Ray Serve beside plain `naiad serve`, on the same repository, in one run.
+
+    .venv/bin/python bench/ray_bench.py [--duration 10] [--clients 64] [--replicas 1 2]
+                                        [--modes proxy haproxy]
+
+Drives plain `naiad serve` (its own HTTP server, then uvicorn, the server Ray Serve runs
+naiad's app under) and the naiad_ray deployment with 1 and then 2 replicas, with the same
+HTTP binary-tensor requests: wrk, one thread pinned to CPU 1, 64 connections,
+../shared/bench's wrk_bin.lua and make_bodies.py on its add_sub model (Python backend).
+Prints requests/s, p50 and p99 per row with the ratio to plain `naiad serve`.
+
+Ray Serve modes, each on a fresh local cluster (2 CPUs, every Ray process on 127.0.0.1):
+- proxy: Ray Serve's defaults; requests go through its proxy actor to the replicas.
+- haproxy: RAY_SERVE_THROUGHPUT_OPTIMIZED=1 and RAY_SERVE_ENABLE_HA_PROXY=1; HAProxy
+  sends requests straight to each replica's own HTTP server. Ray then binds HAProxy and the
+  replicas' ports on all interfaces (for other nodes); the load stays on loopback.
+Ray workers run at the same priority as `naiad serve` (RAY_worker_niceness=0; Ray's default
+of 15 would lose every contest for the CPU on a busy machine).
+Needs naiad-ray (integrations/ray) installed and wrk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from naiad.testing import ServerProcess, free_port
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+MODES = {
+    "proxy": {},
+    "haproxy": {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"},
+}
+RAY_ENV = {
+    # Read by Ray at import: every Ray process on loopback, no usage report, no niceness.
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_worker_niceness": "0",
+}
+
+
+@dataclass
+class Row:
+    name: str
+    rps: float
+    p50: str
+    p99: str
+    non_2xx: int
+
+
+class Load:
+    """wrk replaying the binary-tensor body of ../shared/bench."""
+
+    def __init__(self, bench: Path, model: str, duration: int, clients: int) -> None:
+        self.bench, self.duration, self.clients = bench, duration, clients
+        self.path = f"/v2/models/{model}/infer"
+        self.bodies = tempfile.mkdtemp(prefix="ray-bench-")
+        subprocess.run([sys.executable, str(bench / "make_bodies.py"), self.bodies, model], check=True)
+
+    def run(self, name: str, host_port: str) -> Row:
+        self._wrk(host_port, 2, 8)  # warm-up: connections, model process, caches
+        out = self._wrk(host_port, self.duration, self.clients)
+        found = {key: re.search(pattern, out, re.M) for key, pattern in (
+            ("rps", r"Requests/sec:\s+([\d.]+)"), ("p50", r"^\s+50%\s+(\S+)"), ("p99", r"^\s+99%\s+(\S+)"),
+        )}
+        if not all(found.values()):
+            raise RuntimeError(f"unexpected wrk output:\n{out}")
+        errors = re.search(r"Socket errors: .*", out)
+        if errors:
+            print(f"{name}: {errors.group(0)}", file=sys.stderr)
+        non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+        return Row(name, float(found["rps"].group(1)), found["p50"].group(1), found["p99"].group(1),
+                   int(non_2xx.group(1)) if non_2xx else 0)
+
+    def _wrk(self, host_port: str, duration: int, clients: int) -> str:
+        command = ["wrk", "-t1", f"-c{clients}", f"-d{duration}s", "-s", str(self.bench / "wrk_bin.lua"),
+                   "--latency", f"http://{host_port}{self.path}"]
+        if (os.cpu_count() or 1) > 1:
+            command = ["taskset", "-c", "1", *command]
+        env = {**os.environ, "BODY_DIR": self.bodies}
+        return subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+
+
+def ray_rows(load: Load, repository: Path, mode: str, replica_counts: list[int]) -> list[Row]:
+    """Rows for one Ray Serve mode; run in a child process whose environment Ray read."""
+    import ray
+    from ray import serve
+
+    import naiad_ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=80 * 1024 * 1024,
+             log_to_driver=False)
+    rows = []
+    try:
+        port = free_port()
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        for replicas in replica_counts:
+            app = naiad_ray.build_app(str(repository), min_replicas=replicas, max_replicas=replicas,
+                                      num_cpus=2 / max(replica_counts))
+            serve.run(app, name="naiad", route_prefix="/")
+            rows.append(load.run(f"ray {mode} x{replicas}", f"127.0.0.1:{port}"))
+            serve.delete("naiad")
+        serve.shutdown()
+    finally:
+        ray.shutdown()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bench-dir", type=Path, default=CHECKOUT.parent / "shared" / "bench")
+    parser.add_argument("--duration", type=int, default=10, help="seconds of load per row")
+    parser.add_argument("--clients", type=int, default=64, help="wrk connections")
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=["proxy", "haproxy"])
+    parser.add_argument("--model", default="add_sub")
+    parser.add_argument("--ray-child", choices=sorted(MODES), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    bench: Path = args.bench_dir.resolve()
+    repository = bench / "models"
+    load = Load(bench, args.model, args.duration, args.clients)
+
+    if args.ray_child:
+        rows = ray_rows(load, repository, args.ray_child, args.replicas)
+        print("ROWS " + json.dumps([asdict(row) for row in rows]))
+        return
+
+    rows = []
+    for name, flags in (("naiad serve", []), ("naiad uvicorn", ["--http-server", "uvicorn"])):
+        with ServerProcess(repository, *flags) as plain:
+            rows.append(load.run(name, plain.http_url))
+    for mode in args.modes:
+        child = subprocess.run(
+            [sys.executable, __file__, "--ray-child", mode, "--bench-dir", str(bench), "--model", args.model,
+             "--duration", str(args.duration), "--clients", str(args.clients),
+             "--replicas", *map(str, args.replicas)],
+            env={**os.environ, **RAY_ENV, **MODES[mode]}, capture_output=True, text=True,
+        )
+        found = re.search(r"^ROWS (.*)$", child.stdout, re.M)
+        if child.returncode or not found:
+            raise RuntimeError(f"Ray Serve mode {mode} failed:\n{child.stdout[-3000:]}\n{child.stderr[-3000:]}")
+        rows += [Row(**row) for row in json.loads(found.group(1))]
+
+    base = rows[0].rps
+    print(f"HTTP binary tensors, {args.model}, {args.clients} connections, {args.duration} s per row, "
+          f"{os.cpu_count()} CPUs")
+    print(f"{'server':<18}{'req/s':>9}{'p50':>10}{'p99':>10}{'non-2xx':>9}{'vs naiad':>10}")
+    for row in rows:
+        print(f"{row.name:<18}{row.rps:>9.0f}{row.p50:>10}{row.p99:>10}{row.non_2xx:>9}{row.rps / base:>10.2f}")
+
+
+if __name__ == "__main__":
+    main()
