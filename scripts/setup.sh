@@ -34,7 +34,13 @@ backends=()
 for d in backends/*; do
   if [ -f "$d/pyproject.toml" ]; then backends+=("$d"); fi
 done
-digest=$(for d in "${core[@]}" "${backends[@]}"; do cat "$d/pyproject.toml"; done | cat scripts/setup.sh - | sha256sum | cut -c1-16)
+# Optional integrations with other serving stacks (Ray Serve, ...): tested, never needed to serve.
+integrations=()
+for d in integrations/*; do
+  if [ -f "$d/pyproject.toml" ]; then integrations+=("$d"); fi
+done
+digest=$(for d in "${core[@]}" "${backends[@]}" "${integrations[@]}"; do cat "$d/pyproject.toml"; done |
+  cat scripts/setup.sh - | sha256sum | cut -c1-16)
 installed() { [ -f ".venv/.setup-$1" ] && [ "$(cat ".venv/.setup-$1")" = "$digest" ]; }
 if installed "$mode" || { [ "$mode" = serve ] && installed test; }; then
   exit 0
@@ -56,8 +62,10 @@ else
     "${pip[@]}" --extra-index-url "$TORCH_CPU_INDEX" "$TORCH_CPU"
   fi
   pkgs=()
-  # Each with its test extra: its tests build models with tools its runtime needs not.
-  for d in "${core[@]}" "${backends[@]}"; do pkgs+=(-e "$d[test]"); done
+  # Each with its test extra: its tests build models with tools its runtime needs not. One
+  # command for all, so the resolver sees every pin at once (alone, ray's would lift protobuf
+  # past the core's <7).
+  for d in "${core[@]}" "${backends[@]}" "${integrations[@]}"; do pkgs+=(-e "$d[test]"); done
   "${pip[@]}" "$TORCH_CPU" "${pkgs[@]}"
 fi
 echo "$digest" > ".venv/.setup-$mode"
