@@ -12,6 +12,7 @@ examples=$1
 examples=$(cd "$examples" && pwd)
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash scripts/setup.sh
-# The image clients and the image-preprocessing model read images with Pillow.
-.venv/bin/python -c "import PIL" 2>/dev/null || .venv/bin/python -m pip install -q pillow
+# What the examples import beyond tritonclient, as Triton's QA installs it: Pillow (the image
+# clients and our image-preprocessing model) and attrdict (image_client.py over HTTP).
+.venv/bin/python -c "import PIL, attrdict" 2>/dev/null || .venv/bin/python -m pip install -q pillow attrdict
 exec .venv/bin/python scripts/client_examples/run_examples.py "$examples" "$PWD/.venv/bin/naiad"

@@ -32,8 +32,17 @@ class UploadedModels:
         model_dir.mkdir()
         for relative, content in checked.items():
             target = model_dir.joinpath(*relative.parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+            except OSError as exc:
+                shutil.rmtree(repository, ignore_errors=True)
+                # Triton answers a file it cannot write as a failed poll; the OS's text would name
+                # the server's path, so only its reason is kept.
+                raise NaiadError.internal(
+                    f"failed to load '{name}', failed to poll from model repository: "
+                    f"file 'file:{relative}' could not be written: {exc.strerror}"
+                ) from None
         return ModelSource(name, model_dir, repository)
 
     @staticmethod

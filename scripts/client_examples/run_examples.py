@@ -51,8 +51,9 @@ INVOCATIONS: dict[str, list[list[str]]] = {
     "simple_grpc_sequence_sync_infer_client.py": [[], ["-d"]],
     "simple_http_sequence_sync_infer_client.py": [[], ["-d"]],
 }
-# Triton's QA runs these against its eight-model repository in explicit model-control mode.
-MODEL_CONTROL = ("simple_grpc_model_control.py", "simple_http_model_control.py")
+# Triton's QA runs these in explicit model-control mode on repositories of eight models (gRPC) and
+# seven (HTTP): each example checks that count in the repository index.
+GRPC_MODEL_CONTROL, HTTP_MODEL_CONTROL = "simple_grpc_model_control.py", "simple_http_model_control.py"
 SKIPPED = {"simple_grpc_cudashm_client.py": NEEDS_GPU, "simple_http_cudashm_client.py": NEEDS_GPU}
 
 
@@ -134,12 +135,20 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="naiad-client-examples-"))
     build(work)
     outcomes: dict[str, Outcome] = {}
+    seven_models = work / "seven_models"
+    shutil.copytree(work / "models", seven_models)
+    shutil.rmtree(seven_models / "densenet_onnx")
+    explicit = ["--model-control-mode", "explicit"]
+    model_control = (GRPC_MODEL_CONTROL, HTTP_MODEL_CONTROL)
     phases = [
-        # Every example but model control, against both repositories in naiad's default mode.
-        ([work / "models", work / "more_models"], [], [s for s in scripts if s.name not in MODEL_CONTROL]),
-        ([work / "models"], ["--model-control-mode", "explicit"], [s for s in scripts if s.name in MODEL_CONTROL]),
+        # Every other example, against both repositories in naiad's default mode.
+        ([work / "models", work / "more_models"], [], [s for s in scripts if s.name not in model_control]),
+        ([work / "models"], explicit, [s for s in scripts if s.name == GRPC_MODEL_CONTROL]),
+        ([seven_models], explicit, [s for s in scripts if s.name == HTTP_MODEL_CONTROL]),
     ]
     for index, (repositories, extra, selected) in enumerate(phases):
+        if not selected:
+            continue
         server = start_naiad(naiad, repositories, extra, work / f"naiad-{index}.log")
         try:
             for script in selected:
@@ -157,7 +166,8 @@ def main() -> int:
     print(f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped of {len(outcomes)} examples")
     print(f"logs: {work}")
     if counts["FAIL"] == 0:
-        shutil.rmtree(work / "models"), shutil.rmtree(work / "more_models")
+        for repository in ("models", "more_models", "seven_models"):
+            shutil.rmtree(work / repository)
     return 1 if counts["FAIL"] else 0
 
 
