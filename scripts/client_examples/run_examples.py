@@ -43,7 +43,7 @@ INVOCATIONS: dict[str, list[list[str]]] = {
         ["-m", "densenet_onnx", "-s", "INCEPTION", "-i", "grpc", *GRPC, "-c", "1", "IMAGE"],
         ["-m", "densenet_onnx", "-s", "INCEPTION", "-i", "grpc", *GRPC, "-a", "--streaming", "IMAGE"],
     ],
-    "memory_growth_test.py": [["-r", "20"], ["-i", "grpc", "-r", "20"]],
+    "memory_growth_test.py": [[], ["-i", "grpc"]],
     "reuse_infer_objects_client.py": [["-i", "http", "-u", "localhost:8000"], ["-i", "grpc", *GRPC]],
     "simple_grpc_infer_client.py": [[], ["-C", "deflate"]],
     "simple_grpc_aio_sequence_stream_infer_client.py": [[], ["-d"]],
