@@ -16,11 +16,11 @@ import numpy as np
 
 from ...datatypes import DATATYPES, numpy_dtype, tensor_from_raw, tensor_to_raw
 from ...errors import NaiadError
-from ..load_config import parse_config_override
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...protos import grpc_service_pb2 as pb
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
+from ..load_config import parse_config_override
 
 __all__ = [
     "decode_parameters",
