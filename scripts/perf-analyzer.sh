@@ -3,11 +3,12 @@
 # (scripts/client_examples/models/simple), over HTTP and gRPC, each without and with
 # `--shared-memory system`; prints each command and its output, and exits 1 if any run fails.
 #
-# perf_analyzer: $PERF_ANALYZER (a command line), else `perf_analyzer` on PATH. PyPI's
-# perf-analyzer wheels carry the binary (they need glibc >= 2.38 and GLIBCXX_3.4.32; the
-# placeholder release 0.1.0 that tritonclient[all] pulls in on older systems has none). On an
-# older system, run the binary with newer libraries beside it, e.g. Debian trixie's libc6 and
-# libstdc++6 unpacked under $ROOT:
+# perf_analyzer: $PERF_ANALYZER (a command line), else `perf_analyzer` on PATH. It ships in
+# PyPI's perf-analyzer wheels since 2.58 (they need glibc >= 2.38 and GLIBCXX_3.4.32; on older
+# systems pip picks the placeholder release 0.1.0, which has no binary) and before that in
+# tritonclient's manylinux wheels (e.g. 2.40.0: bin/perf_analyzer, which needs libb64.so.0d and
+# libcudart.so.12 on the library path). Both ran this script. On an older system, run the newer
+# binary with newer libraries beside it, e.g. Debian trixie's libc6 and libstdc++6 under $ROOT:
 #   PERF_ANALYZER="$ROOT/usr/lib64/ld-linux-x86-64.so.2 --library-path \
 #     $ROOT/usr/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu .../perf_analyzer/bin/perf_analyzer"
 # Without perf_analyzer the script says so and exits 0.
