@@ -14,5 +14,7 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash scripts/setup.sh
 # What the examples import beyond tritonclient, as Triton's QA installs it: Pillow (the image
 # clients and our image-preprocessing model) and attrdict (image_client.py over HTTP).
-.venv/bin/python -c "import PIL, attrdict" 2>/dev/null || .venv/bin/python -m pip install -q pillow attrdict
+# (attrdict is looked up, not imported: it imports only after the example's own patch.)
+.venv/bin/python -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('PIL') and u.find_spec('attrdict')))" \
+  || .venv/bin/python -m pip install -q pillow attrdict
 exec .venv/bin/python scripts/client_examples/run_examples.py "$examples" "$PWD/.venv/bin/naiad"

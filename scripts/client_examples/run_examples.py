@@ -68,6 +68,13 @@ def port_is_free(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
+def client_shm_flag(naiad: list[str]) -> list[str]:
+    """Client shared memory is opt-in where naiad has the flag (Triton's since 26.04); the shm
+    examples need it, as Triton's QA starts its server with it."""
+    usage = subprocess.run([*naiad, "serve", "--help"], capture_output=True, text=True).stdout
+    return ["--allow-client-shm", "true"] if "--allow-client-shm" in usage else []
+
+
 def start_naiad(naiad: list[str], repositories: list[Path], extra: list[str], log: Path) -> subprocess.Popen:
     command = [*naiad, "serve"]
     for repository in repositories:
@@ -139,10 +146,11 @@ def main() -> int:
     shutil.copytree(work / "models", seven_models)
     shutil.rmtree(seven_models / "densenet_onnx")
     explicit = ["--model-control-mode", "explicit"]
+    shm = client_shm_flag(naiad)
     model_control = (GRPC_MODEL_CONTROL, HTTP_MODEL_CONTROL)
     phases = [
         # Every other example, against both repositories in naiad's default mode.
-        ([work / "models", work / "more_models"], [], [s for s in scripts if s.name not in model_control]),
+        ([work / "models", work / "more_models"], shm, [s for s in scripts if s.name not in model_control]),
         ([work / "models"], explicit, [s for s in scripts if s.name == GRPC_MODEL_CONTROL]),
         ([seven_models], explicit, [s for s in scripts if s.name == HTTP_MODEL_CONTROL]),
     ]
