@@ -27,7 +27,7 @@ from build_repositories import build
 
 PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
 EXAMPLE_TIMEOUT_S = 180
-NEEDS_GPU = "needs a GPU (CUDA shared memory)"
+NEEDS_GPU = "needs a GPU (CUDA shared memory); no nvidia-smi here"
 
 # Arguments of each invocation; IMAGE and IMAGES are replaced by the generated image files.
 GRPC = ["-u", "localhost:8001"]
@@ -54,7 +54,7 @@ INVOCATIONS: dict[str, list[list[str]]] = {
 # Triton's QA runs these in explicit model-control mode on repositories of eight models (gRPC) and
 # seven (HTTP): each example checks that count in the repository index.
 GRPC_MODEL_CONTROL, HTTP_MODEL_CONTROL = "simple_grpc_model_control.py", "simple_http_model_control.py"
-SKIPPED = {"simple_grpc_cudashm_client.py": NEEDS_GPU, "simple_http_cudashm_client.py": NEEDS_GPU}
+CUDA_SHM = ("simple_grpc_cudashm_client.py", "simple_http_cudashm_client.py")
 
 
 @dataclass
@@ -154,14 +154,15 @@ def main() -> int:
         ([work / "models"], explicit, [s for s in scripts if s.name == GRPC_MODEL_CONTROL]),
         ([seven_models], explicit, [s for s in scripts if s.name == HTTP_MODEL_CONTROL]),
     ]
+    skipped = {} if shutil.which("nvidia-smi") else {name: NEEDS_GPU for name in CUDA_SHM}
     for index, (repositories, extra, selected) in enumerate(phases):
         if not selected:
             continue
         server = start_naiad(naiad, repositories, extra, work / f"naiad-{index}.log")
         try:
             for script in selected:
-                if script.name in SKIPPED:
-                    outcome = Outcome("SKIP", SKIPPED[script.name])
+                if script.name in skipped:
+                    outcome = Outcome("SKIP", skipped[script.name])
                 else:
                     invocations = INVOCATIONS.get(script.name, [[]])
                     outcome = run_example(script, invocations, work / "images", work / f"{script.stem}.log")
