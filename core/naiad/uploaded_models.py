@@ -47,8 +47,14 @@ class UploadedModels:
                     f"Invalid file parameter 'file:{relative}', directory has been created as a file"
                 ) from None
             except OSError as exc:
+                shutil.rmtree(repository, ignore_errors=True)
+                # Triton answers a file it cannot write as a failed poll. The OS's words stay in
+                # the log: they may name the server's paths.
                 log.error("writing the uploaded file '%s' of model '%s' failed: %s", relative, name, exc)
-                raise NaiadError.internal(f"failed to load '{name}': its files could not be written") from None
+                raise NaiadError.internal(
+                    f"failed to load '{name}', failed to poll from model repository: "
+                    f"file 'file:{relative}' could not be written"
+                ) from None
         return ModelSource(name, model_dir, repository)
 
     def close(self) -> None:

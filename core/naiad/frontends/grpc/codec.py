@@ -20,6 +20,7 @@ from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...protos import grpc_service_pb2 as pb
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
+from ..load_config import parse_config_override
 
 __all__ = [
     "decode_parameters",
@@ -361,8 +362,6 @@ def load_request(
 ) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
     """The load request's `config` override (Triton's JSON form of a model config, as a
     dict) and its model files (`file:<path>` bytes parameters, by path)."""
-    import json
-
     files: dict[str, bytes] = {}
     for key, value in parameters.items():
         if key.startswith("file:"):
@@ -375,11 +374,4 @@ def load_request(
     choice = value.WhichOneof("parameter_choice")
     if choice not in ("string_param", "bytes_param"):
         raise NaiadError.invalid(f"failed to load '{model}': the 'config' parameter must be a JSON string")
-    text = getattr(value, choice)
-    try:
-        config = json.loads(text)
-    except ValueError as exc:
-        raise NaiadError.invalid(f"failed to load '{model}': the 'config' parameter is not valid JSON: {exc}") from None
-    if not isinstance(config, dict):
-        raise NaiadError.invalid(f"failed to load '{model}': the 'config' parameter must be a JSON object")
-    return config, files
+    return parse_config_override(model, getattr(value, choice)), files

@@ -21,6 +21,7 @@ from starlette.routing import Route
 from ...errors import NaiadError
 from ...server import Server
 from ..restrictions import Restriction
+from ..load_config import parse_config_override
 from .body import BodyReader
 from .codec import decode_json
 from .infer_endpoint import HEADER_LENGTH, InferEndpoint, NaiadHttpApp
@@ -157,16 +158,7 @@ class _Routes:
                     ) from None
         config = None
         if "config" in parameters:
-            text = parameters["config"]
-            if isinstance(text, str):
-                config = decode_json(text.encode("utf-8"), f"the 'config' parameter of the load request for model '{name}'")
-            elif isinstance(text, dict):
-                config = text
-            if not isinstance(config, dict):
-                raise NaiadError.invalid(
-                    f"the 'config' parameter of the load request for model '{name}' must be a JSON object "
-                    "(or a string holding one) in the model configuration's JSON form"
-                )
+            config = parse_config_override(name, parameters["config"])
         await self.server.load_model(name, config=config, files=files)
         return empty_response()
 

@@ -1,0 +1,1 @@
+../../simple/1/model.py
