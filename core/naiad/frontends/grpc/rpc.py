@@ -45,6 +45,15 @@ _HEADERS_FOR: dict[str | None, bytes] = {None: _HEADERS} | {
     for name in _WBITS
 }
 _OK_TRAILERS = encode_headers([("grpc-status", "0")])
+# Answers to requests that are not gRPC: (header block, body).
+_NOT_POST = (
+    encode_headers([(":status", "405"), ("allow", "POST"), ("content-type", "text/plain")]),
+    b"This is a gRPC server: calls are POST requests.\n",
+)
+_NOT_GRPC = (
+    encode_headers([(":status", "415"), ("content-type", "text/plain")]),
+    b"This is a gRPC server: requests have content-type application/grpc.\n",
+)
 
 
 @dataclass(frozen=True)
@@ -115,10 +124,12 @@ class RpcDispatcher:
                 metadata.append((name, value))
         call = Call(self, stream, self.methods.get(path or ""), tuple(metadata))
         if method != "POST" or not (content_type or "").startswith("application/grpc"):
-            # Not a gRPC request (e.g. a browser or a plain HTTP/2 client): HTTP's own answer.
-            status = "405" if method != "POST" else "415"
-            call._finish()
-            stream.send_headers(encode_headers([(":status", status)]), end_stream=True)
+            # Not a gRPC request (a browser, curl, a plain HTTP/2 client): HTTP's own answer,
+            # once the request has ended, so that its body is checked like any other.
+            call._http_answer = _NOT_POST if method != "POST" else _NOT_GRPC
+            call._head_request = method == "HEAD"
+            if end_stream:
+                call.data_received(b"", True)
             return call
         if call.method is None:
             call.end(StatusCode.UNIMPLEMENTED, f"Method not found: {path}")
@@ -136,6 +147,7 @@ class Call:
     __slots__ = (
         "dispatcher", "stream", "method", "metadata", "_encoding", "_response_encoding", "_buffer",
         "_request", "_requests", "_task", "_deadline", "_deadline_timer", "_deadline_hit", "_headers_sent", "_done",
+        "_http_answer", "_head_request",
     )
 
     def __init__(self, dispatcher: RpcDispatcher, stream: Stream, method: RpcMethod | None, metadata: tuple) -> None:
@@ -154,6 +166,8 @@ class Call:
         self._deadline_hit = False
         self._headers_sent = False
         self._done = False
+        self._http_answer: tuple[bytes, bytes] | None = None
+        self._head_request = False
 
     # -- the servicer's context --------------------------------------------------------------
 
@@ -190,20 +204,32 @@ class Call:
             self.data_received(b"", True)
 
     def data_received(self, data: bytes, end_stream: bool) -> None:
-        if self._done or self.method is None:
+        if self._done:
             return
-        buffer = self._buffer
+        if self._http_answer is not None:
+            if end_stream:  # the body of a request that is not gRPC is read and dropped
+                self._finish()
+                headers, body = self._http_answer
+                self.stream.send_headers(headers)
+                self.stream.send_data(b"" if self._head_request else body, end_stream=True)
+            return
+        if self.method is None:
+            return
         if data:
+            buffer = self._buffer
             if buffer:
                 buffer += data
-            else:
-                buffer = data  # type: ignore[assignment]  # the usual case: one whole message
+                data = buffer  # type: ignore[assignment]
             try:
-                buffer = self._messages(buffer)
+                used = self._messages(data)
             except RpcError as exc:
                 self.end(exc.code, exc.details)
                 return
-            self._buffer = buffer if isinstance(buffer, bytearray) else bytearray(buffer)
+            # One copy of what is left per DATA frame, never one per message.
+            if buffer:
+                del buffer[:used]
+            elif used < len(data):
+                self._buffer = bytearray(memoryview(data)[used:])
         if not end_stream:
             return
         if self._buffer:
@@ -216,38 +242,42 @@ class Call:
             request, self._request = self._request, None
             self._task = asyncio.get_running_loop().create_task(self._run(request))
 
-    def _messages(self, buffer: bytes | bytearray) -> bytes | bytearray:
-        """Take every whole message off the front of `buffer`; return what remains."""
+    def _messages(self, data: bytes | bytearray) -> int:
+        """Parse every whole message in `data`; returns how many bytes they took. Messages
+        are read in place, so a frame of many small messages costs time linear in its size."""
         settings = self.dispatcher.settings
         method = self.method
         assert method is not None
-        while len(buffer) >= 5:
-            length = int.from_bytes(buffer[1:5], "big")
+        view = memoryview(data)
+        position = 0
+        end = len(data)
+        while end - position >= 5:
+            length = int.from_bytes(view[position + 1 : position + 5], "big")
             if length > settings.max_receive_size:
                 raise RpcError(
                     StatusCode.RESOURCE_EXHAUSTED,
                     f"Received message larger than max ({length} vs. {settings.max_receive_size})",
                 )
-            if len(buffer) < 5 + length:
+            start = position + 5
+            if end - start < length:
                 break
-            compressed = buffer[0]
-            payload = bytes(buffer[5 : 5 + length])
-            buffer = buffer[5 + length :]
-            if compressed:
-                payload = self._decompress(payload)
+            if self._requests is None and self._request is not None:
+                # gRPC's cardinality rule: a unary request is exactly one message.
+                raise RpcError(StatusCode.INTERNAL, "more than one request message for a unary RPC")
+            compressed = data[position]
+            position = start + length
+            payload = view[start:position]
             try:
-                message = method.request_type.FromString(payload)
+                message = method.request_type.FromString(self._decompress(payload) if compressed else payload)
             except DecodeError as exc:
                 raise RpcError(StatusCode.INTERNAL, f"failed to parse the request message: {exc}") from None
             if self._requests is not None:
                 self._requests.put_nowait(message)
-            elif self._request is not None:
-                raise RpcError(StatusCode.UNIMPLEMENTED, "more than one message for a unary request")
             else:
                 self._request = message
-        return buffer
+        return position
 
-    def _decompress(self, payload: bytes) -> bytes:
+    def _decompress(self, payload: bytes | memoryview) -> bytes:
         if self._encoding is None:
             raise RpcError(StatusCode.INTERNAL, "a compressed message without a grpc-encoding")
         limit = self.dispatcher.settings.max_receive_size
