@@ -139,6 +139,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="HTTP server: naiad's own HTTP/1.1 server (default, fastest), uvicorn, or hypercorn (HTTP/2)")
     http.add_argument("--http-max-input-size", type=int, default=64 * 1024 * 1024, metavar="BYTES",
                       help="largest request body accepted (default 64 MiB)")
+    http.add_argument("--http-header-read-timeout", type=float, default=30.0, metavar="SECONDS",
+                      help="time a client has to send a request's line and headers; then 408 and close (default 30)")
+    http.add_argument("--http-keepalive-timeout", type=float, default=75.0, metavar="SECONDS",
+                      help="time an idle keep-alive connection stays open (default 75)")
 
     grpc = p.add_argument_group("gRPC")
     grpc.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL", help="serve gRPC (default true)")
@@ -165,6 +169,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="bad pings tolerated before the connection is closed; 0: any (default 2)")
     grpc.add_argument("--grpc-max-connection-age", type=int, default=None, metavar="MS",
                       help="milliseconds a connection may live (default: unlimited)")
+    grpc.add_argument("--grpc-max-concurrent-streams", type=int, default=1000, metavar="N",
+                      help="streams (calls) open at once on one connection; more are refused (default 1000)")
+    grpc.add_argument("--grpc-handshake-timeout", type=int, default=10_000, metavar="MS",
+                      help="time a new connection has to send the HTTP/2 preface and SETTINGS (default 10000)")
+    grpc.add_argument("--grpc-max-connection-idle", type=int, default=300_000, metavar="MS",
+                      help="time a connection with no call open stays open; then GOAWAY (default 300000)")
     grpc.add_argument("--grpc-max-connection-age-grace", type=int, default=None, metavar="MS",
                       help="grace period after the maximum connection age (default: unlimited)")
     grpc.add_argument("--grpc-header-forward-pattern", default=None, metavar="REGEX",

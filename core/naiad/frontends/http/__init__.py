@@ -12,7 +12,7 @@ import logging
 
 from ...server import Server
 from .app import DEFAULT_MAX_INPUT_SIZE, create_app
-from .server import bind_socket, serve_hypercorn, serve_naiad, serve_uvicorn
+from .server import HEADER_READ_SECONDS, KEEP_ALIVE_SECONDS, bind_socket, serve_hypercorn, serve_naiad, serve_uvicorn
 
 __all__ = ["run", "create_app", "DEFAULT_MAX_INPUT_SIZE"]
 
@@ -25,12 +25,16 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
     if max_input_size <= 0:
         raise ValueError(f"--http-max-input-size must be positive, got {max_input_size}")
     app = create_app(server, max_input_size)
+    keep_alive_s = getattr(args, "http_keepalive_timeout", KEEP_ALIVE_SECONDS)
+    header_timeout_s = getattr(args, "http_header_read_timeout", HEADER_READ_SECONDS)
+    if keep_alive_s <= 0 or header_timeout_s <= 0:
+        raise ValueError("--http-keepalive-timeout and --http-header-read-timeout must be positive")
     kind = getattr(args, "http_server", "naiad")
     sock = bind_socket(args.http_address, args.http_port, getattr(args, "reuse_http_port", False))
     log.info("HTTP service (%s) listening on %s:%d", kind, args.http_address, sock.getsockname()[1])
     if kind == "hypercorn":
-        await serve_hypercorn(app, sock, started)
+        await serve_hypercorn(app, sock, started, keep_alive_s)
     elif kind == "uvicorn":
-        await serve_uvicorn(app, sock, started)
+        await serve_uvicorn(app, sock, started, keep_alive_s)
     else:
-        await serve_naiad(app, sock, started, getattr(args, "exit_timeout_secs", 30))
+        await serve_naiad(app, sock, started, getattr(args, "exit_timeout_secs", 30), keep_alive_s, header_timeout_s)

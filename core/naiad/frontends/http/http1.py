@@ -8,10 +8,18 @@ naiad's parsing, validation and scheduling together (docs/performance.md). Here 
 request costs one task and one write, and a client that disconnects cancels its task
 directly, so the scheduler drops the queued request (as Triton does).
 
-HTTP/1.1 as clients use it: keep-alive (75 s idle), pipelining (answered in order),
-`Expect: 100-continue`, chunked request bodies (httptools decodes them), HTTP/1.0, HEAD.
-No upgrades (WebSocket, h2c): those get 400. Bodies over --http-max-input-size get 400 and
-the connection closes, without buffering the rest.
+HTTP/1.1 as clients use it: keep-alive (--http-keepalive-timeout, 75 s idle), pipelining
+(answered in order), `Expect: 100-continue`, chunked request bodies (httptools decodes them),
+HTTP/1.0, HEAD. No upgrades (WebSocket, h2c): those get 400. Bodies over
+--http-max-input-size get 400 and the connection closes, without buffering the rest. A
+request head not complete within --http-header-read-timeout gets 408 and the connection
+closes.
+
+Back-pressure: a connection stops reading while the answer written last has not left (the
+transport's buffer is over its high-water mark), or while the requests parsed but not yet
+answered exceed 16 or 1 MiB of bodies; what one connection holds is then one request being
+read, those queued, and one answer. It reads again once they drain. (uvicorn stops reading
+at the first pipelined request; Triton after a few MiB.)
 """
 
 from __future__ import annotations
@@ -39,12 +47,14 @@ log = logging.getLogger("naiad.http")
 
 _REASONS = {
     200: b"OK", 204: b"No Content", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
-    413: b"Payload Too Large", 422: b"Unprocessable Entity", 429: b"Too Many Requests",
+    408: b"Request Timeout", 413: b"Payload Too Large", 422: b"Unprocessable Entity", 429: b"Too Many Requests",
     500: b"Internal Server Error", 501: b"Not Implemented", 503: b"Service Unavailable",
 }
 _HEADER_LENGTH = HEADER_LENGTH.lower().encode()
-# Pipelined requests waiting behind the one being answered, before reading pauses.
+# Pipelined requests waiting behind the one being answered, and their bodies' bytes, before
+# reading pauses.
 _MAX_PIPELINED = 16
+_MAX_PIPELINED_BYTES = 1 << 20
 # The request line and headers together: more is refused, not buffered without bound.
 MAX_HEAD_BYTES = 64 * 1024
 # Bytes received while a request's head is incomplete: bounds what the parser buffers for one
@@ -93,8 +103,12 @@ class Http1Connection(asyncio.Protocol):
         self.lost: asyncio.Future[None] = asyncio.get_event_loop().create_future()
         self._queue: collections.deque[_Request] = collections.deque()
         self._task: asyncio.Task[None] | None = None
+        self._queued_bytes = 0
         self._reading = True
-        self._idle: asyncio.TimerHandle | None = None
+        self._writing = True  # False while the transport's write buffer is over its high-water mark
+        self._timer: asyncio.TimerHandle | None = None  # the head's or the keep-alive's deadline
+        self._timer_kind = ""
+        self._in_head = False
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
@@ -107,13 +121,12 @@ class Http1Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.server.connections.add(self)
-        self._arm_idle()
+        self._arm(self.server.header_timeout_s, self._head_timed_out)  # for the first request's head
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
-        if self._idle is not None:
-            self._idle.cancel()
+        self._disarm()
         if not self.lost.done():
             self.lost.set_result(None)
         self._queue.clear()
@@ -140,14 +153,24 @@ class Http1Connection(asyncio.Protocol):
 
     # -- httptools callbacks -----------------------------------------------------------------
 
+    def pause_writing(self) -> None:
+        self._writing = False
+        self._flow()
+
+    def resume_writing(self) -> None:
+        self._writing = True
+        self._flow()
+        if self._task is None and self._queue and not self.closed:
+            self._next()
+
     def on_message_begin(self) -> None:
         self._url = b""
         self._headers = []
         self._body = []
         self._size = 0
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+        self._in_head = True
+        if self._timer is None or self._timer_kind == "idle":
+            self._arm(self.server.header_timeout_s, self._head_timed_out)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -165,7 +188,9 @@ class Http1Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self._size = 0  # from here it counts the body
         self._in_body = True
+        self._in_head = False
         self._head_received = 0
+        self._disarm()
         for name, value in self._headers:
             if name == b"expect" and value.lower() == b"100-continue" and self.transport is not None:
                 self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -184,19 +209,30 @@ class Http1Connection(asyncio.Protocol):
             _Request(parser.get_method(), self._url, self._headers, body, parser.should_keep_alive(),
                      parser.get_http_version())
         )
-        if self._task is None:
+        self._queued_bytes += len(body)
+        if self._task is None and self._writing:
             self._next()
-        elif len(self._queue) > _MAX_PIPELINED and self._reading:
-            self._reading = False
-            self.transport.pause_reading()  # type: ignore[union-attr]
+        else:
+            self._flow()
 
     # -- answering, one request at a time ----------------------------------------------------
 
+    def _flow(self) -> None:
+        """Read while answers leave and the queue of parsed requests is short; else pause."""
+        if self.closed:
+            return
+        read = self._writing and len(self._queue) <= _MAX_PIPELINED and self._queued_bytes <= _MAX_PIPELINED_BYTES
+        if read != self._reading:
+            self._reading = read
+            if read:
+                self.transport.resume_reading()  # type: ignore[union-attr]
+            else:
+                self.transport.pause_reading()  # type: ignore[union-attr]
+
     def _next(self) -> None:
         request = self._queue.popleft()
-        if not self._reading and len(self._queue) <= _MAX_PIPELINED // 2:
-            self._reading = True
-            self.transport.resume_reading()  # type: ignore[union-attr]
+        self._queued_bytes -= len(request.body)
+        self._flow()
         self._task = asyncio.get_event_loop().create_task(self._answer(request))
         self._task.add_done_callback(self._answered)
 
@@ -209,9 +245,10 @@ class Http1Connection(asyncio.Protocol):
             self.transport.close()  # type: ignore[union-attr]
             return
         if self._queue:
-            self._next()
-        else:
-            self._arm_idle()
+            if self._writing:
+                self._next()  # else once the answer written last has left (resume_writing)
+        elif not self._in_head:
+            self._arm(self.server.keep_alive_s, self._close_idle, "idle")
 
     async def _answer(self, request: _Request) -> None:
         if request.method == b"POST" and b"%" not in request.url and b"?" not in request.url:
@@ -315,23 +352,40 @@ class Http1Connection(asyncio.Protocol):
 
     # -- connection lifetime -----------------------------------------------------------------
 
-    def _refuse(self, message: str) -> None:
+    def _refuse(self, message: str, status: int = 400) -> None:
         if self.closed or self.transport is None:
             return
         body = orjson.dumps({"error": message})
         self.transport.write(
-            b"HTTP/1.1 400 Bad Request\r\n%scontent-type: application/json\r\ncontent-length: %d\r\n"
-            b"connection: close\r\n\r\n%s" % (_DateHeader.get(), len(body), body)
+            b"HTTP/1.1 %d %s\r\n%scontent-type: application/json\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (status, _REASONS[status], _DateHeader.get(), len(body), body)
         )
         self.closed = True  # input is discarded from now on
         close_lingering(self.transport)
 
-    def _arm_idle(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-        self._idle = asyncio.get_event_loop().call_later(self.server.keep_alive_s, self._close_idle)
+    def _arm(self, delay: float, callback: Any, kind: str = "head") -> None:
+        self._disarm()
+        self._timer = asyncio.get_event_loop().call_later(delay, callback)
+        self._timer_kind = kind
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _head_timed_out(self) -> None:
+        self._timer = None
+        if self.closed or self.transport is None:
+            return
+        if not self._reading:  # we stopped reading (back-pressure): not the client's delay
+            self._arm(self.server.header_timeout_s, self._head_timed_out)
+        elif self._in_head:
+            self._refuse(f"the request head was not received within {self.server.header_timeout_s:g} s", 408)
+        elif self._task is None and not self._queue:
+            self.transport.close()  # connected, and sent nothing
 
     def _close_idle(self) -> None:
+        self._timer = None
         if self._task is None and not self._queue and self.transport is not None:
             self.transport.close()
 
@@ -408,11 +462,13 @@ async def _no_receive() -> dict[str, Any]:
 
 
 class Http1Server:
-    def __init__(self, app: ASGIApp, infer: InferEndpoint, max_input_size: int, keep_alive_s: float) -> None:
+    def __init__(self, app: ASGIApp, infer: InferEndpoint, max_input_size: int, keep_alive_s: float,
+                 header_timeout_s: float) -> None:
         self.app = app
         self.infer = infer
         self.max_input_size = max_input_size
         self.keep_alive_s = keep_alive_s
+        self.header_timeout_s = header_timeout_s
         self.connections: set[Http1Connection] = set()
         self._listener: asyncio.AbstractServer | None = None
 
