@@ -237,8 +237,8 @@ class _Transport:
 
 def test_a_frame_of_many_messages_is_split_in_linear_time():
     """One 1 MB DATA frame (a peer allowed 1 MiB frames) of 200,000 empty messages on a
-    client-streaming call is parsed in well under two seconds (several when every message
-    copied the rest of the buffer), and every message reaches the method."""
+    client-streaming call reaches the method, every message, in well under three seconds
+    (several when every message copied the rest of the buffer)."""
     import asyncio
 
     import hpack
@@ -269,15 +269,13 @@ def test_a_frame_of_many_messages_is_split_in_linear_time():
         data = frame(0, 0, 1, b"\x00\x00\x00\x00\x00" * count)  # DATA
         start = time.perf_counter()
         connection.data_received(data)
+        while len(received) < count and time.perf_counter() - start < 30:
+            await asyncio.sleep(0)
         elapsed = time.perf_counter() - start
-        for _ in range(100):
-            if len(received) == count:
-                break
-            await asyncio.sleep(0.05)
         connection.abort()
         return elapsed
 
     elapsed = asyncio.run(main())
-    print(f"{count} messages in one frame parsed in {elapsed * 1000:.0f} ms")
+    print(f"{count} messages in one frame taken by the method in {elapsed * 1000:.0f} ms")
     assert len(received) == count
-    assert elapsed < 2.0
+    assert elapsed < 3.0

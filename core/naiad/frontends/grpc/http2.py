@@ -110,7 +110,7 @@ class Stream:
 
     __slots__ = (
         "id", "connection", "events", "send_window", "recv_window", "recv_unacked",
-        "remote_closed", "local_closed", "pending", "_drain", "content_length",
+        "remote_closed", "local_closed", "pending", "_drain", "content_length", "manual_acknowledgement",
     )
 
     def __init__(self, stream_id: int, connection: "Http2Connection") -> None:
@@ -126,6 +126,10 @@ class Stream:
         self._drain: asyncio.Future[None] | None = None
         # What the request's content-length says is still to come (None: it sent none).
         self.content_length: int | None = None
+        # False: the receive window reopens as data arrives. True: as the application says it
+        # has taken the data (`acknowledge`), so a reader slower than its peer bounds the bytes
+        # waiting for it to the window.
+        self.manual_acknowledgement = False
 
     def send_headers(self, block: bytes, end_stream: bool = False) -> None:
         if self.local_closed:
@@ -179,6 +183,14 @@ class Stream:
         )
         connection._sent_payload()
         self._local_end()
+
+    def acknowledge(self, size: int) -> None:
+        """The application has taken `size` bytes of the body: the peer may send as many more."""
+        self.recv_unacked += size
+        if self.recv_unacked >= self.connection.limits.stream_window // 2 and not self.remote_closed:
+            self.connection._write(frame(WINDOW_UPDATE, 0, self.id, _U32.pack(self.recv_unacked)))
+            self.recv_window += self.recv_unacked
+            self.recv_unacked = 0
 
     def reset(self, code: int = ErrorCode.CANCEL) -> None:
         connection = self.connection
@@ -451,14 +463,12 @@ class Http2Connection(asyncio.Protocol):
             if stream.content_length < 0 or (end and stream.content_length):
                 self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
                 return
-        if not end:
-            stream.recv_unacked += length
-            if stream.recv_unacked >= self.limits.stream_window // 2:
-                self._write(frame(WINDOW_UPDATE, 0, stream_id, _U32.pack(stream.recv_unacked)))
-                stream.recv_window += stream.recv_unacked
-                stream.recv_unacked = 0
-        else:
+        if end:
             stream.remote_closed = True
+        elif stream.manual_acknowledgement:
+            stream.acknowledge(length - len(data))  # the padding is nobody's to take
+        else:
+            stream.acknowledge(length)
         if stream.events is not None:
             stream.events.data_received(data, end)
         if end and stream.local_closed:

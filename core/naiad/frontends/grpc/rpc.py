@@ -36,6 +36,9 @@ ACCEPT_ENCODING = "identity,deflate,gzip"
 _RESERVED = frozenset(
     {"content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "content-length"}
 )
+# How long a client-streaming call's messages are handed to its method before the event loop
+# serves everyone else.
+_TURN_S = 0.001
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 
 _HEADERS = encode_headers([(":status", "200"), ("content-type", "application/grpc")])
@@ -146,8 +149,8 @@ class Call:
 
     __slots__ = (
         "dispatcher", "stream", "method", "metadata", "_encoding", "_response_encoding", "_buffer",
-        "_request", "_requests", "_task", "_deadline", "_deadline_timer", "_deadline_hit", "_headers_sent", "_done",
-        "_http_answer", "_head_request",
+        "_request", "_task", "_deadline", "_deadline_timer", "_deadline_hit", "_headers_sent", "_done",
+        "_http_answer", "_head_request", "_streaming", "_received", "_ended", "_more",
     )
 
     def __init__(self, dispatcher: RpcDispatcher, stream: Stream, method: RpcMethod | None, metadata: tuple) -> None:
@@ -159,7 +162,10 @@ class Call:
         self._response_encoding: str | None = None
         self._buffer = bytearray()
         self._request: Message | None = None
-        self._requests: asyncio.Queue[Message | None] | None = None
+        self._streaming = False  # client streaming: the fields below are the messages' reader's
+        self._received = 0
+        self._ended = False
+        self._more: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._deadline: float | None = None
         self._deadline_timer: asyncio.TimerHandle | None = None
@@ -198,7 +204,11 @@ class Call:
             self._deadline_timer = loop.call_later(timeout, self._deadline_exceeded)
         assert self.method is not None
         if self.method.client_streaming:
-            self._requests = asyncio.Queue()
+            # Messages are parsed as the method asks for them, and the stream's flow-control
+            # window reopens only as they are taken: a client that sends faster than the
+            # method reads waits, instead of filling the server with parsed messages.
+            self._streaming = True
+            self.stream.manual_acknowledgement = True
             self._task = loop.create_task(self._run(self._iterate_requests()))
         if end_stream:
             self.data_received(b"", True)
@@ -215,17 +225,23 @@ class Call:
             return
         if self.method is None:
             return
+        if self._streaming:
+            self._buffer += data
+            self._received += len(data)
+            self._ended = end_stream
+            if self._more is not None and not self._more.done():
+                self._more.set_result(None)
+            return
         if data:
             buffer = self._buffer
             if buffer:
                 buffer += data
                 data = buffer  # type: ignore[assignment]
             try:
-                used = self._messages(data)
+                used = self._unary_message(data)
             except RpcError as exc:
                 self.end(exc.code, exc.details)
                 return
-            # One copy of what is left per DATA frame, never one per message.
             if buffer:
                 del buffer[:used]
             elif used < len(data):
@@ -234,48 +250,46 @@ class Call:
             return
         if self._buffer:
             self.end(StatusCode.INTERNAL, "the request ended inside a message")
-        elif self._requests is not None:
-            self._requests.put_nowait(None)
         elif self._request is None:
             self.end(StatusCode.UNIMPLEMENTED, "the request carried no message")
         else:
             request, self._request = self._request, None
             self._task = asyncio.get_running_loop().create_task(self._run(request))
 
-    def _messages(self, data: bytes | bytearray) -> int:
-        """Parse every whole message in `data`; returns how many bytes they took. Messages
-        are read in place, so a frame of many small messages costs time linear in its size."""
-        settings = self.dispatcher.settings
-        method = self.method
-        assert method is not None
-        view = memoryview(data)
-        position = 0
-        end = len(data)
-        while end - position >= 5:
-            length = int.from_bytes(view[position + 1 : position + 5], "big")
-            if length > settings.max_receive_size:
-                raise RpcError(
-                    StatusCode.RESOURCE_EXHAUSTED,
-                    f"Received message larger than max ({length} vs. {settings.max_receive_size})",
-                )
-            start = position + 5
-            if end - start < length:
-                break
-            if self._requests is None and self._request is not None:
-                # gRPC's cardinality rule: a unary request is exactly one message.
-                raise RpcError(StatusCode.INTERNAL, "more than one request message for a unary RPC")
-            compressed = data[position]
-            position = start + length
-            payload = view[start:position]
-            try:
-                message = method.request_type.FromString(self._decompress(payload) if compressed else payload)
-            except DecodeError as exc:
-                raise RpcError(StatusCode.INTERNAL, f"failed to parse the request message: {exc}") from None
-            if self._requests is not None:
-                self._requests.put_nowait(message)
-            else:
-                self._request = message
-        return position
+    def _unary_message(self, data: bytes | bytearray) -> int:
+        """Parse the request message once `data` holds it whole; returns the bytes taken."""
+        if self._request is None:
+            message, used = self._message_at(data, 0)
+            if message is None:
+                return used
+            self._request = message
+            if len(data) == used:
+                return used
+        # gRPC's cardinality rule: a unary request is exactly one message.
+        raise RpcError(StatusCode.INTERNAL, "more than one request message for a unary RPC")
+
+    def _message_at(self, data: bytes | bytearray, position: int) -> tuple[Message | None, int]:
+        """The message that starts at `position` of `data` and where the next one starts, or
+        (None, position) while it is incomplete. Read in place: no copy of what follows."""
+        if len(data) - position < 5:
+            return None, position
+        length = int.from_bytes(data[position + 1 : position + 5], "big")
+        limit = self.dispatcher.settings.max_receive_size
+        if length > limit:
+            raise RpcError(StatusCode.RESOURCE_EXHAUSTED, f"Received message larger than max ({length} vs. {limit})")
+        start = position + 5
+        end = start + length
+        if len(data) < end:
+            return None, position
+        payload = memoryview(data)[start:end]
+        assert self.method is not None
+        try:
+            message = self.method.request_type.FromString(self._decompress(payload) if data[position] else payload)
+        except DecodeError as exc:
+            raise RpcError(StatusCode.INTERNAL, f"failed to parse the request message: {exc}") from None
+        finally:
+            payload.release()
+        return message, end
 
     def _decompress(self, payload: bytes | memoryview) -> bytes:
         if self._encoding is None:
@@ -293,14 +307,39 @@ class Call:
         return data
 
     async def _iterate_requests(self) -> AsyncIterator[Message]:
-        queue = self._requests
-        assert queue is not None
-        while (message := await queue.get()) is not None:
-            yield message
-            if not queue.empty():
-                # A backlog (one frame can hold thousands of small messages): let every other
-                # connection run between two of them, as if each had arrived on its own.
-                await asyncio.sleep(0)
+        """The messages of a client-streaming call, parsed one at a time as they are asked for."""
+        buffer = self._buffer
+        position = consumed = acknowledged = 0  # in `buffer`; in the stream's bytes, twice
+        turn_ends = time.perf_counter() + _TURN_S
+        while True:
+            message, end = self._message_at(buffer, position)
+            if message is not None:
+                consumed += end - position
+                position = end
+                if consumed > acknowledged:
+                    self.stream.acknowledge(consumed - acknowledged)
+                    acknowledged = consumed
+                yield message
+                if time.perf_counter() > turn_ends:
+                    # One frame can hold thousands of small messages: every other connection
+                    # runs before this one's next millisecond of work.
+                    await asyncio.sleep(0)
+                    turn_ends = time.perf_counter() + _TURN_S
+                continue
+            if position:  # drop what was read, once per wait rather than once per message
+                del buffer[:position]
+                position = 0
+            if self._ended:
+                if buffer:
+                    raise RpcError(StatusCode.INTERNAL, "the request ended inside a message")
+                return
+            # An incomplete message: let the rest of it in, whatever its size.
+            if self._received > acknowledged:
+                self.stream.acknowledge(self._received - acknowledged)
+                acknowledged = self._received
+            self._more = asyncio.get_running_loop().create_future()
+            await self._more
+            turn_ends = time.perf_counter() + _TURN_S
 
     def stream_reset(self) -> None:
         """The client cancelled (RST_STREAM) or went away: stop the work."""
