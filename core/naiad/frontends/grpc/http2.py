@@ -270,6 +270,7 @@ class Http2Connection(asyncio.Protocol):
         self._continuation: tuple[int, int, bytearray] | None = None
         self._batch: list[bytes] | None = None
         self._paused = False
+        self._idle_since = time.monotonic()  # when the last stream closed
         self._settings_received = False
         self._goaway_sent = False
         self._closed = False
@@ -303,7 +304,8 @@ class Http2Connection(asyncio.Protocol):
         )
         if limits.handshake_timeout_s:
             self._later("handshake", limits.handshake_timeout_s, self._handshake_timed_out)
-        self._arm_idle()
+        if limits.idle_timeout_s:
+            self._later("idle", limits.idle_timeout_s, self._idle_check)
         if limits.keepalive_time_s:
             self._later("keepalive", limits.keepalive_time_s, self._keepalive)
         if limits.max_connection_age_s:
@@ -545,7 +547,6 @@ class Http2Connection(asyncio.Protocol):
         stream.remote_closed = end
         stream.content_length = content_length
         self._streams[stream_id] = stream
-        self._cancel("idle")
         stream.events = self.on_request(stream, headers, end)
         if stream.local_closed and stream.remote_closed:
             self._forget(stream)
@@ -731,8 +732,7 @@ class Http2Connection(asyncio.Protocol):
         if not self._streams:
             if self._goaway_sent:
                 self._close()
-            else:
-                self._arm_idle()
+            self._idle_since = time.monotonic()  # the idle timer, already running, reads it
 
     def _stream_error(self, stream_id: int, code: int) -> None:
         stream = self._streams.get(stream_id)
@@ -788,13 +788,16 @@ class Http2Connection(asyncio.Protocol):
         if timer is not None:
             timer.cancel()
 
-    def _arm_idle(self) -> None:
-        if self.limits.idle_timeout_s and not self._closed:
-            self._later("idle", self.limits.idle_timeout_s, self._idle_timed_out)
-
-    def _idle_timed_out(self) -> None:
-        log.debug("closing an idle HTTP/2 connection")
-        self.shutdown()
+    def _idle_check(self) -> None:
+        # One timer for the connection's life rather than one per call: when it fires, it
+        # looks at how long the connection has had no stream, and waits the rest.
+        limit = self.limits.idle_timeout_s or 0.0
+        idle_for = 0.0 if self._streams else time.monotonic() - self._idle_since
+        if idle_for < limit:
+            self._later("idle", limit - idle_for, self._idle_check)
+        elif not self._closed:
+            log.debug("closing an idle HTTP/2 connection")
+            self.shutdown()
 
     def _handshake_timed_out(self) -> None:
         log.debug("closing an HTTP/2 connection that did not send its preface and SETTINGS in time")

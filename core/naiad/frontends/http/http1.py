@@ -106,8 +106,10 @@ class Http1Connection(asyncio.Protocol):
         self._queued_bytes = 0
         self._reading = True
         self._writing = True  # False while the transport's write buffer is over its high-water mark
-        self._timer: asyncio.TimerHandle | None = None  # the head's or the keep-alive's deadline
-        self._timer_kind = ""
+        # When the request head must be complete ("head") or the idle connection closes
+        # ("idle"), in time.monotonic(); the server's sweep enforces it (no timer per request).
+        self.deadline: float | None = None
+        self._deadline_kind = ""
         self._in_head = False
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
@@ -121,12 +123,12 @@ class Http1Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.server.connections.add(self)
-        self._arm(self.server.header_timeout_s, self._head_timed_out)  # for the first request's head
+        self._set_deadline("head", self.server.header_timeout_s)  # for the first request's head
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
-        self._disarm()
+        self.deadline = None
         if not self.lost.done():
             self.lost.set_result(None)
         self._queue.clear()
@@ -169,8 +171,8 @@ class Http1Connection(asyncio.Protocol):
         self._body = []
         self._size = 0
         self._in_head = True
-        if self._timer is None or self._timer_kind == "idle":
-            self._arm(self.server.header_timeout_s, self._head_timed_out)
+        if self.deadline is None or self._deadline_kind == "idle":
+            self._set_deadline("head", self.server.header_timeout_s)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -190,7 +192,7 @@ class Http1Connection(asyncio.Protocol):
         self._in_body = True
         self._in_head = False
         self._head_received = 0
-        self._disarm()
+        self.deadline = None
         for name, value in self._headers:
             if name == b"expect" and value.lower() == b"100-continue" and self.transport is not None:
                 self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -248,7 +250,7 @@ class Http1Connection(asyncio.Protocol):
             if self._writing:
                 self._next()  # else once the answer written last has left (resume_writing)
         elif not self._in_head:
-            self._arm(self.server.keep_alive_s, self._close_idle, "idle")
+            self._set_deadline("idle", self.server.keep_alive_s)
 
     async def _answer(self, request: _Request) -> None:
         if request.method == b"POST" and b"%" not in request.url and b"?" not in request.url:
@@ -363,31 +365,24 @@ class Http1Connection(asyncio.Protocol):
         self.closed = True  # input is discarded from now on
         close_lingering(self.transport)
 
-    def _arm(self, delay: float, callback: Any, kind: str = "head") -> None:
-        self._disarm()
-        self._timer = asyncio.get_event_loop().call_later(delay, callback)
-        self._timer_kind = kind
+    def _set_deadline(self, kind: str, delay: float) -> None:
+        self._deadline_kind = kind
+        self.deadline = time.monotonic() + delay
 
-    def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _head_timed_out(self) -> None:
-        self._timer = None
+    def deadline_passed(self) -> None:
+        """Called by the server's sweep once `deadline` is past."""
+        self.deadline = None
         if self.closed or self.transport is None:
             return
-        if not self._reading:  # we stopped reading (back-pressure): not the client's delay
-            self._arm(self.server.header_timeout_s, self._head_timed_out)
+        if self._deadline_kind == "idle":
+            if self._task is None and not self._queue:
+                self.transport.close()
+        elif not self._reading:  # we stopped reading (back-pressure): not the client's delay
+            self._set_deadline("head", self.server.header_timeout_s)
         elif self._in_head:
             self._refuse(f"the request head was not received within {self.server.header_timeout_s:g} s", 408)
         elif self._task is None and not self._queue:
             self.transport.close()  # connected, and sent nothing
-
-    def _close_idle(self) -> None:
-        self._timer = None
-        if self._task is None and not self._queue and self.transport is not None:
-            self.transport.close()
 
     def abort(self) -> None:
         if self.transport is not None:
@@ -471,11 +466,25 @@ class Http1Server:
         self.header_timeout_s = header_timeout_s
         self.connections: set[Http1Connection] = set()
         self._listener: asyncio.AbstractServer | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
+        # Deadlines are checked this often: a quarter of the shorter timeout, at most a second.
+        self._sweep_s = min(1.0, header_timeout_s / 4, keep_alive_s / 4)
 
     async def start(self, sock: Any) -> None:
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(lambda: Http1Connection(self), sock=sock, backlog=2048)
+        self._sweeper = loop.call_later(self._sweep_s, self._sweep)
+
+    def _sweep(self) -> None:
+        """One timer for every connection's deadline, instead of arming and cancelling one per
+        request (a few microseconds each, on every request)."""
+        now = time.monotonic()
+        for connection in [c for c in self.connections if c.deadline is not None and c.deadline <= now]:
+            connection.deadline_passed()
+        self._sweeper = asyncio.get_event_loop().call_later(self._sweep_s, self._sweep)
 
     async def stop(self, grace_s: float) -> None:
         """Stop listening; requests being answered get `grace_s` to finish."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         await stop_serving(self._listener, self.connections, grace_s)
