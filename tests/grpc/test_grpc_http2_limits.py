@@ -279,3 +279,15 @@ def test_a_frame_of_many_messages_is_split_in_linear_time():
     print(f"{count} messages in one frame taken by the method in {elapsed * 1000:.0f} ms")
     assert len(received) == count
     assert elapsed < 3.0
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("max_concurrent_streams", 0, "--grpc-max-concurrent-streams must be at least 1"),
+    ("handshake_timeout_ms", -1, "--grpc-handshake-timeout must not be negative"),
+    ("max_connection_idle_ms", -5, "--grpc-max-connection-idle must not be negative"),
+])
+def test_bad_limits_are_refused_naming_the_flag(field, value, message):
+    from naiad.frontends.grpc.server import GrpcOptions
+
+    with pytest.raises(ValueError, match=message):
+        GrpcOptions(**{field: value}).limits()

@@ -621,9 +621,7 @@ class Http2Connection(asyncio.Protocol):
         if len(payload) != 8:
             raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "PING of the wrong size")
         if flags & ACK:
-            timer = self._timers.pop("keepalive-timeout", None)
-            if timer is not None:
-                timer.cancel()
+            self._cancel("keepalive-timeout")
             return
         # gRPC's ping abuse policy: pings closer together than the configured interval (two
         # hours while there are no calls, unless permitted without calls) are strikes, unless

@@ -88,6 +88,13 @@ class GrpcOptions:
         def seconds(ms: int | None) -> float | None:
             return None if ms is None else ms / 1000.0
 
+        if self.max_concurrent_streams < 1:
+            raise ValueError(f"--grpc-max-concurrent-streams must be at least 1, got {self.max_concurrent_streams}")
+        for flag, value in (("--grpc-handshake-timeout", self.handshake_timeout_ms),
+                            ("--grpc-max-connection-idle", self.max_connection_idle_ms)):
+            if value is not None and value < 0:
+                raise ValueError(f"{flag} must not be negative, got {value}")
+
         return Http2Limits(
             keepalive_time_s=seconds(self.keepalive_time_ms),
             keepalive_timeout_s=self.keepalive_timeout_ms / 1000.0,

@@ -153,9 +153,8 @@ class Http1Connection(asyncio.Protocol):
             cause = exc.__context__
             self._refuse(cause.message if isinstance(cause, NaiadError) else f"malformed HTTP request: {exc}")
 
-    # -- httptools callbacks -----------------------------------------------------------------
-
     def pause_writing(self) -> None:
+        # The client does not read its answers: read no more requests until it does.
         self._writing = False
         self._flow()
 
@@ -164,6 +163,8 @@ class Http1Connection(asyncio.Protocol):
         self._flow()
         if self._task is None and self._queue and not self.closed:
             self._next()
+
+    # -- httptools callbacks -----------------------------------------------------------------
 
     def on_message_begin(self) -> None:
         self._url = b""
@@ -249,7 +250,7 @@ class Http1Connection(asyncio.Protocol):
         if self._queue:
             if self._writing:
                 self._next()  # else once the answer written last has left (resume_writing)
-        elif not self._in_head:
+        elif not (self._in_head or self._in_body):
             self._set_deadline("idle", self.server.keep_alive_s)
 
     async def _answer(self, request: _Request) -> None:
