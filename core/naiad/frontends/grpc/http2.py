@@ -272,6 +272,7 @@ class Http2Connection(asyncio.Protocol):
         self._paused = False
         self._idle_since = time.monotonic()  # when the last stream closed
         self._settings_received = False
+        self._known_names: set[str] = set()  # header names found valid (request_headers.py)
         self._goaway_sent = False
         self._closed = False
         self._table_size_update = False
@@ -533,7 +534,7 @@ class Http2Connection(asyncio.Protocol):
             self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
             return
         try:
-            content_length = check_request(headers)
+            content_length = check_request(headers, self._known_names)
         except MalformedRequest as exc:
             self._malformed(stream_id, exc)
             return
