@@ -128,10 +128,11 @@ def test_a_ping_flood_whose_answers_are_not_read_stops_being_read(tmp_path):
             assert other.is_server_live()
 
 
-@pytest.mark.parametrize("path", ["/inference.GRPCInferenceService/ModelInfer", STREAM_INFER])
-def test_a_frame_of_many_empty_messages_does_not_stall_other_clients(server, path):
-    """52,000 empty gRPC messages (256 KiB) on one call, while another connection checks
-    health: the check answers at once, and the call ends (a unary call at its second message)."""
+def test_many_empty_messages_on_a_unary_call_do_not_stall_other_clients(server):
+    """52,000 empty gRPC messages (256 KiB) on a unary call, while another connection checks
+    health: the check answers at once, and the call ends at the second message. (On a
+    client-streaming call, see test_a_frame_of_many_messages_is_split_in_linear_time.)"""
+    path = "/inference.GRPCInferenceService/ModelInfer"
     count = 52_000
     body = b"\x00\x00\x00\x00\x00" * count
     latencies: list[float] = []
@@ -163,9 +164,8 @@ def test_a_frame_of_many_empty_messages_does_not_stall_other_clients(server, pat
             client.close()
     worst = max(latencies)
     print(f"{path}: call ended after {elapsed * 1000:.0f} ms; {len(latencies)} health checks, slowest {worst * 1000:.1f} ms")
-    status, _ = grpc_status(response)
-    assert status == (13 if path != STREAM_INFER else 0)
-    assert worst < 0.5  # 1.7 s was measured on a server that copied buffers per message
+    assert grpc_status(response)[0] == 13  # INTERNAL: more than one request message
+    assert worst < 0.5  # answered at once; a margin for a loaded machine
 
 
 @pytest.mark.parametrize("sent", [b"", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"], ids=["nothing", "preface only"])
@@ -238,7 +238,8 @@ class _Transport:
 def test_a_frame_of_many_messages_is_split_in_linear_time():
     """One 1 MB DATA frame (a peer allowed 1 MiB frames) of 200,000 empty messages on a
     client-streaming call reaches the method, every message, in well under three seconds
-    (several when every message copied the rest of the buffer)."""
+    (several when every message copied the rest of the buffer), and the event loop is never
+    held long meanwhile: the messages are handed over a millisecond's worth at a time."""
     import asyncio
 
     import hpack
@@ -248,14 +249,15 @@ def test_a_frame_of_many_messages_is_split_in_linear_time():
     from naiad.protos import grpc_service_pb2 as pb
 
     count = 200_000
-    received: list[pb.ModelInferRequest] = []
+    received = [0]  # counted, not kept: 200,000 messages kept would make the collector the stall
 
     async def consume(requests, context):
         async for message in requests:
-            received.append(message)
+            assert not message.model_name
+            received[0] += 1
         return pb.ModelInferResponse()
 
-    async def main() -> float:
+    async def main() -> tuple[float, float]:
         method = RpcMethod(STREAM_INFER, consume, pb.ModelInferRequest, client_streaming=True)
         connection = Http2Connection(
             RpcDispatcher({STREAM_INFER: method}, RpcSettings()), Http2Limits(max_frame_size=1 << 20), set()
@@ -267,18 +269,22 @@ def test_a_frame_of_many_messages_is_split_in_linear_time():
         )
         connection.data_received(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_HEADERS, 1, headers))
         data = frame(0, 0, 1, b"\x00\x00\x00\x00\x00" * count)  # DATA
-        start = time.perf_counter()
+        start = last = time.perf_counter()
+        longest = 0.0
         connection.data_received(data)
-        while len(received) < count and time.perf_counter() - start < 30:
+        while received[0] < count and last - start < 30:  # a ticker: how long is the loop held?
             await asyncio.sleep(0)
-        elapsed = time.perf_counter() - start
+            now = time.perf_counter()
+            longest, last = max(longest, now - last), now
         connection.abort()
-        return elapsed
+        return last - start, longest
 
-    elapsed = asyncio.run(main())
-    print(f"{count} messages in one frame taken by the method in {elapsed * 1000:.0f} ms")
-    assert len(received) == count
+    elapsed, longest = asyncio.run(main())
+    print(f"{count} messages in one frame taken by the method in {elapsed * 1000:.0f} ms; "
+          f"the loop was held {longest * 1000:.1f} ms at most")
+    assert received[0] == count
     assert elapsed < 3.0
+    assert longest < 0.25  # about a millisecond; a margin for a loaded machine
 
 
 @pytest.mark.parametrize("field, value, message", [
