@@ -8,6 +8,13 @@ This module knows frames, streams, flow control, PING and GOAWAY; nothing of gRP
 request stream is handed to `on_request(stream, headers, end_stream)`, which returns the
 `StreamEvents` that receive the stream's body and its reset. What it does not do: server
 push, and priorities (PRIORITY is parsed and ignored, as RFC 9113 allows).
+
+What a peer may cost is bounded here (`Http2Limits`): open streams (MAX_CONCURRENT_STREAMS,
+then REFUSED_STREAM), pings (gRPC's policy), what waits to be sent (reading pauses while the
+peer does not read), what waits to be read (receive windows; a stream may reopen its window
+only as its reader takes the data, `Stream.acknowledge`), header blocks, and time (preface
+and SETTINGS, idle connections). Request headers are checked as RFC 9113 8.2/8.3 require
+(request_headers.py) before a stream is handed on.
 """
 
 from __future__ import annotations
