@@ -17,7 +17,7 @@ import tritonclient.grpc as tg
 
 from grpc_servers import numpy_server, write_repository
 from raw_http2 import (
-    END_HEADERS, GOAWAY, HEADERS, MAX_FRAME, PING, RST_STREAM, SETTINGS, RawHttp2, frame,
+    END_HEADERS, GOAWAY, HEADERS, PING, RST_STREAM, SETTINGS, RawHttp2, frame,
     grpc_message, grpc_status, identity_request, infer_response,
 )
 
