@@ -156,6 +156,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="answer the comma-separated API groups (health, metadata, inference, shared-memory, "
                            "model-config, model-repository, statistics, trace, logging) only for requests with the "
                            "header KEY: VALUE (others get 403); repeatable")
+    http.add_argument("--http-header-read-timeout", type=float, default=30.0, metavar="SECONDS",
+                      help="time a client has to send a request's line and headers; then 408 and close (default 30)")
+    http.add_argument("--http-keepalive-timeout", type=float, default=75.0, metavar="SECONDS",
+                      help="time an idle keep-alive connection stays open (default 75)")
 
     grpc = p.add_argument_group("gRPC")
     grpc.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL", help="serve gRPC (default true)")
@@ -182,6 +186,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="bad pings tolerated before the connection is closed; 0: any (default 2)")
     grpc.add_argument("--grpc-max-connection-age", type=int, default=None, metavar="MS",
                       help="milliseconds a connection may live (default: unlimited)")
+    grpc.add_argument("--grpc-max-concurrent-streams", type=int, default=1000, metavar="N",
+                      help="streams (calls) open at once on one connection; more are refused (default 1000)")
+    grpc.add_argument("--grpc-handshake-timeout", type=int, default=10_000, metavar="MS",
+                      help="time a new connection has to send the HTTP/2 preface and SETTINGS (default 10000)")
+    grpc.add_argument("--grpc-max-connection-idle", type=int, default=300_000, metavar="MS",
+                      help="time a connection with no call open stays open; then GOAWAY (default 300000)")
     grpc.add_argument("--grpc-max-connection-age-grace", type=int, default=None, metavar="MS",
                       help="grace period after the maximum connection age (default: unlimited)")
     grpc.add_argument("--grpc-header-forward-pattern", default=None, metavar="REGEX",

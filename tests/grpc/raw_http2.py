@@ -16,6 +16,7 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
 END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x1, 0x4, 0x8, 0x20
 INFER = "/inference.GRPCInferenceService/ModelInfer"
+MAX_FRAME = 16_384
 
 
 def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
@@ -65,7 +66,13 @@ class RawHttp2:
 
     def call(self, stream_id: int, message, path: str = INFER, extra: list[tuple[str, str]] | None = None) -> None:
         self.send(HEADERS, END_HEADERS, stream_id, self.header_block(path, extra))
-        self.send(DATA, END_STREAM, stream_id, grpc_message(message))
+        self.send_body(stream_id, grpc_message(message))
+
+    def send_body(self, stream_id: int, body: bytes, end_stream: bool = True) -> None:
+        """`body` in DATA frames no larger than the server's SETTINGS_MAX_FRAME_SIZE (16 KiB)."""
+        for offset in range(0, max(len(body), 1), MAX_FRAME):
+            last = offset + MAX_FRAME >= len(body)
+            self.send(DATA, END_STREAM if end_stream and last else 0, stream_id, body[offset : offset + MAX_FRAME])
 
     def read_frame(self, timeout: float = 10.0) -> tuple[int, int, int, bytes] | None:
         """The next frame, or None when the server closed the connection."""

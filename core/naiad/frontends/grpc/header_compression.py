@@ -76,6 +76,8 @@ class HeaderDecoder:
                     name, value, position = self._literal(block, position, 0x3F)
                     self._add(name, value)
                 elif first & 0x20:  # dynamic table size update
+                    if headers:  # RFC 7541 4.2: only at the start of a block
+                        raise HeaderCompressionError("dynamic table size update after a header field")
                     new_size, position = self._integer(block, position + 1, 0x1F, first & 0x1F)
                     if new_size > self.max_table_size:
                         raise HeaderCompressionError(

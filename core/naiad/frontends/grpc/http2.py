@@ -8,6 +8,13 @@ This module knows frames, streams, flow control, PING and GOAWAY; nothing of gRP
 request stream is handed to `on_request(stream, headers, end_stream)`, which returns the
 `StreamEvents` that receive the stream's body and its reset. What it does not do: server
 push, and priorities (PRIORITY is parsed and ignored, as RFC 9113 allows).
+
+What a peer may cost is bounded here (`Http2Limits`): open streams (MAX_CONCURRENT_STREAMS,
+then REFUSED_STREAM), pings (gRPC's policy), what waits to be sent (reading pauses while the
+peer does not read), what waits to be read (receive windows; a stream may reopen its window
+only as its reader takes the data, `Stream.acknowledge`), header blocks, and time (preface
+and SETTINGS, idle connections). Request headers are checked as RFC 9113 8.2/8.3 require
+(request_headers.py) before a stream is handed on.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Callable, Protocol
 
 from ..connections import close_lingering
 from .header_compression import TABLE_SIZE_ZERO, HeaderCompressionError, HeaderDecoder
+from .request_headers import MalformedRequest, check_request, check_trailers
 
 __all__ = ["Http2Limits", "Http2Connection", "Stream", "StreamEvents", "ErrorCode"]
 
@@ -54,6 +62,8 @@ _U32 = struct.Struct(">L")
 _MAX_WINDOW = 2**31 - 1
 _DEFAULT_WINDOW = 65_535
 _DEFAULT_FRAME = 16_384
+# Not a wire flag: marks a HEADERS frame whose priority names its own stream (RFC 9113 5.3.1).
+_SELF_DEPENDENT = 0x100
 
 
 def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
@@ -70,7 +80,9 @@ class Http2Limits:
     # WINDOW_UPDATEs; memory stays bounded by the message size limit per call.
     stream_window: int = 4 << 20
     connection_window: int = 16 << 20
-    max_frame_size: int = 1 << 20
+    # The RFC's default, as gRPC servers keep it: larger frames measured no faster here
+    # (tritonclient, 1-4 MiB tensors), and a HEADERS frame stays small.
+    max_frame_size: int = _DEFAULT_FRAME
     max_header_list_size: int = 1 << 20
     keepalive_time_s: float | None = 7200.0
     keepalive_timeout_s: float = 20.0
@@ -80,6 +92,13 @@ class Http2Limits:
     max_ping_strikes: int = 2
     max_connection_age_s: float | None = None
     max_connection_age_grace_s: float | None = None
+    # Streams open at once (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused (REFUSED_STREAM,
+    # which a client may retry).
+    max_concurrent_streams: int = 1000
+    # Time for a new connection to send the preface and its SETTINGS; time a connection with
+    # no open stream stays open (GOAWAY, then close). None: no limit.
+    handshake_timeout_s: float | None = 10.0
+    idle_timeout_s: float | None = None
 
 
 class StreamEvents(Protocol):
@@ -98,7 +117,7 @@ class Stream:
 
     __slots__ = (
         "id", "connection", "events", "send_window", "recv_window", "recv_unacked",
-        "remote_closed", "local_closed", "pending", "_drain",
+        "remote_closed", "local_closed", "pending", "_drain", "content_length", "manual_acknowledgement",
     )
 
     def __init__(self, stream_id: int, connection: "Http2Connection") -> None:
@@ -112,6 +131,12 @@ class Stream:
         self.local_closed = False
         self.pending: collections.deque[tuple[int, bytes | memoryview, bool]] = collections.deque()
         self._drain: asyncio.Future[None] | None = None
+        # What the request's content-length says is still to come (None: it sent none).
+        self.content_length: int | None = None
+        # False: the receive window reopens as data arrives. True: as the application says it
+        # has taken the data (`acknowledge`), so a reader slower than its peer bounds the bytes
+        # waiting for it to the window.
+        self.manual_acknowledgement = False
 
     def send_headers(self, block: bytes, end_stream: bool = False) -> None:
         if self.local_closed:
@@ -165,6 +190,14 @@ class Stream:
         )
         connection._sent_payload()
         self._local_end()
+
+    def acknowledge(self, size: int) -> None:
+        """The application has taken `size` bytes of the body: the peer may send as many more."""
+        self.recv_unacked += size
+        if self.recv_unacked >= self.connection.limits.stream_window // 2 and not self.remote_closed:
+            self.connection._write(frame(WINDOW_UPDATE, 0, self.id, _U32.pack(self.recv_unacked)))
+            self.recv_window += self.recv_unacked
+            self.recv_unacked = 0
 
     def reset(self, code: int = ErrorCode.CANCEL) -> None:
         connection = self.connection
@@ -244,6 +277,9 @@ class Http2Connection(asyncio.Protocol):
         self._continuation: tuple[int, int, bytearray] | None = None
         self._batch: list[bytes] | None = None
         self._paused = False
+        self._idle_since = time.monotonic()  # when the last stream closed
+        self._settings_received = False
+        self._known_names: set[str] = set()  # header names found valid (request_headers.py)
         self._goaway_sent = False
         self._closed = False
         self._table_size_update = False
@@ -263,6 +299,7 @@ class Http2Connection(asyncio.Protocol):
             _SETTING.pack(key, value)
             for key, value in (
                 (0x2, 0),  # ENABLE_PUSH
+                (0x3, limits.max_concurrent_streams),  # MAX_CONCURRENT_STREAMS
                 (0x4, limits.stream_window),  # INITIAL_WINDOW_SIZE
                 (0x5, limits.max_frame_size),  # MAX_FRAME_SIZE
                 (0x6, limits.max_header_list_size),  # MAX_HEADER_LIST_SIZE
@@ -273,6 +310,10 @@ class Http2Connection(asyncio.Protocol):
             frame(SETTINGS, 0, 0, settings)
             + frame(WINDOW_UPDATE, 0, 0, _U32.pack(limits.connection_window - _DEFAULT_WINDOW))
         )
+        if limits.handshake_timeout_s:
+            self._later("handshake", limits.handshake_timeout_s, self._handshake_timed_out)
+        if limits.idle_timeout_s:
+            self._later("idle", limits.idle_timeout_s, self._idle_check)
         if limits.keepalive_time_s:
             self._later("keepalive", limits.keepalive_time_s, self._keepalive)
         if limits.max_connection_age_s:
@@ -295,10 +336,16 @@ class Http2Connection(asyncio.Protocol):
             self.lost.set_result(None)
 
     def pause_writing(self) -> None:
+        # The peer does not read what we send (answers, PING and SETTINGS acknowledgements):
+        # read no more from it until it does, so what waits to be sent stays bounded.
         self._paused = True
+        if not self._closed:
+            self.transport.pause_reading()  # type: ignore[union-attr]
 
     def resume_writing(self) -> None:
         self._paused = False
+        if not self._closed:
+            self.transport.resume_reading()  # type: ignore[union-attr]
         for stream in list(self._streams.values()):
             stream._wake()
 
@@ -356,6 +403,8 @@ class Http2Connection(asyncio.Protocol):
         return position
 
     def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes) -> None:
+        if not self._settings_received and kind != SETTINGS:
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "the preface must be followed by SETTINGS")
         if self._continuation is not None and kind != CONTINUATION:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "expected a CONTINUATION frame")
         if kind == DATA:
@@ -376,8 +425,12 @@ class Http2Connection(asyncio.Protocol):
             if stream_id:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "GOAWAY on a stream")
         elif kind == PRIORITY:
+            if stream_id == 0:
+                raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "PRIORITY on stream 0")
             if len(payload) != 5:
                 self._stream_error(stream_id, ErrorCode.FRAME_SIZE_ERROR)
+            elif _U32.unpack_from(payload)[0] & 0x7FFFFFFF == stream_id:
+                self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)  # depends on itself
         elif kind == PUSH_PROMISE:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "a client cannot push")
         # Unknown frame types are ignored (RFC 9113 4.1).
@@ -402,26 +455,30 @@ class Http2Connection(asyncio.Protocol):
             self._write(frame(WINDOW_UPDATE, 0, 0, _U32.pack(self._recv_unacked)))
             self._recv_window += self._recv_unacked
             self._recv_unacked = 0
+        data = self._unpad(flags, payload)
         stream = self._streams.get(stream_id)
         if stream is None or stream.remote_closed:
             if stream_id > self._last_stream_id:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
             self._stream_error(stream_id, ErrorCode.STREAM_CLOSED)
             return
-        data = self._unpad(flags, payload)
         stream.recv_window -= length
         if stream.recv_window < 0:
             self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
             return
         end = bool(flags & END_STREAM)
-        if not end:
-            stream.recv_unacked += length
-            if stream.recv_unacked >= self.limits.stream_window // 2:
-                self._write(frame(WINDOW_UPDATE, 0, stream_id, _U32.pack(stream.recv_unacked)))
-                stream.recv_window += stream.recv_unacked
-                stream.recv_unacked = 0
-        else:
+        if stream.content_length is not None:
+            # RFC 9113 8.1.1: a body that differs from its content-length is malformed.
+            stream.content_length -= len(data)
+            if stream.content_length < 0 or (end and stream.content_length):
+                self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+                return
+        if end:
             stream.remote_closed = True
+        elif stream.manual_acknowledgement:
+            stream.acknowledge(length - len(data))  # the padding is nobody's to take
+        else:
+            stream.acknowledge(length)
         if stream.events is not None:
             stream.events.data_received(data, end)
         if end and stream.local_closed:
@@ -432,6 +489,10 @@ class Http2Connection(asyncio.Protocol):
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
         block = self._unpad(flags, payload)
         if flags & PRIORITY_FLAG:
+            if len(block) < 5:
+                raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "HEADERS too short for its priority")
+            if _U32.unpack_from(block)[0] & 0x7FFFFFFF == stream_id:
+                flags |= _SELF_DEPENDENT  # a stream error, once the block has been decoded
             block = block[5:]
         if flags & END_HEADERS:
             self._header_block(flags, stream_id, block)
@@ -459,6 +520,14 @@ class Http2Connection(asyncio.Protocol):
         if stream is not None:  # trailers: gRPC clients send none, but they end the body
             if stream.remote_closed or not end:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"second HEADERS on stream {stream_id}")
+            try:
+                check_trailers(headers)
+            except MalformedRequest as exc:
+                self._malformed(stream_id, exc)
+                return
+            if stream.content_length:
+                self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+                return
             stream.remote_closed = True
             if stream.events is not None:
                 stream.events.data_received(b"", True)
@@ -468,20 +537,38 @@ class Http2Connection(asyncio.Protocol):
         if stream_id <= self._last_stream_id:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"stream {stream_id} was already used")
         self._last_stream_id = stream_id
-        if self._goaway_sent:
+        if flags & _SELF_DEPENDENT:
+            self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+            return
+        try:
+            content_length = check_request(headers, self._known_names)
+        except MalformedRequest as exc:
+            self._malformed(stream_id, exc)
+            return
+        if self._goaway_sent or len(self._streams) >= self.limits.max_concurrent_streams:
             self._stream_error(stream_id, ErrorCode.REFUSED_STREAM)
+            return
+        if end and content_length:
+            self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
             return
         stream = Stream(stream_id, self)
         stream.remote_closed = end
+        stream.content_length = content_length
         self._streams[stream_id] = stream
         stream.events = self.on_request(stream, headers, end)
         if stream.local_closed and stream.remote_closed:
             self._forget(stream)
 
+    def _malformed(self, stream_id: int, exc: MalformedRequest) -> None:
+        log.debug("HTTP/2 stream %d: malformed request: %s", stream_id, exc)
+        self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+
     def _window_update(self, stream_id: int, payload: bytes) -> None:
         if len(payload) != 4:
             raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "WINDOW_UPDATE of the wrong size")
         increment = _U32.unpack(payload)[0] & 0x7FFFFFFF
+        if stream_id > self._last_stream_id:
+            raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"WINDOW_UPDATE on idle stream {stream_id}")
         if stream_id == 0:
             if increment == 0:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
@@ -490,12 +577,12 @@ class Http2Connection(asyncio.Protocol):
                 raise _ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "connection window above 2^31-1")
             self._flush_blocked()
             return
-        stream = self._streams.get(stream_id)
-        if stream is None:
-            return  # a stream that just closed
         if increment == 0:
             self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
             return
+        stream = self._streams.get(stream_id)
+        if stream is None:
+            return  # a stream that just closed
         stream.send_window += increment
         if stream.send_window > _MAX_WINDOW:
             self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
@@ -516,6 +603,9 @@ class Http2Connection(asyncio.Protocol):
             key, value = _SETTING.unpack_from(payload, offset)
             if key == 0x1:  # HEADER_TABLE_SIZE: our encoder keeps none; say so once it shrinks
                 self._table_size_update = value < 4096
+            elif key == 0x2:
+                if value > 1:
+                    raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"ENABLE_PUSH {value} is neither 0 nor 1")
             elif key == 0x4:
                 if value > _MAX_WINDOW:
                     raise _ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "INITIAL_WINDOW_SIZE above 2^31-1")
@@ -528,6 +618,9 @@ class Http2Connection(asyncio.Protocol):
                     raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"MAX_FRAME_SIZE {value} out of range")
                 self.peer_max_frame = value
         self._write(frame(SETTINGS, ACK, 0))
+        if not self._settings_received:
+            self._settings_received = True
+            self._cancel("handshake")
         self._flush_blocked()
 
     def _ping(self, flags: int, stream_id: int, payload: bytes) -> None:
@@ -536,16 +629,15 @@ class Http2Connection(asyncio.Protocol):
         if len(payload) != 8:
             raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "PING of the wrong size")
         if flags & ACK:
-            timer = self._timers.pop("keepalive-timeout", None)
-            if timer is not None:
-                timer.cancel()
+            self._cancel("keepalive-timeout")
             return
-        # gRPC's ping abuse policy: with no calls, pings closer together than the configured
-        # interval (two hours unless calls are not needed) are strikes; too many end the
-        # connection with ENHANCE_YOUR_CALM "too_many_pings".
+        # gRPC's ping abuse policy: pings closer together than the configured interval (two
+        # hours while there are no calls, unless permitted without calls) are strikes, unless
+        # headers or data were sent in between; too many end the connection with
+        # ENHANCE_YOUR_CALM "too_many_pings".
         now = time.monotonic()
         limits = self.limits
-        if not self._streams and limits.max_ping_strikes and now < self._next_ping_allowed:
+        if limits.max_ping_strikes and now < self._next_ping_allowed:
             self._ping_strikes += 1
             if self._ping_strikes > limits.max_ping_strikes:
                 self._goaway(ErrorCode.ENHANCE_YOUR_CALM, b"too_many_pings")
@@ -643,8 +735,10 @@ class Http2Connection(asyncio.Protocol):
         if self._streams.get(stream.id) is stream:
             del self._streams[stream.id]
         self._blocked.pop(stream.id, None)
-        if self._goaway_sent and not self._streams:
-            self._close()
+        if not self._streams:
+            if self._goaway_sent:
+                self._close()
+            self._idle_since = time.monotonic()  # the idle timer, already running, reads it
 
     def _stream_error(self, stream_id: int, code: int) -> None:
         stream = self._streams.get(stream_id)
@@ -692,7 +786,29 @@ class Http2Connection(asyncio.Protocol):
             self.transport.abort()
 
     def _later(self, name: str, delay: float, callback: Callable[[], None]) -> None:
+        self._cancel(name)
         self._timers[name] = asyncio.get_event_loop().call_later(delay, callback)
+
+    def _cancel(self, name: str) -> None:
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _idle_check(self) -> None:
+        # One timer for the connection's life rather than one per call: when it fires, it
+        # looks at how long the connection has had no stream, and waits the rest.
+        limit = self.limits.idle_timeout_s or 0.0
+        idle_for = 0.0 if self._streams else time.monotonic() - self._idle_since
+        if idle_for < limit:
+            self._later("idle", limit - idle_for, self._idle_check)
+        elif not self._closed:
+            log.debug("closing an idle HTTP/2 connection")
+            self.shutdown()
+
+    def _handshake_timed_out(self) -> None:
+        log.debug("closing an HTTP/2 connection that did not send its preface and SETTINGS in time")
+        self._goaway(ErrorCode.PROTOCOL_ERROR, b"no preface and SETTINGS in time")
+        self._close()
 
     def _keepalive(self) -> None:
         limits = self.limits

@@ -36,6 +36,9 @@ ACCEPT_ENCODING = "identity,deflate,gzip"
 _RESERVED = frozenset(
     {"content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "content-length"}
 )
+# How long a client-streaming call's messages are handed to its method before the event loop
+# serves everyone else.
+_TURN_S = 0.001
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 
 _HEADERS = encode_headers([(":status", "200"), ("content-type", "application/grpc")])
@@ -45,6 +48,15 @@ _HEADERS_FOR: dict[str | None, bytes] = {None: _HEADERS} | {
     for name in _WBITS
 }
 _OK_TRAILERS = encode_headers([("grpc-status", "0")])
+# Answers to requests that are not gRPC: (header block, body).
+_NOT_POST = (
+    encode_headers([(":status", "405"), ("allow", "POST"), ("content-type", "text/plain")]),
+    b"This is a gRPC server: calls are POST requests.\n",
+)
+_NOT_GRPC = (
+    encode_headers([(":status", "415"), ("content-type", "text/plain")]),
+    b"This is a gRPC server: requests have content-type application/grpc.\n",
+)
 
 
 @dataclass(frozen=True)
@@ -115,10 +127,12 @@ class RpcDispatcher:
                 metadata.append((name, value))
         call = Call(self, stream, self.methods.get(path or ""), tuple(metadata))
         if method != "POST" or not (content_type or "").startswith("application/grpc"):
-            # Not a gRPC request (e.g. a browser or a plain HTTP/2 client): HTTP's own answer.
-            status = "405" if method != "POST" else "415"
-            call._finish()
-            stream.send_headers(encode_headers([(":status", status)]), end_stream=True)
+            # Not a gRPC request (a browser, curl, a plain HTTP/2 client): HTTP's own answer,
+            # once the request has ended, so that its body is checked like any other.
+            call._http_answer = _NOT_POST if method != "POST" else _NOT_GRPC
+            call._head_request = method == "HEAD"
+            if end_stream:
+                call.data_received(b"", True)
             return call
         if call.method is None:
             call.end(StatusCode.UNIMPLEMENTED, f"Method not found: {path}")
@@ -135,7 +149,8 @@ class Call:
 
     __slots__ = (
         "dispatcher", "stream", "method", "metadata", "_encoding", "_response_encoding", "_buffer",
-        "_request", "_requests", "_task", "_deadline", "_deadline_timer", "_deadline_hit", "_headers_sent", "_done",
+        "_request", "_task", "_deadline", "_deadline_timer", "_deadline_hit", "_headers_sent", "_done",
+        "_http_answer", "_head_request", "_streaming", "_received", "_ended", "_more",
     )
 
     def __init__(self, dispatcher: RpcDispatcher, stream: Stream, method: RpcMethod | None, metadata: tuple) -> None:
@@ -147,13 +162,18 @@ class Call:
         self._response_encoding: str | None = None
         self._buffer = bytearray()
         self._request: Message | None = None
-        self._requests: asyncio.Queue[Message | None] | None = None
+        self._streaming = False  # client streaming: the fields below are the messages' reader's
+        self._received = 0
+        self._ended = False
+        self._more: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._deadline: float | None = None
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._deadline_hit = False
         self._headers_sent = False
         self._done = False
+        self._http_answer: tuple[bytes, bytes] | None = None
+        self._head_request = False
 
     # -- the servicer's context --------------------------------------------------------------
 
@@ -184,70 +204,94 @@ class Call:
             self._deadline_timer = loop.call_later(timeout, self._deadline_exceeded)
         assert self.method is not None
         if self.method.client_streaming:
-            self._requests = asyncio.Queue()
+            # Messages are parsed as the method asks for them, and the stream's flow-control
+            # window reopens only as they are taken: a client that sends faster than the
+            # method reads waits, instead of filling the server with parsed messages.
+            self._streaming = True
+            self.stream.manual_acknowledgement = True
             self._task = loop.create_task(self._run(self._iterate_requests()))
         if end_stream:
             self.data_received(b"", True)
 
     def data_received(self, data: bytes, end_stream: bool) -> None:
-        if self._done or self.method is None:
+        if self._done:
             return
-        buffer = self._buffer
+        if self._http_answer is not None:
+            if end_stream:  # the body of a request that is not gRPC is read and dropped
+                self._finish()
+                headers, body = self._http_answer
+                self.stream.send_headers(headers)
+                self.stream.send_data(b"" if self._head_request else body, end_stream=True)
+            return
+        if self.method is None:
+            return
+        if self._streaming:
+            self._buffer += data
+            self._received += len(data)
+            self._ended = end_stream
+            if self._more is not None and not self._more.done():
+                self._more.set_result(None)
+            return
         if data:
+            buffer = self._buffer
             if buffer:
                 buffer += data
-            else:
-                buffer = data  # type: ignore[assignment]  # the usual case: one whole message
+                data = buffer  # type: ignore[assignment]
             try:
-                buffer = self._messages(buffer)
+                used = self._unary_message(data)
             except RpcError as exc:
                 self.end(exc.code, exc.details)
                 return
-            self._buffer = buffer if isinstance(buffer, bytearray) else bytearray(buffer)
+            if buffer:
+                del buffer[:used]
+            elif used < len(data):
+                self._buffer = bytearray(memoryview(data)[used:])
         if not end_stream:
             return
         if self._buffer:
             self.end(StatusCode.INTERNAL, "the request ended inside a message")
-        elif self._requests is not None:
-            self._requests.put_nowait(None)
         elif self._request is None:
             self.end(StatusCode.UNIMPLEMENTED, "the request carried no message")
         else:
             request, self._request = self._request, None
             self._task = asyncio.get_running_loop().create_task(self._run(request))
 
-    def _messages(self, buffer: bytes | bytearray) -> bytes | bytearray:
-        """Take every whole message off the front of `buffer`; return what remains."""
-        settings = self.dispatcher.settings
-        method = self.method
-        assert method is not None
-        while len(buffer) >= 5:
-            length = int.from_bytes(buffer[1:5], "big")
-            if length > settings.max_receive_size:
-                raise RpcError(
-                    StatusCode.RESOURCE_EXHAUSTED,
-                    f"Received message larger than max ({length} vs. {settings.max_receive_size})",
-                )
-            if len(buffer) < 5 + length:
-                break
-            compressed = buffer[0]
-            payload = bytes(buffer[5 : 5 + length])
-            buffer = buffer[5 + length :]
-            if compressed:
-                payload = self._decompress(payload)
-            try:
-                message = method.request_type.FromString(payload)
-            except DecodeError as exc:
-                raise RpcError(StatusCode.INTERNAL, f"failed to parse the request message: {exc}") from None
-            if self._requests is not None:
-                self._requests.put_nowait(message)
-            elif self._request is not None:
-                raise RpcError(StatusCode.UNIMPLEMENTED, "more than one message for a unary request")
-            else:
-                self._request = message
-        return buffer
+    def _unary_message(self, data: bytes | bytearray) -> int:
+        """Parse the request message once `data` holds it whole; returns the bytes taken."""
+        if self._request is None:
+            message, used = self._message_at(data, 0)
+            if message is None:
+                return used
+            self._request = message
+            if len(data) == used:
+                return used
+        # gRPC's cardinality rule: a unary request is exactly one message.
+        raise RpcError(StatusCode.INTERNAL, "more than one request message for a unary RPC")
 
-    def _decompress(self, payload: bytes) -> bytes:
+    def _message_at(self, data: bytes | bytearray, position: int) -> tuple[Message | None, int]:
+        """The message that starts at `position` of `data` and where the next one starts, or
+        (None, position) while it is incomplete. Read in place: no copy of what follows."""
+        if len(data) - position < 5:
+            return None, position
+        length = int.from_bytes(data[position + 1 : position + 5], "big")
+        limit = self.dispatcher.settings.max_receive_size
+        if length > limit:
+            raise RpcError(StatusCode.RESOURCE_EXHAUSTED, f"Received message larger than max ({length} vs. {limit})")
+        start = position + 5
+        end = start + length
+        if len(data) < end:
+            return None, position
+        payload = memoryview(data)[start:end]
+        assert self.method is not None
+        try:
+            message = self.method.request_type.FromString(self._decompress(payload) if data[position] else payload)
+        except DecodeError as exc:
+            raise RpcError(StatusCode.INTERNAL, f"failed to parse the request message: {exc}") from None
+        finally:
+            payload.release()
+        return message, end
+
+    def _decompress(self, payload: bytes | memoryview) -> bytes:
         if self._encoding is None:
             raise RpcError(StatusCode.INTERNAL, "a compressed message without a grpc-encoding")
         limit = self.dispatcher.settings.max_receive_size
@@ -263,10 +307,39 @@ class Call:
         return data
 
     async def _iterate_requests(self) -> AsyncIterator[Message]:
-        queue = self._requests
-        assert queue is not None
-        while (message := await queue.get()) is not None:
-            yield message
+        """The messages of a client-streaming call, parsed one at a time as they are asked for."""
+        buffer = self._buffer
+        position = consumed = acknowledged = 0  # in `buffer`; in the stream's bytes, twice
+        turn_ends = time.perf_counter() + _TURN_S
+        while True:
+            message, end = self._message_at(buffer, position)
+            if message is not None:
+                consumed += end - position
+                position = end
+                if consumed > acknowledged:
+                    self.stream.acknowledge(consumed - acknowledged)
+                    acknowledged = consumed
+                yield message
+                if time.perf_counter() > turn_ends:
+                    # One frame can hold thousands of small messages: every other connection
+                    # runs before this one's next millisecond of work.
+                    await asyncio.sleep(0)
+                    turn_ends = time.perf_counter() + _TURN_S
+                continue
+            if position:  # drop what was read, once per wait rather than once per message
+                del buffer[:position]
+                position = 0
+            if self._ended:
+                if buffer:
+                    raise RpcError(StatusCode.INTERNAL, "the request ended inside a message")
+                return
+            # An incomplete message: let the rest of it in, whatever its size.
+            if self._received > acknowledged:
+                self.stream.acknowledge(self._received - acknowledged)
+                acknowledged = self._received
+            self._more = asyncio.get_running_loop().create_future()
+            await self._more
+            turn_ends = time.perf_counter() + _TURN_S
 
     def stream_reset(self) -> None:
         """The client cancelled (RST_STREAM) or went away: stop the work."""

@@ -51,6 +51,9 @@ class GrpcOptions:
     http2_max_ping_strikes: int = 2
     max_connection_age_ms: int | None = None
     max_connection_age_grace_ms: int | None = None
+    max_concurrent_streams: int = 1000
+    handshake_timeout_ms: int = 10_000
+    max_connection_idle_ms: int | None = 300_000
     header_forward_pattern: str | None = None
     restricted_protocols: list[str] = field(default_factory=list)
     use_ssl: bool = False
@@ -85,6 +88,13 @@ class GrpcOptions:
         def seconds(ms: int | None) -> float | None:
             return None if ms is None else ms / 1000.0
 
+        if self.max_concurrent_streams < 1:
+            raise ValueError(f"--grpc-max-concurrent-streams must be at least 1, got {self.max_concurrent_streams}")
+        for flag, value in (("--grpc-handshake-timeout", self.handshake_timeout_ms),
+                            ("--grpc-max-connection-idle", self.max_connection_idle_ms)):
+            if value is not None and value < 0:
+                raise ValueError(f"{flag} must not be negative, got {value}")
+
         return Http2Limits(
             keepalive_time_s=seconds(self.keepalive_time_ms),
             keepalive_timeout_s=self.keepalive_timeout_ms / 1000.0,
@@ -94,6 +104,9 @@ class GrpcOptions:
             max_ping_strikes=self.http2_max_ping_strikes,
             max_connection_age_s=seconds(self.max_connection_age_ms),
             max_connection_age_grace_s=seconds(self.max_connection_age_grace_ms),
+            max_concurrent_streams=self.max_concurrent_streams,
+            handshake_timeout_s=seconds(self.handshake_timeout_ms),
+            idle_timeout_s=seconds(self.max_connection_idle_ms),
         )
 
     def ssl_context(self) -> ssl.SSLContext | None:
@@ -128,6 +141,9 @@ _FLAG_FIELDS = {
     "grpc_http2_max_ping_strikes": "http2_max_ping_strikes",
     "grpc_max_connection_age": "max_connection_age_ms",
     "grpc_max_connection_age_grace": "max_connection_age_grace_ms",
+    "grpc_max_concurrent_streams": "max_concurrent_streams",
+    "grpc_handshake_timeout": "handshake_timeout_ms",
+    "grpc_max_connection_idle": "max_connection_idle_ms",
     "grpc_header_forward_pattern": "header_forward_pattern",
     "grpc_restricted_protocol": "restricted_protocols",
     "grpc_use_ssl": "use_ssl",

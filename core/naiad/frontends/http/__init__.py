@@ -14,7 +14,7 @@ import re
 from ...server import Server
 from ..restrictions import parse_restrictions
 from .app import DEFAULT_MAX_INPUT_SIZE, create_app
-from .server import bind_socket, serve_hypercorn, serve_naiad, serve_uvicorn
+from .server import HEADER_READ_SECONDS, KEEP_ALIVE_SECONDS, bind_socket, serve_hypercorn, serve_naiad, serve_uvicorn
 
 __all__ = ["run", "create_app", "DEFAULT_MAX_INPUT_SIZE"]
 
@@ -29,12 +29,16 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
     restrictions = parse_restrictions(getattr(args, "http_restricted_api", []), "--http-restricted-api", "api")
     pattern = getattr(args, "http_header_forward_pattern", None)
     app = create_app(server, max_input_size, restrictions, re.compile(pattern) if pattern else None)
+    keep_alive_s = getattr(args, "http_keepalive_timeout", KEEP_ALIVE_SECONDS)
+    header_timeout_s = getattr(args, "http_header_read_timeout", HEADER_READ_SECONDS)
+    if keep_alive_s <= 0 or header_timeout_s <= 0:
+        raise ValueError("--http-keepalive-timeout and --http-header-read-timeout must be positive")
     kind = getattr(args, "http_server", "naiad")
     sock = bind_socket(args.http_address, args.http_port, getattr(args, "reuse_http_port", False))
     log.info("Started HTTPService at %s:%d (%s)", args.http_address, sock.getsockname()[1], kind)
     if kind == "hypercorn":
-        await serve_hypercorn(app, sock, started)
+        await serve_hypercorn(app, sock, started, keep_alive_s)
     elif kind == "uvicorn":
-        await serve_uvicorn(app, sock, started)
+        await serve_uvicorn(app, sock, started, keep_alive_s)
     else:
-        await serve_naiad(app, sock, started, getattr(args, "exit_timeout_secs", 30))
+        await serve_naiad(app, sock, started, getattr(args, "exit_timeout_secs", 30), keep_alive_s, header_timeout_s)

@@ -8,10 +8,18 @@ naiad's parsing, validation and scheduling together (docs/performance.md). Here 
 request costs one task and one write, and a client that disconnects cancels its task
 directly, so the scheduler drops the queued request (as Triton does).
 
-HTTP/1.1 as clients use it: keep-alive (75 s idle), pipelining (answered in order),
-`Expect: 100-continue`, chunked request bodies (httptools decodes them), HTTP/1.0, HEAD.
-No upgrades (WebSocket, h2c): those get 400. Bodies over --http-max-input-size get 400 and
-the connection closes, without buffering the rest.
+HTTP/1.1 as clients use it: keep-alive (--http-keepalive-timeout, 75 s idle), pipelining
+(answered in order), `Expect: 100-continue`, chunked request bodies (httptools decodes them),
+HTTP/1.0, HEAD. No upgrades (WebSocket, h2c): those get 400. Bodies over
+--http-max-input-size get 400 and the connection closes, without buffering the rest. A
+request head not complete within --http-header-read-timeout gets 408 and the connection
+closes.
+
+Back-pressure: a connection stops reading while the answer written last has not left (the
+transport's buffer is over its high-water mark), or while the requests parsed but not yet
+answered exceed 16 or 1 MiB of bodies; what one connection holds is then one request being
+read, those queued, and one answer. It reads again once they drain. (uvicorn stops reading
+at the first pipelined request; Triton after a few MiB.)
 """
 
 from __future__ import annotations
@@ -39,12 +47,14 @@ log = logging.getLogger("naiad.http")
 
 _REASONS = {
     200: b"OK", 204: b"No Content", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
-    413: b"Payload Too Large", 422: b"Unprocessable Entity", 429: b"Too Many Requests",
+    408: b"Request Timeout", 413: b"Payload Too Large", 422: b"Unprocessable Entity", 429: b"Too Many Requests",
     500: b"Internal Server Error", 501: b"Not Implemented", 503: b"Service Unavailable",
 }
 _HEADER_LENGTH = HEADER_LENGTH.lower().encode()
-# Pipelined requests waiting behind the one being answered, before reading pauses.
+# Pipelined requests waiting behind the one being answered, and their bodies' bytes, before
+# reading pauses.
 _MAX_PIPELINED = 16
+_MAX_PIPELINED_BYTES = 1 << 20
 # The request line and headers together: more is refused, not buffered without bound.
 MAX_HEAD_BYTES = 64 * 1024
 # Bytes received while a request's head is incomplete: bounds what the parser buffers for one
@@ -93,8 +103,14 @@ class Http1Connection(asyncio.Protocol):
         self.lost: asyncio.Future[None] = asyncio.get_event_loop().create_future()
         self._queue: collections.deque[_Request] = collections.deque()
         self._task: asyncio.Task[None] | None = None
+        self._queued_bytes = 0
         self._reading = True
-        self._idle: asyncio.TimerHandle | None = None
+        self._writing = True  # False while the transport's write buffer is over its high-water mark
+        # When the request head must be complete ("head") or the idle connection closes
+        # ("idle"), in time.monotonic(); the server's sweep enforces it (no timer per request).
+        self.deadline: float | None = None
+        self._deadline_kind = ""
+        self._in_head = False
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
@@ -107,13 +123,12 @@ class Http1Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.server.connections.add(self)
-        self._arm_idle()
+        self._set_deadline("head", self.server.header_timeout_s)  # for the first request's head
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
-        if self._idle is not None:
-            self._idle.cancel()
+        self.deadline = None
         if not self.lost.done():
             self.lost.set_result(None)
         self._queue.clear()
@@ -138,6 +153,17 @@ class Http1Connection(asyncio.Protocol):
             cause = exc.__context__
             self._refuse(cause.message if isinstance(cause, NaiadError) else f"malformed HTTP request: {exc}")
 
+    def pause_writing(self) -> None:
+        # The client does not read its answers: read no more requests until it does.
+        self._writing = False
+        self._flow()
+
+    def resume_writing(self) -> None:
+        self._writing = True
+        self._flow()
+        if self._task is None and self._queue and not self.closed:
+            self._next()
+
     # -- httptools callbacks -----------------------------------------------------------------
 
     def on_message_begin(self) -> None:
@@ -145,9 +171,9 @@ class Http1Connection(asyncio.Protocol):
         self._headers = []
         self._body = []
         self._size = 0
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+        self._in_head = True
+        if self.deadline is None or self._deadline_kind == "idle":
+            self._set_deadline("head", self.server.header_timeout_s)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -165,7 +191,9 @@ class Http1Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self._size = 0  # from here it counts the body
         self._in_body = True
+        self._in_head = False
         self._head_received = 0
+        self.deadline = None
         for name, value in self._headers:
             if name == b"expect" and value.lower() == b"100-continue" and self.transport is not None:
                 self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -184,19 +212,30 @@ class Http1Connection(asyncio.Protocol):
             _Request(parser.get_method(), self._url, self._headers, body, parser.should_keep_alive(),
                      parser.get_http_version())
         )
-        if self._task is None:
+        self._queued_bytes += len(body)
+        if self._task is None and self._writing:
             self._next()
-        elif len(self._queue) > _MAX_PIPELINED and self._reading:
-            self._reading = False
-            self.transport.pause_reading()  # type: ignore[union-attr]
+        else:
+            self._flow()
 
     # -- answering, one request at a time ----------------------------------------------------
 
+    def _flow(self) -> None:
+        """Read while answers leave and the queue of parsed requests is short; else pause."""
+        if self.closed:
+            return
+        read = self._writing and len(self._queue) <= _MAX_PIPELINED and self._queued_bytes <= _MAX_PIPELINED_BYTES
+        if read != self._reading:
+            self._reading = read
+            if read:
+                self.transport.resume_reading()  # type: ignore[union-attr]
+            else:
+                self.transport.pause_reading()  # type: ignore[union-attr]
+
     def _next(self) -> None:
         request = self._queue.popleft()
-        if not self._reading and len(self._queue) <= _MAX_PIPELINED // 2:
-            self._reading = True
-            self.transport.resume_reading()  # type: ignore[union-attr]
+        self._queued_bytes -= len(request.body)
+        self._flow()
         self._task = asyncio.get_event_loop().create_task(self._answer(request))
         self._task.add_done_callback(self._answered)
 
@@ -209,9 +248,10 @@ class Http1Connection(asyncio.Protocol):
             self.transport.close()  # type: ignore[union-attr]
             return
         if self._queue:
-            self._next()
-        else:
-            self._arm_idle()
+            if self._writing:
+                self._next()  # else once the answer written last has left (resume_writing)
+        elif not (self._in_head or self._in_body):
+            self._set_deadline("idle", self.server.keep_alive_s)
 
     async def _answer(self, request: _Request) -> None:
         # Restricted inference (--http-restricted-api) goes through the ASGI app, which checks headers.
@@ -318,25 +358,35 @@ class Http1Connection(asyncio.Protocol):
 
     # -- connection lifetime -----------------------------------------------------------------
 
-    def _refuse(self, message: str) -> None:
+    def _refuse(self, message: str, status: int = 400) -> None:
         if self.closed or self.transport is None:
             return
         body = orjson.dumps({"error": message})
         self.transport.write(
-            b"HTTP/1.1 400 Bad Request\r\n%scontent-type: application/json\r\ncontent-length: %d\r\n"
-            b"connection: close\r\n\r\n%s" % (_DateHeader.get(), len(body), body)
+            b"HTTP/1.1 %d %s\r\n%scontent-type: application/json\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (status, _REASONS[status], _DateHeader.get(), len(body), body)
         )
         self.closed = True  # input is discarded from now on
         close_lingering(self.transport)
 
-    def _arm_idle(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-        self._idle = asyncio.get_event_loop().call_later(self.server.keep_alive_s, self._close_idle)
+    def _set_deadline(self, kind: str, delay: float) -> None:
+        self._deadline_kind = kind
+        self.deadline = time.monotonic() + delay
 
-    def _close_idle(self) -> None:
-        if self._task is None and not self._queue and self.transport is not None:
-            self.transport.close()
+    def deadline_passed(self) -> None:
+        """Called by the server's sweep once `deadline` is past."""
+        self.deadline = None
+        if self.closed or self.transport is None:
+            return
+        if self._deadline_kind == "idle":
+            if self._task is None and not self._queue:
+                self.transport.close()
+        elif not self._reading:  # we stopped reading (back-pressure): not the client's delay
+            self._set_deadline("head", self.server.header_timeout_s)
+        elif self._in_head:
+            self._refuse(f"the request head was not received within {self.server.header_timeout_s:g} s", 408)
+        elif self._task is None and not self._queue:
+            self.transport.close()  # connected, and sent nothing
 
     def abort(self) -> None:
         if self.transport is not None:
@@ -411,18 +461,34 @@ async def _no_receive() -> dict[str, Any]:
 
 
 class Http1Server:
-    def __init__(self, app: ASGIApp, infer: InferEndpoint, max_input_size: int, keep_alive_s: float) -> None:
+    def __init__(self, app: ASGIApp, infer: InferEndpoint, max_input_size: int, keep_alive_s: float,
+                 header_timeout_s: float) -> None:
         self.app = app
         self.infer = infer
         self.max_input_size = max_input_size
         self.keep_alive_s = keep_alive_s
+        self.header_timeout_s = header_timeout_s
         self.connections: set[Http1Connection] = set()
         self._listener: asyncio.AbstractServer | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
+        # Deadlines are checked this often: a quarter of the shorter timeout, at most a second.
+        self._sweep_s = min(1.0, header_timeout_s / 4, keep_alive_s / 4)
 
     async def start(self, sock: Any) -> None:
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(lambda: Http1Connection(self), sock=sock, backlog=2048)
+        self._sweeper = loop.call_later(self._sweep_s, self._sweep)
+
+    def _sweep(self) -> None:
+        """One timer for every connection's deadline, instead of arming and cancelling one per
+        request (a few microseconds each, on every request)."""
+        now = time.monotonic()
+        for connection in [c for c in self.connections if c.deadline is not None and c.deadline <= now]:
+            connection.deadline_passed()
+        self._sweeper = asyncio.get_event_loop().call_later(self._sweep_s, self._sweep)
 
     async def stop(self, grace_s: float) -> None:
         """Stop listening; requests being answered get `grace_s` to finish."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         await stop_serving(self._listener, self.connections, grace_s)

@@ -23,9 +23,12 @@ __all__ = ["bind_socket", "serve_naiad", "serve_uvicorn", "serve_hypercorn"]
 
 log = logging.getLogger("naiad.http")
 
-# Seconds an idle keep-alive connection stays open; load tools and tritonclient pools
-# reuse connections, so this is longer than uvicorn's 5 s default.
-KEEP_ALIVE_SECONDS = 75
+# Seconds an idle keep-alive connection stays open (--http-keepalive-timeout); load tools and
+# tritonclient pools reuse connections, so this is longer than uvicorn's 5 s default.
+KEEP_ALIVE_SECONDS = 75.0
+# Seconds a client has to send a request's head (--http-header-read-timeout), as nginx's
+# client_header_timeout bounds a half-sent head.
+HEADER_READ_SECONDS = 30.0
 
 
 def bind_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
@@ -48,8 +51,9 @@ def bind_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket
     return sock
 
 
-async def serve_naiad(app: NaiadHttpApp, sock: socket.socket, started: asyncio.Event, grace_s: float) -> None:
-    server = Http1Server(app, app.infer, app.infer.body.max_input_size, KEEP_ALIVE_SECONDS)
+async def serve_naiad(app: NaiadHttpApp, sock: socket.socket, started: asyncio.Event, grace_s: float,
+                      keep_alive_s: float = KEEP_ALIVE_SECONDS, header_timeout_s: float = HEADER_READ_SECONDS) -> None:
+    server = Http1Server(app, app.infer, app.infer.body.max_input_size, keep_alive_s, header_timeout_s)
     await server.start(sock)
     started.set()
     try:
@@ -58,7 +62,8 @@ async def serve_naiad(app: NaiadHttpApp, sock: socket.socket, started: asyncio.E
         await server.stop(grace_s)
 
 
-async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event) -> None:
+async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event,
+                        keep_alive_s: float = KEEP_ALIVE_SECONDS) -> None:
     import uvicorn
 
     class _EmbeddedServer(uvicorn.Server):
@@ -85,7 +90,7 @@ async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Even
         # naiad reads no client address, so uvicorn's X-Forwarded-* middleware (a wrapper
         # around every request) would be pure cost.
         proxy_headers=False,
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        timeout_keep_alive=keep_alive_s,
     )
     server = _EmbeddedServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -105,7 +110,8 @@ async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Even
         sock.close()
 
 
-async def serve_hypercorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event) -> None:
+async def serve_hypercorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event,
+                          keep_alive_s: float = KEEP_ALIVE_SECONDS) -> None:
     try:
         from hypercorn.asyncio import serve
         from hypercorn.config import Config
@@ -117,7 +123,7 @@ async def serve_hypercorn(app: ASGIApp, sock: socket.socket, started: asyncio.Ev
     # Hypercorn takes ownership of the descriptor.
     config.bind = [f"fd://{sock.detach()}"]
     config.accesslog = None
-    config.keep_alive_timeout = KEEP_ALIVE_SECONDS
+    config.keep_alive_timeout = keep_alive_s
     stop = asyncio.Event()
     options: dict[str, Any] = {"shutdown_trigger": stop.wait}
     task = asyncio.create_task(serve(app, config, **options))  # type: ignore[arg-type]
