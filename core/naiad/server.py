@@ -116,6 +116,7 @@ class Server:
             "statistics",
             "trace",
             "logging",
+            "generate",
         ]
 
     # -- lifecycle -----------------------------------------------------------------------
