@@ -3,6 +3,10 @@ the example model (examples/models/echo) from the same in-process server as KSer
 
 from __future__ import annotations
 
+import re
+import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -99,3 +103,13 @@ def test_an_error_mid_stream_reaches_the_client(client):
             texts.append(chunk.choices[0].text)
     assert texts == ["a"]
     assert "echo failed after 1 words" in caught.value.message
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_the_curl_line_of_the_docs(served):
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "openai.md").read_text()
+    line, shown = doc.split("\n$ ", 1)[1].split("\n")[:2]
+    result = subprocess.run(shlex.split(line.replace("localhost:9000/v1", served[1])),
+                            capture_output=True, text=True, timeout=30, check=True)
+    answer = re.sub(r'"id":"cmpl-[0-9a-f]+","created":\d+', '"id":"cmpl-...","created":...', result.stdout)
+    assert answer == shown

@@ -28,6 +28,7 @@ log = logging.getLogger("naiad.openai")
 async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) -> None:
     """Serve the OpenAI API on --openai-address:--openai-port until cancelled."""
     address = args.openai_address or args.http_address
-    sock = bind_socket(address, args.openai_port)
+    # With --workers, every worker process listens on the port, as for HTTP.
+    sock = bind_socket(address, args.openai_port, getattr(args, "reuse_http_port", False))
     log.info("Started OpenAI-compatible service at %s:%d", address, sock.getsockname()[1])
     await serve_uvicorn(create_app(server), sock, started)
