@@ -8,7 +8,7 @@ line was decided by the first response), and the stream ends on the final respon
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 import orjson
 from starlette.responses import Response, StreamingResponse
@@ -40,12 +40,17 @@ class GenerateEndpoint:
         return generate_request(document, self.server.model_config(name, version), version)
 
     async def generate(self, name: str, version: str, document: dict[str, Any]) -> Response:
-        responses = [r async for r in self._responses(self.request(name, version, document))]
-        if responses and responses[0].error is not None:
-            raise responses[0].error
-        if len(responses) != 1:
-            raise NaiadError.internal(_NOT_ONE_RESPONSE)
-        return Response(_encoded(generate_answer(responses[0])), media_type=JSON)
+        responses = self._responses(self.request(name, version, document))
+        try:
+            first = await anext(responses, None)
+            if first is not None and first.error is not None:
+                raise first.error
+            # A second response is refused at once; the stream is closed, cancelling the rest.
+            if first is None or await anext(responses, None) is not None:
+                raise NaiadError.internal(_NOT_ONE_RESPONSE)
+        finally:
+            await responses.aclose()
+        return Response(_encoded(generate_answer(first)), media_type=JSON)
 
     async def generate_stream(self, name: str, version: str, document: dict[str, Any]) -> Response:
         responses = self._responses(self.request(name, version, document))
@@ -54,7 +59,7 @@ class GenerateEndpoint:
         status = 200 if first is None or first.error is None else HTTP_STATUS.get(first.error.code, 500)
         return StreamingResponse(_events(first, responses), status_code=status, media_type=EVENT_STREAM)
 
-    async def _responses(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+    async def _responses(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Every response that carries something: the bare end-of-stream marker of a
         decoupled model is dropped, as Triton drops it."""
         async for response in self.server.infer_stream(request):
@@ -62,12 +67,18 @@ class GenerateEndpoint:
                 yield response
 
 
-async def _events(first: InferenceResponse | None, rest: AsyncIterator[InferenceResponse]) -> AsyncIterator[bytes]:
-    if first is None:
-        return
-    yield _event(first)
-    async for response in rest:
-        yield _event(response)
+async def _events(
+    first: InferenceResponse | None, rest: AsyncGenerator[InferenceResponse, None]
+) -> AsyncIterator[bytes]:
+    try:
+        if first is None:
+            return
+        yield _event(first)
+        async for response in rest:
+            yield _event(response)
+    finally:
+        # A client that went away closes this stream: closing `rest` cancels the request.
+        await rest.aclose()
 
 
 def _event(response: InferenceResponse) -> bytes:

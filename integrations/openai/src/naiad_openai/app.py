@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncGenerator, AsyncIterator, Callable
 
 import orjson
 from starlette.applications import Starlette
@@ -121,37 +121,45 @@ class _Api:
         responses = self.server.infer_stream(inference)
         if not stream:
             texts = []
-            async for response in responses:
-                if response.error is not None:
-                    raise response.error
-                texts.append(text_of(response))
+            try:
+                async for response in responses:
+                    if response.error is not None:
+                        raise response.error
+                    texts.append(text_of(response))
+            finally:
+                await responses.aclose()
             return _json({**head, "object": kind, "choices": [choice("".join(texts), "stop")]})
         # Bad input fails here, before the stream starts, as an ordinary error answer.
         first = await anext(responses, None)
         if first is not None and first.error is not None:
+            await responses.aclose()
             raise first.error
         return StreamingResponse(_chunks(first, responses, {**head, "object": chunk_kind}, choice, opening),
                                  media_type="text/event-stream")
 
 
 async def _chunks(
-    first: InferenceResponse | None, rest: AsyncIterator[InferenceResponse], head: dict[str, Any], choice: ChoiceOf,
+    first: InferenceResponse | None, rest: AsyncGenerator[InferenceResponse, None], head: dict[str, Any], choice: ChoiceOf,
     opening: dict[str, Any] | None,
 ) -> AsyncIterator[bytes]:
-    if opening is not None:
-        yield _event({**head, "choices": [opening]})
-    response = first
-    while response is not None:
-        if response.error is not None:
-            yield _event(error_body(response.error))
-            break
-        text = text_of(response)
-        if text:
-            yield _event({**head, "choices": [choice(text, None)]})
-        response = await anext(rest, None)
-    else:
-        yield _event({**head, "choices": [choice("", "stop")]})
-    yield b"data: [DONE]\n\n"
+    try:
+        if opening is not None:
+            yield _event({**head, "choices": [opening]})
+        response = first
+        while response is not None:
+            if response.error is not None:
+                yield _event(error_body(response.error))
+                break
+            text = text_of(response)
+            if text:
+                yield _event({**head, "choices": [choice(text, None)]})
+            response = await anext(rest, None)
+        else:
+            yield _event({**head, "choices": [choice("", "stop")]})
+        yield b"data: [DONE]\n\n"
+    finally:
+        # A client that went away closes this stream: closing `rest` cancels the request.
+        await rest.aclose()
 
 
 async def _body(request: Request) -> dict[str, Any]:
