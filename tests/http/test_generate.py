@@ -9,6 +9,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -73,6 +74,24 @@ def test_a_model_that_fails_mid_stream_sends_an_error_event(base_url):
     response, events = stream(base_url, "tokens", {"text_input": "a b c", "parameters": {"fail_after": 0}})
     assert response.status_code == 500
     assert events == [{"error": "the model failed after 0 words"}]
+
+
+def test_a_client_that_leaves_mid_stream_cancels_the_request(base_url):
+    def finished():
+        model_stats = httpx.get(f"{base_url}/v2/models/tokens/stats").json()["model_stats"][0]
+        return sum(model_stats["inference_stats"][kind]["count"] for kind in ("success", "fail"))
+
+    before = finished()
+    body = {"text_input": "first second", "parameters": {"wait_for_cancel": True}}
+    with httpx.stream("POST", f"{base_url}/v2/models/tokens/generate_stream", json=body, timeout=30) as response:
+        first = next(response.iter_text())
+    assert json.loads(first.removeprefix("data: "))["text_output"] == "first"
+    # The model waits up to 20 s for the cancellation, then ends the request; a cancelled
+    # request ends within seconds of the client leaving.
+    deadline = time.monotonic() + 10
+    while finished() == before:
+        assert time.monotonic() < deadline, "the request was not cancelled"
+        time.sleep(0.05)
 
 
 def test_a_model_that_is_not_decoupled_streams_its_one_response(base_url):
