@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from naiad.errors import NaiadError
+from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import InferenceResponse
 from naiad.model_config import ModelConfig
 from naiad.server import Server
@@ -58,6 +58,8 @@ class _Api:
         try:
             config = self.server.model_config(name)
         except NaiadError as exc:
+            if exc.code is not ErrorCode.NOT_FOUND:
+                raise  # e.g. UNAVAILABLE while it loads: said as it is
             raise NaiadError.not_found(f"The model `{name}` does not exist") from exc
         if not follows_convention(config):
             raise NaiadError.not_found(
