@@ -33,7 +33,7 @@ log = logging.getLogger("naiad")
 # module provides `async def run(server, args, started: asyncio.Event)` that serves until
 # cancelled.
 FRONTENDS = (("http", "allow_http", "naiad.frontends.http"), ("grpc", "allow_grpc", "naiad.frontends.grpc"),
-             ("metrics", "allow_metrics", "naiad.frontends.metrics"))
+             ("metrics", "allow_metrics", "naiad.frontends.metrics"), ("openai", "allow_openai", "naiad_openai"))
 
 
 def _backend_setting(text: str) -> tuple[str, str, str]:
@@ -223,6 +223,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     metrics.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
                          help="counter_latencies, summary_latencies, summary_quantiles, histogram_latencies; "
                               "repeatable")
+
+    openai = p.add_argument_group("OpenAI-compatible API (the naiad-openai package)")
+    openai.add_argument("--allow-openai", type=_bool, default=False, metavar="BOOL",
+                        help="serve /v1/models, /v1/completions, /v1/chat/completions (default false)")
+    openai.add_argument("--openai-port", type=int, default=9000, help="OpenAI API port (default 9000)")
+    openai.add_argument("--openai-address", default=None, help="OpenAI API address (default: the HTTP address)")
 
     logs = p.add_argument_group("logging")
     logs.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL",

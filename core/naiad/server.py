@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator
 
 from . import __version__
 from .backend_registry import BackendRegistry
@@ -116,6 +116,7 @@ class Server:
             "statistics",
             "trace",
             "logging",
+            "generate",
         ]
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -356,7 +357,7 @@ class Server:
         apply_classification(response, request, loaded.config)
         return response
 
-    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+    async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Every response a request produces, in order; an execution error arrives as a
         response with `error` set. Bad input raises NaiadError before the first one."""
         loaded = self.model(request.model_name, request.model_version)

@@ -24,6 +24,7 @@ from ..restrictions import Restriction
 from ..load_config import parse_config_override
 from .body import BodyReader
 from .codec import decode_json
+from .generate_endpoint import GenerateEndpoint
 from .infer_endpoint import HEADER_LENGTH, InferEndpoint, NaiadHttpApp
 from .responses import empty_response, error_for, forbidden, health_response, json_response
 
@@ -47,6 +48,7 @@ class _Routes:
         self.server = server
         self.body_reader = body
         self.infer_endpoint = infer_endpoint
+        self.generate_endpoint = GenerateEndpoint(server)
 
     async def body(self, request: Request) -> bytes:
         headers = request.headers
@@ -105,6 +107,14 @@ class _Routes:
             headers.get(HEADER_LENGTH), headers.get("accept-encoding"), request.receive, headers.raw,
         )
         return Response(content, headers=extra, media_type=media_type)
+
+    async def generate(self, request: Request) -> Response:
+        document = await self.json_body(request, "generate request")
+        return await self.generate_endpoint.generate(request.path_params["model"], _version(request), document)
+
+    async def generate_stream(self, request: Request) -> Response:
+        document = await self.json_body(request, "generate request")
+        return await self.generate_endpoint.generate_stream(request.path_params["model"], _version(request), document)
 
     # -- model repository ----------------------------------------------------------------
 
@@ -271,6 +281,10 @@ def create_app(
         (versioned + "/stats", r.statistics, get, "statistics"),
         (model + "/infer", r.infer, post, "inference"),
         (versioned + "/infer", r.infer, post, "inference"),
+        (model + "/generate", r.generate, post, "inference"),
+        (versioned + "/generate", r.generate, post, "inference"),
+        (model + "/generate_stream", r.generate_stream, post, "inference"),
+        (versioned + "/generate_stream", r.generate_stream, post, "inference"),
         ("/v2/logging", r.logging, get + post, "logging"),
         ("/v2/trace/setting", r.trace_setting, get + post, "trace"),
         (model + "/trace/setting", r.trace_setting, get + post, "trace"),
