@@ -20,6 +20,7 @@ from typing import Any
 from .bridge import Bridge, use_bridge
 from .response_iterator import ResponseIterator
 from .utils import (
+    TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
     InferenceRequest,
     InferenceResponse,
     LogLevel,
@@ -28,7 +29,7 @@ from .utils import (
     TritonModelException,
 )
 
-__all__ = ["ModelHost", "ExecuteFailure", "load_model_module", "run_auto_complete"]
+__all__ = ["ModelHost", "ExecuteFailure", "load_model_module", "run_auto_complete", "rescheduled"]
 
 _module_numbers = itertools.count()
 
@@ -82,6 +83,11 @@ def run_auto_complete(model_file: Path, config: dict[str, Any], in_server: bool)
     return result.as_dict()
 
 
+def rescheduled(requests: list[InferenceRequest]) -> list[int]:
+    """The positions of the requests the model released with RESCHEDULE, to run again."""
+    return [i for i, r in enumerate(requests) if r.release_flags() & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE]
+
+
 class ModelHost:
     def __init__(self, model_file: Path, args: dict[str, str], bridge: Bridge, decoupled: bool,
                  in_server: bool = False) -> None:
@@ -102,10 +108,11 @@ class ModelHost:
             if inspect.isawaitable(result):
                 await result
 
-    async def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
+    async def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse | None] | None:
         """Run execute. Returns one InferenceResponse per request for a non-decoupled model
-        (None, or a list of another length, when the model returned that: the server
-        reports it), None for a decoupled one. Raises ExecuteFailure when execute raises."""
+        (None in the place of a rescheduled request; None, or a list of another length,
+        when the model returned that: the server reports it), None for a decoupled one.
+        Raises ExecuteFailure when execute raises."""
         use_bridge(self.bridge)
         collector = None
         if not self.decoupled:
@@ -138,9 +145,19 @@ class ModelHost:
                 f"execute returned a {type(result).__name__}; it must return a list with one "
                 "pb_utils.InferenceResponse per request",
             )
-        checked: list[InferenceResponse] = []
-        for item in result:
-            if isinstance(item, InferenceResponse):
+        again = set(rescheduled(requests))
+        checked: list[InferenceResponse | None] = []
+        for index, item in enumerate(result):
+            if index in again:
+                if item is not None:
+                    # Triton's words, its spelling included.
+                    raise ExecuteFailure(
+                        "INTERNAL",
+                        "Expected a None object in the execute function return list for reschduled request, "
+                        f"found type '{type(item)}'.",
+                    )
+                checked.append(None)
+            elif isinstance(item, InferenceResponse):
                 checked.append(item)
             else:
                 checked.append(InferenceResponse(error=TritonError(

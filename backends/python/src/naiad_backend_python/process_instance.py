@@ -163,6 +163,11 @@ class ProcessInstance(ModelInstance):
                     connection.decoupled_keys.discard(key)
             # Triton's wording, so log searches and client checks carry over.
             raise core_error(code, f"Failed to process the request(s) for {self.label}, message: {text}")
+        for index in message.get("rescheduled", ()):
+            requests[index].reschedule = True
+            # Its next execution routes its responses under a new key.
+            connection.requests.pop(keys[index], None)
+            connection.decoupled_keys.discard(keys[index])
         return message.get("responses")
 
     # -- unload --------------------------------------------------------------------------
