@@ -2,11 +2,12 @@
 (qa/python_models/iterative_sequence): one request, run again each time the model releases
 it with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, streaming one response per execution.
 
-Checked through tritonclient against `naiad serve`. Every test but the two "not iterative"
-ones also passes against tritonserver (shared/bench/triton.sh serving MODELS). Where the
-model is not iterative, Triton's core refuses the reschedule with the error asserted here,
-which its Python backend only logs (the client then waits for ever); naiad answers it, as
-Triton's QA backend (src/test/iterative_sequence) does."""
+Checked through tritonclient against `naiad serve`. The other tests pass against tritonserver
+too (shared/bench/triton.sh serving MODELS), except three. Where the model is not iterative,
+Triton's core refuses the reschedule with the error asserted here, which its Python backend
+only logs (the client then waits for ever); naiad answers it, as Triton's QA backend
+(src/test/iterative_sequence) does. And Triton's statistics count one failure more, for the
+internal request that ends each iterative sequence."""
 
 from __future__ import annotations
 
@@ -301,3 +302,23 @@ def test_a_non_decoupled_model_that_is_not_iterative_fails_with_tritons_error(se
         client.infer("third_time_plain", [tensor])
     assert "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE" in caught.value.message()
     assert caught.value.status() == "400"
+
+
+def test_every_execution_counts_in_the_statistics_as_in_triton(server):
+    client = httpclient.InferenceServerClient(server.http_url)
+
+    def counts():
+        stats = client.get_inference_statistics("countdown")["model_stats"][0]
+        return (stats["inference_count"], stats["execution_count"],
+                *(stats["inference_stats"][k]["count"] for k in ("success", "fail", "queue")))
+
+    before = counts()
+    stream = Stream(server.grpc_url)
+    try:
+        stream.send("countdown", 3)
+        stream.until_final()
+    finally:
+        stream.close()
+    # Three executions of one request: three inferences, executions, successes and queue
+    # waits (Triton also counts one failure, from the internal request that ends the sequence).
+    assert [a - b for a, b in zip(counts(), before)] == [3, 3, 3, 0, 3]

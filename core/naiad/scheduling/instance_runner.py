@@ -138,7 +138,9 @@ class InstanceRunner:
             job.finish(self._stamp(response, job))
 
     def _take_rescheduled(self, jobs: list[Job], reschedulable: bool) -> list[Job]:
-        """The jobs to queue again; they count as pending (and wait in the queue) anew."""
+        """The jobs to queue again. As in Triton, each execution of a rescheduled request
+        counts as a success (the last one when the request is answered); the request
+        counts as pending, and waits in the queue, anew."""
         again = []
         for job in jobs:
             request = job.request
@@ -151,8 +153,10 @@ class InstanceRunner:
                 log.error("model '%s': failed to release a request: %s", self.model_name, _NOT_RESCHEDULABLE)
                 job.finish(self._stamp(InferenceResponse(error=NaiadError.invalid(_NOT_RESCHEDULABLE)), job))
                 continue
+            now = time.monotonic_ns()
+            self.statistics.record_success(now - job.enqueued_ns)
             job.executed = False
-            job.enqueued_ns = time.monotonic_ns()
+            job.enqueued_ns = now
             self.statistics.pending += 1
             again.append(job)
         return again
