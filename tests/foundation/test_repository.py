@@ -133,7 +133,8 @@ def test_backend_for_another_abi_major_is_refused(tmp_path):
     async def go():
         server = Server(ServerOptions([str(tmp_path)], backend_plugins=[Plugin()]))
         async with server:
-            assert f"built for naiad backend ABI 2.0, this server implements {ABI_VERSION[0]}.{ABI_VERSION[1]}" in server.startup_failures[0]
+            expected = f"built for naiad backend ABI 2.0, this server implements {ABI_VERSION[0]}.{ABI_VERSION[1]}"
+            assert expected in server.startup_failures[0]
 
     asyncio.run(go())
 

@@ -115,7 +115,8 @@ def _config(max_batch_size: int, decoupled: bool, scheduling: str, outputs=_OUTP
 _ITERATIVE = "sequence_batching { iterative_sequence: true }"
 _IN_PROCESS = 'parameters { key: "execution_mode" value: { string_value: "in_process" } }'
 MODELS = {
-    "countdown": (COUNTDOWN, _config(0, True, _ITERATIVE)),
+    # A minute of idle time: only the end of its request may free the slot in the tests.
+    "countdown": (COUNTDOWN, _config(0, True, _ITERATIVE.replace("}", "max_sequence_idle_microseconds: 60000000 }"))),
     "countdown_in_process": (COUNTDOWN, _config(0, True, _ITERATIVE, extra=_IN_PROCESS)),
     "countdown_batched": (COUNTDOWN, _config(4, True, _ITERATIVE)),
     # Models whose scheduler cannot reschedule.
@@ -322,3 +323,19 @@ def test_every_execution_counts_in_the_statistics_as_in_triton(server):
     # Three executions of one request: three inferences, executions, successes and queue
     # waits (Triton also counts one failure, from the internal request that ends the sequence).
     assert [a - b for a, b in zip(counts(), before)] == [3, 3, 3, 0, 3]
+
+
+def test_a_cancelled_request_frees_its_slot(server):
+    """The client goes away mid-sequence: the request ends and the model's only slot takes
+    the next sequence."""
+    stream = Stream(server.grpc_url)
+    stream.send("countdown", 10_000)
+    assert _value(stream.received.get(timeout=30), "OUT") == 9_999
+    stream.client.stop_stream(cancel_requests=True)
+    stream.client.close()
+    stream = Stream(server.grpc_url)
+    try:
+        stream.send("countdown", 2)
+        assert [_value(r, "OUT") for r in stream.until_final()] == [1, 0]
+    finally:
+        stream.close()
