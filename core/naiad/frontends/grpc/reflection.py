@@ -74,7 +74,7 @@ def _file_containing(symbol: str) -> FileDescriptor:
     try:
         return POOL.FindFileContainingSymbol(symbol)
     except KeyError:
-        # The C++ pool does not look up methods; a method's file is its service's.
+        # The pool does not find methods by name; a method's file is its service's.
         service_name, _, method = symbol.rpartition(".")
         service = POOL.FindServiceByName(service_name)  # a KeyError too when it is no service
         if method not in service.methods_by_name:

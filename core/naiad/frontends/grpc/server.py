@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from ...server import Server
 from ..connections import stop_serving
 from .health import HealthServicer, health_methods
-from .reflection import ReflectionServicer, reflection_methods
 from .http2 import Http2Connection, Http2Limits
+from .reflection import ReflectionServicer, reflection_methods
 from .restrictions import parse_restrictions
 from .rpc import RpcDispatcher, RpcSettings
 from .service import InferenceServicer, rpc_methods
