@@ -112,20 +112,23 @@ def _config(max_batch_size: int, decoupled: bool, scheduling: str, outputs=_OUTP
         """)
 
 
-_ITERATIVE = "sequence_batching { iterative_sequence: true }"
+def _iterative(settings: str = "") -> str:
+    return f"sequence_batching {{ iterative_sequence: true {settings} }}"
+
+
 _IN_PROCESS = 'parameters { key: "execution_mode" value: { string_value: "in_process" } }'
 MODELS = {
     # A minute of idle time: only the end of its request may free the slot in the tests.
-    "countdown": (COUNTDOWN, _config(0, True, _ITERATIVE.replace("}", "max_sequence_idle_microseconds: 60000000 }"))),
-    "countdown_in_process": (COUNTDOWN, _config(0, True, _ITERATIVE, extra=_IN_PROCESS)),
-    "countdown_batched": (COUNTDOWN, _config(4, True, _ITERATIVE)),
-    "countdown_oldest": (COUNTDOWN, _config(4, True, _ITERATIVE.replace("}", "oldest { max_candidate_sequences: 4 } }"))),
+    "countdown": (COUNTDOWN, _config(0, True, _iterative("max_sequence_idle_microseconds: 60000000"))),
+    "countdown_in_process": (COUNTDOWN, _config(0, True, _iterative(), extra=_IN_PROCESS)),
+    "countdown_batched": (COUNTDOWN, _config(4, True, _iterative())),
+    "countdown_oldest": (COUNTDOWN, _config(4, True, _iterative("oldest { max_candidate_sequences: 4 }"))),
     # Models whose scheduler cannot reschedule.
     "countdown_sequence": (COUNTDOWN, _config(0, True, "sequence_batching { }")),
     "countdown_dynamic": (COUNTDOWN, _config(0, True, "dynamic_batching { }")),
     "countdown_plain": (COUNTDOWN, _config(0, True, "")),
-    "third_time": (THIRD_TIME, _config(0, False, _ITERATIVE, outputs=("OUT",))),
-    "third_time_in_process": (THIRD_TIME, _config(0, False, _ITERATIVE, outputs=("OUT",), extra=_IN_PROCESS)),
+    "third_time": (THIRD_TIME, _config(0, False, _iterative(), outputs=("OUT",))),
+    "third_time_in_process": (THIRD_TIME, _config(0, False, _iterative(), outputs=("OUT",), extra=_IN_PROCESS)),
     "third_time_plain": (THIRD_TIME, _config(0, False, "", outputs=("OUT",))),
 }
 
