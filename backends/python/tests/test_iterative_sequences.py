@@ -2,12 +2,13 @@
 (qa/python_models/iterative_sequence): one request, run again each time the model releases
 it with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, streaming one response per execution.
 
-Checked through tritonclient against `naiad serve`. The other tests pass against tritonserver
-too (shared/bench/triton.sh serving MODELS), except three. Where the model is not iterative,
+Checked through tritonclient against `naiad serve`. The same tests pass against tritonserver
+(shared/bench/triton.sh serving MODELS) but for four. Where the model is not iterative,
 Triton's core refuses the reschedule with the error asserted here, which its Python backend
 only logs (the client then waits for ever); naiad answers it, as Triton's QA backend
-(src/test/iterative_sequence) does. And Triton's statistics count one failure more, for the
-internal request that ends each iterative sequence."""
+(src/test/iterative_sequence) does. Triton's statistics count one failure more, for the
+internal request that ends each iterative sequence. And Triton fails an iterative request
+to a model whose CORRID control is TYPE_STRING."""
 
 from __future__ import annotations
 
@@ -123,6 +124,8 @@ MODELS = {
     "countdown_in_process": (COUNTDOWN, _config(0, True, _iterative(), extra=_IN_PROCESS)),
     "countdown_batched": (COUNTDOWN, _config(4, True, _iterative())),
     "countdown_oldest": (COUNTDOWN, _config(4, True, _iterative("oldest { max_candidate_sequences: 4 }"))),
+    "countdown_string_ids": (COUNTDOWN, _config(0, True, _iterative(
+        'control_input [{ name: "CORRID_IN" control [{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING }] }]'))),
     # Models whose scheduler cannot reschedule.
     "countdown_sequence": (COUNTDOWN, _config(0, True, "sequence_batching { }")),
     "countdown_dynamic": (COUNTDOWN, _config(0, True, "dynamic_batching { }")),
@@ -219,6 +222,20 @@ def test_each_request_is_a_sequence_of_its_own(server):
         ids.setdefault(response.get_response().id, set()).add(_value(response, "CORRID"))
     assert all(len(assigned) == 1 for assigned in ids.values())
     assert len(set.union(*ids.values())) == 3
+
+
+def test_a_model_with_string_correlation_ids_gets_a_string_one(server):
+    """(tritonserver fails this request: "unexpected number of string elements 2 for
+    inference input 'CORRID_IN', expecting 1".)"""
+    stream = Stream(server.grpc_url)
+    try:
+        stream.send("countdown_string_ids", 2)
+        responses = stream.until_final()
+    finally:
+        stream.close()
+    assert [_value(r, "OUT") for r in responses] == [1, 0]
+    assigned = {_value(r, "CORRID") for r in responses}
+    assert len(assigned) == 1 and assigned.pop().isdigit()
 
 
 def test_a_client_correlation_id_with_start_is_kept(server):
