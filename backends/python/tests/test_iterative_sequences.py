@@ -118,10 +118,12 @@ def _iterative(settings: str = "") -> str:
 
 
 _IN_PROCESS = 'parameters { key: "execution_mode" value: { string_value: "in_process" } }'
+_INLINE = 'parameters { key: "execution_mode" value: { string_value: "inline" } }'
 MODELS = {
     # A minute of idle time: only the end of its request may free the slot in the tests.
     "countdown": (COUNTDOWN, _config(0, True, _iterative("max_sequence_idle_microseconds: 60000000"))),
     "countdown_in_process": (COUNTDOWN, _config(0, True, _iterative(), extra=_IN_PROCESS)),
+    "countdown_inline": (COUNTDOWN, _config(0, True, _iterative(), extra=_INLINE)),
     "countdown_batched": (COUNTDOWN, _config(4, True, _iterative())),
     "countdown_oldest": (COUNTDOWN, _config(4, True, _iterative("oldest { max_candidate_sequences: 4 }"))),
     "countdown_string_ids": (COUNTDOWN, _config(0, True, _iterative(
@@ -184,7 +186,7 @@ def _value(result, name: str):
     return result.as_numpy(name).reshape(-1)[0]
 
 
-@pytest.mark.parametrize("model", ["countdown", "countdown_in_process"])
+@pytest.mark.parametrize("model", ["countdown", "countdown_in_process", "countdown_inline"])
 def test_a_request_without_correlation_id_runs_until_the_model_stops_rescheduling(server, model):
     stream = Stream(server.grpc_url)
     try:
