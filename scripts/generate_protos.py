@@ -19,7 +19,7 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORE = ROOT / "core"
 PROTOS = CORE / "naiad" / "protos"
-NAMES = ["model_config", "grpc_service", "health"]
+NAMES = ["model_config", "grpc_service", "health", "reflection"]
 
 _DEFAULT_POOL = "_descriptor_pool.Default()"
 _OWN_POOL = "_naiad_pool.POOL"

@@ -21,6 +21,11 @@ Each layer has `initialize` and `finalize`. The server's promises:
 * Decoupled models (`model_transaction_policy { decoupled: true }`) send responses through
   `request.response_sender(response, final)` instead of returning them; their `execute`
   returns None. The last call must carry `final=True` (the response may then be None).
+* A backend may set `request.reschedule = True` during `execute` (Triton's
+  `TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`): the request is not finished but queued
+  again, and a later `execute` gets the same request (ABI 1.1). Its place in the returned
+  list holds None. Only models with `sequence_batching { iterative_sequence: true }`
+  take it; any other model's request fails with Triton's error.
 
 Versioning: `ABI_VERSION` is (major, minor). A backend declares the version it was built
 for in `Backend.abi_version`; the server refuses a backend with another major version, or
@@ -50,7 +55,7 @@ __all__ = [
     "InstanceContext",
 ]
 
-ABI_VERSION: tuple[int, int] = (1, 0)
+ABI_VERSION: tuple[int, int] = (1, 1)
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ import pytest
 
 from naiad.backend_registry import BackendRegistry
 
-from naiad import Backend, ErrorCode, InferenceRequest, NaiadError, Server, ServerOptions, Tensor, hookimpl
+from naiad import ABI_VERSION, Backend, ErrorCode, InferenceRequest, NaiadError, Server, ServerOptions, Tensor, hookimpl
 from numpy_backend import NumpyModel, NumpyPlugin
 
 IDENTITY = '''backend: "numpy" max_batch_size: 0 {policy}
@@ -133,7 +133,8 @@ def test_backend_for_another_abi_major_is_refused(tmp_path):
     async def go():
         server = Server(ServerOptions([str(tmp_path)], backend_plugins=[Plugin()]))
         async with server:
-            assert "built for naiad backend ABI 2.0, this server implements 1.0" in server.startup_failures[0]
+            expected = f"built for naiad backend ABI 2.0, this server implements {ABI_VERSION[0]}.{ABI_VERSION[1]}"
+            assert expected in server.startup_failures[0]
 
     asyncio.run(go())
 

@@ -24,6 +24,12 @@ __all__ = ["InstanceRunner"]
 
 log = logging.getLogger("naiad.scheduling")
 
+# Triton's words (clients match on them) for a reschedule a model's scheduler cannot do.
+_NOT_RESCHEDULABLE = (
+    "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured "
+    "to handle such a flag."
+)
+
 
 class InstanceRunner:
     """One instance, executed one batch at a time (the scheduler guarantees that)."""
@@ -47,9 +53,11 @@ class InstanceRunner:
     def name(self) -> str:
         return self.instance.context.name
 
-    async def run(self, jobs: list[Job]) -> None:
+    async def run(self, jobs: list[Job], reschedulable: bool = False) -> list[Job]:
         """Execute `jobs` as one batch; every job gets its final response (an error one
-        if anything goes wrong), so no caller waits forever."""
+        if anything goes wrong), so no caller waits forever. The exception: jobs whose
+        model asked to run them again (`request.reschedule`) are returned, unfinished, to a
+        scheduler that can queue them again (`reschedulable`); elsewhere they fail."""
         loop = asyncio.get_running_loop()
         start = time.monotonic_ns()
         # Padding jobs (batch_size 0, a sequence batcher's empty slots) are not requests:
@@ -80,7 +88,7 @@ class InstanceRunner:
             _trace_compute(jobs, start, failed_ns)
             for job in jobs:
                 job.finish(self._stamp(InferenceResponse(error=error), job))
-            return
+            return []
         finally:
             elapsed = time.monotonic_ns() - start
         _trace_compute(jobs, start, elapsed)
@@ -94,8 +102,9 @@ class InstanceRunner:
         )
         if self.decoupled:
             self._check_decoupled(result, jobs)
-            return
-        self._deliver(result, jobs)
+        else:
+            self._deliver(result, jobs)
+        return self._take_rescheduled(jobs, reschedulable)
 
     def _execute_timed(self, requests: list[InferenceRequest]) -> tuple[Any, tuple[int, int]]:
         """Runs in the instance thread: `execute`, plus the input/output preparation time
@@ -117,6 +126,8 @@ class InstanceRunner:
                 job.finish(self._stamp(InferenceResponse(error=error), job))
             return
         for job, response in zip(jobs, result):
+            if job.request.reschedule:
+                continue  # its place holds None; it answers in a later execution
             if not isinstance(response, InferenceResponse):
                 response = InferenceResponse(
                     error=NaiadError.internal(
@@ -125,6 +136,30 @@ class InstanceRunner:
                 )
             response.final = True
             job.finish(self._stamp(response, job))
+
+    def _take_rescheduled(self, jobs: list[Job], reschedulable: bool) -> list[Job]:
+        """The jobs to queue again. As in Triton, each execution of a rescheduled request
+        counts as a success (the last one when the request is answered); the request
+        counts as pending, and waits in the queue, anew."""
+        again = []
+        for job in jobs:
+            request = job.request
+            if not request.reschedule:
+                continue
+            request.reschedule = False
+            if job.done:  # it sent its final response after all: nothing is left to run
+                continue
+            if not reschedulable:
+                log.error("model '%s': failed to release a request: %s", self.model_name, _NOT_RESCHEDULABLE)
+                job.finish(self._stamp(InferenceResponse(error=NaiadError.invalid(_NOT_RESCHEDULABLE)), job))
+                continue
+            now = time.monotonic_ns()
+            self.statistics.record_success(now - job.enqueued_ns)
+            job.executed = False
+            job.enqueued_ns = now
+            self.statistics.pending += 1
+            again.append(job)
+        return again
 
     def _check_decoupled(self, result: Any, jobs: list[Job]) -> None:
         if result not in (None, [], ()):

@@ -23,11 +23,19 @@ Two strategies decide how slots make batches:
 
 Control inputs (START, END, READY, CORRID) and implicit state are added to each request
 just before it executes.
+
+With `iterative_sequence: true` a sequence is one request that the model runs over several
+executions (Triton's iterative sequences, the way to continuous batching): a request
+without a correlation id gets one here (and the START flag), the model asks for another
+execution by setting `request.reschedule`, and the request then waits in its slot for the
+next batch with START cleared, beside new sequences and other rescheduled ones. The
+sequence ends, and frees its slot, when an execution leaves the request finished.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -65,6 +73,8 @@ class _Sequence:
     in_flight: bool = False
     # The END request is queued: only a new START may follow.
     ending: bool = False
+    # Its (iterative) request is queued again after an execution: it is prepared already.
+    rescheduled: bool = False
 
 
 @dataclass(eq=False)
@@ -99,6 +109,9 @@ class SequenceBatcher(Scheduler):
         self._controls = SequenceControls(config)
         self._state = ImplicitState(config, _model_dirs(runners))
         self._idle_ns = (settings.max_sequence_idle_microseconds or _DEFAULT_IDLE_US) * 1000
+        self._iterative = settings.iterative_sequence
+        # The correlation ids handed to iterative requests that come without one, as Triton's.
+        self._assigned_ids = itertools.count(1)
         self._oldest = settings.WhichOneof("strategy_choice") == "oldest"
         if self._oldest:
             oldest = settings.oldest
@@ -135,6 +148,9 @@ class SequenceBatcher(Scheduler):
         if not self._accepting:
             raise NaiadError.unavailable(f"{model} is not accepting requests")
         correlation_id = request.correlation_id
+        if self._iterative and correlation_id in (0, "", None):
+            correlation_id = request.correlation_id = self._new_correlation_id()
+            request.sequence_start = True
         if correlation_id in (0, "") or correlation_id is None:
             raise NaiadError.invalid(
                 f"inference request to {model} must specify a non-zero or non-empty correlation ID "
@@ -151,6 +167,11 @@ class SequenceBatcher(Scheduler):
         if sequence is not None and self._is_idle(sequence, now):
             self._release(sequence)
             sequence = None
+        if sequence is not None and self._iterative:
+            raise NaiadError.invalid(
+                f"inference request for sequence {correlation_id!r} to {model}: the sequence's request is still "
+                "running (an iterative sequence is one request)"
+            )
         if sequence is not None and sequence.ending and not request.sequence_start:
             raise NaiadError.invalid(
                 f"inference request for sequence {correlation_id!r} to {model} follows the sequence's END "
@@ -172,6 +193,15 @@ class SequenceBatcher(Scheduler):
         sequence.pending.append(job)
         if sequence.slot is not None:
             sequence.slot.worker.changed.set()
+
+    def _new_correlation_id(self) -> int | str:
+        """The next id no running sequence holds (a client may have chosen it), typed as
+        the model's CORRID control takes it."""
+        while True:
+            number = next(self._assigned_ids)
+            correlation_id = str(number) if self._controls.corrid_datatype == "BYTES" else number
+            if correlation_id not in self._sequences:
+                return correlation_id
 
     def _is_idle(self, sequence: _Sequence, now_ns: int) -> bool:
         return (
@@ -289,7 +319,7 @@ class SequenceBatcher(Scheduler):
                     else:
                         kept.append(job)
                 sequence.pending = kept
-                if not kept and sequence.ending:
+                if not kept and (sequence.ending or self._iterative):
                     self._release(sequence)
 
     def _form_batch(self, worker: _InstanceWorker, now_ns: int) -> tuple[list[tuple[_Slot, Job]], int | None]:
@@ -317,6 +347,7 @@ class SequenceBatcher(Scheduler):
             assert sequence is not None
             sequence.pending.popleft()
             sequence.in_flight = True
+        again: list[Job] = []
         try:
             try:
                 batch = self._assemble(chosen)
@@ -327,14 +358,19 @@ class SequenceBatcher(Scheduler):
                 for _, job in chosen:
                     job.finish(InferenceResponse(error=error))
                 return
-            await worker.runner.run(batch)
+            again = await worker.runner.run(batch, reschedulable=self._iterative)
         finally:
             now = time.monotonic_ns()
             for (slot, job), sequence in zip(chosen, sequences):
                 assert sequence is not None
                 sequence.in_flight = False
                 sequence.last_seen_ns = now
-                if job.request.sequence_end and not sequence.pending:
+                if job in again:
+                    # Triton clears the flags of a rescheduled request: it continues its sequence.
+                    job.request.sequence_start = job.request.sequence_end = False
+                    sequence.rescheduled = True
+                    sequence.pending.append(job)
+                elif self._iterative or (job.request.sequence_end and not sequence.pending):
                     self._release(sequence)
 
     def _assemble(self, chosen: list[tuple[_Slot, Job]]) -> list[Job]:
@@ -358,6 +394,8 @@ class SequenceBatcher(Scheduler):
         added = self._controls.tensors(request.sequence_start, request.sequence_end, True, sequence.correlation_id)
         added += self._state.inputs(sequence.state)
         _put_inputs(request, added)
+        if sequence.rescheduled:
+            return job  # its responses are routed already
         if self._ordering is not None:
             self._ordering.track(job)
         if not self._state:

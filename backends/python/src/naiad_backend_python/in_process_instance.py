@@ -44,7 +44,7 @@ from .conversions import (
 )
 from .metric_owner import MetricOwner
 from .model_control import manage_model
-from .model_host import ExecuteFailure, ModelHost, batch_failure_message
+from .model_host import ExecuteFailure, ModelHost, batch_failure_message, rescheduled
 from .response_iterator import ResponseIterator
 
 if TYPE_CHECKING:
@@ -284,9 +284,13 @@ class InProcessInstance(ModelInstance):
             if not self._decoupled:
                 for key in keys:
                     self._bridge.requests.pop(key, None)
+        for index in rescheduled(model_requests):
+            requests[index].reschedule = True
+            # Its next execution routes its responses under a new key.
+            self._bridge.requests.pop(keys[index], None)
         if result is None:
             return None
-        return [core_response_from_utils(r) for r in result]
+        return [None if r is None else core_response_from_utils(r) for r in result]
 
     def finalize(self) -> None:
         if self._thread.is_alive():

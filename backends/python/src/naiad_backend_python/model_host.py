@@ -22,6 +22,7 @@ from .bridge import Bridge, use_bridge
 from .response_iterator import ResponseIterator
 from .utils import (
     TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+    TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
     InferenceRequest,
     InferenceResponse,
     Logger,
@@ -30,7 +31,8 @@ from .utils import (
     TritonModelException,
 )
 
-__all__ = ["ModelHost", "ExecuteFailure", "batch_failure_message", "load_model_module", "run_auto_complete"]
+__all__ = ["ModelHost", "ExecuteFailure", "batch_failure_message", "load_model_module", "rescheduled",
+           "run_auto_complete"]
 
 _module_numbers = itertools.count()
 
@@ -90,6 +92,11 @@ def batch_failure_message(label: str, text: str) -> str:
     return f"Failed to process the request(s) for {label}, message: {text}"
 
 
+def rescheduled(requests: list[InferenceRequest]) -> list[int]:
+    """The positions of the requests the model released with RESCHEDULE, to run again."""
+    return [i for i, r in enumerate(requests) if r.release_flags() & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE]
+
+
 class ModelHost:
     def __init__(self, model_file: Path, args: dict[str, str], bridge: Bridge, decoupled: bool,
                  label: str, in_server: bool = False) -> None:
@@ -114,11 +121,11 @@ class ModelHost:
             if inspect.isawaitable(result):
                 await result
 
-    async def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
+    async def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse | None] | None:
         """Run execute. Returns one InferenceResponse per request for a non-decoupled model
-        (None, or a list of another length, when the model returned that: the server
-        reports it), None for a decoupled one. Raises ExecuteFailure when execute raises or
-        breaks a rule of Triton's.
+        (None in the place of a rescheduled request; None, or a list of another length,
+        when the model returned that: the server reports it), None for a decoupled one.
+        Raises ExecuteFailure when execute raises or breaks a rule of Triton's.
 
         A decoupled model's `async def execute` is not awaited: as in Triton, it runs on this
         loop beside the coroutines of earlier batches while the instance takes the next."""
@@ -159,7 +166,7 @@ class ModelHost:
         return ExecuteFailure(code, f"{type(exc).__name__}: {exc}")
 
     def _returned(self, requests: list[InferenceRequest], result: Any,
-                  collector: "_CollectingBridge") -> list[InferenceResponse] | None:
+                  collector: "_CollectingBridge") -> list[InferenceResponse | None] | None:
         """What a non-decoupled execute returned, with what it sent, as one list."""
         if result is None:
             if requests and all(r._key in collector.responses for r in requests):
@@ -173,11 +180,21 @@ class ModelHost:
             )
         if len(result) != len(requests):
             return list(result)  # the server reports the count
-        checked: list[InferenceResponse] = []
+        again = set(rescheduled(requests))
+        checked: list[InferenceResponse | None] = []
         broken: str | None = None
-        for request, item in zip(requests, result):
+        for index, (request, item) in enumerate(zip(requests, result)):
             sent = collector.responses.get(request._key)
-            if item is None and sent is not None:
+            if index in again:
+                if item is not None:
+                    # Triton's words, its spelling included.
+                    raise ExecuteFailure(
+                        "INTERNAL",
+                        "Expected a None object in the execute function return list for reschduled request, "
+                        f"found type '{type(item)}'.",
+                    )
+                checked.append(None)
+            elif item is None and sent is not None:
                 checked.append(sent)  # answered through the sender, as Triton allows
             elif not isinstance(item, InferenceResponse):
                 checked.append(InferenceResponse(error=TritonError(

@@ -163,6 +163,11 @@ class ProcessInstance(ModelInstance):
                     connection.requests.pop(key, None)
                     connection.decoupled_keys.discard(key)
             raise core_error(code, batch_failure_message(self.label, text))
+        for index in message.get("rescheduled", ()):
+            requests[index].reschedule = True
+            # Its next execution routes its responses under a new key.
+            connection.requests.pop(keys[index], None)
+            connection.decoupled_keys.discard(keys[index])
         return message.get("responses")
 
     # -- unload --------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .bridge import Bridge, set_default_bridge
-from .model_host import ExecuteFailure, ModelHost, run_auto_complete
+from .model_host import ExecuteFailure, ModelHost, rescheduled, run_auto_complete
 from .response_iterator import ResponseIterator
 from .shm_ring import RingReader, RingWriter
 from .utils import InferenceRequest, InferenceResponse, Logger, Tensor, TritonError, TritonModelException
@@ -349,6 +349,7 @@ async def _serve(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict
                 channel.send_with(lambda ring: {
                     "op": "result", "id": message["id"],
                     "responses": None if responses is None else [encode_response(ring, r) for r in responses],
+                    "rescheduled": rescheduled(requests),
                 })
             except Exception as exc:  # noqa: BLE001 - e.g. an output numpy cannot encode
                 channel.send({"op": "result", "id": message["id"],

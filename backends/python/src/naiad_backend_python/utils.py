@@ -596,7 +596,9 @@ class InferenceRequest:
         return self._parameters
 
     def set_release_flags(self, flags: int) -> None:
-        """Triton uses RESCHEDULE to run a request again; naiad records the flag only."""
+        """`TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`, set before execute returns, has the
+        request executed again (models with `iterative_sequence: true`); a non-decoupled
+        model puts None in its place in the returned list."""
         self._release_flags = flags
 
     def release_flags(self) -> int:

@@ -18,6 +18,7 @@ from ...server import Server
 from ..connections import stop_serving
 from .health import HealthServicer, health_methods
 from .http2 import Http2Connection, Http2Limits
+from .reflection import ReflectionServicer, reflection_methods
 from .restrictions import restricted_methods
 from .rpc import RpcDispatcher, RpcSettings
 from .service import InferenceServicer, rpc_methods
@@ -156,7 +157,8 @@ _FLAG_FIELDS = {
 
 
 class GrpcServer:
-    """`inference.GRPCInferenceService` and `grpc.health.v1.Health` on one listening socket."""
+    """`inference.GRPCInferenceService`, `grpc.health.v1.Health` and server reflection on one
+    listening socket."""
 
     def __init__(self, server: Server, options: GrpcOptions) -> None:
         self.options = options
@@ -164,6 +166,8 @@ class GrpcServer:
         restrictions = restricted_methods(options.restricted_protocols)
         methods = rpc_methods(InferenceServicer(server, forward), restrictions)
         methods.update(health_methods(HealthServicer(server), restrictions))
+        served = {path.split("/")[1] for path in methods}
+        methods.update(reflection_methods(ReflectionServicer(served)))
         self.dispatcher = RpcDispatcher(methods, options.rpc_settings())
         self.limits = options.limits()
         self.ssl = options.ssl_context()
