@@ -35,6 +35,10 @@ SERVICE_NAME = "inference.GRPCInferenceService"
 EMPTY_FINAL = "triton_enable_empty_final_response"
 # The response parameter that tells a streaming client a request is complete.
 FINAL_FLAG = "triton_final_response"
+# Requests one ModelStreamInfer call may have in flight. Past it the stream takes no more
+# messages, so HTTP/2 flow control makes the client wait: one frame packed with thousands of
+# small requests cannot start thousands of tasks at once and starve every other connection.
+STREAM_IN_FLIGHT = 64
 
 
 class InferenceServicer:
@@ -111,8 +115,9 @@ class InferenceServicer:
     async def ModelStreamInfer(
         self, requests: AsyncIterator[pb.ModelInferRequest], context: Any
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
-        """Requests run concurrently, started in the order they arrive; every response and
-        every error goes back on the stream, which stays open until the client closes it."""
+        """Requests run concurrently (up to STREAM_IN_FLIGHT at a time), started in the order
+        they arrive; every response and every error goes back on the stream, which stays open
+        until the client closes it."""
         outbox: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
         running: set[asyncio.Task[None]] = set()
 
@@ -122,6 +127,8 @@ class InferenceServicer:
                     task = asyncio.create_task(self._stream_one(message, context, outbox))
                     running.add(task)
                     task.add_done_callback(running.discard)
+                    if len(running) >= STREAM_IN_FLIGHT:
+                        await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
                 while running:
                     await asyncio.gather(*list(running), return_exceptions=True)
             finally:
