@@ -13,7 +13,7 @@ from .exposition import Family, bound_label
 if TYPE_CHECKING:
     from ...server import Server
 
-__all__ = ["model_families", "custom_families", "FAILURE_REASONS"]
+__all__ = ["model_families", "cache_families", "custom_families", "FAILURE_REASONS"]
 
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 
@@ -82,6 +82,53 @@ def model_families(server: "Server", counter_latencies: bool = True) -> list[Fam
     if histogram.samples:
         out.append(histogram)
     out.append(load)
+    return out
+
+
+# (family, help, ModelStatistics duration, Duration field, scale): Triton's per-model cache
+# counters, written only for models that use the cache.
+_CACHE_COUNTERS = (
+    ("nv_cache_num_hits_per_model", "Number of cache hits per model", "cache_hit", "count", 1),
+    ("nv_cache_num_misses_per_model", "Number of cache misses per model", "cache_miss", "count", 1),
+    ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", "cache_hit", "ns",
+     1000),
+    ("nv_cache_miss_duration_per_model", "Total cache miss (insert+lookup) duration per model, in microseconds",
+     "cache_miss", "ns", 1000),
+)
+
+# Triton's local-cache gauges, server-wide.
+_CACHE_GAUGES = {
+    "nv_cache_util": "Cache utilization [0.0 - 1.0]",
+    "nv_cache_num_entries": "Number of responses stored in response cache",
+    "nv_cache_num_hits": "Number of cache hits in response cache",
+    "nv_cache_num_misses": "Number of cache misses in response cache",
+    "nv_cache_num_lookups": "Number of cache lookups in response cache",
+    "nv_cache_num_evictions": "Number of cache evictions in response cache",
+    "nv_cache_lookup_duration": "Total cache lookup duration (hit and miss), in microseconds",
+    "nv_cache_insertion_duration": "Total cache insertion duration, in microseconds",
+}
+
+
+def cache_families(server: "Server") -> list[Family]:
+    """The response-cache families: per model for the models using the cache, and the
+    cache's own server-wide gauges. None without a cache, as Triton writes none."""
+    cache = server.response_cache
+    if cache is None or server.models is None:
+        return []
+    using = [v for v in sorted(server.models.ready_models(), key=lambda v: (v.name, v.version))
+             if v.config.proto.response_cache.enable]
+    out = []
+    for name, text, key, part, scale in _CACHE_COUNTERS:
+        family = Family(name, text, "counter")
+        for loaded in using:
+            stats = loaded.statistics
+            family.add(getattr(getattr(stats, key), part) // scale, (("model", stats.name), ("version", stats.version)))
+        if family.samples:
+            out.append(family)
+    for name, value in cache.gauges().items():
+        family = Family(name, _CACHE_GAUGES[name], "gauge")
+        family.add(value)
+        out.append(family)
     return out
 
 
