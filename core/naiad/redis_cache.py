@@ -64,7 +64,8 @@ class RedisCache:
         except Exception as exc:  # noqa: BLE001 - any failure to reach Redis fails the start
             await client.aclose()
             raise NaiadError.unavailable(
-                f"Failed to initialize RedisCache: failed to connect to Redis ({host}:{port}): {exc}"
+                f"Failed to initialize RedisCache: failed to connect to Redis ({host}:{port}): "
+                f"{type(exc).__name__}: {exc}"
             ) from None
         log.info("response cache: connected to Redis at %s:%d", host, port)
         return cls(client)
