@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cache_servers import executions, infer, model_config, server, statistics, write_model
+from model_servers import executions, infer, model_config, server, statistics, write_model
 from prometheus_text import parse, value
 from tritonclient.utils import InferenceServerException
 

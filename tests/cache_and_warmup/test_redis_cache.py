@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from cache_servers import executions, infer, model_config, server, statistics, write_model
+from model_servers import executions, infer, model_config, server, statistics, write_model
 
 from naiad.testing import free_port
 
