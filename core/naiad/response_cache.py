@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -27,6 +28,8 @@ from .tensor import Tensor
 
 if TYPE_CHECKING:
     from .model_config import ModelConfig
+
+log = logging.getLogger("naiad.cache")
 
 __all__ = [
     "CacheSpec",
@@ -58,6 +61,8 @@ def cache_spec_from_flags(items: list[str] | None, byte_size: int | None) -> Cac
             "Please provide one or the other."
         )
     if byte_size is not None:
+        log.warning("--response-cache-byte-size is deprecated; the equivalent is --cache-config local,size=%d",
+                    byte_size)
         return CacheSpec("local", {"size": str(byte_size)})
     if not items:
         return None

@@ -5,6 +5,7 @@ identical requests all get the right answer, and Triton's statistics and metrics
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import urllib.request
 from pathlib import Path
 
@@ -183,6 +184,9 @@ def test_the_cache_keeps_within_its_size_evicting_the_least_recently_used(tmp_pa
         assert value(samples, "nv_cache_num_entries") == 2
         assert value(samples, "nv_cache_num_evictions") == 2
         assert value(samples, "nv_cache_util") <= 1
+        assert "--response-cache-byte-size is deprecated; the equivalent is --cache-config local,size=700" in \
+            process.log()
+        assert re.search(r"\| cache_enabled +\| 1 +\|", process.log())
 
 
 def test_without_a_server_cache_a_model_that_enables_it_runs_every_time(tmp_path):
@@ -195,6 +199,7 @@ def test_without_a_server_cache_a_model_that_enables_it_runs_every_time(tmp_path
         assert len(executions(log)) == 2
         samples, types = scrape(process)
         assert not [name for name in types if name.startswith("nv_cache")]
+        assert re.search(r"\| cache_enabled +\| 0 +\|", process.log())
 
 
 def test_an_ensemble_hit_skips_its_steps(tmp_path):
