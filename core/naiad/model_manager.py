@@ -241,7 +241,12 @@ class ModelManager:
                         if loaded.version not in record.serving:
                             record.states[loaded.version] = (ModelState.LOADING, "")
                         # Ready only once warm, as in Triton; an ensemble has no instances to warm.
-                        await warm_up(loaded.config, loaded.version, source.path, loaded.runners, loaded.statistics)
+                        try:
+                            await warm_up(loaded.config, loaded.version, source.path, loaded.runners,
+                                          loaded.statistics)
+                        except NaiadError as exc:
+                            exc.failed_version = loaded.version  # type: ignore[attr-defined]
+                            raise
                     if while_unchanged and source.fingerprint() != record.fingerprint:
                         raise _ChangedWhileLoading(name)
                     for loaded in fresh:

@@ -134,3 +134,17 @@ parameters {key:"op" value {string_value:"repeat"}}
         assert executions(log) == [{"requests": 2, "inputs": {"INPUT0": ["233"]}}]
         assert "model 'repeat' instance" in process.log() and "warmup sample 'decoupled sample'" in process.log()
         assert httpclient.InferenceServerClient(process.http_url).is_model_ready("repeat")
+
+
+def test_a_reload_whose_warmup_fails_leaves_the_serving_version_serving(tmp_path):
+    repo = tmp_path / "repo"
+    sample = warmup("zero sample", 1, warm_input("INPUT0", "zero_data: true"))
+    write_model(repo, "model", model_config("identity", tmp_path / "log", cache=False, dims="[4]", extra=sample))
+    with server(repo, "--model-control-mode", "explicit", "--load-model", "model") as process:
+        connection = httpclient.InferenceServerClient(process.http_url)
+        write_model(repo, "model", model_config("fail", tmp_path / "log", cache=False, dims="[4]", extra=sample))
+        with pytest.raises(InferenceServerException, match="failed to run warmup sample 'zero sample'"):
+            connection.load_model("model")
+        x = np.arange(4, dtype=np.float32)
+        np.testing.assert_array_equal(infer(process, "http", "model", x)["OUTPUT0"], x)
+        assert connection.is_model_ready("model")
