@@ -35,7 +35,7 @@ BUILTIN_METRIC_FAMILIES = (
     "nv_cache_num_hits_per_model", "nv_cache_num_misses_per_model", "nv_cache_hit_duration_per_model",
     "nv_cache_miss_duration_per_model", "nv_cache_util", "nv_cache_num_entries", "nv_cache_num_hits",
     "nv_cache_num_misses", "nv_cache_num_lookups", "nv_cache_num_evictions", "nv_cache_lookup_duration",
-    "nv_cache_insertion_duration",
+    "nv_cache_insertion_duration", "nv_cache_hit_summary_per_model", "nv_cache_miss_summary_per_model",
 )
 
 _BOOL = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}

@@ -291,3 +291,18 @@ def test_local_cache_never_holds_more_than_its_size():
     cache = asyncio.run(fill())
     assert cache.used == sum(len(v) for v in cache._entries.values()) <= 1000
     assert len(cache) > 1
+
+
+def test_summary_latencies_add_tritons_cache_summaries(tmp_path):
+    write_model(tmp_path / "repo", "identity", model_config("identity", tmp_path / "log"))
+    flags = ("--cache-config", "local,size=4096", "--metrics-config", "summary_latencies=true")
+    with server(tmp_path / "repo", *flags) as process:
+        x = np.ones((1, 2), np.float32)
+        for _ in range(3):
+            infer(process, "http", "identity", x)
+        samples, types = scrape(process)
+        labels = {"model": "identity", "version": "1"}
+        assert types["nv_cache_hit_summary_per_model"] == types["nv_cache_miss_summary_per_model"] == "summary"
+        assert value(samples, "nv_cache_hit_summary_per_model_count", **labels) == 2
+        assert value(samples, "nv_cache_miss_summary_per_model_count", **labels) == 1
+        assert ("nv_cache_hit_summary_per_model", frozenset({**labels, "quantile": "0.5"}.items())) in samples

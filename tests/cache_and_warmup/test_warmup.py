@@ -129,7 +129,7 @@ model_transaction_policy { decoupled: true }
 input [{name:"IN" data_type: TYPE_INT32 dims:[-1]}]
 output [{name:"OUT" data_type: TYPE_INT32 dims:[1]},{name:"IDX" data_type: TYPE_UINT32 dims:[1]}]
 parameters {key:"op" value {string_value:"repeat"}}
-''' + warmup("decoupled sample", 1, '''inputs { key: "IN" value: { data_type: TYPE_INT32 dims: [3] zero_data: true } }'''))
+''' + warmup("decoupled sample", 1, warm_input("IN", "zero_data: true", "[3]", "TYPE_INT32")))
     with server(repo) as process:
         assert executions(log) == [{"requests": 2, "inputs": {"INPUT0": ["233"]}}]
         assert "model 'repeat' instance" in process.log() and "warmup sample 'decoupled sample'" in process.log()

@@ -63,11 +63,7 @@ def model_families(server: "Server", counter_latencies: bool = True) -> list[Fam
             family.add(getattr(stats, key).ns // 1000, labels)
         if stats.summaries is not None:
             for family, (_, _, key, _, _) in zip(summaries, _LATENCIES):
-                summary = stats.summaries[key]
-                family.add(summary.count, labels, "_count")
-                family.add(round(summary.total), labels, "_sum")
-                for q, value in summary.quantile_values():
-                    family.add(value, (*labels, ("quantile", bound_label(q))))
+                _add_summary(family, stats, key, labels)
         if stats.first_response_histogram is not None:
             h = stats.first_response_histogram
             for bound, n in h.cumulative():
@@ -94,6 +90,13 @@ _CACHE_COUNTERS = (
      1000),
     ("nv_cache_miss_duration_per_model", "Total cache miss (insert+lookup) duration per model, in microseconds",
      "cache_miss", "ns", 1000),
+)
+
+# With --metrics-config summary_latencies=true.
+_CACHE_SUMMARIES = (
+    ("nv_cache_hit_summary_per_model", "Summary of cache hit durations per model, in microseconds", "cache_hit"),
+    ("nv_cache_miss_summary_per_model", "Summary of cache miss durations per model, in microseconds",
+     "cache_miss"),
 )
 
 # Triton's local-cache gauges, server-wide.
@@ -125,11 +128,28 @@ def cache_families(server: "Server") -> list[Family]:
             family.add(getattr(getattr(stats, key), part) // scale, (("model", stats.name), ("version", stats.version)))
         if family.samples:
             out.append(family)
+    for name, text, key in _CACHE_SUMMARIES:
+        family = Family(name, text, "summary")
+        for loaded in using:
+            stats = loaded.statistics
+            if stats.summaries is not None:
+                _add_summary(family, stats, key, (("model", stats.name), ("version", stats.version)))
+        if family.samples:
+            out.append(family)
     for name, value in cache.gauges().items():
         family = Family(name, _CACHE_GAUGES[name], "gauge")
         family.add(value)
         out.append(family)
     return out
+
+
+def _add_summary(family: Family, stats: ModelStatistics, key: str, labels: tuple[tuple[str, str], ...]) -> None:
+    assert stats.summaries is not None
+    summary = stats.summaries[key]
+    family.add(summary.count, labels, "_count")
+    family.add(round(summary.total), labels, "_sum")
+    for q, value in summary.quantile_values():
+        family.add(value, (*labels, ("quantile", bound_label(q))))
 
 
 def custom_families(server: "Server") -> list[Family]:
