@@ -28,8 +28,8 @@ from .model_config import ModelConfig
 from .model_manager import LoadedVersion, ModelManager
 from .remote_repository import open_repository
 from .repository_poller import RepositoryPoller
-from .response_cache import CacheSpec, ResponseCache, open_cache
 from .request_validation import validate_request
+from .response_cache import CacheSpec, ResponseCache, open_cache
 from .safe_names import check_model_name
 from .scheduling.job import Job
 from .scheduling.response_caching import enqueue_through_cache
