@@ -118,20 +118,18 @@ def cache_families(server: "Server") -> list[Family]:
     cache = server.response_cache
     if cache is None or server.models is None:
         return []
-    using = [v for v in sorted(server.models.ready_models(), key=lambda v: (v.name, v.version))
+    using = [v.statistics for v in sorted(server.models.ready_models(), key=lambda v: (v.name, v.version))
              if v.config.proto.response_cache.enable]
     out = []
     for name, text, key, part, scale in _CACHE_COUNTERS:
         family = Family(name, text, "counter")
-        for loaded in using:
-            stats = loaded.statistics
+        for stats in using:
             family.add(getattr(getattr(stats, key), part) // scale, (("model", stats.name), ("version", stats.version)))
         if family.samples:
             out.append(family)
     for name, text, key in _CACHE_SUMMARIES:
         family = Family(name, text, "summary")
-        for loaded in using:
-            stats = loaded.statistics
+        for stats in using:
             if stats.summaries is not None:
                 _add_summary(family, stats, key, (("model", stats.name), ("version", stats.version)))
         if family.samples:
