@@ -9,7 +9,9 @@ parameters `start` / `end`: how a model hands its outputs to another sequence), 
 with `parties` has reached it: proves that executions overlap without timing them), and for
 decoupled models `repeat` (one response per element of input IN: OUT = [value],
 IDX = [index], then a bare final flag) and `count_up` (`count` responses per request, the
-i-th with OUTPUT0 = INPUT0 + i)."""
+i-th with OUTPUT0 = INPUT0 + i). Any op with the config parameter `execution_log` PATH appends
+one JSON line per execution to PATH (`requests`: how many, `inputs`: the first request's
+inputs as lists), so a test counts executions, and sees their data, from outside the server."""
 
 from __future__ import annotations
 
@@ -148,6 +150,12 @@ class RecordingInstance(NumpyInstance):
         config = self.model.context.config
         op = config.parameter("op", "identity")
         start = time.monotonic()
+        execution_log = config.parameter("execution_log")
+        if execution_log:
+            first = {t.name: [v.decode() if isinstance(v, bytes) else v for v in t.data.reshape(-1).tolist()]
+                     for t in requests[0].inputs}
+            with open(execution_log, "a") as log:
+                log.write(json.dumps({"requests": len(requests), "inputs": first}) + "\n")
         self.model.started.extend(r.id for r in requests)
         try:
             if op == "add_sub":

@@ -17,6 +17,7 @@ from .flag_values import parse_bool as _bool
 from .inert_flags import add_inert_flags, warn_inert_flags
 from .log_settings import LOG_FORMATS, LogSettings
 from .metrics_settings import MetricsSettings
+from .response_cache import cache_spec_from_flags
 from .server import Server, ServerOptions
 from .startup_report import backend_table, model_table, options_table
 from .tracing import otlp_tracer_provider, trace_settings_from_config
@@ -250,6 +251,14 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         trace.add_argument(flag, dest="trace_config", action=_TraceConfigAlias, setting=key, metavar="VALUE",
                            help=f"deprecated spelling of --trace-config {key}=VALUE")
 
+    cache = p.add_argument_group("response cache")
+    cache.add_argument("--cache-config", action="append", default=[], metavar="NAME,KEY=VALUE",
+                       help="the response cache models with response_cache { enable: true } use: "
+                            "local,size=BYTES or redis,host=H / redis,port=P (and Triton's other redis "
+                            "settings); repeatable")
+    cache.add_argument("--response-cache-byte-size", type=int, default=None, metavar="BYTES",
+                       help="deprecated spelling of --cache-config local,size=BYTES")
+
     add_inert_flags(p)
 
 
@@ -301,6 +310,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         metrics_settings=metrics_settings,
         log_settings=log_settings,
         trace_settings=trace_settings,
+        cache=cache_spec_from_flags(args.cache_config, args.response_cache_byte_size),
     )
 
 

@@ -42,9 +42,7 @@ _THREADS = "naiad serves HTTP from an event loop; use --workers for more process
 INERT_FLAGS: tuple[InertFlag, ...] = (
     InertFlag("--backend-directory", "PATH", _NO_LIBRARIES),
     InertFlag("--repoagent-directory", "PATH", "naiad has no repository agents"),
-    InertFlag("--cache-directory", "PATH", "naiad has no response-cache libraries"),
-    InertFlag("--cache-config", "NAME,KEY=VALUE", "naiad has no response cache yet", repeatable=True),
-    InertFlag("--response-cache-byte-size", "BYTES", "naiad has no response cache yet", int),
+    InertFlag("--cache-directory", "PATH", "naiad's response caches (local, redis) are built in, not libraries"),
     InertFlag("--rate-limit", "MODE", "naiad has no rate limiter yet; models run as soon as an instance is free",
               harmless=lambda value: str(value).lower() == "off"),
     InertFlag("--rate-limit-resource", "NAME:COUNT[:DEVICE]", "naiad has no rate limiter yet", repeatable=True),

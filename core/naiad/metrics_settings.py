@@ -32,6 +32,10 @@ BUILTIN_METRIC_FAMILIES = (
     "nv_inference_first_response_histogram_ms", "nv_model_load_duration_secs", "nv_cpu_utilization",
     "nv_cpu_memory_total_bytes", "nv_cpu_memory_used_bytes", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
     "nv_gpu_memory_used_bytes", "nv_gpu_power_usage", "nv_gpu_power_limit", "nv_energy_consumption",
+    "nv_cache_num_hits_per_model", "nv_cache_num_misses_per_model", "nv_cache_hit_duration_per_model",
+    "nv_cache_miss_duration_per_model", "nv_cache_util", "nv_cache_num_entries", "nv_cache_num_hits",
+    "nv_cache_num_misses", "nv_cache_num_lookups", "nv_cache_num_evictions", "nv_cache_lookup_duration",
+    "nv_cache_insertion_duration", "nv_cache_hit_summary_per_model", "nv_cache_miss_summary_per_model",
 )
 
 _BOOL = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}

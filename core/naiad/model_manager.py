@@ -33,12 +33,14 @@ from .model_config import (
 )
 from .protos import model_config_pb2 as pb
 from .repository import ModelSource, Repository, find_models, select_versions
+from .response_cache import check_cache_config
 from .scheduling.direct_scheduler import DirectScheduler
 from .scheduling.ensemble_scheduler import EnsembleScheduler
 from .scheduling.factory import create_scheduler
 from .scheduling.instance_runner import InstanceRunner
 from .scheduling.scheduler import Scheduler
 from .statistics import ModelStatistics
+from .warmup import warm_up
 
 if TYPE_CHECKING:
     from .server import Server
@@ -235,6 +237,16 @@ class ModelManager:
                 built = await self._build_with_retries(source, config_override, serving, dict(record.statistics))
                 fresh = [v for v in built.values() if v is not serving.get(v.version)]
                 try:
+                    for loaded in fresh:
+                        if loaded.version not in record.serving:
+                            record.states[loaded.version] = (ModelState.LOADING, "")
+                        # Ready only once warm, as in Triton; an ensemble has no instances to warm.
+                        try:
+                            await warm_up(loaded.config, loaded.version, source.path, loaded.runners,
+                                          loaded.statistics)
+                        except NaiadError as exc:
+                            exc.failed_version = loaded.version  # type: ignore[attr-defined]
+                            raise
                     if while_unchanged and source.fingerprint() != record.fingerprint:
                         raise _ChangedWhileLoading(name)
                     for loaded in fresh:
@@ -432,6 +444,7 @@ class ModelManager:
             model.auto_complete_config(provisional)
         fill_config_defaults(proto, name, filename, gpu_ids())
         config = validate_config(proto, name, source.path)
+        check_cache_config(config)
         context.config = config
         runners: list[InstanceRunner] = []
         if statistics is None:
@@ -534,6 +547,7 @@ class ModelManager:
         config.inherit_labels(plan.output_labels)
         # As in Triton, an ensemble with a decoupled step streams: it is decoupled itself.
         proto.model_transaction_policy.decoupled = plan.decoupled
+        check_cache_config(config)
         statistics = ModelStatistics(name, str(version))
         scheduler = EnsembleScheduler(self.server, config, plan, statistics, str(version), self._step_config)
         return LoadedVersion(name, version, config, scheduler, statistics, dependency_problem=scheduler.problem)

@@ -29,8 +29,10 @@ from .model_manager import LoadedVersion, ModelManager
 from .remote_repository import open_repository
 from .repository_poller import RepositoryPoller
 from .request_validation import validate_request
+from .response_cache import CacheSpec, ResponseCache, open_cache
 from .safe_names import check_model_name
 from .scheduling.job import Job
+from .scheduling.response_caching import enqueue_through_cache
 from .shared_memory import SharedMemoryRegistry
 from .statistics import failure_reason
 from .tracing import TraceSettings, Tracing
@@ -73,6 +75,8 @@ class ServerOptions:
     metrics_settings: MetricsSettings = field(default_factory=MetricsSettings)
     log_settings: LogSettings | None = None
     trace_settings: TraceSettings | None = None
+    # --cache-config / --response-cache-byte-size: the response cache models may enable.
+    cache: CacheSpec | None = None
 
 
 class Server:
@@ -102,6 +106,8 @@ class Server:
         self.custom_metrics = CustomMetricRegistry(reserved=BUILTIN_METRIC_FAMILIES)
         self._live = False
         self._startup_failures: list[str] = []
+        self.response_cache: ResponseCache | None = None
+        self._cache_tasks: set[asyncio.Task[None]] = set()
         self._extensions: list[str] = [
             "classification",
             "sequence",
@@ -124,6 +130,8 @@ class Server:
     async def start(self) -> None:
         """Discover backends and load models as the control mode says."""
         options = self.options
+        if options.cache is not None:
+            self.response_cache = await open_cache(options.cache)
         self.backends = BackendRegistry(
             options.backend_config, options.backend_plugins, options.load_backend_entry_points
         )
@@ -201,6 +209,8 @@ class Server:
             self.backends.finalize()
         self.uploads.close()
         self.tracing.close()
+        if self.response_cache is not None:
+            await self.response_cache.close()
 
     async def __aenter__(self) -> "Server":
         await self.start()
@@ -427,7 +437,11 @@ class Server:
                 future.set_result(response)
 
         job = Job(request, batch_size, deliver)
-        loaded.scheduler.enqueue(job)
+        if self.response_cache is not None and loaded.config.proto.response_cache.enable:
+            enqueue_through_cache(self.response_cache, statistics, job, loaded.name, str(loaded.version),
+                                  loaded.scheduler.enqueue, self._cache_tasks)
+        else:
+            loaded.scheduler.enqueue(job)
         return job, future
 
     def _models(self) -> ModelManager:

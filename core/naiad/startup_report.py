@@ -58,7 +58,7 @@ def options_table(server: Server, extra: Sequence[tuple[str, str]] = ()) -> str:
         ("rate_limit", "OFF"),
         ("strict_readiness", str(int(options.strict_readiness))),
         ("exit_timeout", f"{options.exit_timeout_secs:g}"),
-        ("cache_enabled", "0"),
+        ("cache_enabled", str(int(server.response_cache is not None))),
         *extra,
     ]
     return text_table(("Option", "Value"), rows)

@@ -103,7 +103,7 @@ class ModelStatistics:
         if self.summaries is not None:
             return
         self.summaries = {}
-        for key in ("success", "queue", "compute_input", "compute_infer", "compute_output"):
+        for key in ("success", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss"):
             summary = self.summaries[key] = LatencySummary(quantiles)
             getattr(self, key).observer = summary.observe
 

@@ -103,8 +103,7 @@ parameters {key:"op" value {string_value:"echo_parameters"}}'''
 UNACTED = '''backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]
-model_warmup [{name: "w" batch_size: 1 inputs {key: "INPUT0" value {data_type: TYPE_FP32 dims: [1] zero_data: true}}}]
-response_cache { enable: true }'''
+optimization { eager_batching: true gather_kernel_buffer_threshold: 4 }'''
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +117,7 @@ def launched(tmp_path_factory):
     (repo / "echo" / "configs" / "h100.pbtxt").write_text(CUSTOM)
     process = server_process(
         repo, "--http-thread-count", "16", "--pinned-memory-pool-byte-size", "0", "--rate-limit", "off",
-        "--allow-sagemaker", "false", "--cache-config", "local,size=1048576", "--backend-directory", "/opt/x",
+        "--allow-sagemaker", "false", "--cache-directory", "/opt/caches", "--backend-directory", "/opt/x",
         "--trace-level", "TIMESTAMPS", "--trace-rate", "7", "--trace-file", str(repo.parent / "trace.json"), "--model-config-name", "h100",
         "--http-header-forward-pattern", "^x-tenant",
     )
@@ -136,7 +135,7 @@ def test_a_tritonserver_launch_line_serves(launched):
 
 def test_each_inert_flag_is_named_once_and_harmless_values_are_not(launched):
     log = launched.log()
-    for flag in ("--http-thread-count", "--pinned-memory-pool-byte-size", "--cache-config", "--backend-directory"):
+    for flag in ("--http-thread-count", "--pinned-memory-pool-byte-size", "--cache-directory", "--backend-directory"):
         assert len(re.findall(re.escape(flag) + " has no effect in naiad: ", log)) == 1, log
     for quiet in ("--rate-limit ", "--allow-sagemaker "):
         assert quiet + "has no effect" not in log
@@ -164,14 +163,14 @@ def test_http_headers_matching_the_forward_pattern_become_parameters(launched):
 
 def test_unacted_config_fields_are_named_at_load(launched):
     log = launched.log()
-    assert "model 'warm': config field 'model_warmup' has no effect in naiad" in log
-    assert "model 'warm': config field 'response_cache' has no effect in naiad" in log
+    assert "model 'warm': config field 'optimization.eager_batching' has no effect in naiad" in log
+    assert "model 'warm': config field 'optimization.gather_kernel_buffer_threshold' has no effect in naiad" in log
     assert "model 'echo': config field" not in log
 
 
 def test_model_load_retry_count_loads_a_model_that_failed_at_first(tmp_path):
     load_log = tmp_path / "loads.txt"
-    flaky = UNACTED.split("model_warmup")[0] + (
+    flaky = UNACTED.split("optimization")[0] + (
         f'parameters [{{key:"load_log" value {{string_value:"{load_log}"}}}},'
         '{key:"fail_loads" value {string_value:"2"}}]')
     repo = write_repository(tmp_path / "repo", {"flaky": flaky})

@@ -15,7 +15,7 @@ import socket
 from typing import TYPE_CHECKING, Any, Iterator
 
 from .exposition import CONTENT_TYPE, Family, render
-from .model_families import custom_families, model_families
+from .model_families import cache_families, custom_families, model_families
 from .system_gauges import SystemGauges
 
 if TYPE_CHECKING:
@@ -36,8 +36,8 @@ class MetricsEndpoint:
 
     def families(self) -> list[Family]:
         settings = self.server.metrics_settings
-        return [*model_families(self.server, settings.counter_latencies), *self.gauges.families(),
-                *custom_families(self.server)]
+        return [*model_families(self.server, settings.counter_latencies), *cache_families(self.server),
+                *self.gauges.families(), *custom_families(self.server)]
 
     async def scrape(self) -> bytes:
         # Reading the counters is quick and must happen on the loop that updates them;

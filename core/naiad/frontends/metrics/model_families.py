@@ -13,7 +13,7 @@ from .exposition import Family, bound_label
 if TYPE_CHECKING:
     from ...server import Server
 
-__all__ = ["model_families", "custom_families", "FAILURE_REASONS"]
+__all__ = ["model_families", "cache_families", "custom_families", "FAILURE_REASONS"]
 
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 
@@ -63,11 +63,7 @@ def model_families(server: "Server", counter_latencies: bool = True) -> list[Fam
             family.add(getattr(stats, key).ns // 1000, labels)
         if stats.summaries is not None:
             for family, (_, _, key, _, _) in zip(summaries, _LATENCIES):
-                summary = stats.summaries[key]
-                family.add(summary.count, labels, "_count")
-                family.add(round(summary.total), labels, "_sum")
-                for q, value in summary.quantile_values():
-                    family.add(value, (*labels, ("quantile", bound_label(q))))
+                _add_summary(family, stats, key, labels)
         if stats.first_response_histogram is not None:
             h = stats.first_response_histogram
             for bound, n in h.cumulative():
@@ -83,6 +79,75 @@ def model_families(server: "Server", counter_latencies: bool = True) -> list[Fam
         out.append(histogram)
     out.append(load)
     return out
+
+
+# (family, help, ModelStatistics duration, Duration field, scale): Triton's per-model cache
+# counters, written only for models that use the cache.
+_CACHE_COUNTERS = (
+    ("nv_cache_num_hits_per_model", "Number of cache hits per model", "cache_hit", "count", 1),
+    ("nv_cache_num_misses_per_model", "Number of cache misses per model", "cache_miss", "count", 1),
+    ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", "cache_hit", "ns",
+     1000),
+    ("nv_cache_miss_duration_per_model", "Total cache miss (insert+lookup) duration per model, in microseconds",
+     "cache_miss", "ns", 1000),
+)
+
+# With --metrics-config summary_latencies=true.
+_CACHE_SUMMARIES = (
+    ("nv_cache_hit_summary_per_model", "Summary of cache hit durations per model, in microseconds", "cache_hit"),
+    ("nv_cache_miss_summary_per_model", "Summary of cache miss durations per model, in microseconds",
+     "cache_miss"),
+)
+
+# Triton's local-cache gauges, server-wide.
+_CACHE_GAUGES = {
+    "nv_cache_util": "Cache utilization [0.0 - 1.0]",
+    "nv_cache_num_entries": "Number of responses stored in response cache",
+    "nv_cache_num_hits": "Number of cache hits in response cache",
+    "nv_cache_num_misses": "Number of cache misses in response cache",
+    "nv_cache_num_lookups": "Number of cache lookups in response cache",
+    "nv_cache_num_evictions": "Number of cache evictions in response cache",
+    "nv_cache_lookup_duration": "Total cache lookup duration (hit and miss), in microseconds",
+    "nv_cache_insertion_duration": "Total cache insertion duration, in microseconds",
+}
+
+
+def cache_families(server: "Server") -> list[Family]:
+    """The response-cache families: per model for the models using the cache, and the
+    cache's own server-wide gauges. None without a cache, as Triton writes none."""
+    cache = server.response_cache
+    if cache is None or server.models is None:
+        return []
+    using = [v.statistics for v in sorted(server.models.ready_models(), key=lambda v: (v.name, v.version))
+             if v.config.proto.response_cache.enable]
+    out = []
+    for name, text, key, part, scale in _CACHE_COUNTERS:
+        family = Family(name, text, "counter")
+        for stats in using:
+            family.add(getattr(getattr(stats, key), part) // scale, (("model", stats.name), ("version", stats.version)))
+        if family.samples:
+            out.append(family)
+    for name, text, key in _CACHE_SUMMARIES:
+        family = Family(name, text, "summary")
+        for stats in using:
+            if stats.summaries is not None:
+                _add_summary(family, stats, key, (("model", stats.name), ("version", stats.version)))
+        if family.samples:
+            out.append(family)
+    for name, value in cache.gauges().items():
+        family = Family(name, _CACHE_GAUGES[name], "gauge")
+        family.add(value)
+        out.append(family)
+    return out
+
+
+def _add_summary(family: Family, stats: ModelStatistics, key: str, labels: tuple[tuple[str, str], ...]) -> None:
+    assert stats.summaries is not None
+    summary = stats.summaries[key]
+    family.add(summary.count, labels, "_count")
+    family.add(round(summary.total), labels, "_sum")
+    for q, value in summary.quantile_values():
+        family.add(value, (*labels, ("quantile", bound_label(q))))
 
 
 def custom_families(server: "Server") -> list[Family]:
