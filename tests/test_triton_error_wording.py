@@ -89,6 +89,11 @@ CASES: dict[str, tuple[Case, str, str, str]] = {
                        "unexpected inference output 'NOPE' for model 'add_sub'"),
     "load of an unknown model": (lambda m, c: c.load_model("nosuch"), "500", "INTERNAL",
                                  "failed to load 'nosuch', failed to poll from model repository"),
+    "trace settings of an unknown model": (lambda m, c: c.get_trace_settings(model_name="nosuch"), "400",
+                                           "INVALID_ARGUMENT", "Request for unknown model : nosuch"),
+    "cuda shared memory status of an unknown region": (
+        lambda m, c: c.get_cuda_shared_memory_status("nosuch"), "404", "NOT_FOUND",
+        "Unable to find cuda shared memory region: 'nosuch'"),
     "statistics of an unknown model": (lambda m, c: c.get_inference_statistics("nosuch"), "400",
                                        "INVALID_ARGUMENT", "requested model 'nosuch' is not available"),
     "statistics of an unknown version": (lambda m, c: c.get_inference_statistics("add_sub", "7"), "400",

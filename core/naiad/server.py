@@ -247,6 +247,16 @@ class Server:
         """The loaded version serving `name`/`version`; NOT_FOUND or UNAVAILABLE otherwise."""
         return self._models().get(name, version)
 
+    def check_trace_model(self, name: str) -> None:
+        """Trace settings name a model the server serves; Triton refuses others as a bad
+        request, in its own words (the space before the colon included)."""
+        try:
+            self.model(name)
+        except NaiadError as exc:
+            if exc.code is ErrorCode.NOT_FOUND:
+                raise NaiadError.invalid(f"Request for unknown model : {name}") from None
+            raise
+
     def model_config(self, name: str, version: str = "") -> ModelConfig:
         return self.model(name, version).config
 

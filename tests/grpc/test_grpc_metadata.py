@@ -104,7 +104,8 @@ def test_trace_settings(client):
     assert settings["trace_level"] == {"value": ["OFF"]}
     assert settings["trace_rate"] == {"value": ["1000"]}
     assert client.get_trace_settings(model_name="add_sub", as_json=True)["settings"] == settings
-    expect_error(lambda: client.get_trace_settings(model_name="nope"), "NOT_FOUND", "'nope'")
+    expect_error(lambda: client.get_trace_settings(model_name="nope"), "INVALID_ARGUMENT",
+                 "Request for unknown model : nope")
     updated = client.update_trace_settings(model_name="add_sub", settings={"trace_rate": ["7"]}, as_json=True)
     assert updated["settings"]["trace_rate"] == {"value": ["7"]}
     assert client.get_trace_settings(as_json=True)["settings"]["trace_rate"] == {"value": ["1000"]}

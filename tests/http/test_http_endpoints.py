@@ -367,4 +367,4 @@ def test_logging_and_trace_extensions(base_url):
     assert client.get_trace_settings(model_name="add_sub")["trace_rate"] == "1000"
     response = httpx.post(base_url + "/v2/trace/setting", json={"trace_level": ["LOUD"]})
     assert response.status_code == 400 and "trace_level" in response.json()["error"]
-    assert httpx.get(base_url + "/v2/models/nope/trace/setting").status_code == 404
+    assert httpx.get(base_url + "/v2/models/nope/trace/setting").status_code == 400  # as Triton answers

@@ -235,7 +235,7 @@ class InferenceServicer:
         self, request: pb.CudaSharedMemoryStatusRequest, context: Any
     ) -> pb.CudaSharedMemoryStatusResponse:
         if request.name:
-            raise NaiadError.not_found(f"unable to find cuda shared memory region: '{request.name}'")
+            raise NaiadError.not_found(f"Unable to find cuda shared memory region: '{request.name}'")
         return pb.CudaSharedMemoryStatusResponse()
 
     async def CudaSharedMemoryRegister(
@@ -256,7 +256,7 @@ class InferenceServicer:
 
     async def TraceSetting(self, request: pb.TraceSettingRequest, context: Any) -> pb.TraceSettingResponse:
         if request.model_name:
-            self.server.model(request.model_name)  # NOT_FOUND for a model the server does not know
+            self.server.check_trace_model(request.model_name)
         updates = {key: list(value.value) for key, value in request.settings.items()}
         tracing = self.server.tracing
         settings = tracing.update(updates, request.model_name) if updates else tracing.get(request.model_name)

@@ -129,7 +129,7 @@ class _Routes:
     async def trace_setting(self, request: Request) -> Response:
         model = request.path_params.get("model", "")
         if model:
-            self.server.model(model)  # NOT_FOUND for a model the server does not serve
+            self.server.check_trace_model(model)
         tracing = self.server.tracing
         if request.method == "GET":
             return json_response(tracing.get(model))
@@ -212,7 +212,7 @@ class _Routes:
     async def cuda_shm_status(self, request: Request) -> Response:
         region = request.path_params.get("region")
         if region is not None:
-            raise NaiadError.not_found(f"unable to find CUDA shared memory region: '{region}'")
+            raise NaiadError.not_found(f"Unable to find cuda shared memory region: '{region}'")
         return json_response([])
 
     async def cuda_shm_register(self, request: Request) -> Response:
