@@ -55,7 +55,7 @@ def options_table(server: Server, extra: Sequence[tuple[str, str]] = ()) -> str:
         ("model_control_mode", _CONTROL_MODES.get(options.model_control_mode, options.model_control_mode)),
         ("strict_model_config", str(int(not options.auto_complete_config))),
         ("model_config_name", options.model_config_name),
-        ("rate_limit", "OFF"),
+        ("rate_limit", "EXEC_COUNT" if server.rate_limiter.enabled else "OFF"),
         ("strict_readiness", str(int(options.strict_readiness))),
         ("exit_timeout", f"{options.exit_timeout_secs:g}"),
         ("cache_enabled", str(int(server.response_cache is not None))),
