@@ -10,9 +10,10 @@ with `parties` has reached it: proves that executions overlap without timing the
 decoupled models `repeat` (one response per element of input IN: OUT = [value],
 IDX = [index], then a bare final flag) and `count_up` (`count` responses per request, the
 i-th with OUTPUT0 = INPUT0 + i). Any op with the config parameter `execution_log` PATH appends
-one JSON line per execution to PATH as it ends (`requests`: how many, `inputs`: the first
-request's inputs as lists, `start` and `end`: the server's monotonic clock), so a test counts
-executions, sees their data and whether they overlapped, from outside the server."""
+one JSON line per execution to PATH (`requests`: how many, `inputs`: the first request's
+inputs as lists), so a test counts executions, and sees their data, from outside the server;
+with `timing_log` PATH, one JSON line per execution as it ends (`start`, `end`: the server's
+monotonic clock), so a test sees whether executions overlapped."""
 
 from __future__ import annotations
 
@@ -151,6 +152,12 @@ class RecordingInstance(NumpyInstance):
         config = self.model.context.config
         op = config.parameter("op", "identity")
         start = time.monotonic()
+        execution_log = config.parameter("execution_log")
+        if execution_log:
+            first = {t.name: [v.decode() if isinstance(v, bytes) else v for v in t.data.reshape(-1).tolist()]
+                     for t in requests[0].inputs}
+            with open(execution_log, "a") as log:
+                log.write(json.dumps({"requests": len(requests), "inputs": first}) + "\n")
         self.model.started.extend(r.id for r in requests)
         try:
             if op == "add_sub":
@@ -176,17 +183,10 @@ class RecordingInstance(NumpyInstance):
             self.model.record(
                 Execution(self.context.name, start, end, len(requests), batch_size, tuple(r.id for r in requests))
             )
-            execution_log = config.parameter("execution_log")
-            if execution_log:
-                self._log_execution(execution_log, requests, start, end)
-
-    @staticmethod
-    def _log_execution(path, requests, start, end):
-        first = {t.name: [v.decode() if isinstance(v, bytes) else v for v in t.data.reshape(-1).tolist()]
-                 for t in requests[0].inputs}
-        line = {"requests": len(requests), "inputs": first, "start": start, "end": end}
-        with open(path, "a") as log:
-            log.write(json.dumps(line) + "\n")
+            timing_log = config.parameter("timing_log")
+            if timing_log:
+                with open(timing_log, "a") as log:
+                    log.write(json.dumps({"start": start, "end": end}) + "\n")
 
     def _accumulate(self, request):
         for name in ("START", "END", "READY", "CORRID"):

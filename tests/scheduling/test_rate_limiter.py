@@ -1,5 +1,5 @@
 """The rate limiter (`--rate-limit execution_count`) seen through tritonclient: `naiad serve`
-with the numpy test backend, whose models log each execution's start and end."""
+with the numpy test backend, whose models log each execution's start and end (`timing_log`)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ input [{{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}}]
 output [{{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}}]
 instance_group [{{kind: KIND_CPU count: {count} rate_limiter {{ {rate_limiter} }} }}]
 parameters [{{key:"op" value {{string_value:"sleep"}}}}, {{key:"sleep_ms" value {{string_value:"{sleep_ms}"}}}},
-            {{key:"execution_log" value {{string_value:"{log}"}}}}]'''
+            {{key:"timing_log" value {{string_value:"{log}"}}}}]'''
 
 
 def _repository(root: Path, models: dict[str, str], sleep_ms: int = 150, instances: int = 1) -> Path:
