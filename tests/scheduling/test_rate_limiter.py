@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,21 +21,23 @@ from naiad.testing import ServerProcess
 TESTS = Path(__file__).resolve().parent.parent
 
 
-def _config(log: Path, sleep_ms: int, rate_limiter: str, count: int) -> str:
+def _config(root: Path, name: str, sleep_ms: int, rate_limiter: str, count: int) -> str:
     return f'''backend: "numpy" max_batch_size: 0
 input [{{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}}]
 output [{{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}}]
 instance_group [{{kind: KIND_CPU count: {count} rate_limiter {{ {rate_limiter} }} }}]
 parameters [{{key:"op" value {{string_value:"sleep"}}}}, {{key:"sleep_ms" value {{string_value:"{sleep_ms}"}}}},
-            {{key:"timing_log" value {{string_value:"{log}"}}}}]'''
+            {{key:"timing_log" value {{string_value:"{root / f"{name}.log"}"}}}},
+            {{key:"started_file" value {{string_value:"{root / f"{name}.started"}"}}}}]'''
 
 
 def _repository(root: Path, models: dict[str, str], sleep_ms: int = 150, instances: int = 1) -> Path:
-    """One model per name, each with the given rate_limiter body, logging to root/NAME.log."""
+    """One model per name, each with the given rate_limiter body, logging its executions to
+    root/NAME.log and touching root/NAME.started as one begins."""
     repo = root / "repo"
     for name, rate_limiter in models.items():
         (repo / name / "1").mkdir(parents=True)
-        (repo / name / "config.pbtxt").write_text(_config(root / f"{name}.log", sleep_ms, rate_limiter, instances))
+        (repo / name / "config.pbtxt").write_text(_config(root, name, sleep_ms, rate_limiter, instances))
     return repo
 
 
@@ -87,17 +90,26 @@ def test_models_sharing_a_resource_never_run_at_once(tmp_path, flags, resource, 
 
 
 def test_fewest_executions_times_priority_goes_first(tmp_path):
-    """`often` (priority 1) and `seldom` (priority 3), two instances each, all waiting for R:
-    an instance's turn comes by its executions times its priority, so once every instance
-    has run once, `often`'s instances run twice more each before `seldom`'s run again."""
+    """`often` (priority 1) and `seldom` (priority 3), two instances each, all waiting for R
+    while `blocker` holds it: an instance's turn comes by its executions times its priority,
+    so once every instance has run once, `often`'s instances run twice more each before
+    `seldom`'s run again."""
+    _repository(tmp_path, {"blocker": 'resources [{name: "R" count: 1}]'}, sleep_ms=1000)
     repo = _repository(tmp_path, {
         "often": 'resources [{name: "R" count: 1}] priority: 1',
         "seldom": 'resources [{name: "R" count: 1}] priority: 3',
     }, instances=2)
-    with _serve(repo, "--rate-limit", "execution_count") as server:
+    with _serve(repo, "--rate-limit", "execution_count") as server, ThreadPoolExecutor(1) as pool:
+        blocked = pool.submit(_infer_all, server, ["blocker"])
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "blocker.started").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
         _infer_all(server, ["often", "seldom"] * 8)
+        blocked.result()
+    blocker = _executions(tmp_path, "blocker")
     runs = sorted([(start, "often") for start, _ in _executions(tmp_path, "often")]
                   + [(start, "seldom") for start, _ in _executions(tmp_path, "seldom")])
+    assert runs[0][0] >= blocker[0][1]  # all waited for the blocker
     order = [name for _, name in runs]
     assert sorted(order[:4]) == ["often", "often", "seldom", "seldom"], order
     assert order[4:8] == ["often"] * 4, order
