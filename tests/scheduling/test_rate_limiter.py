@@ -148,9 +148,12 @@ def test_a_resource_both_global_and_per_device_fails_the_load(tmp_path):
 
 def test_the_limiter_off_ignores_the_config(tmp_path):
     repo = _repository(tmp_path, {"greedy": 'resources [{name: "R" count: 2}]'})
-    with _serve(repo, "--rate-limit-resource", "R:1") as server:
+    with _serve(repo, "--rate-limit-resource", "R:1:0", "--rate-limit-resource", "Q:3") as server:
         _infer_all(server, ["greedy"])
         assert "has no effect" not in server.log()
+        # The start-up table lists the resources as tritonserver does, by name.
+        assert re.search(r'\| rate_limit_resource\[0\] +\| {"name":"Q", "count":3 "device":-1} +\|', server.log())
+        assert re.search(r'\| rate_limit_resource\[1\] +\| {"name":"R", "count":1 "device":0} +\|', server.log())
 
 
 @pytest.mark.parametrize("flags, words", [
