@@ -11,7 +11,9 @@ decoupled models `repeat` (one response per element of input IN: OUT = [value],
 IDX = [index], then a bare final flag) and `count_up` (`count` responses per request, the
 i-th with OUTPUT0 = INPUT0 + i). Any op with the config parameter `execution_log` PATH appends
 one JSON line per execution to PATH (`requests`: how many, `inputs`: the first request's
-inputs as lists), so a test counts executions, and sees their data, from outside the server."""
+inputs as lists), so a test counts executions, and sees their data, from outside the server;
+with `timing_log` PATH, one JSON line per execution as it ends (`start`, `end`: the server's
+monotonic clock), so a test sees whether executions overlapped."""
 
 from __future__ import annotations
 
@@ -176,11 +178,15 @@ class RecordingInstance(NumpyInstance):
                 return [self._state_add(request) for request in requests]
             return super().execute(requests)
         finally:
+            end = time.monotonic()
             batch_size = sum(int(r.inputs[0].shape[0]) if config.max_batch_size > 0 else 1 for r in requests)
             self.model.record(
-                Execution(self.context.name, start, time.monotonic(), len(requests), batch_size,
-                          tuple(r.id for r in requests))
+                Execution(self.context.name, start, end, len(requests), batch_size, tuple(r.id for r in requests))
             )
+            timing_log = config.parameter("timing_log")
+            if timing_log:
+                with open(timing_log, "a") as log:
+                    log.write(json.dumps({"start": start, "end": end}) + "\n")
 
     def _accumulate(self, request):
         for name in ("START", "END", "READY", "CORRID"):

@@ -18,6 +18,7 @@ from .inert_flags import add_inert_flags, warn_inert_flags
 from .log_settings import LOG_FORMATS, LogSettings
 from .metrics_settings import MetricsSettings
 from .response_cache import cache_spec_from_flags
+from .scheduling.rate_limiter import ResourceLimit, parse_rate_limit, parse_rate_limit_resource
 from .server import Server, ServerOptions
 from .startup_report import backend_table, model_table, options_table
 from .tracing import otlp_tracer_provider, trace_settings_from_config
@@ -259,6 +260,16 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     cache.add_argument("--response-cache-byte-size", type=int, default=None, metavar="BYTES",
                        help="deprecated spelling of --cache-config local,size=BYTES")
 
+    limiter = p.add_argument_group("rate limiter")
+    limiter.add_argument("--rate-limit", type=_rate_limit_mode, default="off", metavar="MODE",
+                         help="execution_count: instances run only when the resources their rate_limiter lists are "
+                              "free, the least-executed (times priority) first; off (default): the rate_limiter "
+                              "config is ignored")
+    limiter.add_argument("--rate-limit-resource", type=_rate_limit_resource, action="append", default=[],
+                         metavar="NAME:COUNT[:DEVICE]",
+                         help="how many of a resource there are (on DEVICE, or on every device); without it, the "
+                              "most any instance asks for; repeatable")
+
     add_inert_flags(p)
 
 
@@ -272,6 +283,20 @@ class _TraceConfigAlias(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
         getattr(namespace, self.dest).append(f"{self.setting}={values}")
+
+
+def _rate_limit_mode(text: str) -> str:
+    try:
+        return parse_rate_limit(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _rate_limit_resource(text: str) -> ResourceLimit:
+    try:
+        return parse_rate_limit_resource(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
@@ -311,6 +336,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         log_settings=log_settings,
         trace_settings=trace_settings,
         cache=cache_spec_from_flags(args.cache_config, args.response_cache_byte_size),
+        rate_limit=args.rate_limit,
+        rate_limit_resources=list(args.rate_limit_resource),
     )
 
 

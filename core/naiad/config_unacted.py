@@ -21,8 +21,6 @@ def _any_group(test: Callable[[pb.ModelInstanceGroup], bool]) -> _Check:
 
 # (field path as written in config.pbtxt, is it set, why it has no effect)
 UNACTED_FIELDS: tuple[tuple[str, _Check, str], ...] = (
-    ("instance_group.rate_limiter", _any_group(lambda g: g.HasField("rate_limiter")),
-     "naiad has no rate limiter yet"),
     ("instance_group.passive", _any_group(lambda g: g.passive),
      "naiad schedules requests on every instance"),
     ("instance_group.secondary_devices", _any_group(lambda g: len(g.secondary_devices) > 0),

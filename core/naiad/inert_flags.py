@@ -27,7 +27,7 @@ class InertFlag:
     # tritonserver's value type; a malformed value is refused as tritonserver refuses it.
     parse: Callable[[str], object] = str
     repeatable: bool = False
-    # A value that asks for nothing (e.g. `--rate-limit off`): no warning for it.
+    # A value that asks for nothing (e.g. `--allow-sagemaker false`): no warning for it.
     harmless: Callable[[object], bool] = lambda value: False
 
     @property
@@ -43,9 +43,6 @@ INERT_FLAGS: tuple[InertFlag, ...] = (
     InertFlag("--backend-directory", "PATH", _NO_LIBRARIES),
     InertFlag("--repoagent-directory", "PATH", "naiad has no repository agents"),
     InertFlag("--cache-directory", "PATH", "naiad's response caches (local, redis) are built in, not libraries"),
-    InertFlag("--rate-limit", "MODE", "naiad has no rate limiter yet; models run as soon as an instance is free",
-              harmless=lambda value: str(value).lower() == "off"),
-    InertFlag("--rate-limit-resource", "NAME:COUNT[:DEVICE]", "naiad has no rate limiter yet", repeatable=True),
     InertFlag("--http-thread-count", "N", _THREADS, int),
     InertFlag("--grpc-infer-allocation-pool-size", "N", "naiad keeps no pool of request objects", int),
     InertFlag("--buffer-manager-thread-count", "N", "naiad copies tensors on the thread that needs them", int),

@@ -38,6 +38,7 @@ from .scheduling.direct_scheduler import DirectScheduler
 from .scheduling.ensemble_scheduler import EnsembleScheduler
 from .scheduling.factory import create_scheduler
 from .scheduling.instance_runner import InstanceRunner
+from .scheduling.rate_limiter import InstanceGate, RateLimiter
 from .scheduling.scheduler import Scheduler
 from .statistics import ModelStatistics
 from .warmup import warm_up
@@ -108,8 +109,11 @@ class ModelManager:
         load_timeout_secs: float | None = None,
         load_retry_count: int = 0,
         config_name: str = "",
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.repositories = repositories
+        # One for the whole server: instances of different models share its resources.
+        self.rate_limiter = rate_limiter or RateLimiter()
         self.backends = backends
         self.server = server
         self.auto_complete = auto_complete
@@ -452,16 +456,22 @@ class ModelManager:
         metrics_settings = getattr(self.server, "metrics_settings", None)
         if metrics_settings is not None:
             metrics_settings.prepare(statistics, config)
+        gates: list[InstanceGate | None] = []
         try:
+            contexts = expand_instance_groups(config)
+            gates = self.rate_limiter.admit(config.proto, [(c.group_name, c.device_id) for c in contexts])
             model.initialize()
-            for instance_context in expand_instance_groups(config):
+            for instance_context, gate in zip(contexts, gates):
                 instance = model.create_instance(instance_context)
                 instance.initialize()
-                runners.append(InstanceRunner(instance, statistics, name, str(version), config.decoupled))
+                runners.append(InstanceRunner(instance, statistics, name, str(version), config.decoupled, gate))
             scheduler = create_scheduler(config, runners)
         except BaseException:
             loaded = LoadedVersion(name, version, config, DirectScheduler([]), statistics, model, runners)
             self._finalize(loaded)
+            for gate in gates[len(runners):]:
+                if gate is not None:
+                    gate.close()  # instances that were never created
             raise
         statistics.load_duration_s = time.monotonic() - load_started
         return LoadedVersion(name, version, config, scheduler, statistics, model, runners)

@@ -32,6 +32,7 @@ from .request_validation import validate_request
 from .response_cache import CacheSpec, ResponseCache, open_cache
 from .safe_names import check_model_name
 from .scheduling.job import Job
+from .scheduling.rate_limiter import RateLimiter, ResourceLimit
 from .scheduling.response_caching import enqueue_through_cache
 from .shared_memory import SharedMemoryRegistry
 from .statistics import failure_reason
@@ -77,6 +78,9 @@ class ServerOptions:
     trace_settings: TraceSettings | None = None
     # --cache-config / --response-cache-byte-size: the response cache models may enable.
     cache: CacheSpec | None = None
+    # --rate-limit / --rate-limit-resource: "off" or "execution_count", and the resource counts.
+    rate_limit: str = "off"
+    rate_limit_resources: list[ResourceLimit] = field(default_factory=list)
 
 
 class Server:
@@ -88,6 +92,10 @@ class Server:
             raise NaiadError.invalid(
                 f"model control mode must be none, poll or explicit, got '{self.options.model_control_mode}'"
             )
+        try:
+            self.rate_limiter = RateLimiter(self.options.rate_limit, self.options.rate_limit_resources)
+        except ValueError as exc:
+            raise NaiadError.invalid(str(exc)) from None
         self.backends: BackendRegistry | None = None
         self.models: ModelManager | None = None
         self.shared_memory = SharedMemoryRegistry(self.options.allow_client_shm)
@@ -141,6 +149,7 @@ class Server:
         self.models = ModelManager(
             list(repositories), self.backends, self, options.auto_complete_config, options.model_load_timeout_secs,
             load_retry_count=options.model_load_retry_count, config_name=options.model_config_name,
+            rate_limiter=self.rate_limiter,
         )
         self._live = True
         if options.model_control_mode == "explicit":

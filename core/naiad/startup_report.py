@@ -7,6 +7,7 @@ import json
 from typing import Sequence
 
 from . import __version__
+from .scheduling.rate_limiter import ResourceLimit
 from .server import Server, ServerOptions
 
 __all__ = ["backend_table", "model_table", "options_table", "text_table"]
@@ -44,6 +45,12 @@ def backend_table(server: Server) -> str:
     return text_table(("Backend", "Module", "Config"), rows)
 
 
+def _resource_row(resource: ResourceLimit) -> str:
+    # tritonserver's layout, its missing comma included: log readers match the line as it is.
+    device = -1 if resource.device is None else resource.device
+    return f'{{"name":"{resource.name}", "count":{resource.count} "device":{device}}}'
+
+
 def options_table(server: Server, extra: Sequence[tuple[str, str]] = ()) -> str:
     options: ServerOptions = server.options
     metadata = server.metadata()
@@ -55,7 +62,9 @@ def options_table(server: Server, extra: Sequence[tuple[str, str]] = ()) -> str:
         ("model_control_mode", _CONTROL_MODES.get(options.model_control_mode, options.model_control_mode)),
         ("strict_model_config", str(int(not options.auto_complete_config))),
         ("model_config_name", options.model_config_name),
-        ("rate_limit", "OFF"),
+        ("rate_limit", "EXEC_COUNT" if server.rate_limiter.enabled else "OFF"),
+        *((f"rate_limit_resource[{i}]", _resource_row(r)) for i, r in enumerate(
+            sorted(options.rate_limit_resources, key=lambda r: (r.name, -1 if r.device is None else r.device)))),
         ("strict_readiness", str(int(options.strict_readiness))),
         ("exit_timeout", f"{options.exit_timeout_secs:g}"),
         ("cache_enabled", str(int(server.response_cache is not None))),

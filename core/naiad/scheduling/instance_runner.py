@@ -1,7 +1,8 @@
 """Runs batches of jobs on one model instance and routes the responses back.
 
 Owns the instance's execution thread (for a synchronous `execute`), the ABI checks on what
-`execute` returns, decoupled response senders, and the execution statistics.
+`execute` returns, decoupled response senders, the execution statistics, and the instance's
+place in the rate limiter (its resources are held for each execution).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
 from ..statistics import ModelStatistics
 from .job import Job
+from .rate_limiter import InstanceGate
 
 __all__ = ["InstanceRunner"]
 
@@ -35,9 +37,16 @@ class InstanceRunner:
     """One instance, executed one batch at a time (the scheduler guarantees that)."""
 
     def __init__(
-        self, instance: ModelInstance, statistics: ModelStatistics, model_name: str, version: str, decoupled: bool
+        self,
+        instance: ModelInstance,
+        statistics: ModelStatistics,
+        model_name: str,
+        version: str,
+        decoupled: bool,
+        gate: InstanceGate | None = None,
     ) -> None:
         self.instance = instance
+        self.gate = gate
         self.statistics = statistics
         self.model_name = model_name
         self.version = version
@@ -58,6 +67,16 @@ class InstanceRunner:
         if anything goes wrong), so no caller waits forever. The exception: jobs whose
         model asked to run them again (`request.reschedule`) are returned, unfinished, to a
         scheduler that can queue them again (`reschedulable`); elsewhere they fail."""
+        if self.gate is None:
+            return await self._run(jobs, reschedulable)
+        # Waiting for the rate limiter counts as queue time, as in Triton.
+        await self.gate.acquire()
+        try:
+            return await self._run(jobs, reschedulable)
+        finally:
+            self.gate.release()
+
+    async def _run(self, jobs: list[Job], reschedulable: bool) -> list[Job]:
         loop = asyncio.get_running_loop()
         start = time.monotonic_ns()
         # Padding jobs (batch_size 0, a sequence batcher's empty slots) are not requests:
@@ -188,6 +207,8 @@ class InstanceRunner:
         return response
 
     def close(self) -> None:
+        if self.gate is not None:
+            self.gate.close()
         if self._thread is not None:
             self._thread.shutdown(wait=True)
 
