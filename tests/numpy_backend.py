@@ -29,6 +29,15 @@ from naiad import Backend, InferenceResponse, Model, ModelInstance, Tensor, hook
 from naiad.batching import Batch
 
 
+# The sequence batcher's control inputs, under the names `accumulate` reads; `%s` is the
+# CORRID datatype (e.g. TYPE_UINT64 or TYPE_STRING).
+SEQUENCE_CONTROLS = '''control_input [
+  {name: "START" control [{kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1]}]},
+  {name: "END" control [{kind: CONTROL_SEQUENCE_END int32_false_true: [0, 1]}]},
+  {name: "READY" control [{kind: CONTROL_SEQUENCE_READY int32_false_true: [0, 1]}]},
+  {name: "CORRID" control [{kind: CONTROL_SEQUENCE_CORRID data_type: %s}]}]'''
+
+
 # Barriers of the `rendezvous` op, shared by every model of the process that names them.
 _BARRIERS: dict[str, threading.Barrier] = {}
 _BARRIERS_LOCK = threading.Lock()

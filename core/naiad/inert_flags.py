@@ -83,13 +83,10 @@ def add_inert_flags(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def warn_inert_flags(args: argparse.Namespace, log: logging.Logger) -> list[str]:
-    """Logs one warning per inert flag the command line set; returns the flags warned of."""
-    warned = []
+def warn_inert_flags(args: argparse.Namespace, log: logging.Logger) -> None:
+    """Logs one warning per inert flag the command line set."""
     for spec in INERT_FLAGS:
         value = getattr(args, spec.dest, None)
         if value is None or (not spec.repeatable and spec.harmless(value)):
             continue
         log.warning("%s has no effect in naiad: %s", spec.flag, spec.why)
-        warned.append(spec.flag)
-    return warned

@@ -28,7 +28,6 @@ def validate_request(request: InferenceRequest, config: ModelConfig, version: st
     model = f"model '{config.name}'"
     label = f"[request id: {request.id or '<id_unknown>'}] "
     _check_input_count(request, config, label)  # after it, a missing input is an unexpected one
-    seen: set[str] = set()
     batch_size: int | None = None
     batching = config.max_batch_size > 0
     for tensor in request.inputs:
@@ -38,7 +37,6 @@ def validate_request(request: InferenceRequest, config: ModelConfig, version: st
                 f"unexpected inference input '{tensor.name}' for {model}; it expects "
                 + ", ".join(f"'{s.name}'" for s in config.inputs)
             )
-        seen.add(tensor.name)
         if tensor.datatype != spec.datatype:
             raise NaiadError.invalid(
                 f"{label}inference input '{tensor.name}' data-type is '{tensor.datatype}', but {model} expects "

@@ -17,14 +17,9 @@ from tritonclient.utils import InferenceServerException
 
 from ensemble_repo import ensemble, model, numpy_model, step, tensor, unary
 from naiad.testing import ServerProcess
+from numpy_backend import SEQUENCE_CONTROLS
 
 TESTS = Path(__file__).resolve().parent.parent
-
-SEQUENCE_CONTROLS = '''control_input [
-  {name: "START" control [{kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1]}]},
-  {name: "END" control [{kind: CONTROL_SEQUENCE_END int32_false_true: [0, 1]}]},
-  {name: "READY" control [{kind: CONTROL_SEQUENCE_READY int32_false_true: [0, 1]}]},
-  {name: "CORRID" control [{kind: CONTROL_SEQUENCE_CORRID data_type: %s}]}]'''
 
 
 def _accumulate(repo: Path, name: str, corrid_type: str, strategy: str) -> None:
