@@ -19,6 +19,9 @@ from .cli import READY_LINE
 
 __all__ = ["ServerProcess", "free_port"]
 
+# How often start() tries fresh ports when one it picked was taken before the server bound it.
+_PORT_ATTEMPTS = 3
+_PORT_TAKEN = "address already in use"
 
 
 def free_port() -> int:
@@ -66,18 +69,36 @@ class ServerProcess:
         return Path(self._log.name).read_text(errors="replace")
 
     def start(self, expect_ready: bool = True) -> "ServerProcess":
-        self.process = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT, env=self.env)
-        if not expect_ready:
-            return self
+        for attempt in range(_PORT_ATTEMPTS):
+            self.process = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT, env=self.env)
+            if not expect_ready or self._wait_ready():
+                return self
+            if attempt + 1 == _PORT_ATTEMPTS or _PORT_TAKEN not in self.log().lower():
+                break
+            # A free port can be taken by another process between free_port() and the
+            # server's bind: start again on fresh ones.
+            self._take_new_ports()
+            Path(self._log.name).write_text("")
+        raise RuntimeError(f"naiad exited with {self.process.returncode}:\n{self.log()}")
+
+    def _wait_ready(self) -> bool:
+        """True once the server is ready, False when it exited first."""
+        assert self.process is not None
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             if READY_LINE in self.log():
-                return self
+                return True
             if self.process.poll() is not None:
-                raise RuntimeError(f"naiad exited with {self.process.returncode}:\n{self.log()}")
+                return False
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"naiad was not ready after {self.timeout}s:\n{self.log()}")
+
+    def _take_new_ports(self) -> None:
+        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        for flag, port in (("--http-port", self.http_port), ("--grpc-port", self.grpc_port),
+                           ("--metrics-port", self.metrics_port)):
+            self.args[self.args.index(flag) + 1] = str(port)
 
     def wait(self, timeout: float = 60.0) -> int:
         assert self.process is not None
