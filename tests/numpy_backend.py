@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from naiad import Backend, InferenceResponse, Model, ModelInstance, Tensor, hookimpl
-from naiad.batching import Batch
+from naiad.backend.batching import Batch
 
 
 # The sequence batcher's control inputs, under the names `accumulate` reads; `%s` is the

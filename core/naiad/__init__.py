@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from .backend_abi import (  # noqa: E402
+from .backend.abi import (  # noqa: E402
     ABI_VERSION,
     Backend,
     BackendContext,
@@ -12,9 +12,9 @@ from .backend_abi import (  # noqa: E402
     ModelInstance,
 )
 from .errors import ErrorCode, NaiadError  # noqa: E402
-from .hookspecs import hookimpl  # noqa: E402
+from .backend.hookspecs import hookimpl  # noqa: E402
 from .inference import InferenceRequest, InferenceResponse, RequestedOutput  # noqa: E402
-from .model_config import ConfigError, ModelConfig, TensorSpec  # noqa: E402
+from .config.model_config import ConfigError, ModelConfig, TensorSpec  # noqa: E402
 from .server import Server, ServerOptions  # noqa: E402
 from .tensor import Tensor  # noqa: E402
 

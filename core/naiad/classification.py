@@ -13,7 +13,7 @@ import numpy as np
 
 from .errors import NaiadError
 from .inference import InferenceRequest, InferenceResponse, RequestedOutput
-from .model_config import ModelConfig
+from .config.model_config import ModelConfig
 from .tensor import Tensor
 
 __all__ = ["classification_count", "classify_tensor", "apply_classification"]

@@ -15,13 +15,13 @@ from . import __version__
 from .errors import NaiadError
 from .flag_values import parse_bool as _bool
 from .inert_flags import add_inert_flags, warn_inert_flags
-from .log_settings import LOG_FORMATS, LogSettings
-from .metrics_settings import MetricsSettings
-from .response_cache import cache_spec_from_flags
+from .observability.log_settings import LOG_FORMATS, LogSettings
+from .observability.metrics_settings import MetricsSettings
+from .cache.response_cache import cache_spec_from_flags
 from .scheduling.rate_limiter import ResourceLimit, parse_rate_limit, parse_rate_limit_resource
 from .server import Server, ServerOptions
 from .startup_report import backend_table, model_table, options_table
-from .tracing import otlp_tracer_provider, trace_settings_from_config
+from .observability.tracing import otlp_tracer_provider, trace_settings_from_config
 from .workers import WORKER_INDEX_ENV, WorkerPool, is_worker, signal_worker_ready, wait_orphaned
 
 __all__ = ["READY_LINE", "build_parser", "load_plugin", "main", "options_from_args"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .classification import classification_count
 from .errors import NaiadError
 from .inference import InferenceRequest
-from .model_config import ModelConfig, TensorSpec
+from .config.model_config import ModelConfig, TensorSpec
 from .tensor import Tensor
 
 __all__ = ["validate_request", "shape_matches"]

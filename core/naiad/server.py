@@ -16,28 +16,28 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncGenerator
 
 from . import __version__
-from .backend_registry import BackendRegistry
+from .models.backend_registry import BackendRegistry
 from .classification import apply_classification
-from .custom_metrics import CustomMetricRegistry
-from .ensemble_validation import load_order
+from .observability.custom_metrics import CustomMetricRegistry
+from .models.ensemble_validation import load_order
 from .errors import ErrorCode, NaiadError
 from .inference import InferenceRequest, InferenceResponse
-from .log_settings import LogSettings
-from .metrics_settings import BUILTIN_METRIC_FAMILIES, MetricsSettings
-from .model_config import ModelConfig
-from .model_manager import LoadedVersion, ModelManager
-from .remote_repository import open_repository
-from .repository_poller import RepositoryPoller
+from .observability.log_settings import LogSettings
+from .observability.metrics_settings import BUILTIN_METRIC_FAMILIES, MetricsSettings
+from .config.model_config import ModelConfig
+from .models.manager import LoadedVersion, ModelManager
+from .repository.remote import open_repository
+from .repository.poller import RepositoryPoller
 from .request_validation import validate_request
-from .response_cache import CacheSpec, ResponseCache, open_cache
+from .cache.response_cache import CacheSpec, ResponseCache, open_cache
 from .safe_names import check_model_name
 from .scheduling.job import Job
 from .scheduling.rate_limiter import RateLimiter, ResourceLimit
 from .scheduling.response_caching import enqueue_through_cache
 from .shared_memory import SharedMemoryRegistry
-from .statistics import failure_reason
-from .tracing import TraceSettings, Tracing
-from .uploaded_models import UploadedModels
+from .observability.statistics import failure_reason
+from .observability.tracing import TraceSettings, Tracing
+from .repository.uploaded_models import UploadedModels
 
 __all__ = ["Server", "ServerOptions"]
 

@@ -276,7 +276,7 @@ def test_cache_flags_that_cannot_work_stop_the_start_with_a_clear_message(tmp_pa
 def test_local_cache_never_holds_more_than_its_size():
     import asyncio
 
-    from naiad.local_cache import LocalCache
+    from naiad.cache.local_cache import LocalCache
 
     async def fill() -> LocalCache:
         cache = LocalCache(1000)

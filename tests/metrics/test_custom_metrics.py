@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from naiad import Backend, InferenceRequest, InferenceResponse, Model, ModelInstance, NaiadError, Tensor, hookimpl
-from naiad.custom_metrics import CustomMetricRegistry, MetricKind
+from naiad.observability.custom_metrics import CustomMetricRegistry, MetricKind
 from prometheus_text import value
 
 from metrics_server import MetricsServer, make_model

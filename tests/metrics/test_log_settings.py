@@ -9,7 +9,7 @@ import pytest
 
 from naiad import NaiadError, Server, ServerOptions
 from naiad.cli import build_parser, options_from_args
-from naiad.log_settings import LogSettings
+from naiad.observability.log_settings import LogSettings
 from naiad.testing import ServerProcess
 
 TRITON_DEFAULTS = {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,

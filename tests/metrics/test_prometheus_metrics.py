@@ -187,7 +187,7 @@ def test_bad_metrics_flags_are_refused(repo):
 
 
 def test_failure_reasons():
-    from naiad.statistics import failure_reason
+    from naiad.observability.statistics import failure_reason
 
     assert failure_reason(NaiadError.internal("model crashed")) == "BACKEND"
     assert failure_reason(NaiadError.unavailable("queue is full")) == "REJECTED"

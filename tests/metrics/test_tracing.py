@@ -9,7 +9,7 @@ import pytest
 
 from naiad import InferenceRequest, NaiadError, Server, ServerOptions, Tensor
 from naiad.cli import build_parser, options_from_args
-from naiad.tracing import TraceSettings, trace_settings_from_config
+from naiad.observability.tracing import TraceSettings, trace_settings_from_config
 from numpy_backend import NumpyPlugin
 
 TRITON_DEFAULTS = {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1", "log_frequency": "0",
@@ -185,7 +185,7 @@ def test_otlp_export_to_a_collector_on_loopback(repo):
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     from naiad.testing import free_port
-    from naiad.tracing import otlp_tracer_provider
+    from naiad.observability.tracing import otlp_tracer_provider
 
     received = []
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from naiad import InferenceRequest, NaiadError, Tensor
-from naiad.batching import Batch, execute_by_name, split_output_tensors, stack_requests
-from naiad.model_config import parse_config_text, validate_config
+from naiad.backend.batching import Batch, execute_by_name, split_output_tensors, stack_requests
+from naiad.config.model_config import parse_config_text, validate_config
 
 
 def request(**arrays) -> InferenceRequest:

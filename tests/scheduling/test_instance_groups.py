@@ -8,8 +8,8 @@ import pytest
 
 from naiad import ConfigError
 from naiad.devices import gpu_ids
-from naiad.instance_groups import expand_instance_groups
-from naiad.model_config import parse_config_text, validate_config
+from naiad.models.instance_groups import expand_instance_groups
+from naiad.config.model_config import parse_config_text, validate_config
 from scheduling_helpers import model_of, serving, write_model
 
 BASE = '''name: "m" backend: "numpy" max_batch_size: 1

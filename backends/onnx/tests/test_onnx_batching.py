@@ -12,8 +12,8 @@ import pytest
 
 import onnx_models
 from naiad import BackendContext, InferenceRequest, ModelContext, RequestedOutput, Tensor
-from naiad.instance_groups import expand_instance_groups
-from naiad.model_config import parse_config_text, validate_config
+from naiad.models.instance_groups import expand_instance_groups
+from naiad.config.model_config import parse_config_text, validate_config
 from naiad_backend_onnx.backend import OnnxRuntimeBackend
 from naiad_backend_onnx.session_options import choose_providers
 from naiad import ConfigError

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from naiad import ConfigError, ModelConfig, TensorSpec
 from naiad.datatypes import datatype_to_config_type
-from naiad.model_io import model_inputs, model_outputs
-from naiad.shape_check import check_model_shape
+from naiad.config.model_io import model_inputs, model_outputs
+from naiad.backend.shape_check import check_model_shape
 
 from .model_tensors import ModelSignature, ModelTensor
 

@@ -19,8 +19,8 @@ from naiad import (
     ModelInstance,
     NaiadError,
 )
-from naiad.batching import execute_by_name
-from naiad.model_io import model_inputs, model_outputs
+from naiad.backend.batching import execute_by_name
+from naiad.config.model_io import model_inputs, model_outputs
 from naiad.protos import model_config_pb2 as pb
 
 from .auto_complete import auto_complete_from_signature

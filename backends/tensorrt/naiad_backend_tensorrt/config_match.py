@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from naiad import ConfigError, ModelConfig, TensorSpec
 from naiad.datatypes import datatype_to_config_type
-from naiad.shape_check import check_model_shape
+from naiad.backend.shape_check import check_model_shape
 from naiad.protos import model_config_pb2 as pb
 
 from .engine_description import EngineDescription, EngineTensor

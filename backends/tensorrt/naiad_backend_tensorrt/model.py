@@ -18,7 +18,7 @@ from naiad import (
     ModelInstance,
     NaiadError,
 )
-from naiad.batching import execute_by_name
+from naiad.backend.batching import execute_by_name
 
 from .compute_capability import format_compute_capability, select_plan_filename
 from .config_match import auto_complete_from_engine, check_config_against_engine

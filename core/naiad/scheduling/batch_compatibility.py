@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Hashable
 
-from ..model_config import ModelConfig
+from ..config.model_config import ModelConfig
 from .job import Job
 
 __all__ = ["BatchSignature"]

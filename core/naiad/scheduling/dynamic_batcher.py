@@ -15,7 +15,7 @@ from collections import deque
 
 from ..errors import NaiadError
 from ..inference import InferenceResponse
-from ..model_config import ModelConfig
+from ..config.model_config import ModelConfig
 from .batch_compatibility import BatchSignature
 from .batch_policy import BatchPolicy
 from .instance_runner import InstanceRunner

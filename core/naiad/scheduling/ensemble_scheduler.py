@@ -22,12 +22,12 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..ensemble_validation import EnsemblePlan, EnsembleStep, StepConfigLookup, validate_ensemble
+from ..models.ensemble_validation import EnsemblePlan, EnsembleStep, StepConfigLookup, validate_ensemble
 from ..errors import ErrorCode, NaiadError
 from ..inference import InferenceRequest, InferenceResponse, RequestedOutput
-from ..model_config import ModelConfig
+from ..config.model_config import ModelConfig
 from ..request_validation import shape_matches
-from ..statistics import ModelStatistics
+from ..observability.statistics import ModelStatistics
 from ..tensor import Tensor
 from .job import Job
 from .scheduler import Scheduler

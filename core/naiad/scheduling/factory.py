@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..model_config import ModelConfig
+from ..config.model_config import ModelConfig
 from .direct_scheduler import DirectScheduler
 from .dynamic_batcher import DynamicBatcher
 from .instance_runner import InstanceRunner

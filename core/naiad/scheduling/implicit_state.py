@@ -19,7 +19,7 @@ import numpy as np
 
 from ..datatypes import config_type_to_datatype, deserialize_bytes_tensor, numpy_dtype
 from ..inference import InferenceResponse
-from ..model_config import ConfigError, ModelConfig
+from ..config.model_config import ConfigError, ModelConfig
 from ..protos import model_config_pb2 as pb
 from ..tensor import Tensor
 

@@ -14,11 +14,11 @@ import logging
 import time
 from typing import Any
 
-from ..backend_abi import ModelInstance
-from ..batching import take_phase_times
+from ..backend.abi import ModelInstance
+from ..backend.batching import take_phase_times
 from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
-from ..statistics import ModelStatistics
+from ..observability.statistics import ModelStatistics
 from .job import Job
 from .rate_limiter import InstanceGate
 

@@ -18,8 +18,8 @@ import time
 from typing import Any, Callable, Coroutine
 
 from ..inference import InferenceResponse
-from ..response_cache import ResponseCache, decode_response, encode_response, request_key
-from ..statistics import ModelStatistics
+from ..cache.response_cache import ResponseCache, decode_response, encode_response, request_key
+from ..observability.statistics import ModelStatistics
 from .job import Job
 
 __all__ = ["enqueue_through_cache"]

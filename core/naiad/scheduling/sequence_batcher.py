@@ -45,7 +45,7 @@ import numpy as np
 
 from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
-from ..model_config import ModelConfig
+from ..config.model_config import ModelConfig
 from ..tensor import Tensor
 from .batch_compatibility import BatchSignature
 from .batch_policy import BatchPolicy

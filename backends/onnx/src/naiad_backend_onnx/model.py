@@ -22,10 +22,10 @@ from naiad import (
     ModelInstance,
     NaiadError,
 )
-from naiad.batching import Batch, run_isolating_failures
-from naiad.model_io import model_inputs, model_outputs
-from naiad.output_reshape import apply_output_reshape
-from naiad.shape_check import check_model_shape
+from naiad.backend.batching import Batch, run_isolating_failures
+from naiad.config.model_io import model_inputs, model_outputs
+from naiad.backend.output_reshape import apply_output_reshape
+from naiad.backend.shape_check import check_model_shape
 
 from .auto_complete import ModelTensor, auto_complete
 from .session_options import SessionSettings, choose_providers, read_session_settings

@@ -15,8 +15,8 @@ from pathlib import Path
 from google.protobuf import json_format
 
 import naiad_backend_python
-from naiad.backend_abi import Backend, BackendContext, InstanceContext, Model, ModelContext, ModelInstance
-from naiad.model_config import ConfigError, ModelConfig
+from naiad.backend.abi import Backend, BackendContext, InstanceContext, Model, ModelContext, ModelInstance
+from naiad.config.model_config import ConfigError, ModelConfig
 
 from .in_process_instance import InProcessInstance
 from .model_host import run_auto_complete

@@ -27,7 +27,7 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from naiad.backend_abi import InstanceContext, ModelInstance
+from naiad.backend.abi import InstanceContext, ModelInstance
 from naiad.errors import NaiadError
 from naiad.inference import InferenceRequest as CoreRequest
 from naiad.inference import InferenceResponse as CoreResponse

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from naiad.errors import NaiadError
 
 if TYPE_CHECKING:
-    from naiad.custom_metrics import CustomMetric, CustomMetricFamily, CustomMetricRegistry
+    from naiad.observability.custom_metrics import CustomMetric, CustomMetricFamily, CustomMetricRegistry
 
 __all__ = ["MetricOwner", "METRIC_OPS"]
 

@@ -14,7 +14,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from naiad.backend_abi import InstanceContext, ModelInstance
+from naiad.backend.abi import InstanceContext, ModelInstance
 from naiad.errors import NaiadError
 from naiad.inference import InferenceRequest as CoreRequest
 from naiad.inference import InferenceResponse as CoreResponse

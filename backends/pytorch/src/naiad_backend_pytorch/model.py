@@ -28,9 +28,9 @@ from naiad import (
     NaiadError,
     TensorSpec,
 )
-from naiad.batching import Batch, run_isolating_failures
-from naiad.model_io import model_inputs, model_outputs
-from naiad.output_reshape import apply_output_reshape
+from naiad.backend.batching import Batch, run_isolating_failures
+from naiad.config.model_io import model_inputs, model_outputs
+from naiad.backend.output_reshape import apply_output_reshape
 
 from .auto_complete import auto_complete, program_signature
 from .binding import InputBinding, bind_inputs, output_index

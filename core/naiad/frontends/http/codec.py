@@ -18,7 +18,7 @@ import orjson
 from ...datatypes import DATATYPES, input_from_raw, numpy_dtype, tensor_to_raw
 from ...errors import NaiadError
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
-from ...model_config import ModelConfig
+from ...config.model_config import ModelConfig
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
 from .json_tensors import array_from_json, json_from_tensor

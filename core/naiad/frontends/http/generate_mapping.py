@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from ...errors import NaiadError
 from ...inference import InferenceRequest, InferenceResponse
-from ...model_config import ModelConfig, TensorSpec
+from ...config.model_config import ModelConfig, TensorSpec
 from ...tensor import Tensor
 from .json_tensors import array_from_json, json_from_tensor
 

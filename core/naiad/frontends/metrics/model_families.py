@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...custom_metrics import MetricKind
-from ...statistics import ModelStatistics
+from ...observability.custom_metrics import MetricKind
+from ...observability.statistics import ModelStatistics
 from .exposition import Family, bound_label
 
 if TYPE_CHECKING:

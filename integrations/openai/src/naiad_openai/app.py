@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import InferenceResponse
-from naiad.model_config import ModelConfig
+from naiad.config.model_config import ModelConfig
 from naiad.server import Server
 
 from .chat_template import chat_prompt

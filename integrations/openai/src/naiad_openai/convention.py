@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from naiad.errors import NaiadError
 from naiad.frontends.http.generate_mapping import generate_request
 from naiad.inference import InferenceRequest, InferenceResponse
-from naiad.model_config import ModelConfig
+from naiad.config.model_config import ModelConfig
 
 __all__ = ["TEXT_INPUT", "TEXT_OUTPUT", "follows_convention", "text_request", "text_of"]
 

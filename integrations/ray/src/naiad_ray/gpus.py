@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from naiad.model_config import parse_config_text
+from naiad.config.model_config import parse_config_text
 from naiad.protos import model_config_pb2 as pb
-from naiad.remote_repository import is_remote
-from naiad.repository import LocalRepository
+from naiad.repository.remote import is_remote
+from naiad.repository.local import LocalRepository
 
 __all__ = ["gpus_per_replica"]
 

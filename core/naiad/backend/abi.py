@@ -1,0 +1,189 @@
+"""The backend ABI: what a backend implements, and what the server promises it.
+
+Three layers, as in Triton's backend API, because each holds different state:
+
+* `Backend`       once per server process: framework-wide settings, thread pools.
+* `Model`         once per loaded model version: weights shared by instances, parsed config.
+* `ModelInstance` once per instance-group member: runs `execute(requests) -> responses`.
+
+Each layer has `initialize` and `finalize`. The server's promises:
+
+* `ModelInstance.execute` gets a non-empty batch as a list of requests and returns exactly
+  one response per request, in order; a per-request failure is a response whose `error` is
+  set. Raising fails every request of the batch with the exception's message.
+* `execute` is never called concurrently on the same instance; more parallelism comes from
+  more instances. A plain `def execute` runs in the instance's own thread (frameworks
+  release the GIL there); an `async def execute` runs on the server's event loop and must
+  not block it (backends that talk to another process use this).
+* Inputs arrive validated against the model config: names, datatypes and shapes (batch
+  dimension included) match. Outputs may be returned in any order; the server filters
+  them to what the client asked for.
+* Decoupled models (`model_transaction_policy { decoupled: true }`) send responses through
+  `request.response_sender(response, final)` instead of returning them; their `execute`
+  returns None. The last call must carry `final=True` (the response may then be None).
+* A backend may set `request.reschedule = True` during `execute` (Triton's
+  `TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`): the request is not finished but queued
+  again, and a later `execute` gets the same request (ABI 1.1). Its place in the returned
+  list holds None. Only models with `sequence_batching { iterative_sequence: true }`
+  take it; any other model's request fails with Triton's error.
+
+Versioning: `ABI_VERSION` is (major, minor). A backend declares the version it was built
+for in `Backend.abi_version`; the server refuses a backend with another major version, or
+a newer minor version, with a message naming both.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable
+
+from ..inference import InferenceRequest, InferenceResponse
+
+if TYPE_CHECKING:
+    from ..config.model_config import ModelConfig
+    from ..server import Server
+
+__all__ = [
+    "ABI_VERSION",
+    "Backend",
+    "BackendContext",
+    "Model",
+    "ModelContext",
+    "ModelInstance",
+    "InstanceContext",
+]
+
+ABI_VERSION: tuple[int, int] = (1, 1)
+
+
+@dataclass(slots=True)
+class BackendContext:
+    """What a backend gets once at start-up.
+
+    `config` holds the `--backend-config NAME,key=value` settings given for this backend
+    (plus the global ones given without a backend name, which Triton also passes down).
+    """
+
+    name: str
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ModelContext:
+    """What a backend gets for one model version.
+
+    `path` is the model's directory (`<repository>/<model>`); `version_path` the numbered
+    version directory inside it; `model_filename` the model file's name in it. `config` is the validated configuration; backends read it
+    and may fill it in during `auto_complete_config` only. `server` lets a model call other
+    models (BLS); backends must not keep it past `finalize`.
+    """
+
+    name: str
+    version: int
+    path: Path
+    version_path: Path
+    config: "ModelConfig"
+    model_filename: str = ""
+    server: "Server | None" = None
+
+    @property
+    def model_file(self) -> Path:
+        """`version_path / model_filename`: the config's `default_model_filename`, else the
+        backend's `Backend.default_model_filename`."""
+        return self.version_path / self.model_filename
+
+
+@dataclass(slots=True)
+class InstanceContext:
+    """One instance-group member: `kind` is "CPU", "GPU" or "MODEL"; `device_id` the GPU
+    ordinal for GPU instances (0 otherwise); `name` is `<group>_<index>` as Triton names it."""
+
+    name: str
+    kind: str
+    device_id: int
+    index: int
+    group_name: str
+
+
+class Backend(abc.ABC):
+    """A framework backend, created once per server process by its plugin."""
+
+    #: Name used in `backend: "..."` and `--backend-config NAME,...`.
+    name: str = ""
+    #: The ABI version this backend was built for.
+    abi_version: tuple[int, int] = ABI_VERSION
+    #: The file a model directory holds when the config names none (e.g. "model.onnx").
+    default_model_filename: str = ""
+
+    def initialize(self, context: BackendContext) -> None:
+        """Framework-wide set-up. The default keeps the context on `self.context`."""
+        self.context = context
+
+    @abc.abstractmethod
+    def create_model(self, context: ModelContext) -> "Model":
+        """Create (not yet initialize) the Model for one version."""
+
+    def finalize(self) -> None:
+        """Release framework-wide resources at server shutdown."""
+
+
+class Model(abc.ABC):
+    """One loaded model version."""
+
+    def __init__(self, context: ModelContext) -> None:
+        self.context = context
+
+    def auto_complete_config(self, config: "ModelConfig") -> None:
+        """Fill in what the config leaves out (inputs, outputs, max_batch_size) from the
+        model file. Called before validation, only when auto-complete is enabled; the
+        default does nothing."""
+
+    def initialize(self) -> None:
+        """Load weights and shared state; raise to fail the load (the message is shown)."""
+
+    @abc.abstractmethod
+    def create_instance(self, context: InstanceContext) -> "ModelInstance":
+        """Create (not yet initialize) one instance."""
+
+    def is_ready(self) -> bool:
+        """Whether the model can serve; polled by model readiness."""
+        return True
+
+    def finalize(self) -> None:
+        """Release the model's resources; called after every instance is finalized."""
+
+
+class ModelInstance(abc.ABC):
+    """One execution unit of a model."""
+
+    def __init__(self, model: Model, context: InstanceContext) -> None:
+        self.model = model
+        self.context = context
+
+    def initialize(self) -> None:
+        """Per-instance set-up (sessions, device placement, worker processes)."""
+
+    @abc.abstractmethod
+    def execute(
+        self, requests: list[InferenceRequest]
+    ) -> list[InferenceResponse] | None | Awaitable[list[InferenceResponse] | None]:
+        """Run a batch; see the module docstring for the contract."""
+
+    def finalize(self) -> None:
+        """Release the instance's resources."""
+
+
+def describe_abi_mismatch(backend_name: str, version: Any) -> str | None:
+    """Why a backend built for `version` cannot run here, or None when it can."""
+    try:
+        major, minor = int(version[0]), int(version[1])
+    except (TypeError, ValueError, IndexError):
+        return f"backend '{backend_name}' declares an unreadable ABI version {version!r}"
+    if major != ABI_VERSION[0] or minor > ABI_VERSION[1]:
+        return (
+            f"backend '{backend_name}' was built for naiad backend ABI {major}.{minor}, "
+            f"this server implements {ABI_VERSION[0]}.{ABI_VERSION[1]}"
+        )
+    return None

@@ -1,0 +1,320 @@
+"""Opt-in helpers for framework backends: stack a batch of requests into one tensor per
+input, and split the framework's batched outputs back into per-request results.
+
+Two levels:
+
+* `Batch` does the whole round trip from the model's config::
+
+      batch = Batch.stack(requests, self.model.context.config)
+      outputs = session.run(batch.inputs)        # {name: array with batch.total rows}
+      return batch.responses(outputs)
+
+  Inputs declared `allow_ragged_batch` are flattened and concatenated into one 1-D tensor,
+  the config's `batch_input` entries (element counts, accumulated counts, item shapes) are
+  generated so the model can find each request's elements, and output datatypes follow
+  the config. A model without a batch dimension gets one request's arrays as they are.
+* `group_stackable`, `stack_requests` and `split_outputs` are the single steps, for
+  backends that drive them themselves (e.g. to batch what they can of requests whose
+  variable dims differ; the schedulers already batch only requests whose non-ragged
+  shapes agree).
+
+BYTES (object arrays) stack like every other datatype. The time spent stacking and
+splitting on an instance's thread is reported in statistics as the execution's
+compute_input / compute_output, apart from compute_infer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..datatypes import config_type_to_datatype, datatype_of, numpy_dtype
+from ..errors import NaiadError
+from ..inference import InferenceRequest, InferenceResponse
+from ..config.model_config import ModelConfig
+from ..config.model_io import model_outputs
+from .output_reshape import apply_output_reshape
+from ..protos import model_config_pb2 as pb
+from ..tensor import Tensor
+
+__all__ = [
+    "Batch",
+    "RunFunction",
+    "execute_by_name",
+    "run_isolating_failures",
+    "StackedBatch",
+    "group_stackable",
+    "stack_requests",
+    "split_outputs",
+    "split_output_tensors",
+    "take_phase_times",
+]
+
+# Time spent stacking inputs and splitting outputs on each instance thread, so that
+# statistics can report compute_input / compute_output apart from compute_infer.
+_phases = threading.local()
+
+
+def take_phase_times() -> tuple[int, int]:
+    """(input_ns, output_ns) the helpers spent on this thread since the last call."""
+    result = (getattr(_phases, "input_ns", 0), getattr(_phases, "output_ns", 0))
+    _phases.input_ns = 0
+    _phases.output_ns = 0
+    return result
+
+
+def _add_phase(name: str, began_ns: int) -> None:
+    setattr(_phases, name, getattr(_phases, name, 0) + time.monotonic_ns() - began_ns)
+
+
+# -- single steps -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class StackedBatch:
+    """Inputs of several requests concatenated along axis 0.
+
+    `sizes[i]` is how many rows request `i` contributed (its batch size), so outputs are
+    split back in the same order with `split_outputs`.
+    """
+
+    inputs: dict[str, np.ndarray]
+    sizes: list[int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.sizes)
+
+
+def _signature(request: InferenceRequest) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
+    return tuple(sorted((t.name, t.datatype, tuple(t.shape[1:])) for t in request.inputs))
+
+
+def group_stackable(requests: list[InferenceRequest]) -> list[list[int]]:
+    """Indices of `requests` grouped so every group can be stacked: same input names,
+    datatypes and non-batch dimensions. Groups keep the requests' order."""
+    groups: dict[tuple, list[int]] = {}
+    for index, request in enumerate(requests):
+        groups.setdefault(_signature(request), []).append(index)
+    return list(groups.values())
+
+
+def stack_requests(
+    requests: Sequence[InferenceRequest], names: list[str] | None = None, ragged: frozenset[str] | set[str] = frozenset()
+) -> StackedBatch:
+    """Concatenate each input along axis 0 (the batch dimension of batching models).
+
+    `names` limits the inputs stacked (default: the first request's inputs). Every request
+    must carry every named input with matching non-batch dimensions (`group_stackable`
+    makes groups for which that holds), except inputs named in `ragged`, which are
+    flattened and concatenated.
+    """
+    if not requests:
+        raise ValueError("stack_requests needs at least one request")
+    began = time.monotonic_ns()
+    try:
+        first = requests[0]
+        wanted = names if names is not None else [t.name for t in first.inputs]
+        sizes: list[int] = []
+        for request in requests:
+            tensor = request.input(wanted[0]) if wanted else None
+            sizes.append(int(tensor.shape[0]) if tensor is not None and tensor.shape else 1)
+        inputs: dict[str, np.ndarray] = {}
+        for name in wanted:
+            arrays = []
+            for request in requests:
+                tensor = request.input(name)
+                if tensor is None:
+                    raise NaiadError.invalid(f"input '{name}' is missing from a request of the batch")
+                arrays.append(tensor.data.reshape(-1) if name in ragged else tensor.data)
+            if len(arrays) > 1 and name not in ragged and any(a.shape[1:] != arrays[0].shape[1:] for a in arrays):
+                raise NaiadError.internal(
+                    f"input '{name}' has different shapes across the batch "
+                    f"({sorted({tuple(a.shape) for a in arrays})}); declare it allow_ragged_batch or batch "
+                    "only requests of one shape"
+                )
+            inputs[name] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0)
+        return StackedBatch(inputs, sizes)
+    finally:
+        _add_phase("input_ns", began)
+
+
+def split_outputs(array: np.ndarray, sizes: list[int], name: str = "output") -> list[np.ndarray]:
+    """Split a batched output into one array per request (views, no copies).
+
+    Raises NaiadError when the output's first dimension does not hold the whole batch,
+    which means the model does not batch along axis 0 as its config claims.
+    """
+    began = time.monotonic_ns()
+    try:
+        total = sum(sizes)
+        if len(sizes) == 1:
+            return [array]
+        if array.ndim == 0 or array.shape[0] != total:
+            raise NaiadError.internal(
+                f"output '{name}' has shape {list(array.shape)}; a batch of {total} needs its first "
+                f"dimension to be {total} to split it between {len(sizes)} requests"
+            )
+        bounds = np.cumsum(sizes)[:-1]
+        return np.split(array, bounds, axis=0)
+    finally:
+        _add_phase("output_ns", began)
+
+
+def split_output_tensors(
+    outputs: Mapping[str, np.ndarray], sizes: Sequence[int], datatypes: Mapping[str, str] | None = None
+) -> list[list[Tensor]]:
+    """Cut each batch output into per-request tensors of `sizes` rows; the datatype of an
+    output is `datatypes[name]` when given (a config's), else the array's."""
+    result: list[list[Tensor]] = [[] for _ in sizes]
+    for name, array in outputs.items():
+        array = np.asarray(array)
+        datatype = (datatypes or {}).get(name) or datatype_of(array)
+        if datatype == "BYTES" and array.dtype != object:
+            array = array.astype(object)
+        elif datatype not in ("BYTES", "BF16") and array.dtype != numpy_dtype(datatype):
+            array = array.astype(numpy_dtype(datatype))
+        for index, part in enumerate(split_outputs(array, list(sizes), name)):
+            result[index].append(Tensor(name, datatype, tuple(int(d) for d in part.shape), part))
+    return result
+
+
+# -- the whole round trip -----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Batch:
+    """`requests` as one batch: `inputs` maps each input name to the stacked array, and
+    `sizes` holds each request's batch size (its rows in every stacked array)."""
+
+    requests: list[InferenceRequest]
+    sizes: list[int]
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    output_datatypes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.sizes)
+
+    @classmethod
+    def stack(cls, requests: Sequence[InferenceRequest], config: ModelConfig | None = None) -> "Batch":
+        """Stack `requests`. With `config`, ragged inputs, `batch_input` and models
+        without a batch dimension are handled as the config says."""
+        if not requests:
+            raise ValueError("cannot stack an empty batch")
+        batched = config is None or config.max_batch_size > 0
+        if not batched:
+            if len(requests) > 1:
+                raise NaiadError.internal(
+                    f"model '{config.name if config else ''}' has no batch dimension and cannot run "
+                    f"{len(requests)} requests as one batch"
+                )
+            stacked = StackedBatch({t.name: t.data for t in requests[0].inputs}, [1])
+        else:
+            ragged = {s.name for s in config.inputs if s.allow_ragged_batch} if config else set()
+            stacked = stack_requests(requests, ragged=ragged)
+        batch = cls(list(requests), stacked.sizes, stacked.inputs)
+        if config is not None:
+            batch.output_datatypes = {s.name: s.datatype for s in model_outputs(config)}
+            began = time.monotonic_ns()
+            for batch_input in config.proto.batch_input:
+                array = _batch_input(batch_input, requests)
+                for target in batch_input.target_name:
+                    batch.inputs[target] = array
+            _add_phase("input_ns", began)
+        return batch
+
+    def responses(self, outputs: Mapping[str, np.ndarray]) -> list[InferenceResponse]:
+        """One response per request, holding its rows of every output."""
+        per_request = split_output_tensors(outputs, self.sizes, self.output_datatypes)
+        return [InferenceResponse(outputs=tensors) for tensors in per_request]
+
+
+def _batch_input(batch_input: pb.BatchInput, requests: Sequence[InferenceRequest]) -> np.ndarray:
+    """The tensor `batch_input` asks for, computed from the source input of each request."""
+    kind = pb.BatchInput.Kind.Name(batch_input.kind)
+    dtype = numpy_dtype(config_type_to_datatype(pb.DataType.Name(batch_input.data_type)))
+    source = batch_input.source_input[0] if batch_input.source_input else ""
+    tensors = []
+    for request in requests:
+        tensor = request.input(source)
+        if tensor is None:
+            raise NaiadError.internal(f"batch_input {kind}: source input '{source}' is missing from a request")
+        tensors.append(tensor)
+    counts = [t.element_count for t in tensors]
+    if kind == "BATCH_ELEMENT_COUNT":
+        return np.asarray(counts, dtype=dtype)
+    if kind == "BATCH_ACCUMULATED_ELEMENT_COUNT":
+        return np.cumsum(counts).astype(dtype)
+    if kind == "BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO":
+        return np.concatenate([[0], np.cumsum(counts)]).astype(dtype)
+    if kind == "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE":
+        return np.zeros((max(counts),), dtype=dtype)
+    # Item shapes: one row per batch item, the shape without the batch dimension.
+    rows = [list(t.shape[1:]) for t in tensors for _ in range(t.shape[0] if t.shape else 1)]
+    shapes = np.asarray(rows, dtype=dtype)
+    if kind == "BATCH_ITEM_SHAPE_FLATTEN":
+        return shapes.reshape(-1)
+    return shapes
+
+
+# -- whole executions -----------------------------------------------------------------------
+
+# A framework call: (inputs by config name, output names wanted) -> outputs by name.
+RunFunction = Callable[[dict[str, np.ndarray], list[str]], Mapping[str, np.ndarray]]
+
+
+def run_isolating_failures(
+    requests: list[InferenceRequest], run: Callable[[list[InferenceRequest]], list[InferenceResponse]]
+) -> list[InferenceResponse]:
+    """`run(requests)` as one batch; when it raises NaiadError, each request runs alone, so
+    a request the framework refuses fails by itself instead of failing its neighbours."""
+    if len(requests) > 1:
+        try:
+            return run(requests)
+        except NaiadError:
+            pass
+    responses: list[InferenceResponse] = []
+    for request in requests:
+        try:
+            responses.extend(run([request]))
+        except NaiadError as exc:
+            responses.append(InferenceResponse(error=exc))
+    return responses
+
+
+def execute_by_name(
+    requests: list[InferenceRequest],
+    config: ModelConfig,
+    run: RunFunction,
+    error_of: Callable[[Exception], NaiadError],
+) -> list[InferenceResponse]:
+    """The whole `execute` of a backend whose framework takes and returns tensors by name:
+    stack the requests, call `run` once with the outputs any request wants, split the
+    outputs back (config `reshape` applied), and isolate failures per request. `error_of`
+    turns a framework exception into the error the client reads."""
+
+    def run_batch(batch_requests: list[InferenceRequest]) -> list[InferenceResponse]:
+        batch = Batch.stack(batch_requests, config)
+        wanted_names = {o.name for r in batch_requests for o in r.outputs} if all(
+            r.outputs for r in batch_requests) else None
+        # State outputs are always fetched: the sequence batcher keeps them for the next request.
+        wanted = [
+            spec.name for spec in model_outputs(config)
+            if wanted_names is None or spec.name in wanted_names or spec.name not in config.output_by_name
+        ]
+        try:
+            outputs = run(batch.inputs, wanted)
+        except NaiadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - each framework raises its own classes
+            raise error_of(exc) from None
+        responses = batch.responses(outputs)
+        apply_output_reshape(responses, config)
+        return responses
+
+    return run_isolating_failures(requests, run_batch)

@@ -1,0 +1,39 @@
+"""The plugin hooks a backend package implements.
+
+A backend distribution registers a module (or object) carrying `@hookimpl` functions in
+the entry-point group `naiad.backends`::
+
+    [project.entry-points."naiad.backends"]
+    onnxruntime = "naiad_backend_onnx.plugin"
+
+The server creates its own `pluggy.PluginManager` at start-up and loads that group; nothing
+happens at import time.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+from .abi import Backend
+
+__all__ = ["PROJECT", "ENTRY_POINT_GROUP", "hookspec", "hookimpl", "BackendHookSpecs"]
+
+PROJECT = "naiad"
+ENTRY_POINT_GROUP = "naiad.backends"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+class BackendHookSpecs:
+    """Hook specifications for backend plugins."""
+
+    @hookspec
+    def naiad_backends(self) -> list[type[Backend]]:
+        """Return the Backend classes this plugin provides.
+
+        Each class's `name` is the name configs use (`backend: "onnxruntime"`); the server
+        instantiates a class once, on the first model that needs it, and calls
+        `initialize` with that backend's `--backend-config` settings. A plugin may return
+        several classes; two plugins offering the same name is a start-up error.
+        """

@@ -1,0 +1,451 @@
+"""Model configuration: `config.pbtxt` parsed into Triton's `ModelConfig` message, validated
+once at load, and exposed through typed views so no raw dicts travel past this module.
+
+Messages always name the model, the field and the fault, e.g.
+``model 'resnet': input 'x' (input[0].dims): dims must not be empty``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format, text_format
+from google.protobuf.descriptor import FieldDescriptor
+
+from ..datatypes import config_type_to_datatype
+from ..errors import ErrorCode, NaiadError
+from ..protos import model_config_pb2 as pb
+from ..safe_names import inside_directory
+
+__all__ = [
+    "ConfigError",
+    "ModelConfig",
+    "TensorSpec",
+    "PLATFORM_TO_BACKEND",
+    "BACKEND_TO_PLATFORM",
+    "FILENAME_TO_BACKEND",
+    "parse_config_text",
+    "config_from_dict",
+    "validate_config",
+    "resolve_backend",
+]
+
+# Triton platform names and the backend that serves each.
+PLATFORM_TO_BACKEND: dict[str, str] = {
+    "onnxruntime_onnx": "onnxruntime",
+    "pytorch_libtorch": "pytorch",
+    "tensorflow_graphdef": "tensorflow",
+    "tensorflow_savedmodel": "tensorflow",
+    "tensorrt_plan": "tensorrt",
+    "caffe2_netdef": "caffe2",
+    "ensemble": "ensemble",
+}
+
+# The platform Triton reports for a model configured by backend name only.
+BACKEND_TO_PLATFORM: dict[str, str] = {
+    "onnxruntime": "onnxruntime_onnx",
+    "pytorch": "pytorch_libtorch",
+    "tensorrt": "tensorrt_plan",
+}
+
+# Triton's default model file names, used when a config names neither platform nor backend.
+FILENAME_TO_BACKEND: dict[str, tuple[str, str]] = {
+    "model.plan": ("tensorrt", "tensorrt_plan"),
+    "model.onnx": ("onnxruntime", "onnxruntime_onnx"),
+    "model.pt": ("pytorch", "pytorch_libtorch"),
+    "model.pt2": ("pytorch", "pytorch_libtorch"),
+    "model.graphdef": ("tensorflow", "tensorflow_graphdef"),
+    "model.savedmodel": ("tensorflow", "tensorflow_savedmodel"),
+    "model.netdef": ("caffe2", "caffe2_netdef"),
+    "model.py": ("python", ""),
+}
+
+
+class ConfigError(NaiadError):
+    """An invalid model configuration; the message names model, field and fault."""
+
+    def __init__(self, model: str, message: str) -> None:
+        super().__init__(ErrorCode.INVALID_ARG, f"model '{model}': {message}")
+        self.model = model
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """An input or output as the config declares it.
+
+    `dims` excludes the batch dimension; `shape_with_batch` is what a request must carry
+    for batching models (`-1` leading). `labels` holds an output's label file lines.
+    """
+
+    name: str
+    datatype: str
+    dims: tuple[int, ...]
+    reshape: tuple[int, ...] | None = None
+    optional: bool = False
+    allow_ragged_batch: bool = False
+    is_shape_tensor: bool = False
+    labels: tuple[str, ...] | None = None
+
+
+class ModelConfig:
+    """A validated model configuration.
+
+    `proto` is the full `inference.ModelConfig` message (every Triton field); the
+    attributes are typed views of what the server itself acts on.
+    """
+
+    def __init__(self, proto: pb.ModelConfig, labels: dict[str, tuple[str, ...]] | None = None) -> None:
+        self.proto = proto
+        self._labels = labels or {}
+        self._refresh()
+
+    def _refresh(self) -> None:
+        p = self.proto
+        self.inputs: list[TensorSpec] = [
+            TensorSpec(
+                name=i.name,
+                datatype=config_type_to_datatype(pb.DataType.Name(i.data_type)),
+                dims=tuple(i.dims),
+                reshape=tuple(i.reshape.shape) if i.HasField("reshape") else None,
+                optional=i.optional,
+                allow_ragged_batch=i.allow_ragged_batch,
+                is_shape_tensor=i.is_shape_tensor,
+            )
+            for i in p.input
+        ]
+        self.outputs: list[TensorSpec] = [
+            TensorSpec(
+                name=o.name,
+                datatype=config_type_to_datatype(pb.DataType.Name(o.data_type)),
+                dims=tuple(o.dims),
+                reshape=tuple(o.reshape.shape) if o.HasField("reshape") else None,
+                is_shape_tensor=o.is_shape_tensor,
+                labels=self._labels.get(o.name),
+            )
+            for o in p.output
+        ]
+        self.input_by_name = {spec.name: spec for spec in self.inputs}
+        self.output_by_name = {spec.name: spec for spec in self.outputs}
+
+    def inherit_labels(self, labels: dict[str, tuple[str, ...]]) -> None:
+        """Give the outputs that have no label file of their own the labels in `labels`
+        (an ensemble's outputs take those of the step outputs that produce them)."""
+        for name, lines in labels.items():
+            self._labels.setdefault(name, lines)
+        self._refresh()
+
+    def refresh(self) -> None:
+        """Recompute the typed views after a backend filled the proto in (auto-complete)."""
+        self._refresh()
+
+    @property
+    def name(self) -> str:
+        return self.proto.name
+
+    @property
+    def backend(self) -> str:
+        return self.proto.backend
+
+    @property
+    def platform(self) -> str:
+        return self.proto.platform
+
+    @property
+    def max_batch_size(self) -> int:
+        return self.proto.max_batch_size
+
+    @property
+    def decoupled(self) -> bool:
+        return self.proto.model_transaction_policy.decoupled
+
+    @property
+    def scheduling(self) -> str:
+        """"dynamic_batching", "sequence_batching", "ensemble_scheduling" or "" (direct)."""
+        return self.proto.WhichOneof("scheduling_choice") or ""
+
+    def parameter(self, key: str, default: str | None = None) -> str | None:
+        """A `parameters { key: ... value: { string_value: ... } }` entry."""
+        if key in self.proto.parameters:
+            return self.proto.parameters[key].string_value
+        return default
+
+    def bool_parameter(self, key: str, default: bool) -> bool:
+        """A true/false parameter (1/0, yes/no, on/off too); an empty or absent one is
+        `default`, anything else a ConfigError naming the parameter."""
+        text = self.parameter(key)
+        if text is None or not text.strip():
+            return default
+        lowered = text.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(self.name, f"parameters.{key}: expected true or false, got '{text}'")
+
+    def int_parameter(self, key: str, default: int | None, minimum: int = 0) -> int | None:
+        """An integer parameter of at least `minimum`; an empty or absent one is `default`,
+        anything else a ConfigError naming the parameter."""
+        text = self.parameter(key)
+        if text is None or not text.strip():
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(self.name, f"parameters.{key}: expected an integer, got '{text}'") from None
+        if value < minimum:
+            raise ConfigError(self.name, f"parameters.{key}: must be at least {minimum}, got {value}")
+        return value
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        return {k: v.string_value for k, v in self.proto.parameters.items()}
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Triton's JSON form of the config (proto field names, every field present, 64-bit
+        integers as JSON numbers as Triton writes them, not protobuf's strings)."""
+        data = json_format.MessageToDict(
+            self.proto,
+            preserving_proto_field_name=True,
+            always_print_fields_with_no_presence=True,
+        )
+        _int64_as_numbers(data, self.proto.DESCRIPTOR)
+        return data
+
+    def copy(self) -> "ModelConfig":
+        proto = pb.ModelConfig()
+        proto.CopyFrom(self.proto)
+        return ModelConfig(proto, dict(self._labels))
+
+
+_INT64_TYPES = frozenset(
+    (FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
+     FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64)
+)
+
+
+def _int64_as_numbers(data: dict[str, Any], descriptor: Any) -> None:
+    """Turn the strings protobuf's JSON mapping writes for 64-bit integers back into numbers."""
+    for field in descriptor.fields:
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        message = field.message_type
+        if message is not None and message.GetOptions().map_entry:
+            entry = message.fields_by_name["value"]
+            for key, item in value.items():
+                if entry.message_type is not None:
+                    _int64_as_numbers(item, entry.message_type)
+                elif entry.type in _INT64_TYPES:
+                    value[key] = int(item)
+        elif message is not None:
+            for item in value if isinstance(value, list) else [value]:
+                _int64_as_numbers(item, message)
+        elif field.type in _INT64_TYPES:
+            data[field.name] = [int(v) for v in value] if isinstance(value, list) else int(value)
+
+
+def parse_config_text(text: str, model: str) -> pb.ModelConfig:
+    """Parse protobuf text; a syntax error or unknown field names the model and the line."""
+    proto = pb.ModelConfig()
+    try:
+        text_format.Parse(text, proto)
+    except text_format.ParseError as exc:
+        raise ConfigError(model, f"config.pbtxt does not parse: {exc}") from None
+    return proto
+
+
+def config_from_dict(data: dict[str, Any], model: str) -> pb.ModelConfig:
+    """Parse Triton's JSON form of a config (the load API's config override)."""
+    proto = pb.ModelConfig()
+    try:
+        json_format.ParseDict(data, proto)
+    except json_format.ParseError as exc:
+        raise ConfigError(model, f"config JSON does not parse: {exc}") from None
+    return proto
+
+
+def resolve_backend(proto: pb.ModelConfig, model: str, version_dirs: list[Path]) -> None:
+    """Fill `backend` and `platform` the way Triton does: platform names a backend; with
+    neither, the model file in a version directory decides."""
+    if proto.platform and not proto.backend:
+        backend = PLATFORM_TO_BACKEND.get(proto.platform)
+        if backend is None:
+            raise ConfigError(
+                model,
+                f"platform: unknown platform '{proto.platform}' (known: "
+                + ", ".join(sorted(PLATFORM_TO_BACKEND)) + ")",
+            )
+        proto.backend = "" if backend == "ensemble" else backend
+    elif proto.backend and not proto.platform:
+        proto.platform = BACKEND_TO_PLATFORM.get(proto.backend, "")
+    if proto.platform or proto.backend:
+        return
+    names = [proto.default_model_filename] if proto.default_model_filename else list(FILENAME_TO_BACKEND)
+    for directory in version_dirs:
+        for filename in names:
+            if (directory / filename).exists() and filename in FILENAME_TO_BACKEND:
+                proto.backend, proto.platform = FILENAME_TO_BACKEND[filename]
+                return
+    raise ConfigError(
+        model,
+        "backend: the config names neither 'platform' nor 'backend', and no version "
+        "directory holds a model file that identifies one ("
+        + ", ".join(FILENAME_TO_BACKEND) + ")",
+    )
+
+
+def validate_config(proto: pb.ModelConfig, model: str, model_dir: Path | None = None) -> ModelConfig:
+    """Check everything the server relies on; returns the typed config or raises ConfigError."""
+    if not proto.name:
+        proto.name = model
+    elif proto.name != model:
+        raise ConfigError(model, f"name: config names the model '{proto.name}', its directory is '{model}'")
+    if proto.max_batch_size < 0:
+        raise ConfigError(model, f"max_batch_size: must be 0 or positive, got {proto.max_batch_size}")
+
+    is_ensemble = proto.platform == "ensemble"
+    if is_ensemble and not proto.HasField("ensemble_scheduling"):
+        raise ConfigError(model, "ensemble_scheduling: an ensemble needs ensemble_scheduling { step [...] }")
+    if proto.HasField("ensemble_scheduling") and not is_ensemble:
+        raise ConfigError(model, "ensemble_scheduling: only allowed with platform \"ensemble\"")
+
+    if proto.default_model_filename and inside_directory(proto.default_model_filename) is None:
+        raise ConfigError(
+            model, f"default_model_filename: '{proto.default_model_filename}' must name a file inside the version "
+            "directory"
+        )
+    _validate_tensors(proto, model)
+    _validate_version_policy(proto, model)
+    _validate_batching(proto, model)
+    _validate_instance_groups(proto, model)
+    labels = _read_labels(proto, model, model_dir) if model_dir is not None else {}
+    return ModelConfig(proto, labels)
+
+
+def _validate_tensors(proto: pb.ModelConfig, model: str) -> None:
+    for kind, tensors in (("input", proto.input), ("output", proto.output)):
+        seen: set[str] = set()
+        for index, tensor in enumerate(tensors):
+            where = f"{kind}[{index}]"
+            if not tensor.name:
+                raise ConfigError(model, f"{where}.name: every {kind} needs a name")
+            label = f"{kind} '{tensor.name}' ({where}"
+            if tensor.name in seen:
+                raise ConfigError(model, f"{label}.name): duplicate {kind} name '{tensor.name}'")
+            seen.add(tensor.name)
+            if tensor.data_type == pb.TYPE_INVALID:
+                raise ConfigError(model, f"{label}.data_type): missing or unknown data type")
+            if not tensor.dims and not (tensor.HasField("reshape") and proto.max_batch_size > 0):
+                raise ConfigError(model, f"{label}.dims): dims must not be empty")
+            for dim in tensor.dims:
+                if dim < -1 or dim == 0:
+                    raise ConfigError(
+                        model, f"{label}.dims): each dimension must be >= 1 or -1 (variable), got {list(tensor.dims)}"
+                    )
+            if tensor.HasField("reshape"):
+                _validate_reshape(model, label, list(tensor.dims), list(tensor.reshape.shape))
+
+
+def _validate_reshape(model: str, label: str, dims: list[int], shape: list[int]) -> None:
+    if any(d < -1 or d == 0 for d in shape):
+        raise ConfigError(model, f"{label}.reshape): each dimension must be >= 1 or -1, got {shape}")
+    if dims.count(-1) != shape.count(-1):
+        raise ConfigError(
+            model, f"{label}.reshape): dims {dims} and reshape {shape} must have the same number of variable (-1) dimensions"
+        )
+    if -1 not in dims:
+        count = 1
+        for d in dims:
+            count *= d
+        reshaped = 1
+        for d in shape:
+            reshaped *= d
+        if count != reshaped:
+            raise ConfigError(
+                model, f"{label}.reshape): dims {dims} hold {count} elements, reshape {shape} holds {reshaped}"
+            )
+
+
+def _validate_version_policy(proto: pb.ModelConfig, model: str) -> None:
+    policy = proto.version_policy
+    choice = policy.WhichOneof("policy_choice")
+    if choice == "latest" and policy.latest.num_versions < 1:
+        raise ConfigError(model, "version_policy.latest.num_versions: must be at least 1")
+    if choice == "specific":
+        versions = list(policy.specific.versions)
+        if not versions:
+            raise ConfigError(model, "version_policy.specific.versions: must list at least one version")
+        bad = [v for v in versions if v < 1]
+        if bad:
+            raise ConfigError(model, f"version_policy.specific.versions: versions must be positive, got {bad}")
+
+
+def _validate_batching(proto: pb.ModelConfig, model: str) -> None:
+    if proto.HasField("dynamic_batching"):
+        db = proto.dynamic_batching
+        for size in db.preferred_batch_size:
+            if size < 1 or (proto.max_batch_size > 0 and size > proto.max_batch_size):
+                raise ConfigError(
+                    model,
+                    f"dynamic_batching.preferred_batch_size: {size} must be between 1 and "
+                    f"max_batch_size ({proto.max_batch_size})",
+                )
+        if db.priority_levels and not (1 <= db.default_priority_level <= db.priority_levels):
+            raise ConfigError(
+                model,
+                f"dynamic_batching.default_priority_level: must be between 1 and priority_levels "
+                f"({db.priority_levels}), got {db.default_priority_level}",
+            )
+        for level in db.priority_queue_policy:
+            if not (1 <= level <= db.priority_levels):
+                raise ConfigError(
+                    model, f"dynamic_batching.priority_queue_policy: level {level} is outside 1..{db.priority_levels}"
+                )
+    if proto.HasField("sequence_batching"):
+        sb = proto.sequence_batching
+        for control in sb.control_input:
+            if not control.name:
+                raise ConfigError(model, "sequence_batching.control_input.name: every control input needs a name")
+        for state in sb.state:
+            if not state.input_name or not state.output_name:
+                raise ConfigError(model, "sequence_batching.state: input_name and output_name are required")
+            if state.data_type == pb.TYPE_INVALID:
+                raise ConfigError(model, f"sequence_batching.state '{state.input_name}'.data_type: missing or unknown")
+
+
+def _validate_instance_groups(proto: pb.ModelConfig, model: str) -> None:
+    names: set[str] = set()
+    for index, group in enumerate(proto.instance_group):
+        if group.count < 0:
+            raise ConfigError(model, f"instance_group[{index}].count: must not be negative, got {group.count}")
+        if group.name:
+            if group.name in names:
+                raise ConfigError(model, f"instance_group[{index}].name: duplicate group name '{group.name}'")
+            names.add(group.name)
+        if any(g < 0 for g in group.gpus):
+            raise ConfigError(model, f"instance_group[{index}].gpus: GPU ids must not be negative")
+
+
+def _read_labels(proto: pb.ModelConfig, model: str, model_dir: Path) -> dict[str, tuple[str, ...]]:
+    labels: dict[str, tuple[str, ...]] = {}
+    for index, output in enumerate(proto.output):
+        if not output.label_filename:
+            continue
+        relative = inside_directory(output.label_filename)
+        if relative is None:
+            # Triton's words; the config may come from a client (a load's config override).
+            raise ConfigError(
+                model, f"label file path '{output.label_filename}' for output '{output.name}' in model '{model}' is "
+                "outside model directory"
+            )
+        path = model_dir / relative
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ConfigError(
+                model, f"output '{output.name}' (output[{index}].label_filename): cannot read {path.name}: {exc.strerror}"
+            ) from None
+        labels[output.name] = tuple(lines)
+    return labels

@@ -1,0 +1,597 @@
+"""Loads, serves and unloads model versions.
+
+A load builds every version completely (backend model, instances, scheduler) beside what
+is serving, then swaps it in; the replaced versions stop taking requests and finish what
+they have before they are finalized. A failed load leaves what was serving untouched and
+records the reason for the repository index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from .. import heap
+from ..backend.abi import Model, ModelContext
+from .backend_registry import BackendRegistry
+from ..config.defaults import fill_config_defaults
+from ..config.unacted import unacted_fields
+from ..devices import gpu_ids
+from .ensemble_validation import find_ensemble_cycle, step_model_names, validate_ensemble
+from ..errors import ErrorCode, NaiadError
+from .instance_groups import expand_instance_groups
+from ..config.model_config import (
+    ConfigError,
+    ModelConfig,
+    config_from_dict,
+    parse_config_text,
+    resolve_backend,
+    validate_config,
+)
+from ..protos import model_config_pb2 as pb
+from ..repository.local import ModelSource, Repository, find_models, select_versions
+from ..cache.response_cache import check_cache_config
+from ..scheduling.direct_scheduler import DirectScheduler
+from ..scheduling.ensemble_scheduler import EnsembleScheduler
+from ..scheduling.factory import create_scheduler
+from ..scheduling.instance_runner import InstanceRunner
+from ..scheduling.rate_limiter import InstanceGate, RateLimiter
+from ..scheduling.scheduler import Scheduler
+from ..observability.statistics import ModelStatistics
+from .warmup import warm_up
+
+if TYPE_CHECKING:
+    from ..server import Server
+
+__all__ = ["ModelManager", "LoadedVersion", "ModelState", "unknown_model"]
+
+log = logging.getLogger("naiad.models")
+
+
+class ModelState:
+    """Triton's model state names, as the repository index reports them."""
+
+    READY = "READY"
+    LOADING = "LOADING"
+    UNLOADING = "UNLOADING"
+    UNAVAILABLE = "UNAVAILABLE"
+
+
+@dataclass(eq=False)
+class LoadedVersion:
+    """One servable model version."""
+
+    name: str
+    version: int
+    config: ModelConfig
+    scheduler: Scheduler
+    statistics: ModelStatistics
+    model: Model | None = None
+    runners: list[InstanceRunner] = field(default_factory=list)
+    # (model files, version files) fingerprints it was built from; a reload reuses a
+    # version whose fingerprints did not change.
+    fingerprint: tuple[str, str] | None = None
+    # For ensembles: why a model it uses is missing (None when every one is ready).
+    dependency_problem: Callable[[], str | None] | None = None
+
+    def is_ready(self) -> bool:
+        if self.dependency_problem is not None and self.dependency_problem() is not None:
+            return False
+        return self.model is None or self.model.is_ready()
+
+
+@dataclass(eq=False)
+class ModelRecord:
+    """Everything known about one model name: what serves, and the index's view."""
+
+    name: str
+    serving: dict[int, LoadedVersion] = field(default_factory=dict)
+    # Index rows by version (0 when the failure came before versions were known).
+    states: dict[int, tuple[str, str]] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Fingerprint of the model directory at the last load attempt (poll mode compares it).
+    fingerprint: str | None = None
+    # Counters by version, kept across reloads and unloads so Prometheus counters and the
+    # statistics extension stay cumulative for the life of the server.
+    statistics: dict[int, ModelStatistics] = field(default_factory=dict)
+
+
+class ModelManager:
+    def __init__(
+        self,
+        repositories: list[Repository],
+        backends: BackendRegistry,
+        server: "Server | None" = None,
+        auto_complete: bool = True,
+        load_timeout_secs: float | None = None,
+        load_retry_count: int = 0,
+        config_name: str = "",
+        rate_limiter: RateLimiter | None = None,
+    ) -> None:
+        self.repositories = repositories
+        # One for the whole server: instances of different models share its resources.
+        self.rate_limiter = rate_limiter or RateLimiter()
+        self.backends = backends
+        self.server = server
+        self.auto_complete = auto_complete
+        self.load_timeout_secs = load_timeout_secs
+        self.load_retry_count = load_retry_count
+        self.config_name = config_name
+        self._records: dict[str, ModelRecord] = {}
+
+    # -- queries -------------------------------------------------------------------------
+
+    def record(self, name: str) -> ModelRecord:
+        record = self._records.get(name)
+        if record is None:
+            record = self._records[name] = ModelRecord(name)
+        return record
+
+    def get(self, name: str, version: str = "") -> LoadedVersion:
+        """The version that serves `name`/`version` ("" or "-1": the highest loaded)."""
+        record = self._records.get(name)
+        if record is None or not record.serving:
+            if record is not None and record.states:
+                reason = "; ".join(r for _, r in record.states.values() if r)
+                raise NaiadError.unavailable(f"model '{name}' is not ready" + (f": {reason}" if reason else ""))
+            raise NaiadError.not_found(unknown_model(name, version))
+        if version in ("", "-1"):
+            return record.serving[max(record.serving)]
+        try:
+            number = int(version)
+        except ValueError:
+            raise NaiadError.invalid(
+                f"failed to get model version from specified version string '{version}', version should be an "
+                "integral value > 0"
+            ) from None
+        loaded = record.serving.get(number)
+        if loaded is None:
+            raise NaiadError.not_found(f"{unknown_model(name, version)} (loaded versions: {sorted(record.serving)})")
+        return loaded
+
+    def known(self, name: str) -> ModelRecord | None:
+        return self._records.get(name)
+
+    def loaded_names(self) -> list[str]:
+        return [name for name, record in self._records.items() if record.serving]
+
+    def ready_models(self) -> list[LoadedVersion]:
+        return [v for r in self._records.values() for v in r.serving.values()]
+
+    def index(self, ready_only: bool = False) -> list[dict[str, str]]:
+        """The repository index: every model in the repositories and every model known,
+        with version, state and the reason for an unavailable one."""
+        rows: list[dict[str, str]] = []
+        names = set(self._records)
+        try:
+            found, duplicates = find_models(self.repositories)
+            names |= set(found) | set(duplicates)
+        except NaiadError:
+            pass
+        for name in sorted(names):
+            record = self._records.get(name)
+            if record is None or not record.states:
+                if not ready_only:
+                    rows.append({"name": name})
+                continue
+            for version in sorted(record.states):
+                state, reason = record.states[version]
+                loaded = record.serving.get(version)
+                if state == ModelState.READY and loaded is not None and loaded.dependency_problem is not None:
+                    # An ensemble whose step model went away serves nothing, as Triton shows it.
+                    problem = loaded.dependency_problem()
+                    if problem is not None:
+                        state, reason = ModelState.UNAVAILABLE, problem
+                if ready_only and state != ModelState.READY:
+                    continue
+                row = {"name": name, "state": state, "reason": reason}
+                if version:
+                    row["version"] = str(version)
+                rows.append(row)
+        return rows
+
+    # -- loading -------------------------------------------------------------------------
+
+    def sources(self) -> tuple[dict[str, ModelSource], dict[str, str]]:
+        return find_models(self.repositories)
+
+    def refresh_repositories(self) -> None:
+        """Bring remote repositories' local mirrors up to date (blocking: network I/O)."""
+        for repository in self.repositories:
+            repository.refresh()
+
+    async def load(
+        self,
+        name: str,
+        config_override: dict[str, Any] | None = None,
+        source: ModelSource | None = None,
+        while_unchanged: bool = False,
+    ) -> None:
+        """Load (or reload) every version its policy selects; raise on failure.
+
+        New versions are built beside the serving ones and swapped in when all are ready;
+        unchanged versions stay as they are. `source` loads from another directory than
+        the repositories (files uploaded with the load request). `while_unchanged` (poll
+        mode) drops the build when the model's files changed while it loaded: it may have
+        read half old, half new files; the next poll loads it again."""
+        record = self.record(name)
+        async with record.lock:
+            if source is None:
+                sources, duplicates = self.sources()
+                if name in duplicates:
+                    self._fail(record, duplicates[name])
+                    raise NaiadError.invalid(duplicates[name])
+                source = sources.get(name)
+            if source is None:
+                message = (f"failed to load '{name}', failed to poll from model repository: no model directory "
+                           f"named '{name}' in the model repositories")
+                if not record.serving:
+                    self._records.pop(name, None)
+                raise NaiadError.internal(message)
+            for version in record.states:
+                if version not in record.serving:
+                    record.states[version] = (ModelState.LOADING, "")
+            record.fingerprint = source.fingerprint()
+            serving = dict(record.serving) if config_override is None else {}
+            try:
+                await self._load_ensemble_steps(name, source, config_override)
+                built = await self._build_with_retries(source, config_override, serving, dict(record.statistics))
+                fresh = [v for v in built.values() if v is not serving.get(v.version)]
+                try:
+                    for loaded in fresh:
+                        if loaded.version not in record.serving:
+                            record.states[loaded.version] = (ModelState.LOADING, "")
+                        # Ready only once warm, as in Triton; an ensemble has no instances to warm.
+                        try:
+                            await warm_up(loaded.config, loaded.version, source.path, loaded.runners,
+                                          loaded.statistics)
+                        except NaiadError as exc:
+                            exc.failed_version = loaded.version  # type: ignore[attr-defined]
+                            raise
+                    if while_unchanged and source.fingerprint() != record.fingerprint:
+                        raise _ChangedWhileLoading(name)
+                    for loaded in fresh:
+                        await loaded.scheduler.start()
+                except BaseException:
+                    await self._retire(fresh)
+                    raise
+            except NaiadError as exc:
+                if isinstance(exc, _ChangedWhileLoading):
+                    record.fingerprint = None  # the next poll loads it again
+                self._fail(record, exc.message, getattr(exc, "failed_version", None))
+                raise
+            except Exception as exc:  # noqa: BLE001 - a broken backend must not take the server down
+                message = f"failed to load '{name}': {type(exc).__name__}: {exc}"
+                self._fail(record, message)
+                raise NaiadError.internal(message) from exc
+            retired = [v for v in record.serving.values() if built.get(v.version) is not v]
+            record.serving = built
+            record.statistics.update({v: loaded.statistics for v, loaded in built.items()})
+            record.states = {v: (ModelState.READY, "") for v in built}
+            log.info("successfully loaded '%s' version(s) %s", name, sorted(built))
+        await self._retire(retired)
+        heap.settle_soon()
+
+    async def _build_with_retries(
+        self,
+        source: ModelSource,
+        override: dict[str, Any] | None,
+        serving: dict[int, LoadedVersion],
+        statistics: dict[int, ModelStatistics],
+    ) -> dict[int, LoadedVersion]:
+        """`_build_with_timeout`, tried again up to `load_retry_count` times when it fails."""
+        retries = 0
+        while True:
+            try:
+                return await self._build_with_timeout(source, override, serving, statistics)
+            except Exception as exc:  # noqa: BLE001 - a broken backend must not take the server down
+                if retries == self.load_retry_count:
+                    raise
+                retries += 1
+                reason = exc.message if isinstance(exc, NaiadError) else f"{type(exc).__name__}: {exc}"
+                log.warning("model '%s' failed to load (%s); trying again (%d of %d)", source.name, reason,
+                            retries, self.load_retry_count)
+
+    async def _build_with_timeout(
+        self,
+        source: ModelSource,
+        override: dict[str, Any] | None,
+        serving: dict[int, LoadedVersion],
+        statistics: dict[int, ModelStatistics],
+    ) -> dict[int, LoadedVersion]:
+        """`_build` in a worker thread, given up on after the load timeout. A thread cannot
+        be stopped: what it builds after the deadline is finalized as soon as it is done."""
+        build = asyncio.ensure_future(asyncio.to_thread(self._build, source, override, serving, statistics))
+        try:
+            return await asyncio.wait_for(asyncio.shield(build), self.load_timeout_secs)
+        except asyncio.TimeoutError:
+            def discard(task: "asyncio.Future[dict[int, LoadedVersion]]") -> None:
+                if not task.cancelled() and task.exception() is None:
+                    for loaded in task.result().values():
+                        if loaded is not serving.get(loaded.version):
+                            self._finalize(loaded)
+
+            build.add_done_callback(discard)
+            raise NaiadError.unavailable(
+                f"failed to load '{source.name}': loading took longer than {self.load_timeout_secs}s"
+            ) from None
+
+    async def unload(self, name: str) -> None:
+        record = self._records.get(name)
+        if record is None:
+            raise NaiadError.not_found(f"failed to unload '{name}': model is not loaded")
+        async with record.lock:
+            retired = list(record.serving.values())
+            for loaded in retired:
+                record.states[loaded.version] = (ModelState.UNLOADING, "")
+            record.serving = {}
+            await self._retire(retired)
+            record.states = {v: (ModelState.UNAVAILABLE, "unloaded") for v in record.states}
+            log.info("successfully unloaded '%s'", name)
+        heap.settle_soon()
+
+    async def unload_all(self, timeout: float | None = None) -> None:
+        # Ensembles first, so their in-flight requests can still reach their steps.
+        def is_ensemble(name: str) -> bool:
+            return any(v.config.platform == "ensemble" for v in self._records[name].serving.values())
+
+        for name in sorted(self._records, key=lambda n: not is_ensemble(n)):
+            record = self._records[name]
+            retired = list(record.serving.values())
+            record.serving = {}
+            await self._retire(retired, timeout)
+
+    def _fail(self, record: ModelRecord, reason: str, version: int | None = None) -> None:
+        log.error("%s", reason)
+        if record.serving:
+            # The serving versions stay READY; the failure is reported beside them.
+            record.states = {v: (ModelState.READY, "") for v in record.serving}
+            if version is not None and version not in record.serving:
+                record.states[version] = (ModelState.UNAVAILABLE, reason)
+            return
+        versions = [v for v in record.states if v] or [0]
+        record.states = {v: (ModelState.UNAVAILABLE, reason) for v in versions}
+
+    async def _retire(self, versions: list[LoadedVersion], timeout: float | None = None) -> None:
+        for loaded in versions:
+            await loaded.scheduler.stop(timeout)
+            await asyncio.to_thread(self._finalize, loaded)
+
+    @staticmethod
+    def _finalize(loaded: LoadedVersion) -> None:
+        for runner in loaded.runners:
+            try:
+                runner.instance.finalize()
+            except Exception:  # noqa: BLE001
+                log.exception("model '%s' instance %s failed to finalize", loaded.name, runner.name)
+            runner.close()
+        if loaded.model is not None:
+            try:
+                loaded.model.finalize()
+            except Exception:  # noqa: BLE001
+                log.exception("model '%s' failed to finalize", loaded.name)
+
+    def _build(
+        self,
+        source: ModelSource,
+        override: dict[str, Any] | None,
+        serving: dict[int, LoadedVersion],
+        statistics: dict[int, ModelStatistics],
+    ) -> dict[int, LoadedVersion]:
+        """Runs in a worker thread: framework loads block. Versions of `serving` whose
+        files did not change are reused as they are; new ones continue the counters in
+        `statistics`."""
+        name = source.name
+        if override is not None:
+            proto = config_from_dict(override, name)
+        else:
+            text = source.config_text(self.config_name)
+            if text is None and not self.auto_complete:
+                raise ConfigError(name, "config.pbtxt: not found, and auto-complete is disabled")
+            proto = parse_config_text(text or "", name)
+        available = source.versions()
+        resolve_backend(proto, name, [source.version_path(v) for v in reversed(available)])
+        for field, why in unacted_fields(proto):
+            log.warning("model '%s': config field '%s' has no effect in naiad: %s", name, field, why)
+        # The policy can only be read after parsing; validate it before choosing versions.
+        validate_config(_policy_only(proto), name)
+        versions = select_versions(proto.version_policy, available, name)
+        model_files = source.model_fingerprint()
+        built: dict[int, LoadedVersion] = {}
+        try:
+            for version in versions:
+                fingerprint = (model_files, source.version_fingerprint(version))
+                current = serving.get(version)
+                if current is not None and current.fingerprint == fingerprint:
+                    built[version] = current
+                    continue
+                try:
+                    built[version] = self._build_version(source, proto, version, statistics.get(version))
+                except NaiadError as exc:
+                    exc.failed_version = version  # type: ignore[attr-defined]
+                    raise
+                built[version].fingerprint = fingerprint
+        except BaseException:
+            for loaded in built.values():
+                if loaded is not serving.get(loaded.version):
+                    self._finalize(loaded)
+            raise
+        return built
+
+    def _build_version(
+        self, source: ModelSource, base: pb.ModelConfig, version: int, statistics: ModelStatistics | None = None
+    ) -> LoadedVersion:
+        name = source.name
+        log.info("loading: %s:%d", name, version)
+        load_started = time.monotonic()
+        proto = pb.ModelConfig()
+        proto.CopyFrom(base)
+        if proto.platform == "ensemble":
+            return self._build_ensemble(source, proto, version)
+        backend = self.backends.get(proto.backend)
+        filename = proto.default_model_filename or backend.default_model_filename
+        provisional = ModelConfig(proto)
+        context = ModelContext(
+            name=name,
+            version=version,
+            path=source.path,
+            version_path=source.version_path(version),
+            config=provisional,
+            model_filename=filename,
+            server=self.server,
+        )
+        model = backend.create_model(context)
+        if self.auto_complete:
+            model.auto_complete_config(provisional)
+        fill_config_defaults(proto, name, filename, gpu_ids())
+        config = validate_config(proto, name, source.path)
+        check_cache_config(config)
+        context.config = config
+        runners: list[InstanceRunner] = []
+        if statistics is None:
+            statistics = ModelStatistics(name, str(version))
+        metrics_settings = getattr(self.server, "metrics_settings", None)
+        if metrics_settings is not None:
+            metrics_settings.prepare(statistics, config)
+        gates: list[InstanceGate | None] = []
+        try:
+            contexts = expand_instance_groups(config)
+            gates = self.rate_limiter.admit(config.proto, [(c.group_name, c.device_id) for c in contexts])
+            model.initialize()
+            for instance_context, gate in zip(contexts, gates):
+                instance = model.create_instance(instance_context)
+                instance.initialize()
+                runners.append(InstanceRunner(instance, statistics, name, str(version), config.decoupled, gate))
+            scheduler = create_scheduler(config, runners)
+        except BaseException:
+            loaded = LoadedVersion(name, version, config, DirectScheduler([]), statistics, model, runners)
+            self._finalize(loaded)
+            for gate in gates[len(runners):]:
+                if gate is not None:
+                    gate.close()  # instances that were never created
+            raise
+        statistics.load_duration_s = time.monotonic() - load_started
+        return LoadedVersion(name, version, config, scheduler, statistics, model, runners)
+
+    # -- ensembles -----------------------------------------------------------------------
+
+    def peek_config(self, name: str, sources: dict[str, ModelSource] | None = None) -> pb.ModelConfig | None:
+        """A model's config as loaded, else as its repository holds it (None if neither).
+        `sources` saves a repository scan when the caller has one."""
+        record = self._records.get(name)
+        if record is not None and record.serving:
+            return record.serving[max(record.serving)].config.proto
+        if sources is None:
+            try:
+                sources, _ = self.sources()
+            except NaiadError:
+                return None
+        source = sources.get(name)
+        return _peek_config(source, None, self.config_name) if source is not None else None
+
+    async def _load_ensemble_steps(self, name: str, source: ModelSource, override: dict[str, Any] | None) -> None:
+        """Before an ensemble loads: refuse a cycle of ensembles, and load each step model
+        that is not serving yet (Triton loads an ensemble's composing models with it)."""
+        proto = _peek_config(source, override, self.config_name)
+        if proto is None or proto.platform != "ensemble":
+            return
+        cycle = find_ensemble_cycle(name, proto, self.peek_config)
+        if cycle is not None:
+            raise NaiadError.invalid(
+                f"ensemble '{name}': its steps lead back to itself through ensembles: " + " -> ".join(cycle)
+                + "; an ensemble cannot contain itself"
+            )
+        sources, _ = self.sources()
+        for step_name in step_model_names(proto):
+            record = self._records.get(step_name)
+            if (record is not None and record.serving) or step_name not in sources:
+                continue  # serving already, or unknown: validation names it
+            try:
+                await self.load(step_name)
+            except NaiadError as exc:
+                raise NaiadError(
+                    exc.code, f"ensemble '{name}': step model '{step_name}' failed to load: {exc.message}"
+                ) from None
+
+    def users(self, name: str) -> list[str]:
+        """The loaded ensembles with a step that uses model `name`."""
+        return sorted({
+            loaded.name for loaded in self.ready_models()
+            if loaded.config.platform == "ensemble" and name in step_model_names(loaded.config.proto)
+        })
+
+    async def unload_unused_steps(self, proto: pb.ModelConfig) -> None:
+        """After an ensemble was unloaded with `unload_dependents`: unload its step models
+        that no other loaded ensemble uses, nested ensembles' steps included (Triton's
+        semantics, checked against its server)."""
+        for step_name in step_model_names(proto):
+            record = self._records.get(step_name)
+            if record is None or not record.serving or self.users(step_name):
+                continue
+            step_proto = self.peek_config(step_name)
+            await self.unload(step_name)
+            if step_proto is not None and step_proto.platform == "ensemble":
+                await self.unload_unused_steps(step_proto)
+
+    def _step_config(self, model: str, version: int) -> ModelConfig:
+        """The config of an ensemble step's model; raises naming why it is not there."""
+        record = self._records.get(model)
+        if record is None or not (record.serving or record.states):
+            try:
+                sources, _ = self.sources()
+            except NaiadError:
+                sources = {}
+            if model not in sources:
+                raise NaiadError.not_found(f"unknown model '{model}': no such model in the model repository")
+        return self.get(model, "" if version in (-1, 0) else str(version)).config
+
+    def _build_ensemble(self, source: ModelSource, proto: pb.ModelConfig, version: int) -> LoadedVersion:
+        name = source.name
+        if self.server is None:
+            raise NaiadError.internal(f"ensemble '{name}' needs a server to run its steps")
+        config = validate_config(proto, name, source.path)
+        plan = validate_ensemble(config, self._step_config)
+        config.inherit_labels(plan.output_labels)
+        # As in Triton, an ensemble with a decoupled step streams: it is decoupled itself.
+        proto.model_transaction_policy.decoupled = plan.decoupled
+        check_cache_config(config)
+        statistics = ModelStatistics(name, str(version))
+        scheduler = EnsembleScheduler(self.server, config, plan, statistics, str(version), self._step_config)
+        return LoadedVersion(name, version, config, scheduler, statistics, dependency_problem=scheduler.problem)
+
+
+def unknown_model(name: str, version: str = "") -> str:
+    """Triton's words for a model (version) the server does not serve; clients match on them."""
+    return f"Request for unknown model: '{name}'" + (f" version {version}" if version else "") + " is not found"
+
+
+class _ChangedWhileLoading(NaiadError):
+    """The model's files changed during its load: what was read may be half old, half new,
+    so the build is dropped and the serving versions stay."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            ErrorCode.UNAVAILABLE, f"failed to load '{name}': its files changed while it loaded; it will load again"
+        )
+
+
+def _policy_only(proto: pb.ModelConfig) -> pb.ModelConfig:
+    """A copy holding just what validation needs to check the version policy early."""
+    copy = pb.ModelConfig(name=proto.name)
+    copy.version_policy.CopyFrom(proto.version_policy)
+    return copy
+
+
+
+def _peek_config(source: ModelSource, override: dict[str, Any] | None, config_name: str) -> pb.ModelConfig | None:
+    """The config a load would use, or None when it does not parse (the load reports it)."""
+    try:
+        if override is not None:
+            return config_from_dict(override, source.name)
+        text = source.config_text(config_name)
+        return parse_config_text(text, source.name) if text is not None else None
+    except NaiadError:
+        return None

@@ -1,0 +1,60 @@
+"""Poll mode: rescan the repositories and follow what changed.
+
+Each scan compares every model directory's fingerprint (paths, sizes, modification times)
+with the one it was last loaded from: new models load, changed ones reload (new versions
+beside the serving ones, unchanged versions untouched), removed ones unload. A model that
+failed to load is tried again only once its files change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..errors import NaiadError
+from ..models.manager import ModelManager
+
+__all__ = ["RepositoryPoller"]
+
+log = logging.getLogger("naiad.poller")
+
+
+class RepositoryPoller:
+    def __init__(self, manager: ModelManager, interval_secs: float) -> None:
+        self.manager = manager
+        self.interval_secs = interval_secs
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_secs)
+            try:
+                await self.poll_once()
+            except Exception:  # noqa: BLE001 - one bad scan must not stop polling
+                log.exception("repository poll failed")
+
+    async def poll_once(self) -> None:
+        manager = self.manager
+        await asyncio.to_thread(manager.refresh_repositories)
+        sources, duplicates = await asyncio.to_thread(manager.sources)
+        changed = []
+        for name, source in sources.items():
+            record = manager.known(name)
+            fingerprint = await asyncio.to_thread(source.fingerprint)
+            if record is None or record.fingerprint != fingerprint:
+                changed.append(name)
+        for name in duplicates:
+            record = manager.known(name)
+            if record is None or record.serving or not record.states:
+                changed.append(name)
+        removed = [name for name in manager.loaded_names() if name not in sources and name not in duplicates]
+
+        async def load(name: str) -> None:
+            try:
+                await manager.load(name, while_unchanged=True)
+            except NaiadError as exc:
+                log.error("poll: %s", exc.message)
+
+        await asyncio.gather(*(load(name) for name in changed))
+        for name in removed:
+            log.info("poll: model '%s' left the repository; unloading it", name)
+            await manager.unload(name)
