@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .. import heap
-from ..backend.abi import Model, ModelContext
+from ..backend.abi import ModelContext
 from .backend_registry import BackendRegistry
 from ..config.defaults import fill_config_defaults
 from ..config.unacted import unacted_fields
@@ -23,6 +22,7 @@ from ..devices import gpu_ids
 from .ensemble_validation import find_ensemble_cycle, step_model_names, validate_ensemble
 from ..errors import ErrorCode, NaiadError
 from .instance_groups import expand_instance_groups
+from .records import LoadedVersion, ModelRecord, ModelState, unknown_model
 from ..config.model_config import (
     ConfigError,
     ModelConfig,
@@ -39,64 +39,15 @@ from ..scheduling.ensemble_scheduler import EnsembleScheduler
 from ..scheduling.factory import create_scheduler
 from ..scheduling.instance_runner import InstanceRunner
 from ..scheduling.rate_limiter import InstanceGate, RateLimiter
-from ..scheduling.scheduler import Scheduler
 from ..observability.statistics import ModelStatistics
 from .warmup import warm_up
 
 if TYPE_CHECKING:
-    from ..server import Server
+    from ..backend.service import InferenceService
 
-__all__ = ["ModelManager", "LoadedVersion", "ModelState", "unknown_model"]
+__all__ = ["ModelManager"]
 
 log = logging.getLogger("naiad.models")
-
-
-class ModelState:
-    """Triton's model state names, as the repository index reports them."""
-
-    READY = "READY"
-    LOADING = "LOADING"
-    UNLOADING = "UNLOADING"
-    UNAVAILABLE = "UNAVAILABLE"
-
-
-@dataclass(eq=False)
-class LoadedVersion:
-    """One servable model version."""
-
-    name: str
-    version: int
-    config: ModelConfig
-    scheduler: Scheduler
-    statistics: ModelStatistics
-    model: Model | None = None
-    runners: list[InstanceRunner] = field(default_factory=list)
-    # (model files, version files) fingerprints it was built from; a reload reuses a
-    # version whose fingerprints did not change.
-    fingerprint: tuple[str, str] | None = None
-    # For ensembles: why a model it uses is missing (None when every one is ready).
-    dependency_problem: Callable[[], str | None] | None = None
-
-    def is_ready(self) -> bool:
-        if self.dependency_problem is not None and self.dependency_problem() is not None:
-            return False
-        return self.model is None or self.model.is_ready()
-
-
-@dataclass(eq=False)
-class ModelRecord:
-    """Everything known about one model name: what serves, and the index's view."""
-
-    name: str
-    serving: dict[int, LoadedVersion] = field(default_factory=dict)
-    # Index rows by version (0 when the failure came before versions were known).
-    states: dict[int, tuple[str, str]] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # Fingerprint of the model directory at the last load attempt (poll mode compares it).
-    fingerprint: str | None = None
-    # Counters by version, kept across reloads and unloads so Prometheus counters and the
-    # statistics extension stay cumulative for the life of the server.
-    statistics: dict[int, ModelStatistics] = field(default_factory=dict)
 
 
 class ModelManager:
@@ -104,7 +55,7 @@ class ModelManager:
         self,
         repositories: list[Repository],
         backends: BackendRegistry,
-        server: "Server | None" = None,
+        server: "InferenceService | None" = None,
         auto_complete: bool = True,
         load_timeout_secs: float | None = None,
         load_retry_count: int = 0,
@@ -561,11 +512,6 @@ class ModelManager:
         statistics = ModelStatistics(name, str(version))
         scheduler = EnsembleScheduler(self.server, config, plan, statistics, str(version), self._step_config)
         return LoadedVersion(name, version, config, scheduler, statistics, dependency_problem=scheduler.problem)
-
-
-def unknown_model(name: str, version: str = "") -> str:
-    """Triton's words for a model (version) the server does not serve; clients match on them."""
-    return f"Request for unknown model: '{name}'" + (f" version {version}" if version else "") + " is not found"
 
 
 class _ChangedWhileLoading(NaiadError):
