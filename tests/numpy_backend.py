@@ -25,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from naiad import Backend, InferenceResponse, Model, ModelInstance, Tensor, hookimpl
-from naiad.backend.batching import Batch
+from naiad.backend import Backend, Batch, InferenceResponse, Model, ModelInstance, Tensor, hookimpl
 
 
 # The sequence batcher's control inputs, under the names `accumulate` reads; `%s` is the

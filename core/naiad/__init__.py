@@ -1,8 +1,6 @@
 """naiad: an inference server that speaks Triton's interfaces."""
 
-__version__ = "0.1.0"
-
-from .backend.abi import (  # noqa: E402
+from .backend.abi import (
     ABI_VERSION,
     Backend,
     BackendContext,
@@ -11,12 +9,13 @@ from .backend.abi import (  # noqa: E402
     ModelContext,
     ModelInstance,
 )
-from .errors import ErrorCode, NaiadError  # noqa: E402
-from .backend.hookspecs import hookimpl  # noqa: E402
-from .inference import InferenceRequest, InferenceResponse, RequestedOutput  # noqa: E402
-from .config.model_config import ConfigError, ModelConfig, TensorSpec  # noqa: E402
-from .server import Server, ServerOptions  # noqa: E402
-from .tensor import Tensor  # noqa: E402
+from .errors import ErrorCode, NaiadError
+from .backend.hookspecs import hookimpl
+from .inference import InferenceRequest, InferenceResponse, RequestedOutput
+from .config.model_config import ConfigError, ModelConfig, TensorSpec
+from .server import Server, ServerOptions
+from .tensor import Tensor
+from .version import __version__
 
 __all__ = [
     "__version__",

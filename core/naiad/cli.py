@@ -11,7 +11,7 @@ import signal
 import sys
 from typing import Sequence
 
-from . import __version__
+from .version import __version__
 from .errors import NaiadError
 from .flag_values import parse_bool as _bool
 from .inert_flags import add_inert_flags, warn_inert_flags

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncGenerator
 
-from . import __version__
+from .version import __version__
 from .models.backend_registry import BackendRegistry
 from .classification import apply_classification
 from .observability.custom_metrics import CustomMetricRegistry
@@ -25,7 +25,8 @@ from .inference import InferenceRequest, InferenceResponse
 from .observability.log_settings import LogSettings
 from .observability.metrics_settings import BUILTIN_METRIC_FAMILIES, MetricsSettings
 from .config.model_config import ModelConfig
-from .models.manager import LoadedVersion, ModelManager
+from .models.manager import ModelManager
+from .models.records import LoadedVersion
 from .repository.remote import open_repository
 from .repository.poller import RepositoryPoller
 from .request_validation import validate_request

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from . import __version__
+from .version import __version__
 from .scheduling.rate_limiter import ResourceLimit
 from .server import Server, ServerOptions
 

@@ -2,6 +2,10 @@
 
     with ServerProcess(repo, "--model-control-mode", "explicit") as server:
         client = tritonclient.http.InferenceServerClient(server.http_url)
+
+A backend's unit tests drive its `Model` without a server: `naiad.config.validate_config(
+naiad.config.parse_config_text(text, name), name)` gives the `ModelConfig` a load would,
+and `expand_instance_groups(config, gpus=[])` the `InstanceContext`s it would create.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import time
 from pathlib import Path
 
 from .cli import READY_LINE
+from .models.instance_groups import expand_instance_groups
 
-__all__ = ["ServerProcess", "free_port"]
+__all__ = ["ServerProcess", "expand_instance_groups", "free_port"]
 
 # How often start() tries fresh ports when one it picked was taken before the server bound it.
 _PORT_ATTEMPTS = 3

@@ -11,12 +11,11 @@ import onnxruntime as ort
 import pytest
 
 import onnx_models
-from naiad import BackendContext, InferenceRequest, ModelContext, RequestedOutput, Tensor
-from naiad.models.instance_groups import expand_instance_groups
-from naiad.config.model_config import parse_config_text, validate_config
+from naiad import BackendContext, ConfigError, InferenceRequest, ModelContext, RequestedOutput, Tensor
+from naiad.config import parse_config_text, validate_config
+from naiad.testing import expand_instance_groups
 from naiad_backend_onnx.backend import OnnxRuntimeBackend
 from naiad_backend_onnx.session_options import choose_providers
-from naiad import ConfigError
 
 
 def load(tmp_path: Path, model: bytes, config_text: str):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from naiad import ErrorCode
-from naiad.errors import GRPC_STATUS_NAME, HTTP_STATUS
+from naiad.backend import GRPC_STATUS_NAME, HTTP_STATUS
 
 from python_backend_servers import bytes_array
 

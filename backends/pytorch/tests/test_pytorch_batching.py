@@ -12,8 +12,8 @@ import torch
 
 import torch_models
 from naiad import BackendContext, InferenceRequest, ModelContext, Tensor
-from naiad.models.instance_groups import expand_instance_groups
-from naiad.config.model_config import parse_config_text, validate_config
+from naiad.testing import expand_instance_groups
+from naiad.config import parse_config_text, validate_config
 from naiad_backend_pytorch.backend import PyTorchBackend
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")

@@ -11,9 +11,7 @@
 
 from __future__ import annotations
 
-from naiad import ConfigError, ModelConfig
-from naiad.datatypes import datatype_to_config_type
-from naiad.protos import model_config_pb2 as pb
+from naiad.backend import ConfigError, ModelConfig, datatype_to_config_type, model_config_pb2 as pb
 
 from .model_tensors import ModelSignature, ModelTensor
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import threading
 
-from naiad import Backend, BackendContext, Model, ModelContext
+from naiad.backend import Backend, BackendContext, Model, ModelContext
 
 from .settings import BackendSettings, parse_backend_settings
 

@@ -3,10 +3,15 @@ mismatch is a load error naming the tensor, not a failure on the first request."
 
 from __future__ import annotations
 
-from naiad import ConfigError, ModelConfig, TensorSpec
-from naiad.datatypes import datatype_to_config_type
-from naiad.config.model_io import model_inputs, model_outputs
-from naiad.backend.shape_check import check_model_shape
+from naiad.backend import (
+    ConfigError,
+    ModelConfig,
+    TensorSpec,
+    check_model_shape,
+    datatype_to_config_type,
+    model_inputs,
+    model_outputs,
+)
 
 from .model_tensors import ModelSignature, ModelTensor
 

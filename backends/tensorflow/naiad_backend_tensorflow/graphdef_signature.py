@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from naiad import ConfigError, ModelConfig
-from naiad.config.model_io import model_inputs, model_outputs
+from naiad.backend import ConfigError, ModelConfig, model_inputs, model_outputs
 
 from .dtypes import datatype_of_tf
 from .model_tensors import ModelSignature, ModelTensor

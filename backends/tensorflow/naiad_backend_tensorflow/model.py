@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from naiad import (
+from naiad.backend import (
     ConfigError,
     InferenceRequest,
     InferenceResponse,
@@ -18,10 +18,11 @@ from naiad import (
     ModelContext,
     ModelInstance,
     NaiadError,
+    execute_by_name,
+    model_config_pb2 as pb,
+    model_inputs,
+    model_outputs,
 )
-from naiad.backend.batching import execute_by_name
-from naiad.config.model_io import model_inputs, model_outputs
-from naiad.protos import model_config_pb2 as pb
 
 from .auto_complete import auto_complete_from_signature
 from .config_check import check_config_against_model

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from naiad import ConfigError
+from naiad.backend import ConfigError
 
 from .dtypes import datatype_of_tf
 from .model_tensors import ModelSignature, ModelTensor

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from naiad import ConfigError
+from naiad.backend import ConfigError
 
 from .settings import BackendSettings, ModelSettings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from naiad import ConfigError, ModelConfig, NaiadError
+from naiad.backend import ConfigError, ModelConfig, NaiadError
 
 __all__ = [
     "BACKEND_CONFIG_KEYS",

@@ -7,7 +7,7 @@ import logging
 import threading
 from typing import Any
 
-from naiad import Backend, BackendContext, Model, ModelContext, NaiadError
+from naiad.backend import Backend, BackendContext, Model, ModelContext, NaiadError
 
 __all__ = ["TensorRTBackend"]
 

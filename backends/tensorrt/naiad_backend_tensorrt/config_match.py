@@ -8,10 +8,14 @@ unlisted inputs/outputs are added; listed ones get missing types and dims.
 
 from __future__ import annotations
 
-from naiad import ConfigError, ModelConfig, TensorSpec
-from naiad.datatypes import datatype_to_config_type
-from naiad.backend.shape_check import check_model_shape
-from naiad.protos import model_config_pb2 as pb
+from naiad.backend import (
+    ConfigError,
+    ModelConfig,
+    TensorSpec,
+    check_model_shape,
+    datatype_to_config_type,
+    model_config_pb2 as pb,
+)
 
 from .engine_description import EngineDescription, EngineTensor
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from naiad import NaiadError
-from naiad.devices import gpu_ids
+from naiad.backend import NaiadError, gpu_ids
 
 from .cuda_runtime import gpu_count
 

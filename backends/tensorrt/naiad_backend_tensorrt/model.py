@@ -7,7 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from naiad import (
+from naiad.backend import (
     ConfigError,
     InferenceRequest,
     InferenceResponse,
@@ -17,8 +17,8 @@ from naiad import (
     ModelContext,
     ModelInstance,
     NaiadError,
+    execute_by_name,
 )
-from naiad.backend.batching import execute_by_name
 
 from .compute_capability import format_compute_capability, select_plan_filename
 from .config_match import auto_complete_from_engine, check_config_against_engine

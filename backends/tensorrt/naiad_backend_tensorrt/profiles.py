@@ -3,7 +3,7 @@ which one fits a batch's input shapes."""
 
 from __future__ import annotations
 
-from naiad import ConfigError, ModelConfig, NaiadError
+from naiad.backend import ConfigError, ModelConfig, NaiadError
 
 from .engine_description import EngineDescription
 

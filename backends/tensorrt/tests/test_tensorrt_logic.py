@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from naiad import ConfigError, ModelConfig, NaiadError
-from naiad.config.model_config import parse_config_text
+from naiad.config import parse_config_text
 from naiad_backend_tensorrt.compute_capability import select_plan_filename
 from naiad_backend_tensorrt.config_match import auto_complete_from_engine, check_config_against_engine
 from naiad_backend_tensorrt.dtypes import datatype_of_trt, numpy_dtype_of

@@ -43,7 +43,7 @@ from ..inference import InferenceRequest, InferenceResponse
 
 if TYPE_CHECKING:
     from ..config.model_config import ModelConfig
-    from ..server import Server
+    from .service import InferenceService
 
 __all__ = [
     "ABI_VERSION",
@@ -86,7 +86,7 @@ class ModelContext:
     version_path: Path
     config: "ModelConfig"
     model_filename: str = ""
-    server: "Server | None" = None
+    server: "InferenceService | None" = None
 
     @property
     def model_file(self) -> Path:

@@ -33,7 +33,7 @@ from .job import Job
 from .scheduler import Scheduler
 
 if TYPE_CHECKING:
-    from ..server import Server
+    from ..backend.service import InferenceService
 
 __all__ = ["EnsembleScheduler"]
 
@@ -45,7 +45,7 @@ class EnsembleScheduler(Scheduler):
 
     def __init__(
         self,
-        server: "Server",
+        server: "InferenceService",
         config: ModelConfig,
         plan: EnsemblePlan,
         statistics: ModelStatistics,

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from naiad.backend.auto_complete import complete_tensors
-from naiad.protos import model_config_pb2 as pb
+from naiad.backend import complete_tensors, model_config_pb2 as pb
 
 from .onnx_types import datatype_of_ort_type
 

@@ -13,7 +13,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from naiad import Backend, BackendContext, ConfigError, Model, ModelContext
+from naiad.backend import Backend, BackendContext, ConfigError, Model, ModelContext
 
 __all__ = ["OnnxRuntimeBackend", "OnnxBackendSettings"]
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnxruntime as ort
-from naiad import (
+from naiad.backend import (
+    Batch,
     ConfigError,
     InferenceRequest,
     InferenceResponse,
@@ -21,11 +22,12 @@ from naiad import (
     ModelContext,
     ModelInstance,
     NaiadError,
+    apply_output_reshape,
+    check_model_shape,
+    model_inputs,
+    model_outputs,
+    run_isolating_failures,
 )
-from naiad.backend.batching import Batch, run_isolating_failures
-from naiad.config.model_io import model_inputs, model_outputs
-from naiad.backend.output_reshape import apply_output_reshape
-from naiad.backend.shape_check import check_model_shape
 
 from .auto_complete import ModelTensor, auto_complete
 from .session_options import SessionSettings, choose_providers, read_session_settings

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from naiad import Backend, hookimpl
+from naiad.backend import Backend, hookimpl
 
 __all__ = ["naiad_backends"]
 

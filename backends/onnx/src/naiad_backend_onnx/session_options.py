@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from naiad import ConfigError, ModelConfig
+from naiad.backend import ConfigError, ModelConfig
 
 if TYPE_CHECKING:
     from .backend import OnnxBackendSettings

@@ -15,8 +15,16 @@ from pathlib import Path
 from google.protobuf import json_format
 
 import naiad_backend_python
-from naiad.backend.abi import Backend, BackendContext, InstanceContext, Model, ModelContext, ModelInstance
-from naiad.config.model_config import ConfigError, ModelConfig
+from naiad.backend import (
+    Backend,
+    BackendContext,
+    ConfigError,
+    InstanceContext,
+    Model,
+    ModelConfig,
+    ModelContext,
+    ModelInstance,
+)
 
 from .in_process_instance import InProcessInstance
 from .model_host import run_auto_complete

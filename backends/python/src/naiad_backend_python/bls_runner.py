@@ -10,12 +10,10 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import numpy as np
 
-from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceRequest, InferenceResponse, RequestedOutput
-from naiad.tensor import Tensor
+from naiad.backend import ErrorCode, InferenceRequest, InferenceResponse, NaiadError, RequestedOutput, Tensor
 
 if TYPE_CHECKING:
-    from naiad.server import Server
+    from naiad.backend import InferenceService as Server
 
 __all__ = ["BlsCall", "run_bls", "error_response", "cancelled_response"]
 

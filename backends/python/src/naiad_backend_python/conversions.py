@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceRequest as CoreRequest
-from naiad.inference import InferenceResponse as CoreResponse
-from naiad.tensor import Tensor as CoreTensor
+from naiad.backend import (
+    ErrorCode,
+    InferenceRequest as CoreRequest,
+    InferenceResponse as CoreResponse,
+    NaiadError,
+    Tensor as CoreTensor,
+)
 
 from . import utils
 from .wire import plain_parameters

@@ -27,10 +27,13 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from naiad.backend.abi import InstanceContext, ModelInstance
-from naiad.errors import NaiadError
-from naiad.inference import InferenceRequest as CoreRequest
-from naiad.inference import InferenceResponse as CoreResponse
+from naiad.backend import (
+    InferenceRequest as CoreRequest,
+    InferenceResponse as CoreResponse,
+    InstanceContext,
+    ModelInstance,
+    NaiadError,
+)
 
 from . import utils
 from .bls_runner import BlsCall, cancelled_response, run_bls

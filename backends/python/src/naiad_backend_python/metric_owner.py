@@ -13,10 +13,10 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from naiad.errors import NaiadError
+from naiad.backend import NaiadError
 
 if TYPE_CHECKING:
-    from naiad.observability.custom_metrics import CustomMetric, CustomMetricFamily, CustomMetricRegistry
+    from naiad.backend import CustomMetric, CustomMetricFamily, CustomMetricRegistry
 
 __all__ = ["MetricOwner", "METRIC_OPS"]
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from naiad.errors import NaiadError
+from naiad.backend import NaiadError
 
 if TYPE_CHECKING:
-    from naiad.server import Server
+    from naiad.backend import InferenceService as Server
 
 __all__ = ["manage_model"]
 

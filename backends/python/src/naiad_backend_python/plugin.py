@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from naiad.backend.hookspecs import hookimpl
+from naiad.backend import hookimpl
 
 __all__ = ["naiad_backends"]
 

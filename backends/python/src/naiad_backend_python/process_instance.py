@@ -14,10 +14,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from naiad.backend.abi import InstanceContext, ModelInstance
-from naiad.errors import NaiadError
-from naiad.inference import InferenceRequest as CoreRequest
-from naiad.inference import InferenceResponse as CoreResponse
+from naiad.backend import (
+    InferenceRequest as CoreRequest,
+    InferenceResponse as CoreResponse,
+    InstanceContext,
+    ModelInstance,
+    NaiadError,
+)
 
 from .conversions import core_error, requested_output_names, sequence_flags
 from .model_host import batch_failure_message

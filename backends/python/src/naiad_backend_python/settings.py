@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from naiad.config.model_config import ConfigError, ModelConfig
+from naiad.backend import ConfigError, ModelConfig
 
 __all__ = [
     "ModelSettings",

@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
-from naiad.errors import NaiadError
-from naiad.inference import InferenceRequest as CoreRequest
-from naiad.inference import InferenceResponse as CoreResponse
+from naiad.backend import InferenceRequest as CoreRequest, InferenceResponse as CoreResponse, NaiadError
 
 from .bls_runner import BlsCall, cancelled_response, run_bls
 from .conversions import FINAL_MARKER, core_response_from_parts
@@ -34,7 +32,7 @@ from .shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
 from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
 
 if TYPE_CHECKING:
-    from naiad.server import Server
+    from naiad.backend import InferenceService as Server
 
 __all__ = ["StubConnection", "StubLaunch", "describe_exit"]
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from naiad.backend.auto_complete import complete_tensors
-from naiad.protos import model_config_pb2 as pb
+from naiad.backend import complete_tensors, model_config_pb2 as pb
 
 from .torch_types import datatype_of_dtype
 

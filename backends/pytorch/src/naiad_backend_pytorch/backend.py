@@ -6,7 +6,7 @@ gives an exported program whose inputs have a dynamic first dimension (default 4
 
 from __future__ import annotations
 
-from naiad import Backend, BackendContext, ConfigError, Model, ModelContext
+from naiad.backend import Backend, BackendContext, ConfigError, Model, ModelContext
 
 __all__ = ["PyTorchBackend"]
 

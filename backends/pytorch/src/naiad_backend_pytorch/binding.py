@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from naiad import ConfigError
+from naiad.backend import ConfigError
 
 __all__ = ["InputBinding", "bind_inputs", "output_index"]
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import torch
 
-from naiad import ConfigError
+from naiad.backend import ConfigError
 
 __all__ = ["LoadedModule", "find_model_file", "load_module", "is_exported_program"]
 

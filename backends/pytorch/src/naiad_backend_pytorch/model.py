@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from naiad import (
+from naiad.backend import (
+    Batch,
     ConfigError,
     InferenceRequest,
     InferenceResponse,
@@ -27,10 +28,11 @@ from naiad import (
     ModelInstance,
     NaiadError,
     TensorSpec,
+    apply_output_reshape,
+    model_inputs,
+    model_outputs,
+    run_isolating_failures,
 )
-from naiad.backend.batching import Batch, run_isolating_failures
-from naiad.config.model_io import model_inputs, model_outputs
-from naiad.backend.output_reshape import apply_output_reshape
 
 from .auto_complete import auto_complete, program_signature
 from .binding import InputBinding, bind_inputs, output_index

@@ -14,9 +14,10 @@ import re
 from ...server import Server
 from ..restrictions import parse_restrictions
 from .app import DEFAULT_MAX_INPUT_SIZE, create_app
+from .generate_mapping import generate_request
 from .server import HEADER_READ_SECONDS, KEEP_ALIVE_SECONDS, bind_socket, serve_hypercorn, serve_naiad, serve_uvicorn
 
-__all__ = ["run", "create_app", "DEFAULT_MAX_INPUT_SIZE"]
+__all__ = ["run", "create_app", "DEFAULT_MAX_INPUT_SIZE", "bind_socket", "generate_request", "serve_uvicorn"]
 
 log = logging.getLogger("naiad.http")
 

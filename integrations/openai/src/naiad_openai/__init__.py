@@ -13,8 +13,8 @@ import argparse
 import asyncio
 import logging
 
-from naiad.frontends.http.server import bind_socket, serve_uvicorn
-from naiad.server import Server
+from naiad import Server
+from naiad.frontends.http import bind_socket, serve_uvicorn
 
 from .app import create_app
 from .chat_template import chat_prompt

@@ -17,10 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceResponse
-from naiad.config.model_config import ModelConfig
-from naiad.server import Server
+from naiad import ErrorCode, InferenceResponse, ModelConfig, NaiadError, Server
 
 from .chat_template import chat_prompt
 from .convention import follows_convention, text_of, text_request

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from naiad.errors import NaiadError
+from naiad import NaiadError
 
 __all__ = ["chat_prompt"]
 

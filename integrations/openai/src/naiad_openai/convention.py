@@ -19,10 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from naiad.errors import NaiadError
-from naiad.frontends.http.generate_mapping import generate_request
-from naiad.inference import InferenceRequest, InferenceResponse
-from naiad.config.model_config import ModelConfig
+from naiad import InferenceRequest, InferenceResponse, ModelConfig, NaiadError
+from naiad.frontends.http import generate_request
 
 __all__ = ["TEXT_INPUT", "TEXT_OUTPUT", "follows_convention", "text_request", "text_of"]
 

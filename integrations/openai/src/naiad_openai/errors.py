@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from naiad.errors import HTTP_STATUS, ErrorCode, NaiadError
+from naiad import ErrorCode, NaiadError
+from naiad.backend import HTTP_STATUS
 
 __all__ = ["error_body", "error_status"]
 

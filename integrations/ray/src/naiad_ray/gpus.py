@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from naiad.config.model_config import parse_config_text
-from naiad.protos import model_config_pb2 as pb
-from naiad.repository.remote import is_remote
-from naiad.repository.local import LocalRepository
+from naiad.config import parse_config_text
+from naiad.backend import model_config_pb2 as pb
+from naiad.repository import LocalRepository, is_remote
 
 __all__ = ["gpus_per_replica"]
 
