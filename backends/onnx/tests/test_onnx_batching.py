@@ -15,7 +15,7 @@ from naiad import BackendContext, ConfigError, InferenceRequest, ModelContext, R
 from naiad.config import parse_config_text, validate_config
 from naiad.testing import expand_instance_groups
 from naiad_backend_onnx.backend import OnnxRuntimeBackend
-from naiad_backend_onnx.session_options import choose_providers
+from naiad_backend_onnx.settings import choose_providers
 
 
 def load(tmp_path: Path, model: bytes, config_text: str):

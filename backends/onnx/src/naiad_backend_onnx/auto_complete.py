@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from naiad.backend import complete_tensors, model_config_pb2 as pb
 
-from .onnx_types import datatype_of_ort_type
+from .dtypes import datatype_of_ort_type
 
 __all__ = ["ModelTensor", "auto_complete", "model_supports_batching"]
 

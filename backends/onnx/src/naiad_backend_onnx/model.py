@@ -30,7 +30,7 @@ from naiad.backend import (
 )
 
 from .auto_complete import ModelTensor, auto_complete
-from .session_options import SessionSettings, choose_providers, read_session_settings
+from .settings import SessionSettings, choose_providers, read_session_settings
 
 if TYPE_CHECKING:
     from .backend import OnnxRuntimeBackend

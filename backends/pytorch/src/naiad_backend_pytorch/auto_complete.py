@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from naiad.backend import complete_tensors, model_config_pb2 as pb
 
-from .torch_types import datatype_of_dtype
+from .dtypes import datatype_of_dtype
 
 __all__ = ["ProgramTensor", "program_signature", "auto_complete"]
 

@@ -37,7 +37,7 @@ from naiad.backend import (
 from .auto_complete import auto_complete, program_signature
 from .binding import InputBinding, bind_inputs, output_index
 from .loading import LoadedModule, find_model_file, load_module
-from .torch_types import datatype_of_dtype, to_numpy, to_torch
+from .dtypes import datatype_of_dtype, to_numpy, to_torch
 
 if TYPE_CHECKING:
     from .backend import PyTorchBackend

@@ -21,7 +21,7 @@ from naiad.backend import (
 )
 
 from .compute_capability import format_compute_capability, select_plan_filename
-from .config_match import auto_complete_from_engine, check_config_against_engine
+from .config_check import auto_complete_from_engine, check_config_against_engine
 from .cuda_runtime import (
     CudaError,
     DeviceBuffer,
