@@ -10,7 +10,8 @@ import pytest
 from naiad import ConfigError, ModelConfig, NaiadError
 from naiad.config import parse_config_text
 from naiad_backend_tensorrt.compute_capability import select_plan_filename
-from naiad_backend_tensorrt.config_check import auto_complete_from_engine, check_config_against_engine
+from naiad_backend_tensorrt.auto_complete import auto_complete_from_engine
+from naiad_backend_tensorrt.config_check import check_config_against_engine
 from naiad_backend_tensorrt.dtypes import datatype_of_trt, numpy_dtype_of
 from naiad_backend_tensorrt.engine_description import EngineDescription, EngineTensor, ProfileShape
 from naiad_backend_tensorrt.profiles import allowed_profiles, choose_profile

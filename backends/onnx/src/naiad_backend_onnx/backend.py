@@ -11,44 +11,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 
-from naiad.backend import Backend, BackendContext, ConfigError, Model, ModelContext
+from naiad.backend import Backend, BackendContext, Model, ModelContext
 
-__all__ = ["OnnxRuntimeBackend", "OnnxBackendSettings"]
+from .settings import read_backend_settings
+
+__all__ = ["OnnxRuntimeBackend"]
 
 log = logging.getLogger("naiad.backends.onnxruntime")
-
-
-@dataclass(frozen=True, slots=True)
-class OnnxBackendSettings:
-    default_max_batch_size: int = 4
-    intra_op_threads: int = 0
-    inter_op_threads: int = 0
-    global_thread_pool: bool = False
-
-
-def _int_setting(config: dict[str, str], key: str, default: int) -> int:
-    text = config.get(key)
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError("onnxruntime", f"--backend-config onnxruntime,{key}: expected an integer, got '{text}'") from None
-    if value < 0:
-        raise ConfigError("onnxruntime", f"--backend-config onnxruntime,{key}: must not be negative, got {value}")
-    return value
-
-
-def read_backend_settings(config: dict[str, str]) -> OnnxBackendSettings:
-    pool = config.get("enable-global-threadpool", "0").strip().lower()
-    return OnnxBackendSettings(
-        default_max_batch_size=_int_setting(config, "default-max-batch-size", 4),
-        intra_op_threads=_int_setting(config, "intra_op_thread_count", 0),
-        inter_op_threads=_int_setting(config, "inter_op_thread_count", 0),
-        global_thread_pool=pool in ("1", "true", "yes", "on"),
-    )
 
 
 class OnnxRuntimeBackend(Backend):

@@ -1,4 +1,6 @@
-"""Session options and execution providers from a model's config.
+"""The ONNX Runtime backend's settings: the process-wide `--backend-config
+onnxruntime,KEY=VALUE` ones (`OnnxBackendSettings`), and each model's session options and
+execution providers from its config (`SessionSettings`, `choose_providers`).
 
 Config facts follow Triton's onnxruntime backend:
 
@@ -17,16 +19,44 @@ Config facts follow Triton's onnxruntime backend:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from naiad.backend import ConfigError, ModelConfig
 
-if TYPE_CHECKING:
-    from .backend import OnnxBackendSettings
-
-__all__ = ["SessionSettings", "read_session_settings", "choose_providers"]
+__all__ = ["OnnxBackendSettings", "read_backend_settings", "SessionSettings", "read_session_settings", "choose_providers"]
 
 _LEVELS = {"disable": 0, "basic": 1, "extended": 2, "all": 99}
+
+
+@dataclass(frozen=True, slots=True)
+class OnnxBackendSettings:
+    default_max_batch_size: int = 4
+    intra_op_threads: int = 0
+    inter_op_threads: int = 0
+    global_thread_pool: bool = False
+
+
+def _int_setting(config: dict[str, str], key: str, default: int) -> int:
+    text = config.get(key)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError("onnxruntime", f"--backend-config onnxruntime,{key}: expected an integer, got '{text}'") from None
+    if value < 0:
+        raise ConfigError("onnxruntime", f"--backend-config onnxruntime,{key}: must not be negative, got {value}")
+    return value
+
+
+def read_backend_settings(config: dict[str, str]) -> OnnxBackendSettings:
+    pool = config.get("enable-global-threadpool", "0").strip().lower()
+    return OnnxBackendSettings(
+        default_max_batch_size=_int_setting(config, "default-max-batch-size", 4),
+        intra_op_threads=_int_setting(config, "intra_op_thread_count", 0),
+        inter_op_threads=_int_setting(config, "inter_op_thread_count", 0),
+        global_thread_pool=pool in ("1", "true", "yes", "on"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +117,7 @@ def _graph_level(config: ModelConfig) -> str:
     return "all"
 
 
-def read_session_settings(config: ModelConfig, backend: "OnnxBackendSettings") -> SessionSettings:
+def read_session_settings(config: ModelConfig, backend: OnnxBackendSettings) -> SessionSettings:
     """Validate and collect the session settings; ConfigError names the bad field."""
     mode = config.int_parameter("execution_mode", 0)
     if mode not in (0, 1):

@@ -21,7 +21,8 @@ from naiad.backend import (
 )
 
 from .compute_capability import format_compute_capability, select_plan_filename
-from .config_check import auto_complete_from_engine, check_config_against_engine
+from .auto_complete import auto_complete_from_engine
+from .config_check import check_config_against_engine
 from .cuda_runtime import (
     CudaError,
     DeviceBuffer,
