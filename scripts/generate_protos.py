@@ -1,4 +1,5 @@
-"""Regenerate core/naiad/protos/*_pb2.py from the .proto files beside them.
+"""Regenerate core/naiad/protos/*_pb2.py, and the *_pb2.pyi stubs that type them, from the
+.proto files beside them.
 
 The generated modules register their messages in naiad's own descriptor pool, not the
 process-wide default one: tritonclient registers the same `inference.*` names in the
@@ -26,7 +27,7 @@ _OWN_POOL = "_naiad_pool.POOL"
 
 
 def generate(out_dir: pathlib.Path) -> None:
-    args = [sys.executable, "-m", "grpc_tools.protoc", f"-I{CORE}", f"--python_out={out_dir}"]
+    args = [sys.executable, "-m", "grpc_tools.protoc", f"-I{CORE}", f"--python_out={out_dir}", f"--pyi_out={out_dir}"]
     args += [str(PROTOS / f"{name}.proto") for name in NAMES]
     subprocess.run(args, check=True)
     for name in NAMES:
@@ -51,9 +52,9 @@ def main() -> int:
         out = pathlib.Path(tmp)
         generate(out)
         stale = []
-        for name in NAMES:
-            fresh = (out / "naiad" / "protos" / f"{name}_pb2.py").read_text()
-            target = PROTOS / f"{name}_pb2.py"
+        for generated in sorted(f"{name}_pb2{suffix}" for name in NAMES for suffix in (".py", ".pyi")):
+            fresh = (out / "naiad" / "protos" / generated).read_text()
+            target = PROTOS / generated
             if check:
                 if not target.exists() or target.read_text() != fresh:
                     stale.append(target.name)

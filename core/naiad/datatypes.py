@@ -178,7 +178,7 @@ def tensor_to_raw(datatype: str, array: np.ndarray) -> bytes | memoryview:
     if array.size == 0:
         return b""  # memoryview cannot cast a view with a zero in its shape
     contiguous = np.ascontiguousarray(array)
-    return memoryview(contiguous).cast("B")
+    return contiguous.data.cast("B")
 
 
 def bf16_words(array: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ checked as a module of its own. The generated protobuf modules are left out when
 they import nothing of naiad."""
 
 import ast
+import tomllib
 from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[2] / "core"
@@ -103,3 +104,17 @@ def test_a_type_only_or_deferred_import_still_closes_a_circle(tmp_path):
     (package / "c.py").write_text("from naiad import a\n")
     (package / "d.py").write_text("from .c import C\n")
     assert circles(import_graph(tmp_path)) == [["naiad.a", "naiad.c", "naiad.inner.b"]]
+
+
+def test_the_type_check_names_every_module_naiad_backend_reaches():
+    """mypy checks strictly only the modules pyproject.toml names, so the list must be the
+    whole of what `naiad.backend` imports, directly or not (generated protos aside)."""
+    graph = import_graph(CORE)
+    reached, todo = set(), ["naiad.backend"]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo.extend(graph[module])
+    config = tomllib.loads((CORE.parent / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert sorted(config["modules"]) == sorted(m for m in reached if not m.startswith("naiad.protos"))

@@ -9,7 +9,7 @@ as Triton writes scalars. What the config already says is kept.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Protocol, Sequence, cast
 
 from ..datatypes import datatype_to_config_type
 from ..protos import model_config_pb2 as pb
@@ -38,9 +38,9 @@ def complete_tensors(
     for declared, found_list in ((proto.input, inputs), (proto.output, outputs)):
         if not declared:
             # Tensors without a Triton datatype are left out: the model runs without them.
-            for found in found_list:
-                if found.datatype is not None:
-                    declared.add(name=found.name)
+            for signature in found_list:
+                if signature.datatype is not None:
+                    declared.add(name=signature.name)
         by_name = {t.name: t for t in found_list}
         for tensor in declared:
             found = by_name.get(tensor.name)
@@ -50,7 +50,8 @@ def complete_tensors(
 
 def _fill(tensor: pb.ModelInput | pb.ModelOutput, found: SignatureTensor, batching: bool) -> None:
     if tensor.data_type == pb.TYPE_INVALID and found.datatype is not None:
-        tensor.data_type = pb.DataType.Value(datatype_to_config_type(found.datatype))
+        # An enum value is its number at run time; the stubs type Value() as a plain int.
+        tensor.data_type = cast(pb.DataType, pb.DataType.Value(datatype_to_config_type(found.datatype)))
     if not tensor.dims and not tensor.HasField("reshape"):
         dims = list(found.shape[1:] if batching else found.shape)
         if dims:

@@ -90,14 +90,18 @@ class StackedBatch:
         return sum(self.sizes)
 
 
-def _signature(request: InferenceRequest) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
+# What requests must share to be stacked: each input's name, datatype and non-batch dims.
+_Signature = tuple[tuple[str, str, tuple[int, ...]], ...]
+
+
+def _signature(request: InferenceRequest) -> _Signature:
     return tuple(sorted((t.name, t.datatype, tuple(t.shape[1:])) for t in request.inputs))
 
 
 def group_stackable(requests: list[InferenceRequest]) -> list[list[int]]:
     """Indices of `requests` grouped so every group can be stacked: same input names,
     datatypes and non-batch dimensions. Groups keep the requests' order."""
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[_Signature, list[int]] = {}
     for index, request in enumerate(requests):
         groups.setdefault(_signature(request), []).append(index)
     return list(groups.values())

@@ -37,3 +37,4 @@ class BackendHookSpecs:
         `initialize` with that backend's `--backend-config` settings. A plugin may return
         several classes; two plugins offering the same name is a start-up error.
         """
+        raise NotImplementedError  # a specification: pluggy calls the plugins' implementations

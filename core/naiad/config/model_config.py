@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from google.protobuf import json_format, text_format
 from google.protobuf.descriptor import FieldDescriptor
@@ -325,7 +325,11 @@ def validate_config(proto: pb.ModelConfig, model: str, model_dir: Path | None = 
 
 
 def _validate_tensors(proto: pb.ModelConfig, model: str) -> None:
-    for kind, tensors in (("input", proto.input), ("output", proto.output)):
+    groups: tuple[tuple[str, Sequence[pb.ModelInput | pb.ModelOutput]], ...] = (
+        ("input", proto.input),
+        ("output", proto.output),
+    )
+    for kind, tensors in groups:
         seen: set[str] = set()
         for index, tensor in enumerate(tensors):
             where = f"{kind}[{index}]"
