@@ -5,7 +5,7 @@ promoted, and every few hundred milliseconds that triggers a full collection, wh
 every tracked object in the process: modules, configs, protobuf descriptors, the models.
 Measured at 64 clients: 25-35 ms pauses, which were the whole p99 (docs/performance.md).
 
-`settle_soon()` is called after start-up and after every model load or unload: once things
+`HeapSettler.settle_soon()` is called after every model load or unload: once things
 are quiet it runs one full collection and then `gc.freeze()`, which moves every object
 that survives into a permanent generation the collector no longer walks. Before that,
 `gc.unfreeze()` returns the previous frozen set to the collector, so what an unload left
@@ -17,12 +17,10 @@ from __future__ import annotations
 import asyncio
 import gc
 
-__all__ = ["settle", "settle_soon"]
+__all__ = ["HeapSettler", "settle"]
 
 # Loads come in bursts (start-up, a poll that changes several models): one settle after.
 _DELAY_S = 0.5
-# The loop a settle is scheduled on (one at a time; a loop closed before it ran is replaced).
-_scheduled_on: asyncio.AbstractEventLoop | None = None
 
 
 def settle() -> None:
@@ -31,18 +29,25 @@ def settle() -> None:
     gc.freeze()
 
 
-def settle_soon() -> None:
-    """`settle()` once, a moment from now, on the running loop."""
-    global _scheduled_on
-    loop = asyncio.get_running_loop()
-    if _scheduled_on is loop:
-        return
-    _scheduled_on = loop
+class HeapSettler:
+    """Runs `settle()` once, a moment after the last of a burst of requests for it. The
+    model manager owns one; at most one settle is pending, on the loop that asked (a loop
+    closed before it ran is replaced by the next one that asks)."""
 
-    def run() -> None:
-        global _scheduled_on
-        if _scheduled_on is loop:
-            _scheduled_on = None
-        settle()
+    def __init__(self, delay_s: float = _DELAY_S) -> None:
+        self.delay_s = delay_s
+        self._scheduled_on: asyncio.AbstractEventLoop | None = None
 
-    loop.call_later(_DELAY_S, run)
+    def settle_soon(self) -> None:
+        """`settle()` once, a moment from now, on the running loop."""
+        loop = asyncio.get_running_loop()
+        if self._scheduled_on is loop:
+            return
+        self._scheduled_on = loop
+
+        def run() -> None:
+            if self._scheduled_on is loop:
+                self._scheduled_on = None
+            settle()
+
+        loop.call_later(self.delay_s, run)

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from .. import heap
+from ..heap import HeapSettler
 from ..backend.abi import ModelContext
 from .backend_registry import BackendRegistry
 from ..config.defaults import fill_config_defaults
@@ -72,6 +72,8 @@ class ModelManager:
         self.load_retry_count = load_retry_count
         self.config_name = config_name
         self._records: dict[str, ModelRecord] = {}
+        # Freezes the long-lived heap out of the collector's way after loads and unloads.
+        self.heap = HeapSettler()
 
     # -- queries -------------------------------------------------------------------------
 
@@ -224,7 +226,7 @@ class ModelManager:
             record.states = {v: (ModelState.READY, "") for v in built}
             log.info("successfully loaded '%s' version(s) %s", name, sorted(built))
         await self._retire(retired)
-        heap.settle_soon()
+        self.heap.settle_soon()
 
     async def _build_with_retries(
         self,
@@ -282,7 +284,7 @@ class ModelManager:
             await self._retire(retired)
             record.states = {v: (ModelState.UNAVAILABLE, "unloaded") for v in record.states}
             log.info("successfully unloaded '%s'", name)
-        heap.settle_soon()
+        self.heap.settle_soon()
 
     async def unload_all(self, timeout: float | None = None) -> None:
         # Ensembles first, so their in-flight requests can still reach their steps.
