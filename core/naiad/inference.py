@@ -51,7 +51,7 @@ class InferenceRequest:
     # The request's `tracing.RequestTrace` when tracing sampled it; None otherwise.
     trace: Any = None
     # Set by a backend during `execute` to have the request scheduled again instead of
-    # released (Triton's TRITONSERVER_REQUEST_RELEASE_RESCHEDULE); see backend_abi.
+    # released (Triton's TRITONSERVER_REQUEST_RELEASE_RESCHEDULE); see naiad.backend.abi.
     reschedule: bool = False
 
     def input(self, name: str) -> Tensor | None:

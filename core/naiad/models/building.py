@@ -1,0 +1,197 @@
+"""Builds a model's versions: the config read, auto-completed and validated, the backend
+model and its instances created, the scheduler chosen. It runs in a worker thread
+(framework loads block); the model manager decides when to build and swaps in what is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..backend.abi import ModelContext
+from ..cache.response_cache import check_cache_config
+from ..config.defaults import fill_config_defaults
+from ..config.model_config import ConfigError, ModelConfig, config_from_dict, parse_config_text, resolve_backend, validate_config
+from ..config.unacted import unacted_fields
+from ..devices import gpu_ids
+from ..errors import NaiadError
+from ..observability.statistics import ModelStatistics
+from ..protos import model_config_pb2 as pb
+from ..repository.local import ModelSource, select_versions
+from ..scheduling.direct_scheduler import DirectScheduler
+from ..scheduling.ensemble_scheduler import EnsembleScheduler
+from ..scheduling.factory import create_scheduler
+from ..scheduling.instance_runner import InstanceRunner
+from ..scheduling.rate_limiter import InstanceGate, RateLimiter
+from .backend_registry import BackendRegistry
+from .ensemble_validation import validate_ensemble
+from .instance_groups import expand_instance_groups
+from .records import LoadedVersion
+
+if TYPE_CHECKING:
+    from ..backend.service import InferenceService
+
+__all__ = ["VersionBuilder", "finalize"]
+
+log = logging.getLogger("naiad.models")
+
+
+class VersionBuilder:
+    """Builds the versions of one model at a time from its source (the model manager owns
+    one, and serializes builds per model name)."""
+
+    def __init__(
+        self,
+        backends: BackendRegistry,
+        server: "InferenceService | None",
+        auto_complete: bool,
+        config_name: str,
+        rate_limiter: RateLimiter,
+        step_config: Callable[[str, int], ModelConfig],
+    ) -> None:
+        self.backends = backends
+        self.server = server
+        self.auto_complete = auto_complete
+        self.config_name = config_name
+        self.rate_limiter = rate_limiter
+        # An ensemble step's config, by model name and version (the manager's view).
+        self._step_config = step_config
+
+    def build(
+        self,
+        source: ModelSource,
+        override: dict[str, Any] | None,
+        serving: dict[int, LoadedVersion],
+        statistics: dict[int, ModelStatistics],
+    ) -> dict[int, LoadedVersion]:
+        """Runs in a worker thread: framework loads block. Versions of `serving` whose
+        files did not change are reused as they are; new ones continue the counters in
+        `statistics`."""
+        name = source.name
+        if override is not None:
+            proto = config_from_dict(override, name)
+        else:
+            text = source.config_text(self.config_name)
+            if text is None and not self.auto_complete:
+                raise ConfigError(name, "config.pbtxt: not found, and auto-complete is disabled")
+            proto = parse_config_text(text or "", name)
+        available = source.versions()
+        resolve_backend(proto, name, [source.version_path(v) for v in reversed(available)])
+        for field, why in unacted_fields(proto):
+            log.warning("model '%s': config field '%s' has no effect in naiad: %s", name, field, why)
+        # The policy can only be read after parsing; validate it before choosing versions.
+        validate_config(_policy_only(proto), name)
+        versions = select_versions(proto.version_policy, available, name)
+        model_files = source.model_fingerprint()
+        built: dict[int, LoadedVersion] = {}
+        try:
+            for version in versions:
+                fingerprint = (model_files, source.version_fingerprint(version))
+                current = serving.get(version)
+                if current is not None and current.fingerprint == fingerprint:
+                    built[version] = current
+                    continue
+                try:
+                    built[version] = self._build_version(source, proto, version, statistics.get(version))
+                except NaiadError as exc:
+                    exc.failed_version = version  # type: ignore[attr-defined]
+                    raise
+                built[version].fingerprint = fingerprint
+        except BaseException:
+            for loaded in built.values():
+                if loaded is not serving.get(loaded.version):
+                    finalize(loaded)
+            raise
+        return built
+
+    def _build_version(
+        self, source: ModelSource, base: pb.ModelConfig, version: int, statistics: ModelStatistics | None = None
+    ) -> LoadedVersion:
+        name = source.name
+        log.info("loading: %s:%d", name, version)
+        load_started = time.monotonic()
+        proto = pb.ModelConfig()
+        proto.CopyFrom(base)
+        if proto.platform == "ensemble":
+            return self._build_ensemble(source, proto, version)
+        backend = self.backends.get(proto.backend)
+        filename = proto.default_model_filename or backend.default_model_filename
+        provisional = ModelConfig(proto)
+        context = ModelContext(
+            name=name,
+            version=version,
+            path=source.path,
+            version_path=source.version_path(version),
+            config=provisional,
+            model_filename=filename,
+            server=self.server,
+        )
+        model = backend.create_model(context)
+        if self.auto_complete:
+            model.auto_complete_config(provisional)
+        fill_config_defaults(proto, name, filename, gpu_ids())
+        config = validate_config(proto, name, source.path)
+        check_cache_config(config)
+        context.config = config
+        runners: list[InstanceRunner] = []
+        if statistics is None:
+            statistics = ModelStatistics(name, str(version))
+        metrics_settings = getattr(self.server, "metrics_settings", None)
+        if metrics_settings is not None:
+            metrics_settings.prepare(statistics, config)
+        gates: list[InstanceGate | None] = []
+        try:
+            contexts = expand_instance_groups(config)
+            gates = self.rate_limiter.admit(config.proto, [(c.group_name, c.device_id) for c in contexts])
+            model.initialize()
+            for instance_context, gate in zip(contexts, gates):
+                instance = model.create_instance(instance_context)
+                instance.initialize()
+                runners.append(InstanceRunner(instance, statistics, name, str(version), config.decoupled, gate))
+            scheduler = create_scheduler(config, runners)
+        except BaseException:
+            loaded = LoadedVersion(name, version, config, DirectScheduler([]), statistics, model, runners)
+            finalize(loaded)
+            for gate in gates[len(runners):]:
+                if gate is not None:
+                    gate.close()  # instances that were never created
+            raise
+        statistics.load_duration_s = time.monotonic() - load_started
+        return LoadedVersion(name, version, config, scheduler, statistics, model, runners)
+
+    def _build_ensemble(self, source: ModelSource, proto: pb.ModelConfig, version: int) -> LoadedVersion:
+        name = source.name
+        if self.server is None:
+            raise NaiadError.internal(f"ensemble '{name}' needs a server to run its steps")
+        config = validate_config(proto, name, source.path)
+        plan = validate_ensemble(config, self._step_config)
+        config.inherit_labels(plan.output_labels)
+        # As in Triton, an ensemble with a decoupled step streams: it is decoupled itself.
+        proto.model_transaction_policy.decoupled = plan.decoupled
+        check_cache_config(config)
+        statistics = ModelStatistics(name, str(version))
+        scheduler = EnsembleScheduler(self.server, config, plan, statistics, str(version), self._step_config)
+        return LoadedVersion(name, version, config, scheduler, statistics, dependency_problem=scheduler.problem)
+
+
+def finalize(loaded: LoadedVersion) -> None:
+    """Finalize a version's instances, then its model; a failure is logged, not raised."""
+    for runner in loaded.runners:
+        try:
+            runner.instance.finalize()
+        except Exception:  # noqa: BLE001
+            log.exception("model '%s' instance %s failed to finalize", loaded.name, runner.name)
+        runner.close()
+    if loaded.model is not None:
+        try:
+            loaded.model.finalize()
+        except Exception:  # noqa: BLE001
+            log.exception("model '%s' failed to finalize", loaded.name)
+
+
+def _policy_only(proto: pb.ModelConfig) -> pb.ModelConfig:
+    """A copy holding just what validation needs to check the version policy early."""
+    copy = pb.ModelConfig(name=proto.name)
+    copy.version_policy.CopyFrom(proto.version_policy)
+    return copy
