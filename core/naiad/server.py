@@ -150,7 +150,7 @@ class Server:
         self.models = ModelManager(
             list(repositories), self.backends, self, options.auto_complete_config, options.model_load_timeout_secs,
             load_retry_count=options.model_load_retry_count, config_name=options.model_config_name,
-            rate_limiter=self.rate_limiter,
+            rate_limiter=self.rate_limiter, metrics_settings=self.metrics_settings,
         )
         self._live = True
         if options.model_control_mode == "explicit":

@@ -16,6 +16,7 @@ from ..config.model_config import ConfigError, ModelConfig, config_from_dict, pa
 from ..config.unacted import unacted_fields
 from ..devices import gpu_ids
 from ..errors import NaiadError
+from ..observability.metrics_settings import MetricsSettings
 from ..observability.statistics import ModelStatistics
 from ..protos import model_config_pb2 as pb
 from ..repository.local import ModelSource, select_versions
@@ -49,6 +50,7 @@ class VersionBuilder:
         config_name: str,
         rate_limiter: RateLimiter,
         step_config: Callable[[str, int], ModelConfig],
+        metrics_settings: MetricsSettings | None = None,
     ) -> None:
         self.backends = backends
         self.server = server
@@ -57,6 +59,8 @@ class VersionBuilder:
         self.rate_limiter = rate_limiter
         # An ensemble step's config, by model name and version (the manager's view).
         self._step_config = step_config
+        # The opt-in latency summaries and histograms each new version's statistics keep.
+        self.metrics_settings = metrics_settings
 
     def build(
         self,
@@ -137,9 +141,8 @@ class VersionBuilder:
         runners: list[InstanceRunner] = []
         if statistics is None:
             statistics = ModelStatistics(name, str(version))
-        metrics_settings = getattr(self.server, "metrics_settings", None)
-        if metrics_settings is not None:
-            metrics_settings.prepare(statistics, config)
+        if self.metrics_settings is not None:
+            self.metrics_settings.prepare(statistics, config)
         gates: list[InstanceGate | None] = []
         try:
             contexts = expand_instance_groups(config)

@@ -22,6 +22,7 @@ from ..config.model_config import ModelConfig, config_from_dict, parse_config_te
 from ..protos import model_config_pb2 as pb
 from ..repository.local import ModelSource, Repository, find_models
 from ..scheduling.rate_limiter import RateLimiter
+from ..observability.metrics_settings import MetricsSettings
 from ..observability.statistics import ModelStatistics
 from .warmup import warm_up
 
@@ -44,6 +45,7 @@ class ModelManager:
         load_retry_count: int = 0,
         config_name: str = "",
         rate_limiter: RateLimiter | None = None,
+        metrics_settings: MetricsSettings | None = None,
     ) -> None:
         self.repositories = repositories
         # One for the whole server: instances of different models share its resources.
@@ -52,7 +54,9 @@ class ModelManager:
         self.load_retry_count = load_retry_count
         self.config_name = config_name
         self._records: dict[str, ModelRecord] = {}
-        self.builder = VersionBuilder(backends, server, auto_complete, config_name, self.rate_limiter, self._step_config)
+        self.builder = VersionBuilder(
+            backends, server, auto_complete, config_name, self.rate_limiter, self._step_config, metrics_settings
+        )
         # Freezes the long-lived heap out of the collector's way after loads and unloads.
         self.heap = HeapSettler()
 
