@@ -30,9 +30,9 @@ def settle() -> None:
 
 
 class HeapSettler:
-    """Runs `settle()` once, a moment after the last of a burst of requests for it. The
-    model manager owns one; at most one settle is pending, on the loop that asked (a loop
-    closed before it ran is replaced by the next one that asks)."""
+    """Runs `settle()` a moment after it is first asked, once for however many ask in
+    between. The model manager owns one; at most one settle is pending, on the loop that
+    asked (a loop closed before it ran is replaced by the next one that asks)."""
 
     def __init__(self, delay_s: float = _DELAY_S) -> None:
         self.delay_s = delay_s
