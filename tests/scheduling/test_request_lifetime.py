@@ -1,5 +1,5 @@
 """A served request leaves nothing for the cyclic garbage collector, and the long-lived heap is
-frozen out of its way (naiad.heap): the two causes of the 25-35 ms pauses once measured at 64
+frozen out of its way (naiad.models.heap): the two causes of the 25-35 ms pauses once measured at 64
 clients. Asserted through object lifetimes, not timings."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import weakref
 import numpy as np
 import pytest
 
-from naiad import InferenceRequest, Tensor, heap
+from naiad import InferenceRequest, Tensor
+from naiad.models import heap
 from scheduling_helpers import serving, write_model
 
 CONFIGS = {

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..heap import HeapSettler
+from .heap import HeapSettler
 from .backend_registry import BackendRegistry
 from .building import VersionBuilder, finalize
 from .ensemble_validation import find_ensemble_cycle, step_model_names
