@@ -20,7 +20,7 @@ from .observability.metrics_settings import MetricsSettings
 from .cache.response_cache import cache_spec_from_flags
 from .scheduling.rate_limiter import ResourceLimit, parse_rate_limit, parse_rate_limit_resource
 from .server import Server, ServerOptions
-from .observability.startup_report import backend_table, model_table, options_table
+from .startup_report import backend_table, model_table, options_table
 from .observability.tracing import otlp_tracer_provider, trace_settings_from_config
 from .workers import WORKER_INDEX_ENV, WorkerPool, is_worker, signal_worker_ready, wait_orphaned
 

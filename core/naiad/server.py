@@ -19,7 +19,7 @@ from .version import __version__
 from .models.backend_registry import BackendRegistry
 from .classification import apply_classification
 from .observability.custom_metrics import CustomMetricRegistry
-from .models.ensemble_validation import load_order
+from .config.ensemble_validation import load_order
 from .errors import ErrorCode, NaiadError
 from .inference import InferenceRequest, InferenceResponse
 from .observability.log_settings import LogSettings
@@ -28,7 +28,7 @@ from .config.model_config import ModelConfig
 from .models.manager import ModelManager
 from .models.records import LoadedVersion
 from .repository.remote import open_repository
-from .repository.poller import RepositoryPoller
+from .models.poller import RepositoryPoller
 from .request_validation import validate_request
 from .cache.response_cache import CacheSpec, ResponseCache, open_cache
 from .safe_names import check_model_name

@@ -19,7 +19,7 @@ from __future__ import annotations
 from ..datatypes import config_type_to_datatype
 from .model_config import ModelConfig, TensorSpec
 from ..protos import model_config_pb2 as pb
-from ..scheduling.sequence_controls import SequenceControls
+from .sequence_controls import SequenceControls
 
 __all__ = ["model_inputs", "model_outputs"]
 

@@ -26,7 +26,7 @@ from ..scheduling.factory import create_scheduler
 from ..scheduling.instance_runner import InstanceRunner
 from ..scheduling.rate_limiter import InstanceGate, RateLimiter
 from .backend_registry import BackendRegistry
-from .ensemble_validation import validate_ensemble
+from ..config.ensemble_validation import validate_ensemble
 from .instance_groups import expand_instance_groups
 from .records import LoadedVersion
 

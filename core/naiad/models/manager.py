@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .heap import HeapSettler
 from .backend_registry import BackendRegistry
 from .building import VersionBuilder, finalize
-from .ensemble_validation import find_ensemble_cycle, step_model_names
+from ..config.ensemble_validation import find_ensemble_cycle, step_model_names
 from ..errors import ErrorCode, NaiadError
 from .records import LoadedVersion, ModelRecord, ModelState, unknown_model
 from ..config.model_config import ModelConfig, config_from_dict, parse_config_text

@@ -22,7 +22,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..models.ensemble_validation import EnsemblePlan, EnsembleStep, StepConfigLookup, validate_ensemble
+from ..config.ensemble_validation import EnsemblePlan, EnsembleStep, StepConfigLookup, validate_ensemble
 from ..errors import ErrorCode, NaiadError
 from ..inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ..config.model_config import ModelConfig

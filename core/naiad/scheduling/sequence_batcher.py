@@ -54,7 +54,7 @@ from .instance_runner import InstanceRunner
 from .job import Job
 from .response_ordering import ResponseOrdering
 from .scheduler import Scheduler
-from .sequence_controls import SequenceControls
+from ..config.sequence_controls import SequenceControls
 
 __all__ = ["SequenceBatcher"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..errors import ErrorCode, NaiadError
-from ..config.model_config import ModelConfig
+from .model_config import ModelConfig
 from ..protos import model_config_pb2 as pb
 
 __all__ = [

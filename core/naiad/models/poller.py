@@ -12,7 +12,7 @@ import asyncio
 import logging
 
 from ..errors import NaiadError
-from ..models.manager import ModelManager
+from .manager import ModelManager
 
 __all__ = ["RepositoryPoller"]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from ..version import __version__
-from ..scheduling.rate_limiter import ResourceLimit
-from ..server import Server, ServerOptions
+from .version import __version__
+from .scheduling.rate_limiter import ResourceLimit
+from .server import Server, ServerOptions
 
 __all__ = ["backend_table", "model_table", "options_table", "text_table"]
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import NaiadError
 from ..datatypes import config_type_to_datatype, numpy_dtype
-from ..config.model_config import ConfigError, ModelConfig
+from .model_config import ConfigError, ModelConfig
 from ..protos import model_config_pb2 as pb
 from ..tensor import Tensor
 
