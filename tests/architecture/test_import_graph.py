@@ -118,3 +118,21 @@ def test_the_type_check_names_every_module_naiad_backend_reaches():
             todo.extend(graph[module])
     config = tomllib.loads((CORE.parent / "pyproject.toml").read_text())["tool"]["mypy"]
     assert sorted(config["modules"]) == sorted(m for m in reached if not m.startswith("naiad.protos"))
+
+
+def test_the_folders_form_layers():
+    """Taken folder by folder (each root module on its own), the core has no circle either:
+    models/ may use scheduling/, which may use backend/, never the other way round."""
+    graph = import_graph(CORE)
+
+    def unit(module: str) -> str:
+        parts = module.split(".")
+        return ".".join(parts[:2]) if len(parts) > 2 or (CORE / "naiad" / parts[-1]).is_dir() else module
+
+    folders: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        folders.setdefault(unit(module), set()).update(unit(m) for m in imported if unit(m) != unit(module))
+    for imported in list(folders.values()):
+        for name in imported:
+            folders.setdefault(name, set())
+    assert circles(folders) == []
