@@ -20,7 +20,7 @@ from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...protos import grpc_service_pb2 as pb
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
-from ..load_config import parse_config_override
+from ..kserve.repository_requests import parse_config_override
 
 __all__ = [
     "decode_parameters",

@@ -1,5 +1,5 @@
 """`--grpc-restricted-protocol GROUPS:KEY=VALUE` on the gRPC service: which RPCs belong to
-each of the groups `frontends.restrictions` defines for both protocols, and the guard that
+each of the groups `frontends.kserve.restrictions` defines for both protocols, and the guard that
 answers a call without the header `triton-grpc-protocol-KEY: VALUE` with UNAVAILABLE
 (tritonserver's header prefix, status and message)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from ..restrictions import Restriction, parse_restrictions
+from ..kserve.restrictions import Restriction, parse_restrictions
 from .rpc_status import RpcError, StatusCode
 
 __all__ = ["RPCS", "HEADER_PREFIX", "restricted_methods", "guard"]

@@ -20,7 +20,7 @@ from ...inference import InferenceRequest, InferenceResponse
 from ...protos import grpc_service_pb2 as pb
 from ...server import Server
 from . import codec
-from ..restrictions import Restriction
+from ..kserve.restrictions import Restriction
 from .restrictions import guard
 from .rpc import RpcMethod
 

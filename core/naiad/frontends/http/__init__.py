@@ -12,7 +12,7 @@ import logging
 import re
 
 from ...server import Server
-from ..restrictions import parse_restrictions
+from ..kserve.restrictions import parse_restrictions
 from .app import DEFAULT_MAX_INPUT_SIZE, create_app
 from .server import HEADER_READ_SECONDS, KEEP_ALIVE_SECONDS, bind_socket, serve_hypercorn, serve_naiad, serve_uvicorn
 

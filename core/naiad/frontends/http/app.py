@@ -20,8 +20,8 @@ from starlette.routing import Route
 
 from ...errors import NaiadError
 from ...server import Server
-from ..restrictions import Restriction
-from ..load_config import parse_config_override
+from ..kserve.restrictions import Restriction
+from ..kserve.repository_requests import parse_config_override
 from .body import BodyReader
 from .codec import decode_json
 from .generate_endpoint import GenerateEndpoint
@@ -264,7 +264,7 @@ def create_app(
     model = "/v2/models/{model}"
     versioned = "/v2/models/{model}/versions/{version:int}"
     get, post = ["GET"], ["POST"]
-    # Path, handler, methods, and the restricted group (frontends.restrictions.GROUPS) it is in.
+    # Path, handler, methods, and the restricted group (frontends.kserve.restrictions.GROUPS) it is in.
     table: list[tuple[str, Handler, list[str], str]] = [
         ("/v2/health/live", r.live, get, "health"),
         ("/v2/health/ready", r.ready, get, "health"),

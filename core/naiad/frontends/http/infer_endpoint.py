@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 from ...errors import NaiadError
 from ...inference import InferenceResponse
 from ...server import Server
-from ..restrictions import Restriction
+from ..kserve.restrictions import Restriction
 from .body import BodyReader
 from .codec import decode_infer_request, decode_raw_request, encode_infer_response, is_raw_request
 from .responses import BINARY, JSON, compress, error_for, forbidden
