@@ -14,6 +14,7 @@ import asyncio
 import logging
 
 from naiad.frontends.http.server import bind_socket, serve_uvicorn
+from naiad.frontends.options import HttpOptions
 from naiad.server import Server
 
 from .app import create_app
@@ -31,4 +32,4 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
     # With --workers, every worker process listens on the port, as for HTTP.
     sock = bind_socket(address, args.openai_port, getattr(args, "reuse_http_port", False))
     log.info("Started OpenAI-compatible service at %s:%d", address, sock.getsockname()[1])
-    await serve_uvicorn(create_app(server), sock, started)
+    await serve_uvicorn(create_app(server), sock, started, HttpOptions().keepalive_timeout_s)
