@@ -9,7 +9,7 @@ where they are used, so a bad one fails as its frontend starts, naming the flag.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 __all__ = [
     "COMPRESSION_LEVELS",
@@ -35,8 +35,8 @@ def option(default: T, flag: str, help: str, *, metavar: str | None = None, choi
     """A field with its command-line flag. `shown` is how help states the default where the
     value itself would not say it (None: the value, or nothing when it is None or empty)."""
     metadata = {"flag": flag, "help": help, "metavar": metavar, "choices": choices, "shown": shown}
-    result: Any = field(default=default, metadata=metadata)
-    return result  # a dataclasses.Field, typed as its value as dataclasses.field is
+    # A dataclasses.Field, typed as its value, as dataclasses.field is.
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
