@@ -153,12 +153,14 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     add_option_flags(p.add_argument_group("gRPC"), GrpcOptions)
     metrics = p.add_argument_group("metrics")
     add_option_flags(metrics, MetricsOptions)
-    metrics.add_argument("--allow-cpu-metrics", type=_bool, default=True, metavar="BOOL",
-                         help="export CPU utilization and memory gauges (default true)")
-    metrics.add_argument("--allow-gpu-metrics", type=_bool, default=True, metavar="BOOL",
-                         help="export GPU gauges through NVML when a GPU is present (default true)")
-    metrics.add_argument("--metrics-interval-ms", type=float, default=2000, metavar="MS",
-                         help="milliseconds between CPU/GPU gauge samples (default 2000)")
+    # What the metrics show is the server's MetricsSettings, whose defaults these flags take.
+    measured = MetricsSettings()
+    metrics.add_argument("--allow-cpu-metrics", type=_bool, default=measured.allow_cpu_metrics, metavar="BOOL",
+                         help=_help("export CPU utilization and memory gauges", measured.allow_cpu_metrics))
+    metrics.add_argument("--allow-gpu-metrics", type=_bool, default=measured.allow_gpu_metrics, metavar="BOOL",
+                         help=_help("export GPU gauges through NVML when a GPU is present", measured.allow_gpu_metrics))
+    metrics.add_argument("--metrics-interval-ms", type=float, default=measured.interval_ms, metavar="MS",
+                         help=_help("milliseconds between CPU/GPU gauge samples", measured.interval_ms))
     metrics.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
                          help="counter_latencies, summary_latencies, summary_quantiles, histogram_latencies; "
                               "repeatable")
@@ -266,7 +268,8 @@ def _flag_type(hint: object) -> type:
     return result
 
 
-def _help(text: str, default: object, shown: str | None) -> str:
+def _help(text: str, default: object, shown: str | None = None) -> str:
+    """`text (default D)`: D is `shown`, else the default as a flag spells it (none when None or empty)."""
     if shown is None:
         if default is None or default == ():
             return text

@@ -138,4 +138,4 @@ class MetricsOptions:
     enabled: bool = option(True, "--allow-metrics", "serve Prometheus metrics")
     port: int = option(8002, "--metrics-port", "metrics port")
     # None: the HTTP address, as in tritonserver.
-    address: str | None = option(None, "--metrics-address", "metrics address", shown="the HTTP address")
+    address: str | None = option(None, "--metrics-address", "metrics address", shown="--http-address")

@@ -9,8 +9,8 @@ from typing import Any, Mapping
 
 from ...errors import NaiadError
 
-__all__ = ["IndexRequest", "LoadRequest", "UnloadRequest", "index_request", "load_request", "unload_request",
-           "parse_config_override"]
+__all__ = ["FILE_PREFIX", "IndexRequest", "LoadRequest", "UnloadRequest", "index_request", "load_request",
+           "unload_request", "parse_config_override"]
 
 # A load parameter with this prefix carries one model file: `file:<path in the model directory>`.
 FILE_PREFIX = "file:"
