@@ -58,3 +58,14 @@ def test_flags_reach_the_options():
 def test_options_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         HttpOptions().port = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("flags, address", [
+    (["--http-address", "127.0.0.2"], "127.0.0.2"),
+    (["--http-address", "127.0.0.2", "--metrics-address", "127.0.0.3"], "127.0.0.3"),
+])
+def test_metrics_listen_on_the_http_address_unless_told(flags, address):
+    from naiad.cli import _frontend_arguments
+
+    args = build_parser().parse_args(["serve", "--model-repository", "r", *flags])
+    assert _frontend_arguments(args)["naiad.frontends.metrics"].address == address

@@ -22,8 +22,8 @@ from ...server import Server
 from . import codec
 from ..kserve.infer_parameters import forward_headers, take_empty_final_response
 from ..kserve.repository_requests import index_request, unload_request
-from ..kserve.shared_memory_requests import register_request, region_selector
 from ..kserve.restrictions import Restriction
+from ..kserve.shared_memory_requests import register_request, region_selector
 from .restrictions import guard
 from .rpc import RpcMethod
 

@@ -12,8 +12,7 @@ import re
 
 from ...server import Server
 from ..kserve.restrictions import parse_restrictions
-from ..options import MAX_INPUT_SIZE as DEFAULT_MAX_INPUT_SIZE
-from ..options import HttpOptions
+from ..options import MAX_INPUT_SIZE as DEFAULT_MAX_INPUT_SIZE, HttpOptions
 from .app import create_app
 from .server import bind_socket, serve_hypercorn, serve_naiad, serve_uvicorn
 

@@ -20,10 +20,10 @@ from starlette.routing import Route
 
 from ...errors import NaiadError
 from ...server import Server
-from ..kserve.restrictions import Restriction
-from ..options import MAX_INPUT_SIZE
 from ..kserve.repository_requests import FILE_PREFIX, index_request, load_request, unload_request
+from ..kserve.restrictions import Restriction
 from ..kserve.shared_memory_requests import register_request, region_selector
+from ..options import MAX_INPUT_SIZE
 from .body import BodyReader
 from .codec import decode_json
 from .generate_endpoint import GenerateEndpoint
