@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import logging
 import os
 import signal
 import sys
-from typing import Sequence
+import types
+import typing
+from typing import Any, Sequence, TypeVar
 
 from .version import __version__
 from .errors import NaiadError
 from .flag_values import parse_bool as _bool
+from .frontends.options import GrpcOptions, HttpOptions, MetricsOptions
 from .inert_flags import add_inert_flags, warn_inert_flags
 from .observability.log_settings import LOG_FORMATS, LogSettings
 from .observability.metrics_settings import MetricsSettings
@@ -24,7 +28,8 @@ from .startup_report import backend_table, model_table, options_table
 from .observability.tracing import otlp_tracer_provider, trace_settings_from_config
 from .workers import WORKER_INDEX_ENV, WorkerPool, is_worker, signal_worker_ready, wait_orphaned
 
-__all__ = ["READY_LINE", "build_parser", "load_plugin", "main", "options_from_args"]
+__all__ = ["READY_LINE", "add_option_flags", "build_parser", "frontend_options", "load_plugin", "main",
+           "options_from_args"]
 
 # Logged once every frontend listens; scripts and naiad.testing.ServerProcess wait for it.
 READY_LINE = "naiad is ready"
@@ -32,10 +37,12 @@ READY_LINE = "naiad is ready"
 log = logging.getLogger("naiad")
 
 # Frontend modules `naiad serve` starts, each with the flag that enables it. A frontend
-# module provides `async def run(server, args, started: asyncio.Event)` that serves until
-# cancelled.
+# module provides `async def run(server, options, started: asyncio.Event)` that serves until
+# cancelled; `options` is its options object (the OpenAI integration still takes the flags).
 FRONTENDS = (("http", "allow_http", "naiad.frontends.http"), ("grpc", "allow_grpc", "naiad.frontends.grpc"),
              ("metrics", "allow_metrics", "naiad.frontends.metrics"), ("openai", "allow_openai", "naiad_openai"))
+
+Options = TypeVar("Options", HttpOptions, GrpcOptions, MetricsOptions)
 
 
 def _backend_setting(text: str) -> tuple[str, str, str]:
@@ -142,86 +149,18 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="let clients register system (and CUDA) shared-memory regions for inputs and outputs; "
                            "off by default, as in tritonserver (default false)")
 
-    http = p.add_argument_group("HTTP/REST")
-    http.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL", help="serve HTTP (default true)")
-    http.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
-    http.add_argument("--http-address", default="0.0.0.0", help="HTTP address (default 0.0.0.0)")
-    http.add_argument("--reuse-http-port", type=_bool, default=False, metavar="BOOL",
-                      help="let several servers listen on the HTTP port (SO_REUSEPORT; default false)")
-    http.add_argument("--http-server", choices=("naiad", "uvicorn", "hypercorn"), default="naiad",
-                      help="HTTP server: naiad's own HTTP/1.1 server (default, fastest), uvicorn, or hypercorn (HTTP/2)")
-    http.add_argument("--http-header-forward-pattern", default=None, metavar="REGEX",
-                      help="request headers whose names match become inference request parameters")
-    http.add_argument("--http-max-input-size", type=int, default=64 * 1024 * 1024, metavar="BYTES",
-                      help="largest request body accepted (default 64 MiB)")
-    http.add_argument("--http-restricted-api", action="append", default=[], metavar="APIS:KEY=VALUE",
-                      help="answer the comma-separated API groups (health, metadata, inference, shared-memory, "
-                           "model-config, model-repository, statistics, trace, logging) only for requests with the "
-                           "header KEY: VALUE (others get 403); repeatable")
-    http.add_argument("--http-header-read-timeout", type=float, default=30.0, metavar="SECONDS",
-                      help="time a client has to send a request's line and headers; then 408 and close (default 30)")
-    http.add_argument("--http-keepalive-timeout", type=float, default=75.0, metavar="SECONDS",
-                      help="time an idle keep-alive connection stays open (default 75)")
-
-    grpc = p.add_argument_group("gRPC")
-    grpc.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL", help="serve gRPC (default true)")
-    grpc.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
-    grpc.add_argument("--grpc-address", default="0.0.0.0", help="gRPC address (default 0.0.0.0)")
-    grpc.add_argument("--reuse-grpc-port", type=_bool, default=False, metavar="BOOL",
-                      help="let several servers listen on the gRPC port (SO_REUSEPORT; default false)")
-    grpc.add_argument("--grpc-max-message-size", type=int, default=2**31 - 1, metavar="BYTES",
-                      help="largest gRPC message received or sent (default 2147483647, Triton's limit)")
-    grpc.add_argument("--grpc-infer-response-compression-level", choices=("none", "low", "medium", "high"),
-                      default="none", help="compression of responses (gzip/deflate, as the client accepts; "
-                                           "default none); compressed requests are always accepted")
-    grpc.add_argument("--grpc-keepalive-time", type=int, default=7_200_000, metavar="MS",
-                      help="milliseconds between keepalive pings (default 7200000)")
-    grpc.add_argument("--grpc-keepalive-timeout", type=int, default=20_000, metavar="MS",
-                      help="milliseconds to wait for a keepalive ping's acknowledgement (default 20000)")
-    grpc.add_argument("--grpc-keepalive-permit-without-calls", type=_bool, default=False, metavar="BOOL",
-                      help="allow keepalive pings when no call is in flight (default false)")
-    grpc.add_argument("--grpc-http2-max-pings-without-data", type=int, default=2, metavar="N",
-                      help="pings sent without data before gRPC stops sending them; 0: no limit (default 2)")
-    grpc.add_argument("--grpc-http2-min-recv-ping-interval-without-data", type=int, default=300_000, metavar="MS",
-                      help="shortest interval between a client's pings without data (default 300000)")
-    grpc.add_argument("--grpc-http2-max-ping-strikes", type=int, default=2, metavar="N",
-                      help="bad pings tolerated before the connection is closed; 0: any (default 2)")
-    grpc.add_argument("--grpc-max-connection-age", type=int, default=None, metavar="MS",
-                      help="milliseconds a connection may live (default: unlimited)")
-    grpc.add_argument("--grpc-max-concurrent-streams", type=int, default=1000, metavar="N",
-                      help="streams (calls) open at once on one connection; more are refused (default 1000)")
-    grpc.add_argument("--grpc-handshake-timeout", type=int, default=10_000, metavar="MS",
-                      help="time a new connection has to send the HTTP/2 preface and SETTINGS (default 10000)")
-    grpc.add_argument("--grpc-max-connection-idle", type=int, default=300_000, metavar="MS",
-                      help="time a connection with no call open stays open; then GOAWAY (default 300000)")
-    grpc.add_argument("--grpc-max-connection-age-grace", type=int, default=None, metavar="MS",
-                      help="grace period after the maximum connection age (default: unlimited)")
-    grpc.add_argument("--grpc-header-forward-pattern", default=None, metavar="REGEX",
-                      help="request headers whose names match become inference request parameters")
-    grpc.add_argument("--grpc-restricted-protocol", action="append", default=[], metavar="PROTOCOLS:KEY=VALUE",
-                      help="answer the comma-separated protocol groups (health, metadata, inference, shared-memory, "
-                           "model-config, model-repository, statistics, trace, logging) only for calls with the "
-                           "header triton-grpc-protocol-KEY: VALUE; repeatable")
-    grpc.add_argument("--grpc-use-ssl", type=_bool, default=False, metavar="BOOL",
-                      help="serve gRPC over TLS (needs --grpc-server-cert and --grpc-server-key)")
-    grpc.add_argument("--grpc-use-ssl-mutual", type=_bool, default=False, metavar="BOOL",
-                      help="TLS with client certificates checked against --grpc-root-cert")
-    grpc.add_argument("--grpc-server-cert", default=None, metavar="PEM", help="server certificate file")
-    grpc.add_argument("--grpc-server-key", default=None, metavar="PEM", help="server private key file")
-    grpc.add_argument("--grpc-root-cert", default=None, metavar="PEM", help="root certificate file")
-
+    add_option_flags(p.add_argument_group("HTTP/REST"), HttpOptions)
+    add_option_flags(p.add_argument_group("gRPC"), GrpcOptions)
     metrics = p.add_argument_group("metrics")
-    metrics.add_argument("--allow-metrics", type=_bool, default=True, metavar="BOOL",
-                         help="serve Prometheus metrics (default true)")
-    metrics.add_argument("--metrics-port", type=int, default=8002, help="metrics port (default 8002)")
-    metrics.add_argument("--metrics-address", default=None,
-                         help="metrics address (default: the HTTP address)")
-    metrics.add_argument("--allow-cpu-metrics", type=_bool, default=True, metavar="BOOL",
-                         help="export CPU utilization and memory gauges (default true)")
-    metrics.add_argument("--allow-gpu-metrics", type=_bool, default=True, metavar="BOOL",
-                         help="export GPU gauges through NVML when a GPU is present (default true)")
-    metrics.add_argument("--metrics-interval-ms", type=float, default=2000, metavar="MS",
-                         help="milliseconds between CPU/GPU gauge samples (default 2000)")
+    add_option_flags(metrics, MetricsOptions)
+    # What the metrics show is the server's MetricsSettings, whose defaults these flags take.
+    measured = MetricsSettings()
+    metrics.add_argument("--allow-cpu-metrics", type=_bool, default=measured.allow_cpu_metrics, metavar="BOOL",
+                         help=_help("export CPU utilization and memory gauges", measured.allow_cpu_metrics))
+    metrics.add_argument("--allow-gpu-metrics", type=_bool, default=measured.allow_gpu_metrics, metavar="BOOL",
+                         help=_help("export GPU gauges through NVML when a GPU is present", measured.allow_gpu_metrics))
+    metrics.add_argument("--metrics-interval-ms", type=float, default=measured.interval_ms, metavar="MS",
+                         help=_help("milliseconds between CPU/GPU gauge samples", measured.interval_ms))
     metrics.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
                          help="counter_latencies, summary_latencies, summary_quantiles, histogram_latencies; "
                               "repeatable")
@@ -297,6 +236,65 @@ def _rate_limit_resource(text: str) -> ResourceLimit:
         return parse_rate_limit_resource(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_option_flags(group: argparse._ArgumentGroup, cls: type[Options]) -> None:
+    """One flag per field of a frontend's options class, with the field's default and help."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        meta = field.metadata
+        kind = _flag_type(hints[field.name])
+        kwargs: dict[str, Any] = {"default": field.default, "help": _help(meta["help"], field.default, meta["shown"])}
+        if kind is tuple:
+            kwargs.update(action="append", default=[])
+        elif kind is bool:
+            kwargs.update(type=_bool, metavar="BOOL")
+        elif kind is not str:
+            kwargs["type"] = kind
+        if meta["metavar"]:
+            kwargs["metavar"] = meta["metavar"]
+        if meta["choices"]:
+            kwargs["choices"] = meta["choices"]
+        group.add_argument(meta["flag"], **kwargs)
+
+
+def _flag_type(hint: object) -> type:
+    """The value type of a field's annotation (`int | None` -> int, `tuple[str, ...]` -> tuple)."""
+    if isinstance(hint, types.UnionType):
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    origin = typing.get_origin(hint)
+    result = origin if origin is not None else hint
+    assert isinstance(result, type)
+    return result
+
+
+def _help(text: str, default: object, shown: str | None = None) -> str:
+    """`text (default D)`: D is `shown`, else the default as a flag spells it (none when None or empty)."""
+    if shown is None:
+        if default is None or default == ():
+            return text
+        shown = str(default).lower() if isinstance(default, bool) else f"{default:g}" if isinstance(default, float) \
+            else str(default)
+    return f"{text} (default {shown})"
+
+
+def frontend_options(cls: type[Options], args: argparse.Namespace) -> Options:
+    """A frontend's options from `naiad serve`'s flags (those add_option_flags made)."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        value = getattr(args, field.metadata["flag"].removeprefix("--").replace("-", "_"))
+        values[field.name] = tuple(value) if isinstance(value, list) else value
+    return cls(**values)
+
+
+def _frontend_arguments(args: argparse.Namespace) -> dict[str, object]:
+    """What each frontend module's `run` takes, by module name."""
+    http = frontend_options(HttpOptions, args)
+    metrics = frontend_options(MetricsOptions, args)
+    if metrics.address is None:
+        metrics = dataclasses.replace(metrics, address=http.address)
+    return {"naiad.frontends.http": http, "naiad.frontends.grpc": frontend_options(GrpcOptions, args),
+            "naiad.frontends.metrics": metrics, "naiad_openai": args}
 
 
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
@@ -384,6 +382,7 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     tasks = []
+    frontend_arguments = _frontend_arguments(args)
     for name, flag, module_name in FRONTENDS:
         if not getattr(args, flag):
             continue
@@ -393,7 +392,8 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
             log.warning("%s frontend unavailable: %s", name, exc)
             continue
         started = asyncio.Event()
-        tasks.append(asyncio.create_task(module.run(server, args, started), name=f"naiad-{name}"))
+        running = module.run(server, frontend_arguments[module_name], started)
+        tasks.append(asyncio.create_task(running, name=f"naiad-{name}"))
         waiter = asyncio.create_task(started.wait())
         done, _ = await asyncio.wait([waiter, tasks[-1]], return_when=asyncio.FIRST_COMPLETED)
         if tasks[-1] in done:

@@ -13,6 +13,7 @@ from tritonclient.grpc._utils import _get_inference_request
 
 from naiad import ErrorCode, InferenceResponse, NaiadError, Tensor
 from naiad.frontends.grpc import codec
+from naiad.frontends.kserve.repository_requests import LoadRequest
 from naiad.protos import grpc_service_pb2 as pb
 
 ARRAYS = {
@@ -126,7 +127,7 @@ def test_requested_output_parameters_pass_through():
 
 def test_load_request():
     parameters = pb.RepositoryModelLoadRequest().parameters
-    assert codec.load_request("m", parameters) == (None, {})
+    assert codec.load_request("m", parameters) == LoadRequest("m", None, {})
     parameters["config"].string_param = '{"max_batch_size": 4}'
     parameters["file:1/model.onnx"].bytes_param = b"onnx"
-    assert codec.load_request("m", parameters) == ({"max_batch_size": 4}, {"1/model.onnx": b"onnx"})
+    assert codec.load_request("m", parameters) == LoadRequest("m", {"max_batch_size": 4}, {"1/model.onnx": b"onnx"})

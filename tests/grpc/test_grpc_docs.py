@@ -32,10 +32,13 @@ def test_every_rpc_is_documented():
 
 
 def test_every_grpc_flag_reaches_the_frontend():
-    """No gRPC flag is parsed and then silently ignored."""
-    from naiad.frontends.grpc.server import _FLAG_FIELDS
+    """No gRPC flag is parsed and then silently ignored: each is a field of GrpcOptions."""
+    from dataclasses import fields
+
+    from naiad.frontends.options import GrpcOptions
 
     serve = _serve_parser()
     group = next(g for g in serve._action_groups if g.title == "gRPC")
-    ignored = [a.dest for a in group._group_actions if a.dest not in _FLAG_FIELDS and a.dest != "allow_grpc"]
+    flags = {f.metadata["flag"] for f in fields(GrpcOptions)}
+    ignored = [a.option_strings for a in group._group_actions if not flags.intersection(a.option_strings)]
     assert not ignored, ignored

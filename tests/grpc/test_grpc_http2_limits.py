@@ -293,7 +293,8 @@ def test_a_frame_of_many_messages_is_split_in_linear_time():
     ("max_connection_idle_ms", -5, "--grpc-max-connection-idle must not be negative"),
 ])
 def test_bad_limits_are_refused_naming_the_flag(field, value, message):
-    from naiad.frontends.grpc.server import GrpcOptions
+    from naiad.frontends.grpc.server import http2_limits
+    from naiad.frontends.options import GrpcOptions
 
     with pytest.raises(ValueError, match=message):
-        GrpcOptions(**{field: value}).limits()
+        http2_limits(GrpcOptions(**{field: value}))

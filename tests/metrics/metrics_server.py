@@ -5,7 +5,8 @@ import contextlib
 
 import httpx
 from naiad import Server
-from naiad.cli import build_parser, options_from_args
+from naiad.cli import build_parser, frontend_options, options_from_args
+from naiad.frontends.options import MetricsOptions
 from naiad.frontends import metrics as metrics_frontend
 from naiad.testing import free_port
 from numpy_backend import NumpyPlugin
@@ -30,7 +31,7 @@ def make_model(repo, name, config, versions=(1,)):
 
 class MetricsServer:
     """An in-process Server built from `naiad serve` flags, with the metrics frontend
-    started by the same `run(server, args, started)` the CLI uses, on a loopback port."""
+    started by the same `run(server, options, started)` the CLI uses, on a loopback port."""
 
     def __init__(self, repo, *flags, plugins=()):
         self.port = free_port()
@@ -47,7 +48,7 @@ class MetricsServer:
     async def __aenter__(self):
         await self.server.start()
         started = asyncio.Event()
-        self._task = asyncio.create_task(metrics_frontend.run(self.server, self.args, started))
+        self._task = asyncio.create_task(metrics_frontend.run(self.server, frontend_options(MetricsOptions, self.args), started))
         waiter = asyncio.create_task(started.wait())
         await asyncio.wait([waiter, self._task], return_when=asyncio.FIRST_COMPLETED)
         if self._task.done():

@@ -11,7 +11,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from naiad.frontends.grpc.restrictions import RPCS
-from naiad.frontends.restrictions import GROUPS
+from naiad.frontends.kserve.restrictions import GROUPS
 from naiad.protos import grpc_service_pb2, health_pb2
 from security_servers import expect_error, numpy_server
 

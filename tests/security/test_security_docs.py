@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from naiad.cli import build_parser
-from naiad.frontends.restrictions import GROUPS
+from naiad.frontends.kserve.restrictions import GROUPS
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
 

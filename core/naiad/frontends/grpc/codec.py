@@ -20,7 +20,7 @@ from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...protos import grpc_service_pb2 as pb
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
-from ..load_config import parse_config_override
+from ..kserve.repository_requests import LoadRequest, load_request as shared_load_request
 
 __all__ = [
     "decode_parameters",
@@ -357,21 +357,13 @@ def system_shared_memory_status_response(
     return message
 
 
-def load_request(
-    model: str, parameters: Mapping[str, pb.ModelRepositoryParameter]
-) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
-    """The load request's `config` override (Triton's JSON form of a model config, as a
-    dict) and its model files (`file:<path>` bytes parameters, by path)."""
-    files: dict[str, bytes] = {}
+def load_request(model: str, parameters: Mapping[str, pb.ModelRepositoryParameter]) -> LoadRequest:
+    """A load request from its `ModelRepositoryParameter` map: `config` must be a string or
+    bytes parameter (JSON text) and `file:<path>` ones bytes."""
+    values: dict[str, object] = {}
     for key, value in parameters.items():
-        if key.startswith("file:"):
-            if value.WhichOneof("parameter_choice") != "bytes_param":
-                raise NaiadError.invalid(f"failed to load '{model}': parameter '{key}' must carry the file as bytes")
-            files[key.removeprefix("file:")] = value.bytes_param
-    if "config" not in parameters:
-        return None, files
-    value = parameters["config"]
-    choice = value.WhichOneof("parameter_choice")
-    if choice not in ("string_param", "bytes_param"):
-        raise NaiadError.invalid(f"failed to load '{model}': the 'config' parameter must be a JSON string")
-    return parse_config_override(model, getattr(value, choice)), files
+        choice = value.WhichOneof("parameter_choice")
+        if key == "config" and choice not in ("string_param", "bytes_param"):
+            raise NaiadError.invalid(f"failed to load '{model}': the 'config' parameter must be a JSON string")
+        values[key] = getattr(value, choice) if choice is not None else None
+    return shared_load_request(model, values)

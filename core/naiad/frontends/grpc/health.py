@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator, Mapping
 
 from ...protos import health_pb2 as pb
 from ...server import Server
-from ..restrictions import Restriction
+from ..kserve.restrictions import Restriction
 from .rpc import RpcMethod
 from .service import methods_from_descriptor
 

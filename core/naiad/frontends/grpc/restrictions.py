@@ -1,14 +1,14 @@
 """`--grpc-restricted-protocol GROUPS:KEY=VALUE` on the gRPC service: which RPCs belong to
-each of the groups `frontends.restrictions` defines for both protocols, and the guard that
+each of the groups `frontends.kserve.restrictions` defines for both protocols, and the guard that
 answers a call without the header `triton-grpc-protocol-KEY: VALUE` with UNAVAILABLE
 (tritonserver's header prefix, status and message)."""
 
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from ..restrictions import Restriction, parse_restrictions
+from ..kserve.restrictions import Restriction, parse_restrictions
 from .rpc_status import RpcError, StatusCode
 
 __all__ = ["RPCS", "HEADER_PREFIX", "restricted_methods", "guard"]
@@ -32,7 +32,7 @@ RPCS: dict[str, tuple[str, ...]] = {
 }
 
 
-def restricted_methods(specs: list[str]) -> dict[str, Restriction]:
+def restricted_methods(specs: Iterable[str]) -> dict[str, Restriction]:
     """Flag values -> {RPC name: restriction}. Raises ValueError naming the fault."""
     by_group = parse_restrictions(specs, "--grpc-restricted-protocol", "protocol", HEADER_PREFIX)
     return {rpc: restriction for group, restriction in by_group.items() for rpc in RPCS[group]}

@@ -20,7 +20,10 @@ from ...inference import InferenceRequest, InferenceResponse
 from ...protos import grpc_service_pb2 as pb
 from ...server import Server
 from . import codec
-from ..restrictions import Restriction
+from ..kserve.infer_parameters import forward_headers, take_empty_final_response
+from ..kserve.repository_requests import index_request, unload_request
+from ..kserve.restrictions import Restriction
+from ..kserve.shared_memory_requests import register_request, region_selector
 from .restrictions import guard
 from .rpc import RpcMethod
 
@@ -30,9 +33,6 @@ log = logging.getLogger("naiad.grpc")
 
 SERVICE_NAME = "inference.GRPCInferenceService"
 
-# The request parameter with which a streaming client asks for the empty response that
-# closes a decoupled request (tritonclient: `enable_empty_final_response=True`).
-EMPTY_FINAL = "triton_enable_empty_final_response"
 # The response parameter that tells a streaming client a request is complete.
 FINAL_FLAG = "triton_final_response"
 # Requests one ModelStreamInfer call may have in flight. Past it the stream takes no more
@@ -93,9 +93,10 @@ class InferenceServicer:
     def _decode(self, message: pb.ModelInferRequest, context: Any) -> InferenceRequest:
         request = codec.decode_infer_request(message, self.server.shared_memory)
         if self.forward_headers is not None:
-            for key, value in context.invocation_metadata() or ():
-                if isinstance(value, str) and self.forward_headers.search(key):
-                    request.parameters.setdefault(key, value)
+            # Binary (-bin) metadata values are bytes: only text ones are forwarded.
+            metadata = context.invocation_metadata() or ()
+            forward_headers(request.parameters, self.forward_headers,
+                            ((key, value) for key, value in metadata if isinstance(value, str)))
         if request.outputs:
             codec.check_output_placements(request, self.server.shared_memory)
         return request
@@ -147,7 +148,7 @@ class InferenceServicer:
     async def _stream_one(self, message: pb.ModelInferRequest, context: Any, outbox: asyncio.Queue[Any]) -> None:
         try:
             request = self._decode(message, context)
-            empty_final = bool(request.parameters.pop(EMPTY_FINAL, False))
+            empty_final = take_empty_final_response(request.parameters)
             if self.server.model(request.model_name, request.model_version).config.decoupled:
                 # aclosing: a cancelled stream closes the generator now, which tells the
                 # model the request was cancelled, instead of whenever it is collected.
@@ -189,22 +190,26 @@ class InferenceServicer:
     # -- model repository ------------------------------------------------------------------
 
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Any) -> pb.RepositoryIndexResponse:
-        return codec.repository_index_response(self.server.repository_index(request.ready))
+        index = index_request(request.ready)
+        return codec.repository_index_response(self.server.repository_index(index.ready))
 
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: Any
     ) -> pb.RepositoryModelLoadResponse:
         self.server.check_repository_control()
-        config, files = codec.load_request(request.model_name, request.parameters)
-        await self.server.load_model(request.model_name, config, files)
+        load = codec.load_request(request.model_name, request.parameters)
+        await self.server.load_model(load.model, load.config, dict(load.files))
         return pb.RepositoryModelLoadResponse()
 
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, context: Any
     ) -> pb.RepositoryModelUnloadResponse:
         self.server.check_repository_control()
+        # A value that is not a bool_param reads as false, as before the parameters were shared.
         dependents = request.parameters.get("unload_dependents")
-        await self.server.unload_model(request.model_name, bool(dependents is not None and dependents.bool_param))
+        unload = unload_request(request.model_name,
+                                {"unload_dependents": dependents is not None and dependents.bool_param})
+        await self.server.unload_model(unload.model, unload.unload_dependents)
         return pb.RepositoryModelUnloadResponse()
 
     # -- shared memory ---------------------------------------------------------------------
@@ -212,19 +217,20 @@ class InferenceServicer:
     async def SystemSharedMemoryStatus(
         self, request: pb.SystemSharedMemoryStatusRequest, context: Any
     ) -> pb.SystemSharedMemoryStatusResponse:
-        regions = self.server.shared_memory.status(request.name or None)
+        regions = self.server.shared_memory.status(region_selector(request.name))
         return codec.system_shared_memory_status_response(regions)
 
     async def SystemSharedMemoryRegister(
         self, request: pb.SystemSharedMemoryRegisterRequest, context: Any
     ) -> pb.SystemSharedMemoryRegisterResponse:
-        self.server.shared_memory.register(request.name, request.key, request.offset, request.byte_size)
+        region = register_request(request.name, request.key, request.offset, request.byte_size)
+        self.server.shared_memory.register(region.name, region.key, region.offset, region.byte_size)
         return pb.SystemSharedMemoryRegisterResponse()
 
     async def SystemSharedMemoryUnregister(
         self, request: pb.SystemSharedMemoryUnregisterRequest, context: Any
     ) -> pb.SystemSharedMemoryUnregisterResponse:
-        self.server.shared_memory.unregister(request.name or None)
+        self.server.shared_memory.unregister(region_selector(request.name))
         return pb.SystemSharedMemoryUnregisterResponse()
 
     # CUDA shared memory needs a CUDA device and its IPC handles: this build serves without

@@ -20,17 +20,17 @@ from starlette.routing import Route
 
 from ...errors import NaiadError
 from ...server import Server
-from ..restrictions import Restriction
-from ..load_config import parse_config_override
+from ..kserve.repository_requests import FILE_PREFIX, index_request, load_request, unload_request
+from ..kserve.restrictions import Restriction
+from ..kserve.shared_memory_requests import register_request, region_selector
+from ..options import MAX_INPUT_SIZE
 from .body import BodyReader
 from .codec import decode_json
 from .generate_endpoint import GenerateEndpoint
 from .infer_endpoint import HEADER_LENGTH, InferEndpoint, NaiadHttpApp
 from .responses import empty_response, error_for, forbidden, health_response, json_response
 
-__all__ = ["create_app", "DEFAULT_MAX_INPUT_SIZE"]
-
-DEFAULT_MAX_INPUT_SIZE = 64 * 1024 * 1024
+__all__ = ["create_app"]
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -137,12 +137,10 @@ class _Routes:
 
     async def repository_index(self, request: Request) -> Response:
         document = await self.json_body(request, "repository index request")
-        ready = document.get("ready", False)
-        if not isinstance(ready, bool):
-            raise NaiadError.invalid(f"'ready' must be true or false, got {ready!r}")
+        index = index_request(document.get("ready", False))
         # Triton's JSON leaves out the reason of a row that has none.
         rows = [{key: value for key, value in row.items() if key != "reason" or value}
-                for row in self.server.repository_index(ready)]
+                for row in self.server.repository_index(index.ready)]
         return json_response(rows)
 
     async def repository_parameters(self, request: Request, action: str) -> dict[str, Any]:
@@ -157,54 +155,40 @@ class _Routes:
         name = request.path_params["model"]
         self.server.check_repository_control()
         parameters = await self.repository_parameters(request, "load")
-        files: dict[str, bytes] = {}
         for key, value in parameters.items():
-            if key.startswith("file:"):
+            if key.startswith(FILE_PREFIX):
+                # JSON carries a file's bytes in base64.
                 try:
-                    files[key.removeprefix("file:")] = base64.b64decode(value, validate=True)
+                    parameters[key] = base64.b64decode(value, validate=True)
                 except (TypeError, ValueError):
                     raise NaiadError.invalid(
                         f"failed to load '{name}': parameter '{key}' must hold the file's content in base64"
                     ) from None
-        config = None
-        if "config" in parameters:
-            config = parse_config_override(name, parameters["config"])
-        await self.server.load_model(name, config=config, files=files)
+        load = load_request(name, parameters)
+        await self.server.load_model(load.model, config=load.config, files=dict(load.files))
         return empty_response()
 
     async def unload(self, request: Request) -> Response:
         name = request.path_params["model"]
         self.server.check_repository_control()
-        parameters = await self.repository_parameters(request, "unload")
-        dependents = parameters.get("unload_dependents", False)
-        if not isinstance(dependents, bool):
-            raise NaiadError.invalid("'unload_dependents' of the unload request must be true or false")
-        await self.server.unload_model(name, unload_dependents=dependents)
+        unload = unload_request(name, await self.repository_parameters(request, "unload"))
+        await self.server.unload_model(unload.model, unload_dependents=unload.unload_dependents)
         return empty_response()
 
     # -- system shared memory ------------------------------------------------------------
 
     async def shm_status(self, request: Request) -> Response:
-        return json_response(self.server.shared_memory.status(request.path_params.get("region")))
+        return json_response(self.server.shared_memory.status(region_selector(request.path_params.get("region"))))
 
     async def shm_register(self, request: Request) -> Response:
-        name = request.path_params["region"]
         document = await self.json_body(request, "shared memory register request")
-        key = document.get("key")
-        if not isinstance(key, str):
-            raise NaiadError.invalid(f"registering shared memory region '{name}' needs a 'key' string")
-        offset = document.get("offset", 0)
-        byte_size = document.get("byte_size")
-        for field, value in (("offset", offset), ("byte_size", byte_size)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise NaiadError.invalid(
-                    f"registering shared memory region '{name}' needs an integer '{field}', got {value!r}"
-                )
-        self.server.shared_memory.register(name, key, offset, byte_size)
+        region = register_request(request.path_params["region"], document.get("key"), document.get("offset", 0),
+                                  document.get("byte_size"))
+        self.server.shared_memory.register(region.name, region.key, region.offset, region.byte_size)
         return empty_response()
 
     async def shm_unregister(self, request: Request) -> Response:
-        self.server.shared_memory.unregister(request.path_params.get("region"))
+        self.server.shared_memory.unregister(region_selector(request.path_params.get("region")))
         return empty_response()
 
     # -- CUDA shared memory: this server has no CUDA support -----------------------------
@@ -251,7 +235,7 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
 
 
 def create_app(
-    server: Server, max_input_size: int = DEFAULT_MAX_INPUT_SIZE, restrictions: Mapping[str, Restriction] | None = None,
+    server: Server, max_input_size: int = MAX_INPUT_SIZE, restrictions: Mapping[str, Restriction] | None = None,
     forward_headers: re.Pattern[str] | None = None,
 ) -> NaiadHttpApp:
     """The ASGI app serving `server`; bodies over `max_input_size` bytes get 400.
@@ -264,7 +248,7 @@ def create_app(
     model = "/v2/models/{model}"
     versioned = "/v2/models/{model}/versions/{version:int}"
     get, post = ["GET"], ["POST"]
-    # Path, handler, methods, and the restricted group (frontends.restrictions.GROUPS) it is in.
+    # Path, handler, methods, and the restricted group (frontends.kserve.restrictions.GROUPS) it is in.
     table: list[tuple[str, Handler, list[str], str]] = [
         ("/v2/health/live", r.live, get, "health"),
         ("/v2/health/ready", r.ready, get, "health"),

@@ -21,6 +21,7 @@ from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...config.model_config import ModelConfig
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
+from ..kserve.infer_parameters import take_binary_data_output
 from .json_tensors import array_from_json, json_from_tensor
 
 __all__ = [
@@ -147,9 +148,7 @@ def decode_infer_request(
         raise NaiadError.invalid(f"the request 'id' must be a string, got {request_id!r}")
     parameters = _parameters(document, "the request")
     # binary_data_output steers this frontend; the model does not see it.
-    binary_output = parameters.pop("binary_data_output", False)
-    if not isinstance(binary_output, bool):
-        raise NaiadError.invalid(f"request parameter 'binary_data_output' must be true or false, got {binary_output!r}")
+    binary_output = take_binary_data_output(parameters)
 
     raw_inputs = document.get("inputs")
     if not isinstance(raw_inputs, list):

@@ -18,7 +18,8 @@ from starlette.types import Receive, Scope, Send
 from ...errors import NaiadError
 from ...inference import InferenceResponse
 from ...server import Server
-from ..restrictions import Restriction
+from ..kserve.infer_parameters import forward_headers
+from ..kserve.restrictions import Restriction
 from .body import BodyReader
 from .codec import decode_infer_request, decode_raw_request, encode_infer_response, is_raw_request
 from .responses import BINARY, JSON, compress, error_for, forbidden
@@ -58,10 +59,7 @@ class InferEndpoint:
         else:
             inference, binary_output = decode_infer_request(body, header_length, name, version, shared_memory)
         if self.forward_headers is not None:
-            for raw_key, raw_value in headers:
-                key = raw_key.decode("latin-1")
-                if self.forward_headers.search(key):
-                    inference.parameters.setdefault(key, raw_value.decode("latin-1"))
+            forward_headers(inference.parameters, self.forward_headers, _decoded(headers))
         work = self.server.infer(inference)
         response = await (work if receive is None else _unless_disconnected(receive, work))
         encoded = encode_infer_response(response, inference.outputs, binary_output, shared_memory)
@@ -187,5 +185,5 @@ class NaiadHttpApp:
         await send({"type": "http.response.body", "body": content})
 
 
-def _decoded(headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+def _decoded(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
     return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]

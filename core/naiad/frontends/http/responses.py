@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from ...errors import HTTP_STATUS, NaiadError
-from ..restrictions import Restriction
+from ..kserve.restrictions import Restriction
 
 __all__ = ["JSON", "BINARY", "json_response", "empty_response", "health_response", "error_response",
            "error_for", "forbidden", "compress"]

@@ -23,14 +23,6 @@ __all__ = ["bind_socket", "serve_naiad", "serve_uvicorn", "serve_hypercorn"]
 
 log = logging.getLogger("naiad.http")
 
-# Seconds an idle keep-alive connection stays open (--http-keepalive-timeout); load tools and
-# tritonclient pools reuse connections, so this is longer than uvicorn's 5 s default.
-KEEP_ALIVE_SECONDS = 75.0
-# Seconds a client has to send a request's head (--http-header-read-timeout), as nginx's
-# client_header_timeout bounds a half-sent head.
-HEADER_READ_SECONDS = 30.0
-
-
 def bind_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
     """A listening TCP socket on host:port; OSError names the address when that fails.
     With reuse_port (SO_REUSEPORT) several server processes listen on the same port and the
@@ -52,7 +44,7 @@ def bind_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket
 
 
 async def serve_naiad(app: NaiadHttpApp, sock: socket.socket, started: asyncio.Event, grace_s: float,
-                      keep_alive_s: float = KEEP_ALIVE_SECONDS, header_timeout_s: float = HEADER_READ_SECONDS) -> None:
+                      keep_alive_s: float, header_timeout_s: float) -> None:
     server = Http1Server(app, app.infer, app.infer.body.max_input_size, keep_alive_s, header_timeout_s)
     await server.start(sock)
     started.set()
@@ -62,8 +54,7 @@ async def serve_naiad(app: NaiadHttpApp, sock: socket.socket, started: asyncio.E
         await server.stop(grace_s)
 
 
-async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event,
-                        keep_alive_s: float = KEEP_ALIVE_SECONDS) -> None:
+async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event, keep_alive_s: float) -> None:
     import uvicorn
 
     class _EmbeddedServer(uvicorn.Server):
@@ -110,8 +101,7 @@ async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Even
         sock.close()
 
 
-async def serve_hypercorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event,
-                          keep_alive_s: float = KEEP_ALIVE_SECONDS) -> None:
+async def serve_hypercorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event, keep_alive_s: float) -> None:
     try:
         from hypercorn.asyncio import serve
         from hypercorn.config import Config

@@ -1,4 +1,4 @@
-"""The Prometheus metrics frontend: `GET /metrics` on `--metrics-address:--metrics-port`.
+"""The Prometheus metrics frontend: `GET /metrics` on its `MetricsOptions` address and port.
 
 Per-model counters are read from the server's statistics at scrape time; CPU and GPU
 gauges are sampled every `--metrics-interval-ms` in a worker thread. The endpoint is a
@@ -7,13 +7,13 @@ bare ASGI app on uvicorn, in the server's event loop.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
 import socket
 from typing import TYPE_CHECKING, Any, Iterator
 
+from ..options import HttpOptions, MetricsOptions
 from .exposition import CONTENT_TYPE, Family, render
 from .model_families import cache_families, custom_families, model_families
 from .system_gauges import SystemGauges
@@ -85,7 +85,7 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def run(server: "Server", args: argparse.Namespace, started: asyncio.Event) -> None:
+async def run(server: "Server", options: MetricsOptions, started: asyncio.Event) -> None:
     """Serve `/metrics` until cancelled (the frontend contract of `naiad serve`)."""
     import uvicorn
 
@@ -95,8 +95,9 @@ async def run(server: "Server", args: argparse.Namespace, started: asyncio.Event
             # `naiad serve` owns SIGINT/SIGTERM and stops frontends by cancelling them.
             yield
 
-    host = args.metrics_address or getattr(args, "http_address", None) or "0.0.0.0"
-    sock = _bind(host, args.metrics_port)
+    # No address of its own: the HTTP frontend's (`naiad serve` passes --http-address).
+    host = options.address or HttpOptions().address
+    sock = _bind(host, options.port)
     endpoint = MetricsEndpoint(server)
     endpoint.gauges.start_gpu()
     interval = server.metrics_settings.interval_ms / 1000.0

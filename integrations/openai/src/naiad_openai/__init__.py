@@ -14,7 +14,7 @@ import asyncio
 import logging
 
 from naiad import Server
-from naiad.frontends.http import bind_socket, serve_uvicorn
+from naiad.frontends.http import HttpOptions, bind_socket, serve_uvicorn
 
 from .app import create_app
 from .chat_template import chat_prompt
@@ -31,4 +31,4 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
     # With --workers, every worker process listens on the port, as for HTTP.
     sock = bind_socket(address, args.openai_port, getattr(args, "reuse_http_port", False))
     log.info("Started OpenAI-compatible service at %s:%d", address, sock.getsockname()[1])
-    await serve_uvicorn(create_app(server), sock, started)
+    await serve_uvicorn(create_app(server), sock, started, HttpOptions().keepalive_timeout_s)
