@@ -15,7 +15,7 @@ import pytest
 import tritonclient.grpc as tg
 
 from grpc_servers import numpy_server, write_repository
-from naiad.frontends.grpc.header_compression import HeaderDecoder, encode_headers
+from naiad_wire.header_compression import HeaderDecoder, encode_headers
 from raw_http2 import (
     ACK, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PADDED, PING, PRIORITY_FLAG, RST_STREAM, SETTINGS,
     INFER, RawHttp2, grpc_message, grpc_status, identity_request, infer_response,
@@ -75,7 +75,7 @@ def test_header_encoder_is_read_by_the_hpack_package():
 
 
 def test_header_decoder_refuses_broken_blocks():
-    from naiad.frontends.grpc.header_compression import HeaderCompressionError
+    from naiad_wire.header_compression import HeaderCompressionError
 
     for block in (b"\x80", b"\xff\xff\xff\xff\xff\xff\x01", b"\x40\x05ab", b"\xbe", b"\x3f\xe2\x1f"):
         with pytest.raises(HeaderCompressionError):

@@ -9,7 +9,7 @@ import inspect
 from typing import Any, Callable
 
 from ..restrictions import Restriction, parse_restrictions
-from .rpc_status import RpcError, StatusCode
+from naiad_wire.grpc_status import RpcError, StatusCode
 
 __all__ = ["RPCS", "HEADER_PREFIX", "restricted_methods", "guard"]
 

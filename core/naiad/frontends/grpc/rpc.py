@@ -21,9 +21,9 @@ from typing import Any, AsyncIterator, Callable, NoReturn
 from google.protobuf.message import DecodeError, Message
 
 from ...errors import NaiadError
-from .header_compression import encode_headers
-from .http2 import Stream
-from .rpc_status import RpcError, StatusCode, status_of
+from naiad_wire.header_compression import encode_headers
+from naiad_wire.http2 import Stream
+from naiad_wire.grpc_status import RpcError, StatusCode, status_of
 
 __all__ = ["RpcMethod", "RpcSettings", "RpcDispatcher", "Call"]
 

@@ -15,9 +15,9 @@ import ssl
 from dataclasses import dataclass, field
 
 from ...server import Server
-from ..connections import stop_serving
+from naiad_wire.connections import stop_serving
 from .health import HealthServicer, health_methods
-from .http2 import Http2Connection, Http2Limits
+from naiad_wire.http2 import Http2Connection, Http2Limits
 from .reflection import ReflectionServicer, reflection_methods
 from .restrictions import restricted_methods
 from .rpc import RpcDispatcher, RpcSettings

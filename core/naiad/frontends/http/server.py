@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from starlette.types import ASGIApp
 
-from .http1 import Http1Server
+from naiad_wire.http1 import Http1Server
 from .infer_endpoint import NaiadHttpApp
 
 __all__ = ["bind_socket", "serve_naiad", "serve_uvicorn", "serve_hypercorn"]

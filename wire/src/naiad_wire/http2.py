@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from ..connections import close_lingering
+from .connections import close_lingering
 from .header_compression import TABLE_SIZE_ZERO, HeaderCompressionError, HeaderDecoder
 from .request_headers import MalformedRequest, check_request, check_trailers
 

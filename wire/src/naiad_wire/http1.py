@@ -36,10 +36,10 @@ import httptools
 import orjson
 from starlette.types import ASGIApp
 
-from ...errors import NaiadError
-from ..connections import close_lingering, stop_serving
-from .infer_endpoint import HEADER_LENGTH, InferEndpoint, infer_target
-from .responses import error_for
+from naiad.errors import NaiadError
+from .connections import close_lingering, stop_serving
+from naiad.frontends.http.infer_endpoint import HEADER_LENGTH, InferEndpoint, infer_target
+from naiad.frontends.http.responses import error_for
 
 __all__ = ["Http1Server", "Http1Connection"]
 

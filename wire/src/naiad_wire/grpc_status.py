@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 
-from ...errors import GRPC_STATUS_NAME, NaiadError
+from naiad.errors import GRPC_STATUS_NAME, NaiadError
 
 __all__ = ["StatusCode", "RpcError", "status_of"]
 
