@@ -244,7 +244,8 @@ def test_a_frame_of_many_messages_is_split_in_linear_time():
 
     import hpack
 
-    from naiad_wire.http2 import PREFACE, Http2Connection, Http2Limits
+    from naiad_wire.http2 import PREFACE, Http2Limits
+    from naiad_wire.http2_protocol import Http2Connection
     from naiad.frontends.grpc.rpc import RpcDispatcher, RpcMethod, RpcSettings
     from naiad.protos import grpc_service_pb2 as pb
 

@@ -1,13 +1,17 @@
-"""A server side of HTTP/2 (RFC 9113) on an asyncio Protocol, made for gRPC.
+"""A server side of HTTP/2 (RFC 9113) as a sans-IO state machine, made for gRPC: bytes in,
+events and bytes out (`http2_protocol.py` feeds it from an asyncio transport).
 
 Why our own: grpc.aio spent ~430 us of CPU per small ModelInfer in its core, its completion
 queue poller thread and the wake-ups between them (docs/performance.md). Here a request is
 parsed in the event loop's `data_received`, and a unary answer leaves in one `write`.
 
-This module knows frames, streams, flow control, PING and GOAWAY; nothing of gRPC. A new
-request stream is handed to `on_request(stream, headers, end_stream)`, which returns the
-`StreamEvents` that receive the stream's body and its reset. What it does not do: server
-push, and priorities (PRIORITY is parsed and ignored, as RFC 9113 allows).
+This module knows frames, streams, flow control, PING and GOAWAY; nothing of gRPC and no
+I/O. `Http2State.receive(data)` yields events as it parses (a new request stream, a body's
+data, a reset, the handshake done, a PING acknowledged); the caller handles each before the
+next frame is parsed, so a handler's answer (or its `StreamEvents`) is in place for the
+frames that follow. What the connection sends gathers in an outbox (`data_to_send`); outside
+`receive` (a stream answered later, a timer), `on_output` says that bytes wait. What it does
+not do: server push, and priorities (PRIORITY is parsed and ignored, as RFC 9113 allows).
 
 What a peer may cost is bounded here (`Http2Limits`): open streams (MAX_CONCURRENT_STREAMS,
 then REFUSED_STREAM), pings (gRPC's policy), what waits to be sent (reading pauses while the
@@ -26,13 +30,13 @@ import os
 import struct
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Generator, Protocol
 
-from .connections import close_lingering
 from .header_compression import TABLE_SIZE_ZERO, HeaderCompressionError, HeaderDecoder
 from .request_headers import MalformedRequest, check_request, check_trailers
 
-__all__ = ["Http2Limits", "Http2Connection", "Stream", "StreamEvents", "ErrorCode"]
+__all__ = ["Http2Limits", "Http2State", "Stream", "StreamEvents", "ErrorCode", "Event", "RequestReceived",
+           "DataReceived", "StreamReset", "HandshakeDone", "PingAcknowledged", "PREFACE"]
 
 log = logging.getLogger("naiad.grpc")
 
@@ -111,6 +115,49 @@ class StreamEvents(Protocol):
 RequestHandler = Callable[["Stream", list[tuple[str, str]], bool], StreamEvents]
 
 
+# -- events: what `Http2State.receive` yields --------------------------------------------
+
+
+@dataclass(slots=True)
+class RequestReceived:
+    """A new request stream: its handler's `StreamEvents` go to `stream.events`."""
+
+    stream: "Stream"
+    headers: list[tuple[str, str]]
+    end_stream: bool
+
+
+@dataclass(slots=True)
+class DataReceived:
+    """Body data for a stream's handler (b"" with end_stream when trailers end it)."""
+
+    events: StreamEvents
+    data: bytes
+    end_stream: bool
+
+
+@dataclass(slots=True)
+class StreamReset:
+    """The peer reset the stream (or broke a rule on it): its handler stops."""
+
+    events: StreamEvents
+
+
+@dataclass(slots=True)
+class HandshakeDone:
+    """The peer's first SETTINGS arrived after its preface."""
+
+
+@dataclass(slots=True)
+class PingAcknowledged:
+    """The peer answered our PING (a keepalive)."""
+
+
+Event = RequestReceived | DataReceived | StreamReset | HandshakeDone | PingAcknowledged
+# What receive's helpers are: generators of events that may return a value.
+_Events = Generator[Event, None, None]
+
+
 class Stream:
     """One request stream. Sends respect the peer's flow-control windows: what does not fit
     waits in `pending` and leaves when the peer opens its window."""
@@ -120,7 +167,7 @@ class Stream:
         "remote_closed", "local_closed", "pending", "_drain", "content_length", "manual_acknowledgement",
     )
 
-    def __init__(self, stream_id: int, connection: "Http2Connection") -> None:
+    def __init__(self, stream_id: int, connection: "Http2State") -> None:
         self.id = stream_id
         self.connection = connection
         self.events: StreamEvents | None = None
@@ -209,7 +256,7 @@ class Stream:
 
     async def drained(self) -> None:
         """Wait until what was sent has left this process (or the stream closed)."""
-        while (self.pending or self.connection._paused) and not self.local_closed:
+        while (self.pending or self.connection.paused) and not self.local_closed:
             if self._drain is None or self._drain.done():
                 self._drain = asyncio.get_running_loop().create_future()
             await self._drain
@@ -254,14 +301,14 @@ class _ConnectionError(Exception):
         self.code = code
 
 
-class Http2Connection(asyncio.Protocol):
-    """One client connection. `connections` (the server's set) holds it while it is open."""
+class Http2State:
+    """One client connection's HTTP/2 state. `on_output` is called when bytes wait in the
+    outbox outside `receive`; `closed` turns true once the connection should close (after
+    what waits to be sent has left)."""
 
-    def __init__(self, on_request: RequestHandler, limits: Http2Limits, connections: set["Http2Connection"]) -> None:
-        self.on_request = on_request
+    def __init__(self, limits: Http2Limits, on_output: Callable[[], None] = lambda: None) -> None:
         self.limits = limits
-        self.connections = connections
-        self.transport: asyncio.Transport | None = None
+        self.on_output = on_output
         self.decoder = HeaderDecoder(max_header_list_size=limits.max_header_list_size)
         self.peer_initial_window = _DEFAULT_WINDOW
         self.peer_max_frame = _DEFAULT_FRAME
@@ -275,25 +322,24 @@ class Http2Connection(asyncio.Protocol):
         self._need = len(PREFACE)
         self._preface = True
         self._continuation: tuple[int, int, bytearray] | None = None
-        self._batch: list[bytes] | None = None
-        self._paused = False
+        self._outbox: list[bytes] = []
+        self._receiving = False
+        # True while what was sent has not left (the transport's buffer is over its mark).
+        self.paused = False
         self._idle_since = time.monotonic()  # when the last stream closed
         self._settings_received = False
         self._known_names: set[str] = set()  # header names found valid (request_headers.py)
         self._goaway_sent = False
-        self._closed = False
+        self.closed = False
         self._table_size_update = False
-        self._timers: dict[str, asyncio.TimerHandle] = {}
         self._pings_without_data = 0
         self._ping_strikes = 0
         self._next_ping_allowed = 0.0
-        self.lost: asyncio.Future[None] = asyncio.get_event_loop().create_future()
 
-    # -- asyncio.Protocol --------------------------------------------------------------------
+    # -- the caller's side -------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.connections.add(self)
+    def initiate(self) -> None:
+        """Our SETTINGS and the connection window's update: the first bytes to send."""
         limits = self.limits
         settings = b"".join(
             _SETTING.pack(key, value)
@@ -310,47 +356,41 @@ class Http2Connection(asyncio.Protocol):
             frame(SETTINGS, 0, 0, settings)
             + frame(WINDOW_UPDATE, 0, 0, _U32.pack(limits.connection_window - _DEFAULT_WINDOW))
         )
-        if limits.handshake_timeout_s:
-            self._later("handshake", limits.handshake_timeout_s, self._handshake_timed_out)
-        if limits.idle_timeout_s:
-            self._later("idle", limits.idle_timeout_s, self._idle_check)
-        if limits.keepalive_time_s:
-            self._later("keepalive", limits.keepalive_time_s, self._keepalive)
-        if limits.max_connection_age_s:
-            self._later("age", limits.max_connection_age_s, self._age_reached)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
-        self.connections.discard(self)
-        for timer in self._timers.values():
-            timer.cancel()
+    def data_to_send(self) -> bytes:
+        """What waits to be sent, taken out of the outbox."""
+        outbox = self._outbox
+        if not outbox:
+            return b""
+        data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
+        outbox.clear()
+        return data
+
+    def lose(self) -> list[StreamEvents]:
+        """The connection is gone: every stream ends; returns their handlers, to be reset."""
+        self.closed = True
+        self._outbox.clear()
         streams = list(self._streams.values())
         self._streams.clear()
         self._blocked.clear()
+        handlers = []
         for stream in streams:
             stream.local_closed = stream.remote_closed = True
             stream._wake()
             if stream.events is not None:
-                stream.events.stream_reset()
-        if not self.lost.done():
-            self.lost.set_result(None)
+                handlers.append(stream.events)
+        return handlers
 
-    def pause_writing(self) -> None:
-        # The peer does not read what we send (answers, PING and SETTINGS acknowledgements):
-        # read no more from it until it does, so what waits to be sent stays bounded.
-        self._paused = True
-        if not self._closed:
-            self.transport.pause_reading()  # type: ignore[union-attr]
-
-    def resume_writing(self) -> None:
-        self._paused = False
-        if not self._closed:
-            self.transport.resume_reading()  # type: ignore[union-attr]
+    def resume(self) -> None:
+        """What was sent has left: streams waiting in `drained` go on."""
+        self.paused = False
         for stream in list(self._streams.values()):
             stream._wake()
 
-    def data_received(self, data: bytes) -> None:
-        if self._closed:
+    def receive(self, data: bytes) -> _Events:
+        """Parse `data`, yielding events as they happen; iterate to the end, then send
+        `data_to_send()`. A connection error is answered (GOAWAY) and closes the connection."""
+        if self.closed:
             return  # closing: input is discarded (see _close)
         buffer = self._buffer
         if buffer:
@@ -359,21 +399,21 @@ class Http2Connection(asyncio.Protocol):
                 return  # a large frame still arriving: do not copy it again and again
             data = bytes(buffer)
             buffer.clear()
-        self._batch = []
+        self._receiving = True
         try:
-            consumed = self._frames(data)
-        except _ConnectionError as exc:
-            self._fail(exc.code, str(exc))
-            consumed = len(data)
+            try:
+                consumed = yield from self._frames(data)
+            except _ConnectionError as exc:
+                self._fail(exc.code, str(exc))
+                consumed = len(data)
+        finally:
+            self._receiving = False
         if consumed < len(data):
             buffer += memoryview(data)[consumed:]
-        batch, self._batch = self._batch, None
-        if batch and not self._closed:
-            self.transport.write(b"".join(batch))  # type: ignore[union-attr]
 
     # -- receiving ---------------------------------------------------------------------------
 
-    def _frames(self, data: bytes) -> int:
+    def _frames(self, data: bytes) -> Generator[Event, None, int]:
         position = 0
         end = len(data)
         if self._preface:
@@ -396,31 +436,31 @@ class Http2Connection(asyncio.Protocol):
                 return position
             start = position + 9
             position = start + length
-            self._frame(kind, flags, stream_id & 0x7FFFFFFF, data[start:position])
-            if self._closed:
+            yield from self._frame(kind, flags, stream_id & 0x7FFFFFFF, data[start:position])
+            if self.closed:
                 return end
         self._need = 9
         return position
 
-    def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes) -> None:
+    def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes) -> _Events:
         if not self._settings_received and kind != SETTINGS:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "the preface must be followed by SETTINGS")
         if self._continuation is not None and kind != CONTINUATION:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "expected a CONTINUATION frame")
         if kind == DATA:
-            self._data(flags, stream_id, payload)
+            yield from self._data(flags, stream_id, payload)
         elif kind == HEADERS:
-            self._headers(flags, stream_id, payload)
+            yield from self._headers(flags, stream_id, payload)
         elif kind == WINDOW_UPDATE:
-            self._window_update(stream_id, payload)
+            yield from self._window_update(stream_id, payload)
         elif kind == SETTINGS:
-            self._settings(flags, stream_id, payload)
+            yield from self._settings(flags, stream_id, payload)
         elif kind == PING:
-            self._ping(flags, stream_id, payload)
+            yield from self._ping(flags, stream_id, payload)
         elif kind == RST_STREAM:
-            self._rst_stream(stream_id, payload)
+            yield from self._rst_stream(stream_id, payload)
         elif kind == CONTINUATION:
-            self._continuation_frame(flags, stream_id, payload)
+            yield from self._continuation_frame(flags, stream_id, payload)
         elif kind == GOAWAY:
             if stream_id:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "GOAWAY on a stream")
@@ -428,9 +468,9 @@ class Http2Connection(asyncio.Protocol):
             if stream_id == 0:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "PRIORITY on stream 0")
             if len(payload) != 5:
-                self._stream_error(stream_id, ErrorCode.FRAME_SIZE_ERROR)
+                yield from self._stream_error(stream_id, ErrorCode.FRAME_SIZE_ERROR)
             elif _U32.unpack_from(payload)[0] & 0x7FFFFFFF == stream_id:
-                self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)  # depends on itself
+                yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)  # depends on itself
         elif kind == PUSH_PROMISE:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "a client cannot push")
         # Unknown frame types are ignored (RFC 9113 4.1).
@@ -443,7 +483,7 @@ class Http2Connection(asyncio.Protocol):
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "padding longer than the frame")
         return payload[1 : len(payload) - payload[0]]
 
-    def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
+    def _data(self, flags: int, stream_id: int, payload: bytes) -> _Events:
         if stream_id == 0:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "DATA on stream 0")
         length = len(payload)
@@ -460,18 +500,18 @@ class Http2Connection(asyncio.Protocol):
         if stream is None or stream.remote_closed:
             if stream_id > self._last_stream_id:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
-            self._stream_error(stream_id, ErrorCode.STREAM_CLOSED)
+            yield from self._stream_error(stream_id, ErrorCode.STREAM_CLOSED)
             return
         stream.recv_window -= length
         if stream.recv_window < 0:
-            self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
+            yield from self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
             return
         end = bool(flags & END_STREAM)
         if stream.content_length is not None:
             # RFC 9113 8.1.1: a body that differs from its content-length is malformed.
             stream.content_length -= len(data)
             if stream.content_length < 0 or (end and stream.content_length):
-                self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+                yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
                 return
         if end:
             stream.remote_closed = True
@@ -480,11 +520,11 @@ class Http2Connection(asyncio.Protocol):
         else:
             stream.acknowledge(length)
         if stream.events is not None:
-            stream.events.data_received(data, end)
+            yield DataReceived(stream.events, data, end)
         if end and stream.local_closed:
             self._forget(stream)
 
-    def _headers(self, flags: int, stream_id: int, payload: bytes) -> None:
+    def _headers(self, flags: int, stream_id: int, payload: bytes) -> _Events:
         if stream_id == 0 or stream_id % 2 == 0:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
         block = self._unpad(flags, payload)
@@ -495,11 +535,11 @@ class Http2Connection(asyncio.Protocol):
                 flags |= _SELF_DEPENDENT  # a stream error, once the block has been decoded
             block = block[5:]
         if flags & END_HEADERS:
-            self._header_block(flags, stream_id, block)
+            yield from self._header_block(flags, stream_id, block)
         else:
             self._continuation = (stream_id, flags, bytearray(block))
 
-    def _continuation_frame(self, flags: int, stream_id: int, payload: bytes) -> None:
+    def _continuation_frame(self, flags: int, stream_id: int, payload: bytes) -> _Events:
         pending = self._continuation
         if pending is None or pending[0] != stream_id:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "unexpected CONTINUATION frame")
@@ -508,9 +548,9 @@ class Http2Connection(asyncio.Protocol):
             raise _ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "header block too large")
         if flags & END_HEADERS:
             self._continuation = None
-            self._header_block(pending[1], stream_id, bytes(pending[2]))
+            yield from self._header_block(pending[1], stream_id, bytes(pending[2]))
 
-    def _header_block(self, flags: int, stream_id: int, block: bytes) -> None:
+    def _header_block(self, flags: int, stream_id: int, block: bytes) -> _Events:
         try:
             headers = self.decoder.decode(block)
         except HeaderCompressionError as exc:
@@ -523,14 +563,14 @@ class Http2Connection(asyncio.Protocol):
             try:
                 check_trailers(headers)
             except MalformedRequest as exc:
-                self._malformed(stream_id, exc)
+                yield from self._malformed(stream_id, exc)
                 return
             if stream.content_length:
-                self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+                yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
                 return
             stream.remote_closed = True
             if stream.events is not None:
-                stream.events.data_received(b"", True)
+                yield DataReceived(stream.events, b"", True)
             if stream.local_closed:
                 self._forget(stream)
             return
@@ -538,32 +578,32 @@ class Http2Connection(asyncio.Protocol):
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"stream {stream_id} was already used")
         self._last_stream_id = stream_id
         if flags & _SELF_DEPENDENT:
-            self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+            yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
             return
         try:
             content_length = check_request(headers, self._known_names)
         except MalformedRequest as exc:
-            self._malformed(stream_id, exc)
+            yield from self._malformed(stream_id, exc)
             return
         if self._goaway_sent or len(self._streams) >= self.limits.max_concurrent_streams:
-            self._stream_error(stream_id, ErrorCode.REFUSED_STREAM)
+            yield from self._stream_error(stream_id, ErrorCode.REFUSED_STREAM)
             return
         if end and content_length:
-            self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+            yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
             return
         stream = Stream(stream_id, self)
         stream.remote_closed = end
         stream.content_length = content_length
         self._streams[stream_id] = stream
-        stream.events = self.on_request(stream, headers, end)
+        yield RequestReceived(stream, headers, end)  # its handler sets stream.events
         if stream.local_closed and stream.remote_closed:
             self._forget(stream)
 
-    def _malformed(self, stream_id: int, exc: MalformedRequest) -> None:
+    def _malformed(self, stream_id: int, exc: MalformedRequest) -> _Events:
         log.debug("HTTP/2 stream %d: malformed request: %s", stream_id, exc)
-        self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+        yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
 
-    def _window_update(self, stream_id: int, payload: bytes) -> None:
+    def _window_update(self, stream_id: int, payload: bytes) -> _Events:
         if len(payload) != 4:
             raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "WINDOW_UPDATE of the wrong size")
         increment = _U32.unpack(payload)[0] & 0x7FFFFFFF
@@ -578,19 +618,19 @@ class Http2Connection(asyncio.Protocol):
             self._flush_blocked()
             return
         if increment == 0:
-            self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+            yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
             return
         stream = self._streams.get(stream_id)
         if stream is None:
             return  # a stream that just closed
         stream.send_window += increment
         if stream.send_window > _MAX_WINDOW:
-            self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
+            yield from self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
             return
         if stream.pending:
             stream._flush()
 
-    def _settings(self, flags: int, stream_id: int, payload: bytes) -> None:
+    def _settings(self, flags: int, stream_id: int, payload: bytes) -> _Events:
         if stream_id:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "SETTINGS on a stream")
         if flags & ACK:
@@ -618,18 +658,18 @@ class Http2Connection(asyncio.Protocol):
                     raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"MAX_FRAME_SIZE {value} out of range")
                 self.peer_max_frame = value
         self._write(frame(SETTINGS, ACK, 0))
+        self._flush_blocked()
         if not self._settings_received:
             self._settings_received = True
-            self._cancel("handshake")
-        self._flush_blocked()
+            yield HandshakeDone()
 
-    def _ping(self, flags: int, stream_id: int, payload: bytes) -> None:
+    def _ping(self, flags: int, stream_id: int, payload: bytes) -> _Events:
         if stream_id:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "PING on a stream")
         if len(payload) != 8:
             raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "PING of the wrong size")
         if flags & ACK:
-            self._cancel("keepalive-timeout")
+            yield PingAcknowledged()
             return
         # gRPC's ping abuse policy: pings closer together than the configured interval (two
         # hours while there are no calls, unless permitted without calls) are strikes, unless
@@ -649,7 +689,7 @@ class Http2Connection(asyncio.Protocol):
         self._next_ping_allowed = now + idle_interval
         self._write(frame(PING, ACK, 0, payload))
 
-    def _rst_stream(self, stream_id: int, payload: bytes) -> None:
+    def _rst_stream(self, stream_id: int, payload: bytes) -> _Events:
         if stream_id == 0:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "RST_STREAM on stream 0")
         if len(payload) != 4:
@@ -665,15 +705,15 @@ class Http2Connection(asyncio.Protocol):
         self._forget(stream)
         stream._wake()
         if events is not None:
-            events.stream_reset()
+            yield StreamReset(events)
 
     # -- sending -----------------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
-        if self._batch is not None:
-            self._batch.append(data)
-        elif not self._closed:
-            self.transport.write(data)  # type: ignore[union-attr]
+        if not self.closed:
+            self._outbox.append(data)
+            if not self._receiving:
+                self.on_output()
 
     def _sent_payload(self) -> None:
         # Sending headers or data resets gRPC's ping accounting.
@@ -740,13 +780,13 @@ class Http2Connection(asyncio.Protocol):
                 self._close()
             self._idle_since = time.monotonic()  # the idle timer, already running, reads it
 
-    def _stream_error(self, stream_id: int, code: int) -> None:
+    def _stream_error(self, stream_id: int, code: int) -> _Events:
         stream = self._streams.get(stream_id)
         if stream is not None:
             events = stream.events
             stream.reset(code)
             if events is not None:
-                events.stream_reset()
+                yield StreamReset(events)
         else:
             self._write(frame(RST_STREAM, 0, stream_id, _U32.pack(code)))
 
@@ -763,16 +803,12 @@ class Http2Connection(asyncio.Protocol):
         self._close()
 
     def _close(self) -> None:
-        """Close after what was written (GOAWAY last) has left; input is discarded meanwhile."""
-        if self._closed:
+        """Close once what was written (GOAWAY last) has left; input is discarded meanwhile."""
+        if self.closed:
             return
-        transport = self.transport
-        assert transport is not None
-        if self._batch:
-            transport.write(b"".join(self._batch))
-            self._batch.clear()
-        self._closed = True
-        close_lingering(transport)
+        self.closed = True
+        if not self._receiving:
+            self.on_output()
 
     def shutdown(self) -> None:
         """Refuse new streams; close once the open ones finish."""
@@ -780,54 +816,23 @@ class Http2Connection(asyncio.Protocol):
         if not self._streams:
             self._close()
 
-    def abort(self) -> None:
-        if self.transport is not None:
-            self._closed = True
-            self.transport.abort()
+    def idle_for(self) -> float:
+        """Seconds the connection has had no open stream (0 while it has one)."""
+        return 0.0 if self._streams else time.monotonic() - self._idle_since
 
-    def _later(self, name: str, delay: float, callback: Callable[[], None]) -> None:
-        self._cancel(name)
-        self._timers[name] = asyncio.get_event_loop().call_later(delay, callback)
-
-    def _cancel(self, name: str) -> None:
-        timer = self._timers.pop(name, None)
-        if timer is not None:
-            timer.cancel()
-
-    def _idle_check(self) -> None:
-        # One timer for the connection's life rather than one per call: when it fires, it
-        # looks at how long the connection has had no stream, and waits the rest.
-        limit = self.limits.idle_timeout_s or 0.0
-        idle_for = 0.0 if self._streams else time.monotonic() - self._idle_since
-        if idle_for < limit:
-            self._later("idle", limit - idle_for, self._idle_check)
-        elif not self._closed:
-            log.debug("closing an idle HTTP/2 connection")
-            self.shutdown()
-
-    def _handshake_timed_out(self) -> None:
+    def handshake_timed_out(self) -> None:
         log.debug("closing an HTTP/2 connection that did not send its preface and SETTINGS in time")
         self._goaway(ErrorCode.PROTOCOL_ERROR, b"no preface and SETTINGS in time")
         self._close()
 
-    def _keepalive(self) -> None:
+    def keepalive_ping(self) -> bool:
+        """Send a keepalive PING if gRPC's policy allows one now; True when one was sent (its
+        answer is then due within keepalive_timeout_s)."""
         limits = self.limits
-        if self._closed:
-            return
         with_calls = bool(self._streams) or limits.keepalive_permit_without_calls
         room = not limits.max_pings_without_data or self._pings_without_data < limits.max_pings_without_data
-        if with_calls and room and "keepalive-timeout" not in self._timers:
+        if with_calls and room:
             self._pings_without_data += 1
             self._write(frame(PING, 0, 0, os.urandom(8)))
-            self._later("keepalive-timeout", limits.keepalive_timeout_s, self._keepalive_timed_out)
-        self._later("keepalive", limits.keepalive_time_s or 0, self._keepalive)
-
-    def _keepalive_timed_out(self) -> None:
-        log.info("closing a gRPC connection: no answer to a keepalive ping")
-        self.abort()
-
-    def _age_reached(self) -> None:
-        self.shutdown()
-        grace = self.limits.max_connection_age_grace_s
-        if grace is not None and not self._closed:
-            self._later("age-grace", grace, self.abort)
+            return True
+        return False

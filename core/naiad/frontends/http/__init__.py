@@ -11,10 +11,12 @@ import asyncio
 import logging
 import re
 
+from naiad_wire.listen import listen
+
 from ...server import Server
 from ..restrictions import parse_restrictions
 from .app import DEFAULT_MAX_INPUT_SIZE, create_app
-from .server import HEADER_READ_SECONDS, KEEP_ALIVE_SECONDS, bind_socket, serve_hypercorn, serve_naiad, serve_uvicorn
+from .server import HEADER_READ_SECONDS, KEEP_ALIVE_SECONDS, serve_hypercorn, serve_naiad, serve_uvicorn
 
 __all__ = ["run", "create_app", "DEFAULT_MAX_INPUT_SIZE"]
 
@@ -34,7 +36,8 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
     if keep_alive_s <= 0 or header_timeout_s <= 0:
         raise ValueError("--http-keepalive-timeout and --http-header-read-timeout must be positive")
     kind = getattr(args, "http_server", "naiad")
-    sock = bind_socket(args.http_address, args.http_port, getattr(args, "reuse_http_port", False))
+    sock = listen(args.http_address, args.http_port, reuse_port=getattr(args, "reuse_http_port", False),
+                  name="HTTP frontend")
     log.info("Started HTTPService at %s:%d (%s)", args.http_address, sock.getsockname()[1], kind)
     if kind == "hypercorn":
         await serve_hypercorn(app, sock, started, keep_alive_s)
