@@ -342,7 +342,7 @@ class Http1Connection(asyncio.Protocol):
             "headers": request.headers,
         }
 
-    def _receiver(self, request: Request):
+    def _receiver(self, request: Request) -> Receive:
         sent = False
 
         async def receive() -> dict[str, Any]:

@@ -40,8 +40,7 @@ class Http2Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         self.connections.add(self)
         limits = self.limits
-        self.state.initiate()
-        self._flush()
+        self.state.initiate()  # its bytes leave through _flush, the state's on_output
         if limits.handshake_timeout_s:
             self._later("handshake", limits.handshake_timeout_s, self._handshake_timed_out)
         if limits.idle_timeout_s:
