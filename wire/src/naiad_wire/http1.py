@@ -111,6 +111,8 @@ class _DateHeader:
 
 
 class Request:
+    """A whole parsed request (header names in lowercase), as a `DirectRoute` reads it."""
+
     __slots__ = ("method", "url", "headers", "body", "keep_alive", "http_version")
 
     def __init__(self, method: bytes, url: bytes, headers: list[tuple[bytes, bytes]], body: bytes,

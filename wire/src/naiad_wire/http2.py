@@ -23,7 +23,7 @@ and SETTINGS, idle connections). Request headers are checked as RFC 9113 8.2/8.3
 
 from __future__ import annotations
 
-import asyncio
+import asyncio  # only for Stream.drained, the awaitable an asyncio application waits on
 import collections
 import logging
 import os

@@ -1,5 +1,6 @@
-"""gRPC calls on naiad's HTTP/2 streams: the gRPC-over-HTTP/2 protocol (length-prefixed
-messages, compression, deadlines, status trailers, metadata) around servicer methods.
+"""gRPC calls on naiad_wire's HTTP/2 streams: the gRPC-over-HTTP/2 protocol (deadlines,
+status trailers, metadata; messages framed by `naiad_wire.grpc_framing`) around servicer
+methods.
 
 A servicer method has grpc.aio's shape, `method(request_or_iterator, context)`, returning a
 message or async-yielding them. The `Call` object is the context: `invocation_metadata()`,
