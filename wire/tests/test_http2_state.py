@@ -70,8 +70,8 @@ class Peer:
                 event.stream.events = handler
                 if on_request is not None:
                     on_request(event.stream)
-            elif isinstance(event, DataReceived):
-                event.events.data_received(event.data, event.end_stream)
+            elif isinstance(event, DataReceived) and event.stream.events is not None:
+                event.stream.events.data_received(event.data, event.end_stream)
             elif isinstance(event, StreamReset):
                 event.events.stream_reset()
         return frames(self.state.data_to_send())

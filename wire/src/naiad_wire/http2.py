@@ -7,9 +7,9 @@ parsed in the event loop's `data_received`, and a unary answer leaves in one `wr
 
 This module knows frames, streams, flow control, PING and GOAWAY; nothing of gRPC and no
 I/O. `Http2State.receive(data)` yields events as it parses (a new request stream, a body's
-data, a reset, the handshake done, a PING acknowledged); the caller handles each before the
-next frame is parsed, so a handler's answer (or its `StreamEvents`) is in place for the
-frames that follow. What the connection sends gathers in an outbox (`data_to_send`); outside
+data, a reset, the handshake done, a PING acknowledged), those of one frame before the next
+frame is parsed: the caller handles each as it comes, so a handler's answer (or its
+`StreamEvents`) is in place for the frames that follow. What the connection sends gathers in an outbox (`data_to_send`); outside
 `receive` (a stream answered later, a timer), `on_output` says that bytes wait. What it does
 not do: server push, and priorities (PRIORITY is parsed and ignored, as RFC 9113 allows).
 
@@ -129,9 +129,10 @@ class RequestReceived:
 
 @dataclass(slots=True)
 class DataReceived:
-    """Body data for a stream's handler (b"" with end_stream when trailers end it)."""
+    """Body data for the stream's handler, if it has one (b"" with end_stream when trailers
+    end the body)."""
 
-    events: StreamEvents
+    stream: "Stream"
     data: bytes
     end_stream: bool
 
@@ -154,8 +155,6 @@ class PingAcknowledged:
 
 
 Event = RequestReceived | DataReceived | StreamReset | HandshakeDone | PingAcknowledged
-# What receive's helpers are: generators of events that may return a value.
-_Events = Generator[Event, None, None]
 
 
 class Stream:
@@ -323,6 +322,7 @@ class Http2State:
         self._preface = True
         self._continuation: tuple[int, int, bytearray] | None = None
         self._outbox: list[bytes] = []
+        self._events: list[Event] = []  # the events of the frame being parsed
         self._receiving = False
         # True while what was sent has not left (the transport's buffer is over its mark).
         self.paused = False
@@ -387,7 +387,7 @@ class Http2State:
         for stream in list(self._streams.values()):
             stream._wake()
 
-    def receive(self, data: bytes) -> _Events:
+    def receive(self, data: bytes) -> Generator[Event, None, None]:
         """Parse `data`, yielding events as they happen; iterate to the end, then send
         `data_to_send()`. A connection error is answered (GOAWAY) and closes the connection."""
         if self.closed:
@@ -404,6 +404,7 @@ class Http2State:
             try:
                 consumed = yield from self._frames(data)
             except _ConnectionError as exc:
+                self._events.clear()
                 self._fail(exc.code, str(exc))
                 consumed = len(data)
         finally:
@@ -414,6 +415,8 @@ class Http2State:
     # -- receiving ---------------------------------------------------------------------------
 
     def _frames(self, data: bytes) -> Generator[Event, None, int]:
+        """Parse the frames in `data`, yielding each frame's events before the next frame is
+        parsed; returns how much of `data` was used (the rest is an incomplete frame)."""
         position = 0
         end = len(data)
         if self._preface:
@@ -436,31 +439,40 @@ class Http2State:
                 return position
             start = position + 9
             position = start + length
-            yield from self._frame(kind, flags, stream_id & 0x7FFFFFFF, data[start:position])
+            self._frame(kind, flags, stream_id & 0x7FFFFFFF, data[start:position])
+            if self._events:
+                events, self._events = self._events, []
+                for event in events:
+                    yield event
+                    if type(event) is RequestReceived or type(event) is DataReceived:
+                        # Answered and ended by its handler: the stream is done.
+                        stream = event.stream
+                        if stream.local_closed and stream.remote_closed:
+                            self._forget(stream)
             if self.closed:
                 return end
         self._need = 9
         return position
 
-    def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes) -> _Events:
+    def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes) -> None:
         if not self._settings_received and kind != SETTINGS:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "the preface must be followed by SETTINGS")
         if self._continuation is not None and kind != CONTINUATION:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "expected a CONTINUATION frame")
         if kind == DATA:
-            yield from self._data(flags, stream_id, payload)
+            self._data(flags, stream_id, payload)
         elif kind == HEADERS:
-            yield from self._headers(flags, stream_id, payload)
+            self._headers(flags, stream_id, payload)
         elif kind == WINDOW_UPDATE:
-            yield from self._window_update(stream_id, payload)
+            self._window_update(stream_id, payload)
         elif kind == SETTINGS:
-            yield from self._settings(flags, stream_id, payload)
+            self._settings(flags, stream_id, payload)
         elif kind == PING:
-            yield from self._ping(flags, stream_id, payload)
+            self._ping(flags, stream_id, payload)
         elif kind == RST_STREAM:
-            yield from self._rst_stream(stream_id, payload)
+            self._rst_stream(stream_id, payload)
         elif kind == CONTINUATION:
-            yield from self._continuation_frame(flags, stream_id, payload)
+            self._continuation_frame(flags, stream_id, payload)
         elif kind == GOAWAY:
             if stream_id:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "GOAWAY on a stream")
@@ -468,9 +480,9 @@ class Http2State:
             if stream_id == 0:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "PRIORITY on stream 0")
             if len(payload) != 5:
-                yield from self._stream_error(stream_id, ErrorCode.FRAME_SIZE_ERROR)
+                self._stream_error(stream_id, ErrorCode.FRAME_SIZE_ERROR)
             elif _U32.unpack_from(payload)[0] & 0x7FFFFFFF == stream_id:
-                yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)  # depends on itself
+                self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)  # depends on itself
         elif kind == PUSH_PROMISE:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "a client cannot push")
         # Unknown frame types are ignored (RFC 9113 4.1).
@@ -483,7 +495,7 @@ class Http2State:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "padding longer than the frame")
         return payload[1 : len(payload) - payload[0]]
 
-    def _data(self, flags: int, stream_id: int, payload: bytes) -> _Events:
+    def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id == 0:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "DATA on stream 0")
         length = len(payload)
@@ -500,18 +512,18 @@ class Http2State:
         if stream is None or stream.remote_closed:
             if stream_id > self._last_stream_id:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
-            yield from self._stream_error(stream_id, ErrorCode.STREAM_CLOSED)
+            self._stream_error(stream_id, ErrorCode.STREAM_CLOSED)
             return
         stream.recv_window -= length
         if stream.recv_window < 0:
-            yield from self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
+            self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
             return
         end = bool(flags & END_STREAM)
         if stream.content_length is not None:
             # RFC 9113 8.1.1: a body that differs from its content-length is malformed.
             stream.content_length -= len(data)
             if stream.content_length < 0 or (end and stream.content_length):
-                yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+                self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
                 return
         if end:
             stream.remote_closed = True
@@ -519,12 +531,9 @@ class Http2State:
             stream.acknowledge(length - len(data))  # the padding is nobody's to take
         else:
             stream.acknowledge(length)
-        if stream.events is not None:
-            yield DataReceived(stream.events, data, end)
-        if end and stream.local_closed:
-            self._forget(stream)
+        self._events.append(DataReceived(stream, data, end))
 
-    def _headers(self, flags: int, stream_id: int, payload: bytes) -> _Events:
+    def _headers(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id == 0 or stream_id % 2 == 0:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
         block = self._unpad(flags, payload)
@@ -535,11 +544,11 @@ class Http2State:
                 flags |= _SELF_DEPENDENT  # a stream error, once the block has been decoded
             block = block[5:]
         if flags & END_HEADERS:
-            yield from self._header_block(flags, stream_id, block)
+            self._header_block(flags, stream_id, block)
         else:
             self._continuation = (stream_id, flags, bytearray(block))
 
-    def _continuation_frame(self, flags: int, stream_id: int, payload: bytes) -> _Events:
+    def _continuation_frame(self, flags: int, stream_id: int, payload: bytes) -> None:
         pending = self._continuation
         if pending is None or pending[0] != stream_id:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "unexpected CONTINUATION frame")
@@ -548,9 +557,9 @@ class Http2State:
             raise _ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "header block too large")
         if flags & END_HEADERS:
             self._continuation = None
-            yield from self._header_block(pending[1], stream_id, bytes(pending[2]))
+            self._header_block(pending[1], stream_id, bytes(pending[2]))
 
-    def _header_block(self, flags: int, stream_id: int, block: bytes) -> _Events:
+    def _header_block(self, flags: int, stream_id: int, block: bytes) -> None:
         try:
             headers = self.decoder.decode(block)
         except HeaderCompressionError as exc:
@@ -563,47 +572,42 @@ class Http2State:
             try:
                 check_trailers(headers)
             except MalformedRequest as exc:
-                yield from self._malformed(stream_id, exc)
+                self._malformed(stream_id, exc)
                 return
             if stream.content_length:
-                yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+                self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
                 return
             stream.remote_closed = True
-            if stream.events is not None:
-                yield DataReceived(stream.events, b"", True)
-            if stream.local_closed:
-                self._forget(stream)
+            self._events.append(DataReceived(stream, b"", True))
             return
         if stream_id <= self._last_stream_id:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"stream {stream_id} was already used")
         self._last_stream_id = stream_id
         if flags & _SELF_DEPENDENT:
-            yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+            self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
             return
         try:
             content_length = check_request(headers, self._known_names)
         except MalformedRequest as exc:
-            yield from self._malformed(stream_id, exc)
+            self._malformed(stream_id, exc)
             return
         if self._goaway_sent or len(self._streams) >= self.limits.max_concurrent_streams:
-            yield from self._stream_error(stream_id, ErrorCode.REFUSED_STREAM)
+            self._stream_error(stream_id, ErrorCode.REFUSED_STREAM)
             return
         if end and content_length:
-            yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+            self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
             return
         stream = Stream(stream_id, self)
         stream.remote_closed = end
         stream.content_length = content_length
         self._streams[stream_id] = stream
-        yield RequestReceived(stream, headers, end)  # its handler sets stream.events
-        if stream.local_closed and stream.remote_closed:
-            self._forget(stream)
+        self._events.append(RequestReceived(stream, headers, end))  # its handler sets stream.events
 
-    def _malformed(self, stream_id: int, exc: MalformedRequest) -> _Events:
+    def _malformed(self, stream_id: int, exc: MalformedRequest) -> None:
         log.debug("HTTP/2 stream %d: malformed request: %s", stream_id, exc)
-        yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+        self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
 
-    def _window_update(self, stream_id: int, payload: bytes) -> _Events:
+    def _window_update(self, stream_id: int, payload: bytes) -> None:
         if len(payload) != 4:
             raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "WINDOW_UPDATE of the wrong size")
         increment = _U32.unpack(payload)[0] & 0x7FFFFFFF
@@ -618,19 +622,19 @@ class Http2State:
             self._flush_blocked()
             return
         if increment == 0:
-            yield from self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+            self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
             return
         stream = self._streams.get(stream_id)
         if stream is None:
             return  # a stream that just closed
         stream.send_window += increment
         if stream.send_window > _MAX_WINDOW:
-            yield from self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
+            self._stream_error(stream_id, ErrorCode.FLOW_CONTROL_ERROR)
             return
         if stream.pending:
             stream._flush()
 
-    def _settings(self, flags: int, stream_id: int, payload: bytes) -> _Events:
+    def _settings(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "SETTINGS on a stream")
         if flags & ACK:
@@ -661,15 +665,15 @@ class Http2State:
         self._flush_blocked()
         if not self._settings_received:
             self._settings_received = True
-            yield HandshakeDone()
+            self._events.append(HandshakeDone())
 
-    def _ping(self, flags: int, stream_id: int, payload: bytes) -> _Events:
+    def _ping(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "PING on a stream")
         if len(payload) != 8:
             raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "PING of the wrong size")
         if flags & ACK:
-            yield PingAcknowledged()
+            self._events.append(PingAcknowledged())
             return
         # gRPC's ping abuse policy: pings closer together than the configured interval (two
         # hours while there are no calls, unless permitted without calls) are strikes, unless
@@ -689,7 +693,7 @@ class Http2State:
         self._next_ping_allowed = now + idle_interval
         self._write(frame(PING, ACK, 0, payload))
 
-    def _rst_stream(self, stream_id: int, payload: bytes) -> _Events:
+    def _rst_stream(self, stream_id: int, payload: bytes) -> None:
         if stream_id == 0:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, "RST_STREAM on stream 0")
         if len(payload) != 4:
@@ -705,7 +709,7 @@ class Http2State:
         self._forget(stream)
         stream._wake()
         if events is not None:
-            yield StreamReset(events)
+            self._events.append(StreamReset(events))
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -780,13 +784,13 @@ class Http2State:
                 self._close()
             self._idle_since = time.monotonic()  # the idle timer, already running, reads it
 
-    def _stream_error(self, stream_id: int, code: int) -> _Events:
+    def _stream_error(self, stream_id: int, code: int) -> None:
         stream = self._streams.get(stream_id)
         if stream is not None:
             events = stream.events
             stream.reset(code)
             if events is not None:
-                yield StreamReset(events)
+                self._events.append(StreamReset(events))
         else:
             self._write(frame(RST_STREAM, 0, stream_id, _U32.pack(code)))
 

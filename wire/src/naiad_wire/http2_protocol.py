@@ -75,7 +75,9 @@ class Http2Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         for event in self.state.receive(data):
             if type(event) is DataReceived:
-                event.events.data_received(event.data, event.end_stream)
+                events = event.stream.events
+                if events is not None:
+                    events.data_received(event.data, event.end_stream)
             elif type(event) is RequestReceived:
                 stream = event.stream
                 stream.events = self.on_request(stream, event.headers, event.end_stream)
