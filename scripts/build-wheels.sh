@@ -12,7 +12,8 @@ py=.venv/bin/python
 [ -x "$py" ] || py=${PYTHON:-python3}
 dists=(.)
 for d in */ backends/*/; do
-  if [[ "$d" != backends/ && -f "$d/pyproject.toml" ]]; then dists+=("${d%/}"); fi
+  # "./": pip reads a bare name ("wire") as a requirement, not a directory.
+  if [[ "$d" != backends/ && -f "$d/pyproject.toml" ]]; then dists+=("./${d%/}"); fi
 done
 mkdir -p "$out"
 "$py" -m pip wheel -q --no-deps --wheel-dir "$out" "${dists[@]}"

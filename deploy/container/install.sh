@@ -24,9 +24,9 @@ torch_cpu="torch==2.13.0+cpu"
 pip="$prefix/bin/python -m pip"
 $pip install -q --upgrade pip
 
-# Our wheels by file, so nothing of ours comes from an index; the CUDA variant asks for each
-# backend's [gpu] extra.
-reqs=$(ls "$wheels"/naiad-[0-9]*.whl)${EXTRAS:+[$EXTRAS]}
+# Our wheels by file, so nothing of ours comes from an index (the core's transports,
+# naiad-wire, included); the CUDA variant asks for each backend's [gpu] extra.
+reqs="$(ls "$wheels"/naiad-[0-9]*.whl)${EXTRAS:+[$EXTRAS]} $(ls "$wheels"/naiad_wire-[0-9]*.whl)"
 for backend in "$@"; do
   case $backend in python | onnx | pytorch | tensorflow | tensorrt) ;;
     *) echo "$0: unknown backend $backend" >&2; exit 2 ;; esac

@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from grpc_servers import write_repository, numpy_server
-from naiad.frontends.grpc.header_compression import HeaderCompressionError, HeaderDecoder
+from naiad_wire.header_compression import HeaderCompressionError, HeaderDecoder
 from raw_http2 import (
     DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, INFER, PADDED, PING, PRIORITY, PRIORITY_FLAG, RST_STREAM,
     SETTINGS, WINDOW_UPDATE, RawHttp2, frame, grpc_message, grpc_status, identity_request, infer_response,

@@ -4,18 +4,15 @@ timer) gets the answer RFC 9113 and gRPC's protocol prescribe, and the server ke
 
 from __future__ import annotations
 
-import random
 import socket
 import struct
 import time
 
-import hpack
 import numpy as np
 import pytest
 import tritonclient.grpc as tg
 
 from grpc_servers import numpy_server, write_repository
-from naiad.frontends.grpc.header_compression import HeaderDecoder, encode_headers
 from raw_http2 import (
     ACK, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PADDED, PING, PRIORITY_FLAG, RST_STREAM, SETTINGS,
     INFER, RawHttp2, grpc_message, grpc_status, identity_request, infer_response,
@@ -45,41 +42,6 @@ def port(transport_server):
 def still_serving(url: str) -> None:
     with tg.InferenceServerClient(url) as client:
         assert client.is_server_live()
-
-
-# -- HPACK ---------------------------------------------------------------------------------
-
-
-def test_header_decoder_agrees_with_the_hpack_package():
-    """Blocks from hpack's encoder (Huffman, indexing, never-indexed fields, table size
-    changes, long values) decode to the same fields, block after block on one table."""
-    rng = random.Random(7)
-    encoder, decoder = hpack.Encoder(), HeaderDecoder()
-    names = [":path", "content-type", "grpc-timeout", "x-tenant", "user-agent", "te", "a" * 200]
-    for block_number in range(300):
-        if block_number % 50 == 25:
-            encoder.header_table_size = rng.choice([0, 256, 4096])
-        fields = []
-        for _ in range(rng.randint(1, 8)):
-            value = "".join(rng.choice("abcXYZ019-_/%: ") for _ in range(rng.choice([0, 3, 40, 300])))
-            field = (rng.choice(names), value)
-            fields.append(hpack.NeverIndexedHeaderTuple(*field) if rng.random() < 0.1 else field)
-        block = encoder.encode(fields, huffman=rng.random() < 0.7)
-        assert decoder.decode(block) == [tuple(field) for field in fields]
-
-
-def test_header_encoder_is_read_by_the_hpack_package():
-    fields = [(":status", "200"), ("content-type", "application/grpc"), ("grpc-status", "0"),
-              ("grpc-message", "x" * 300)]
-    assert hpack.Decoder().decode(encode_headers(fields)) == fields
-
-
-def test_header_decoder_refuses_broken_blocks():
-    from naiad.frontends.grpc.header_compression import HeaderCompressionError
-
-    for block in (b"\x80", b"\xff\xff\xff\xff\xff\xff\x01", b"\x40\x05ab", b"\xbe", b"\x3f\xe2\x1f"):
-        with pytest.raises(HeaderCompressionError):
-            HeaderDecoder().decode(block)
 
 
 # -- flow control and framing --------------------------------------------------------------

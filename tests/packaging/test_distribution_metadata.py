@@ -12,7 +12,7 @@ DIRS = distribution_dirs()
 
 def test_every_backend_is_a_distribution():
     names = {project_table(d)["name"] for d in DIRS}
-    assert {"naiad", "naiad-backend-python", "naiad-backend-onnx", "naiad-backend-pytorch",
+    assert {"naiad", "naiad-wire", "naiad-backend-python", "naiad-backend-onnx", "naiad-backend-pytorch",
             "naiad-backend-tensorflow", "naiad-backend-tensorrt"} <= names
 
 

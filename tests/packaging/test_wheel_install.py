@@ -1,8 +1,8 @@
-"""The wheels scripts/build-wheels.sh builds install on their own: `naiad` and
-`naiad-backend-onnx` alone in an empty virtual environment serve an ONNX model to
-tritonclient (issue 18, item 1).
+"""The wheels scripts/build-wheels.sh builds install on their own: `naiad` (with `naiad-wire`,
+which it depends on) and `naiad-backend-onnx` alone in an empty virtual environment serve an
+ONNX model to tritonclient (issue 18, item 1).
 
-It builds six wheels and installs into a new environment (a minute or so, most of it pip),
+It builds seven wheels and installs into a new environment (a minute or so, most of it pip),
 so it runs in CI (CI=true) or when NAIAD_TEST_PACKAGING=1, and is skipped otherwise."""
 
 import os
@@ -58,20 +58,21 @@ def test_wheels_install_alone_and_serve(tmp_path):
     env_dir = tmp_path / "env"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
-    # Our two wheels by file, so nothing of ours can come from an index; their dependencies
+    # Our three wheels by file, so nothing of ours can come from an index; their dependencies
     # from the package index (or pip's cache).
-    pip = subprocess.run([python, "-m", "pip", "install", "-q", built["naiad"], built["naiad-backend-onnx"]],
-                         capture_output=True, text=True, timeout=600)
+    pip = subprocess.run([python, "-m", "pip", "install", "-q", built["naiad"], built["naiad-wire"],
+                          built["naiad-backend-onnx"]], capture_output=True, text=True, timeout=600)
     assert pip.returncode == 0, pip.stderr[-3000:]
     freeze = subprocess.run([python, "-m", "pip", "list", "--format=freeze"], check=True,
                             capture_output=True, text=True).stdout.lower()
     installed = dict(line.split("==", 1) for line in freeze.split())
-    assert installed["naiad"] == installed["naiad-backend-onnx"] == "0.1.0"
+    assert installed["naiad"] == installed["naiad-wire"] == installed["naiad-backend-onnx"] == "0.1.0"
     assert "onnxruntime" in installed
     for absent in ("naiad-backend-python", "torch", "tensorflow-cpu", "pytest", "tritonclient", "onnx"):
         assert absent not in installed, absent
     # The server below runs from the repository root: it must still import the wheels' code.
-    where = subprocess.run([python, "-c", "import naiad, naiad_backend_onnx as b; print(naiad.__file__, b.__file__)"],
+    where = subprocess.run([python, "-c", "import naiad, naiad_wire as w, naiad_backend_onnx as b; "
+                                          "print(naiad.__file__, w.__file__, b.__file__)"],
                            cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
     assert all(path.startswith(str(env_dir)) for path in where), where
 

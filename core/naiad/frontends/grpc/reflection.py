@@ -18,7 +18,7 @@ from google.protobuf.descriptor import FileDescriptor
 from ...protos import reflection_pb2 as pb
 from ...protos._pool import POOL
 from .rpc import RpcMethod
-from .rpc_status import StatusCode
+from naiad_wire.grpc_status import StatusCode
 from .service import methods_from_descriptor
 
 __all__ = ["REFLECTION_SERVICE_NAME", "ReflectionServicer", "reflection_methods"]

@@ -8,8 +8,9 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Iterable
 
+from naiad_wire.grpc_status import RpcError, StatusCode
+
 from ..kserve.restrictions import Restriction, parse_restrictions
-from .rpc_status import RpcError, StatusCode
 
 __all__ = ["RPCS", "HEADER_PREFIX", "restricted_methods", "guard"]
 

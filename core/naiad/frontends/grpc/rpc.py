@@ -1,5 +1,6 @@
-"""gRPC calls on naiad's HTTP/2 streams: the gRPC-over-HTTP/2 protocol (length-prefixed
-messages, compression, deadlines, status trailers, metadata) around servicer methods.
+"""gRPC calls on naiad_wire's HTTP/2 streams: the gRPC-over-HTTP/2 protocol (deadlines,
+status trailers, metadata; messages framed by `naiad_wire.grpc_framing`) around servicer
+methods.
 
 A servicer method has grpc.aio's shape, `method(request_or_iterator, context)`, returning a
 message or async-yielding them. The `Call` object is the context: `invocation_metadata()`,
@@ -14,24 +15,24 @@ import asyncio
 import base64
 import logging
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, NoReturn
 
 from google.protobuf.message import DecodeError, Message
 
-from ...errors import NaiadError
-from .header_compression import encode_headers
-from .http2 import Stream
-from .rpc_status import RpcError, StatusCode, status_of
+from naiad_wire.grpc_framing import (
+    ACCEPT_ENCODING, ENCODINGS, decompress, frame_message, message_at, parse_timeout, percent_encode,
+)
+from naiad_wire.grpc_status import RpcError, StatusCode
+from naiad_wire.header_compression import encode_headers
+from naiad_wire.http2 import Stream
+
+from ...errors import GRPC_STATUS_NAME, NaiadError
 
 __all__ = ["RpcMethod", "RpcSettings", "RpcDispatcher", "Call"]
 
 log = logging.getLogger("naiad.grpc")
 
-# zlib window bits per grpc-encoding: gzip framing, and "deflate", which gRPC means as zlib.
-_WBITS = {"gzip": 31, "deflate": 15}
-ACCEPT_ENCODING = "identity,deflate,gzip"
 # Request headers that are the protocol's, not the application's metadata.
 _RESERVED = frozenset(
     {"content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "content-length"}
@@ -39,13 +40,12 @@ _RESERVED = frozenset(
 # How long a client-streaming call's messages are handed to its method before the event loop
 # serves everyone else.
 _TURN_S = 0.001
-_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 
 _HEADERS = encode_headers([(":status", "200"), ("content-type", "application/grpc")])
 # Response headers by the response's grpc-encoding (None: uncompressed).
 _HEADERS_FOR: dict[str | None, bytes] = {None: _HEADERS} | {
     name: encode_headers([(":status", "200"), ("content-type", "application/grpc"), ("grpc-encoding", name)])
-    for name in _WBITS
+    for name in ENCODINGS
 }
 _OK_TRAILERS = encode_headers([("grpc-status", "0")])
 # Answers to requests that are not gRPC: (header block, body).
@@ -75,20 +75,8 @@ class RpcSettings:
     compression_level: int = 0  # zlib level for responses (0: uncompressed)
 
 
-def _percent_encode(text: str) -> str:
-    """grpc-message: bytes outside printable ASCII, and '%', as %XX (gRPC over HTTP/2 spec)."""
-    raw = text.encode("utf-8")
-    if all(0x20 <= b <= 0x7E and b != 0x25 for b in raw):
-        return text
-    return "".join(chr(b) if 0x20 <= b <= 0x7E and b != 0x25 else f"%{b:02X}" for b in raw)
-
-
-def _timeout(value: str) -> float | None:
-    try:
-        amount = int(value[:-1])
-        return amount * _TIMEOUT_UNITS[value[-1]] if 0 <= amount < 10**8 else None
-    except (KeyError, ValueError, IndexError):
-        return None
+def status_of(error: NaiadError) -> StatusCode:
+    return StatusCode[GRPC_STATUS_NAME[error.code]]
 
 
 class RpcDispatcher:
@@ -113,7 +101,7 @@ class RpcDispatcher:
                 if name == "content-type":
                     content_type = value
                 elif name == "grpc-timeout":
-                    timeout = _timeout(value)
+                    timeout = parse_timeout(value)
                 elif name == "grpc-encoding":
                     encoding = value
                 elif name == "grpc-accept-encoding":
@@ -137,7 +125,7 @@ class RpcDispatcher:
         if call.method is None:
             call.end(StatusCode.UNIMPLEMENTED, f"Method not found: {path}")
             return call
-        if encoding not in (None, "identity") and encoding not in _WBITS:
+        if encoding not in (None, "identity") and encoding not in ENCODINGS:
             call.end(StatusCode.UNIMPLEMENTED, f"Compression algorithm '{encoding}' is not supported")
             return call
         call.start(encoding, accept, timeout, end_stream)
@@ -192,7 +180,7 @@ class Call:
     # -- start and receive -------------------------------------------------------------------
 
     def start(self, encoding: str | None, accept: str | None, timeout: float | None, end_stream: bool) -> None:
-        self._encoding = encoding if encoding in _WBITS else None
+        self._encoding = encoding if encoding in ENCODINGS else None
         level = self.dispatcher.settings.compression_level
         if level and accept:
             offered = {item.strip() for item in accept.split(",")}
@@ -271,40 +259,20 @@ class Call:
     def _message_at(self, data: bytes | bytearray, position: int) -> tuple[Message | None, int]:
         """The message that starts at `position` of `data` and where the next one starts, or
         (None, position) while it is incomplete. Read in place: no copy of what follows."""
-        if len(data) - position < 5:
-            return None, position
-        length = int.from_bytes(data[position + 1 : position + 5], "big")
         limit = self.dispatcher.settings.max_receive_size
-        if length > limit:
-            raise RpcError(StatusCode.RESOURCE_EXHAUSTED, f"Received message larger than max ({length} vs. {limit})")
-        start = position + 5
-        end = start + length
-        if len(data) < end:
+        payload, compressed, end = message_at(data, position, limit)
+        if payload is None:
             return None, position
-        payload = memoryview(data)[start:end]
         assert self.method is not None
         try:
-            message = self.method.request_type.FromString(self._decompress(payload) if data[position] else payload)
+            message = self.method.request_type.FromString(
+                decompress(payload, self._encoding, limit) if compressed else payload
+            )
         except DecodeError as exc:
             raise RpcError(StatusCode.INTERNAL, f"failed to parse the request message: {exc}") from None
         finally:
             payload.release()
         return message, end
-
-    def _decompress(self, payload: bytes | memoryview) -> bytes:
-        if self._encoding is None:
-            raise RpcError(StatusCode.INTERNAL, "a compressed message without a grpc-encoding")
-        limit = self.dispatcher.settings.max_receive_size
-        try:
-            inflater = zlib.decompressobj(_WBITS[self._encoding])
-            data = inflater.decompress(payload, limit + 1)
-        except zlib.error as exc:
-            raise RpcError(StatusCode.INTERNAL, f"cannot decompress the request message: {exc}") from None
-        if len(data) > limit:
-            raise RpcError(
-                StatusCode.RESOURCE_EXHAUSTED, f"Received message larger than max (more than {limit} after decompression)"
-            )
-        return data
 
     async def _iterate_requests(self) -> AsyncIterator[Message]:
         """The messages of a client-streaming call, parsed one at a time as they are asked for."""
@@ -359,7 +327,7 @@ class Call:
                         return
                     self._send_message(response)
                     stream = self.stream
-                    if stream.pending or stream.connection._paused:
+                    if stream.pending or stream.connection.paused:
                         await stream.drained()  # a slow reader: do not buffer without bound
                 self.end(StatusCode.OK, "")
             else:
@@ -380,15 +348,9 @@ class Call:
             self.end(StatusCode.INTERNAL, NaiadError.unexpected(exc).message)
 
     def _encode(self, response: Message) -> bytes:
-        payload = response.SerializeToString()
-        limit = self.dispatcher.settings.max_send_size
-        if len(payload) > limit:
-            raise RpcError(StatusCode.RESOURCE_EXHAUSTED, f"Sent message larger than max ({len(payload)} vs. {limit})")
-        if self._response_encoding is None:
-            return b"\x00" + len(payload).to_bytes(4, "big") + payload
-        deflater = zlib.compressobj(self.dispatcher.settings.compression_level, zlib.DEFLATED, _WBITS[self._response_encoding])
-        payload = deflater.compress(payload) + deflater.flush()
-        return b"\x01" + len(payload).to_bytes(4, "big") + payload
+        settings = self.dispatcher.settings
+        return frame_message(response.SerializeToString(), settings.max_send_size, self._response_encoding,
+                             settings.compression_level)
 
     def _respond(self, response: Message) -> None:
         try:
@@ -413,7 +375,7 @@ class Call:
         self._finish()
         fields = [("grpc-status", str(int(code)))]
         if details:
-            fields.append(("grpc-message", _percent_encode(details)))
+            fields.append(("grpc-message", percent_encode(details)))
         if code == StatusCode.UNIMPLEMENTED and details.startswith("Compression"):
             fields.append(("grpc-accept-encoding", ACCEPT_ENCODING))
         if not self._headers_sent:  # trailers-only

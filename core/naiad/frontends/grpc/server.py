@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import socket
 import ssl
 
+from naiad_wire.connections import stop_serving
+from naiad_wire.http2 import Http2Limits
+from naiad_wire.http2_protocol import Http2Connection
+from naiad_wire.listen import listen
+
 from ...server import Server
-from ..connections import stop_serving
 from ..options import COMPRESSION_LEVELS, GrpcOptions
 from .health import HealthServicer, health_methods
-from .http2 import Http2Connection, Http2Limits
 from .reflection import ReflectionServicer, reflection_methods
 from .restrictions import restricted_methods
 from .rpc import RpcDispatcher, RpcSettings
@@ -102,17 +104,13 @@ class GrpcServer:
         options = self.options
         loop = asyncio.get_running_loop()
         try:
-            self._listener = await loop.create_server(
-                lambda: Http2Connection(self.dispatcher, self.limits, self.connections),
-                options.address,
-                options.port,
-                ssl=self.ssl,
-                reuse_port=options.reuse_port or None,
-                family=socket.AF_INET6 if ":" in options.address else socket.AF_UNSPEC,
-                backlog=1024,
-            )
+            sock = listen(options.address, options.port, reuse_port=options.reuse_port, backlog=1024, name="gRPC")
         except OSError as exc:
             raise RuntimeError(f"gRPC: unable to listen on {options.address}:{options.port}: {exc}") from None
+        self._listener = await loop.create_server(
+            lambda: Http2Connection(self.dispatcher, self.limits, self.connections), sock=sock, ssl=self.ssl,
+            backlog=1024,
+        )
         return self._listener.sockets[0].getsockname()[1]
 
     async def stop(self, grace_s: float) -> None:

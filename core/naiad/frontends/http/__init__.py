@@ -10,14 +10,16 @@ import asyncio
 import logging
 import re
 
+from naiad_wire.listen import listen
+
 from ...server import Server
 from ..kserve.restrictions import parse_restrictions
 from ..options import MAX_INPUT_SIZE as DEFAULT_MAX_INPUT_SIZE, HttpOptions
 from .app import create_app
 from .generate_mapping import generate_request
-from .server import bind_socket, serve_hypercorn, serve_naiad, serve_uvicorn
+from .server import serve_hypercorn, serve_naiad, serve_uvicorn
 
-__all__ = ["run", "create_app", "DEFAULT_MAX_INPUT_SIZE", "HttpOptions", "bind_socket", "generate_request",
+__all__ = ["run", "create_app", "DEFAULT_MAX_INPUT_SIZE", "HttpOptions", "generate_request",
            "serve_uvicorn"]
 
 log = logging.getLogger("naiad.http")
@@ -34,7 +36,7 @@ async def run(server: Server, options: HttpOptions, started: asyncio.Event) -> N
     if keep_alive_s <= 0 or header_timeout_s <= 0:
         raise ValueError("--http-keepalive-timeout and --http-header-read-timeout must be positive")
     kind = options.server
-    sock = bind_socket(options.address, options.port, options.reuse_port)
+    sock = listen(options.address, options.port, reuse_port=options.reuse_port, name="HTTP frontend")
     log.info("Started HTTPService at %s:%d (%s)", options.address, sock.getsockname()[1], kind)
     if kind == "hypercorn":
         await serve_hypercorn(app, sock, started, keep_alive_s)

@@ -16,36 +16,21 @@ from typing import Any, Iterator
 
 from starlette.types import ASGIApp
 
-from .http1 import Http1Server
-from .infer_endpoint import NaiadHttpApp
+from naiad_wire.http1 import Http1Server
 
-__all__ = ["bind_socket", "serve_naiad", "serve_uvicorn", "serve_hypercorn"]
+from .direct_infer import DirectInfer
+from .infer_endpoint import NaiadHttpApp
+from .responses import error_for
+
+__all__ = ["serve_naiad", "serve_uvicorn", "serve_hypercorn"]
 
 log = logging.getLogger("naiad.http")
 
-def bind_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
-    """A listening TCP socket on host:port; OSError names the address when that fails.
-    With reuse_port (SO_REUSEPORT) several server processes listen on the same port and the
-    kernel spreads new connections over them (`--workers`, `--reuse-http-port`)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((host, port))
-        sock.listen(2048)
-        sock.setblocking(False)
-    except OSError as exc:
-        sock.close()
-        raise OSError(exc.errno, f"HTTP frontend cannot listen on {host}:{port}: {exc.strerror}") from None
-    return sock
-
-
 async def serve_naiad(app: NaiadHttpApp, sock: socket.socket, started: asyncio.Event, grace_s: float,
                       keep_alive_s: float, header_timeout_s: float) -> None:
-    server = Http1Server(app, app.infer, app.infer.body.max_input_size, keep_alive_s, header_timeout_s)
+    body = app.infer.body
+    server = Http1Server(app, body.max_input_size, keep_alive_s, header_timeout_s, error_app=error_for,
+                         direct=DirectInfer(app.infer), body_limit_message=lambda size: body.too_large(size).message)
     await server.start(sock)
     started.set()
     try:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 from typing import TYPE_CHECKING, Any, Iterator
+
+from naiad_wire.listen import listen
 
 from ..options import HttpOptions, MetricsOptions
 from .exposition import CONTENT_TYPE, Family, render
@@ -71,20 +72,6 @@ async def _respond(send: Any, status: int, body: bytes, content_type: str, head:
     await send({"type": "http.response.body", "body": b"" if head else body})
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise OSError(exc.errno, f"metrics: cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
-
-
 async def run(server: "Server", options: MetricsOptions, started: asyncio.Event) -> None:
     """Serve `/metrics` until cancelled (the frontend contract of `naiad serve`)."""
     import uvicorn
@@ -97,7 +84,7 @@ async def run(server: "Server", options: MetricsOptions, started: asyncio.Event)
 
     # No address of its own: the HTTP frontend's (`naiad serve` passes --http-address).
     host = options.address or HttpOptions().address
-    sock = _bind(host, options.port)
+    sock = listen(host, options.port, backlog=128, name="metrics:")
     endpoint = MetricsEndpoint(server)
     endpoint.gauges.start_gpu()
     interval = server.metrics_settings.interval_ms / 1000.0

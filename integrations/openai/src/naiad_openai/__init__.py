@@ -14,7 +14,8 @@ import asyncio
 import logging
 
 from naiad import Server
-from naiad.frontends.http import HttpOptions, bind_socket, serve_uvicorn
+from naiad.frontends.http import HttpOptions, serve_uvicorn
+from naiad_wire.listen import listen
 
 from .app import create_app
 from .chat_template import chat_prompt
@@ -29,6 +30,6 @@ async def run(server: Server, args: argparse.Namespace, started: asyncio.Event) 
     """Serve the OpenAI API on --openai-address:--openai-port until cancelled."""
     address = args.openai_address or args.http_address
     # With --workers, every worker process listens on the port, as for HTTP.
-    sock = bind_socket(address, args.openai_port, getattr(args, "reuse_http_port", False))
+    sock = listen(address, args.openai_port, reuse_port=getattr(args, "reuse_http_port", False), name="OpenAI frontend")
     log.info("Started OpenAI-compatible service at %s:%d", address, sock.getsockname()[1])
     await serve_uvicorn(create_app(server), sock, started, HttpOptions().keepalive_timeout_s)

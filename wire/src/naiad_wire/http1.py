@@ -1,6 +1,7 @@
 """naiad's HTTP/1.1 server (`--http-server naiad`, the default): httptools parses requests
-in an asyncio Protocol; `POST .../infer` is answered straight from the parsed request, and
-every other request goes to the ASGI app through a small bridge.
+in an asyncio Protocol; requests its `DirectRoute` takes (naiad's `POST .../infer`) are
+answered straight from the parsed request, and every other request goes to the ASGI app
+through a small bridge.
 
 Why our own: under uvicorn, the server layer (ASGI scope and message dicts, the per-request
 cycle object, its flow-control and disconnect plumbing) cost more per small inference than
@@ -29,19 +30,16 @@ import collections
 import email.utils
 import logging
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable, Protocol
 from urllib.parse import unquote
 
 import httptools
 import orjson
-from starlette.types import ASGIApp
 
-from ...errors import NaiadError
-from ..connections import close_lingering, stop_serving
-from .infer_endpoint import HEADER_LENGTH, InferEndpoint, infer_target
-from .responses import error_for
+from .connections import close_lingering, stop_serving
 
-__all__ = ["Http1Server", "Http1Connection"]
+__all__ = ["Http1Server", "Http1Connection", "Request", "DirectAnswer", "DirectRoute", "RequestRejected",
+           "ASGIApp", "Scope", "ErrorApp"]
 
 log = logging.getLogger("naiad.http")
 
@@ -50,7 +48,6 @@ _REASONS = {
     408: b"Request Timeout", 413: b"Payload Too Large", 422: b"Unprocessable Entity", 429: b"Too Many Requests",
     500: b"Internal Server Error", 501: b"Not Implemented", 503: b"Service Unavailable",
 }
-_HEADER_LENGTH = HEADER_LENGTH.lower().encode()
 # Pipelined requests waiting behind the one being answered, and their bodies' bytes, before
 # reading pauses.
 _MAX_PIPELINED = 16
@@ -62,8 +59,40 @@ MAX_HEAD_BYTES = 64 * 1024
 _MAX_UNPARSED_HEAD = 16 * MAX_HEAD_BYTES
 
 
-def _head_too_large() -> NaiadError:
-    return NaiadError.invalid(f"the request line and headers are larger than {MAX_HEAD_BYTES} bytes")
+# ASGI's shapes (asgiref's spec), kept loose: the server hands dicts to any ASGI 3 app.
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+# The ASGI app that answers an exception a handler raised (a JSON error body, say).
+ErrorApp = Callable[[Exception, Scope], ASGIApp]
+# A direct answer: (content, media type, extra headers).
+DirectAnswer = tuple[bytes, str, dict[str, str]]
+
+
+class RequestRejected(Exception):
+    """Raised while a request is parsed: the connection answers 400 with this message (as
+    JSON, `{"error": ...}`) and closes."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class DirectRoute(Protocol):
+    """Requests answered without ASGI: returns the answer's awaitable for a request it takes,
+    None for one the ASGI app answers. What the awaitable raises goes to the `ErrorApp`."""
+
+    def __call__(self, request: "Request") -> Awaitable[DirectAnswer] | None: ...
+
+
+def _head_too_large() -> RequestRejected:
+    return RequestRejected(f"the request line and headers are larger than {MAX_HEAD_BYTES} bytes")
+
+
+def _body_too_large(limit: int, size: int) -> str:
+    return f"the request body is larger than the {limit} bytes allowed ({size} bytes or more)"
 
 
 class _DateHeader:
@@ -81,7 +110,9 @@ class _DateHeader:
         return cls.value
 
 
-class _Request:
+class Request:
+    """A whole parsed request (header names in lowercase), as a `DirectRoute` reads it."""
+
     __slots__ = ("method", "url", "headers", "body", "keep_alive", "http_version")
 
     def __init__(self, method: bytes, url: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
@@ -101,7 +132,7 @@ class Http1Connection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.closed = False
         self.lost: asyncio.Future[None] = asyncio.get_event_loop().create_future()
-        self._queue: collections.deque[_Request] = collections.deque()
+        self._queue: collections.deque[Request] = collections.deque()
         self._task: asyncio.Task[None] | None = None
         self._queued_bytes = 0
         self._reading = True
@@ -151,7 +182,7 @@ class Http1Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             # httptools wraps what a callback raised (on_body: the body is over the limit).
             cause = exc.__context__
-            self._refuse(cause.message if isinstance(cause, NaiadError) else f"malformed HTTP request: {exc}")
+            self._refuse(cause.message if isinstance(cause, RequestRejected) else f"malformed HTTP request: {exc}")
 
     def pause_writing(self) -> None:
         # The client does not read its answers: read no more requests until it does.
@@ -201,7 +232,7 @@ class Http1Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self._size += len(body)
         if self._size > self.server.max_input_size:
-            raise self.server.infer.body.too_large(self._size)
+            raise RequestRejected(self.server.body_limit_message(self._size))
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -209,7 +240,7 @@ class Http1Connection(asyncio.Protocol):
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         parser = self.parser
         self._queue.append(
-            _Request(parser.get_method(), self._url, self._headers, body, parser.should_keep_alive(),
+            Request(parser.get_method(), self._url, self._headers, body, parser.should_keep_alive(),
                      parser.get_http_version())
         )
         self._queued_bytes += len(body)
@@ -253,40 +284,27 @@ class Http1Connection(asyncio.Protocol):
         elif not (self._in_head or self._in_body):
             self._set_deadline("idle", self.server.keep_alive_s)
 
-    async def _answer(self, request: _Request) -> None:
-        # Restricted inference (--http-restricted-api) goes through the ASGI app, which checks headers.
-        if (request.method == b"POST" and b"%" not in request.url and b"?" not in request.url
-                and self.server.infer.restriction is None):
-            target = infer_target(request.url.decode("latin-1"))
-            if target is not None:
-                await self._infer(request, *target)
-                return
-        await self._asgi(request)
+    async def _answer(self, request: Request) -> None:
+        direct = self.server.direct
+        answer = direct(request) if direct is not None else None
+        if answer is None:
+            await self._asgi(request)
+        else:
+            await self._direct(request, answer)
 
-    async def _infer(self, request: _Request, name: str, version: str) -> None:
-        encoding = header_length = accept = None
-        for key, value in request.headers:
-            if key == b"content-encoding":
-                encoding = value.decode("latin-1")
-            elif key == _HEADER_LENGTH:
-                header_length = value.decode("latin-1")
-            elif key == b"accept-encoding":
-                accept = value.decode("latin-1")
-        infer = self.server.infer
+    async def _direct(self, request: Request, answer: Awaitable[DirectAnswer]) -> None:
         try:
-            body = infer.body.decoded(request.body, encoding)
-            content, extra, media_type = await infer.answer(name, version, body, header_length, accept,
-                                                        headers=request.headers)
+            content, media_type, extra = await answer
         except Exception as exc:  # noqa: BLE001 - answered like every other endpoint
             scope = self._scope(request)
-            await error_for(exc, scope)(scope, _no_receive, self._sender(request))
+            await self.server.error_app(exc, scope)(scope, _no_receive, self._sender(request))
             return
         head = [b"content-type: ", media_type.encode(), b"\r\ncontent-length: ", str(len(content)).encode(), b"\r\n"]
         for key, value in extra.items():
             head += [key.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n"]
         self._write(request, 200, b"".join(head), content)
 
-    def _write(self, request: _Request, status: int, headers: bytes, body: bytes) -> None:
+    def _write(self, request: Request, status: int, headers: bytes, body: bytes) -> None:
         """One whole response; `headers` are complete `name: value\\r\\n` lines."""
         if self.closed:
             return
@@ -295,7 +313,7 @@ class Http1Connection(asyncio.Protocol):
             self.transport.close()  # type: ignore[union-attr]
 
     @staticmethod
-    def _head(request: _Request, status: int, headers: bytes) -> bytes:
+    def _head(request: Request, status: int, headers: bytes) -> bytes:
         connection = b""
         if not request.keep_alive:
             connection = b"connection: close\r\n"
@@ -307,7 +325,7 @@ class Http1Connection(asyncio.Protocol):
 
     # -- everything else: the ASGI app -------------------------------------------------------
 
-    def _scope(self, request: _Request) -> dict[str, Any]:
+    def _scope(self, request: Request) -> dict[str, Any]:
         url = httptools.parse_url(request.url)
         raw_path = url.path or b"/"
         transport = self.transport
@@ -326,7 +344,7 @@ class Http1Connection(asyncio.Protocol):
             "headers": request.headers,
         }
 
-    def _receiver(self, request: _Request):
+    def _receiver(self, request: Request) -> Receive:
         sent = False
 
         async def receive() -> dict[str, Any]:
@@ -339,17 +357,17 @@ class Http1Connection(asyncio.Protocol):
 
         return receive
 
-    def _sender(self, request: _Request) -> "_AsgiResponse":
+    def _sender(self, request: Request) -> "_AsgiResponse":
         return _AsgiResponse(self, request)
 
-    async def _asgi(self, request: _Request) -> None:
+    async def _asgi(self, request: Request) -> None:
         scope = self._scope(request)
         send = self._sender(request)
         try:
             await self.server.app(scope, self._receiver(request), send)
         except Exception as exc:  # noqa: BLE001 - one failing request must not end the server
             if not send.head_written:
-                await error_for(exc, scope)(scope, _no_receive, send)
+                await self.server.error_app(exc, scope)(scope, _no_receive, send)
                 return
             log.error("HTTP handler failed after it started answering", exc_info=exc)
         if not send.done and not self.closed:
@@ -408,7 +426,7 @@ class _AsgiResponse:
 
     __slots__ = ("connection", "request", "start", "head_written", "chunked", "done")
 
-    def __init__(self, connection: Http1Connection, request: _Request) -> None:
+    def __init__(self, connection: Http1Connection, request: Request) -> None:
         self.connection = connection
         self.request = request
         self.start: dict[str, Any] | None = None
@@ -461,11 +479,17 @@ async def _no_receive() -> dict[str, Any]:
 
 
 class Http1Server:
-    def __init__(self, app: ASGIApp, infer: InferEndpoint, max_input_size: int, keep_alive_s: float,
-                 header_timeout_s: float) -> None:
+    """Serves `app` (and `direct`) on a listening socket. A body over `max_input_size` is
+    refused with `body_limit_message(size)`."""
+
+    def __init__(self, app: ASGIApp, max_input_size: int, keep_alive_s: float, header_timeout_s: float, *,
+                 error_app: ErrorApp, direct: DirectRoute | None = None,
+                 body_limit_message: Callable[[int], str] | None = None) -> None:
         self.app = app
-        self.infer = infer
+        self.direct = direct
+        self.error_app = error_app
         self.max_input_size = max_input_size
+        self.body_limit_message = body_limit_message or (lambda size: _body_too_large(max_input_size, size))
         self.keep_alive_s = keep_alive_s
         self.header_timeout_s = header_timeout_s
         self.connections: set[Http1Connection] = set()

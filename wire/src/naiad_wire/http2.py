@@ -1,13 +1,17 @@
-"""A server side of HTTP/2 (RFC 9113) on an asyncio Protocol, made for gRPC.
+"""A server side of HTTP/2 (RFC 9113) as a sans-IO state machine, made for gRPC: bytes in,
+events and bytes out (`http2_protocol.py` feeds it from an asyncio transport).
 
 Why our own: grpc.aio spent ~430 us of CPU per small ModelInfer in its core, its completion
 queue poller thread and the wake-ups between them (docs/performance.md). Here a request is
 parsed in the event loop's `data_received`, and a unary answer leaves in one `write`.
 
-This module knows frames, streams, flow control, PING and GOAWAY; nothing of gRPC. A new
-request stream is handed to `on_request(stream, headers, end_stream)`, which returns the
-`StreamEvents` that receive the stream's body and its reset. What it does not do: server
-push, and priorities (PRIORITY is parsed and ignored, as RFC 9113 allows).
+This module knows frames, streams, flow control, PING and GOAWAY; nothing of gRPC and no
+I/O. `Http2State.receive(data)` yields events as it parses (a new request stream, a body's
+data, a reset, the handshake done, a PING acknowledged), those of one frame before the next
+frame is parsed: the caller handles each as it comes, so a handler's answer (or its
+`StreamEvents`) is in place for the frames that follow. What the connection sends gathers in an outbox (`data_to_send`); outside
+`receive` (a stream answered later, a timer), `on_output` says that bytes wait. What it does
+not do: server push, and priorities (PRIORITY is parsed and ignored, as RFC 9113 allows).
 
 What a peer may cost is bounded here (`Http2Limits`): open streams (MAX_CONCURRENT_STREAMS,
 then REFUSED_STREAM), pings (gRPC's policy), what waits to be sent (reading pauses while the
@@ -19,20 +23,20 @@ and SETTINGS, idle connections). Request headers are checked as RFC 9113 8.2/8.3
 
 from __future__ import annotations
 
-import asyncio
+import asyncio  # only for Stream.drained, the awaitable an asyncio application waits on
 import collections
 import logging
 import os
 import struct
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Generator, Protocol
 
-from ..connections import close_lingering
 from .header_compression import TABLE_SIZE_ZERO, HeaderCompressionError, HeaderDecoder
 from .request_headers import MalformedRequest, check_request, check_trailers
 
-__all__ = ["Http2Limits", "Http2Connection", "Stream", "StreamEvents", "ErrorCode"]
+__all__ = ["Http2Limits", "Http2State", "Stream", "StreamEvents", "ErrorCode", "Event", "RequestReceived",
+           "DataReceived", "StreamReset", "HandshakeDone", "PingAcknowledged", "PREFACE"]
 
 log = logging.getLogger("naiad.grpc")
 
@@ -111,6 +115,48 @@ class StreamEvents(Protocol):
 RequestHandler = Callable[["Stream", list[tuple[str, str]], bool], StreamEvents]
 
 
+# -- events: what `Http2State.receive` yields --------------------------------------------
+
+
+@dataclass(slots=True)
+class RequestReceived:
+    """A new request stream: its handler's `StreamEvents` go to `stream.events`."""
+
+    stream: "Stream"
+    headers: list[tuple[str, str]]
+    end_stream: bool
+
+
+@dataclass(slots=True)
+class DataReceived:
+    """Body data for the stream's handler, if it has one (b"" with end_stream when trailers
+    end the body)."""
+
+    stream: "Stream"
+    data: bytes
+    end_stream: bool
+
+
+@dataclass(slots=True)
+class StreamReset:
+    """The peer reset the stream (or broke a rule on it): its handler stops."""
+
+    events: StreamEvents
+
+
+@dataclass(slots=True)
+class HandshakeDone:
+    """The peer's first SETTINGS arrived after its preface."""
+
+
+@dataclass(slots=True)
+class PingAcknowledged:
+    """The peer answered our PING (a keepalive)."""
+
+
+Event = RequestReceived | DataReceived | StreamReset | HandshakeDone | PingAcknowledged
+
+
 class Stream:
     """One request stream. Sends respect the peer's flow-control windows: what does not fit
     waits in `pending` and leaves when the peer opens its window."""
@@ -120,7 +166,7 @@ class Stream:
         "remote_closed", "local_closed", "pending", "_drain", "content_length", "manual_acknowledgement",
     )
 
-    def __init__(self, stream_id: int, connection: "Http2Connection") -> None:
+    def __init__(self, stream_id: int, connection: "Http2State") -> None:
         self.id = stream_id
         self.connection = connection
         self.events: StreamEvents | None = None
@@ -209,7 +255,7 @@ class Stream:
 
     async def drained(self) -> None:
         """Wait until what was sent has left this process (or the stream closed)."""
-        while (self.pending or self.connection._paused) and not self.local_closed:
+        while (self.pending or self.connection.paused) and not self.local_closed:
             if self._drain is None or self._drain.done():
                 self._drain = asyncio.get_running_loop().create_future()
             await self._drain
@@ -254,14 +300,14 @@ class _ConnectionError(Exception):
         self.code = code
 
 
-class Http2Connection(asyncio.Protocol):
-    """One client connection. `connections` (the server's set) holds it while it is open."""
+class Http2State:
+    """One client connection's HTTP/2 state. `on_output` is called when bytes wait in the
+    outbox outside `receive`; `closed` turns true once the connection should close (after
+    what waits to be sent has left)."""
 
-    def __init__(self, on_request: RequestHandler, limits: Http2Limits, connections: set["Http2Connection"]) -> None:
-        self.on_request = on_request
+    def __init__(self, limits: Http2Limits, on_output: Callable[[], None] = lambda: None) -> None:
         self.limits = limits
-        self.connections = connections
-        self.transport: asyncio.Transport | None = None
+        self.on_output = on_output
         self.decoder = HeaderDecoder(max_header_list_size=limits.max_header_list_size)
         self.peer_initial_window = _DEFAULT_WINDOW
         self.peer_max_frame = _DEFAULT_FRAME
@@ -275,25 +321,25 @@ class Http2Connection(asyncio.Protocol):
         self._need = len(PREFACE)
         self._preface = True
         self._continuation: tuple[int, int, bytearray] | None = None
-        self._batch: list[bytes] | None = None
-        self._paused = False
+        self._outbox: list[bytes] = []
+        self._events: list[Event] = []  # the events of the frame being parsed
+        self._receiving = False
+        # True while what was sent has not left (the transport's buffer is over its mark).
+        self.paused = False
         self._idle_since = time.monotonic()  # when the last stream closed
         self._settings_received = False
         self._known_names: set[str] = set()  # header names found valid (request_headers.py)
         self._goaway_sent = False
-        self._closed = False
+        self.closed = False
         self._table_size_update = False
-        self._timers: dict[str, asyncio.TimerHandle] = {}
         self._pings_without_data = 0
         self._ping_strikes = 0
         self._next_ping_allowed = 0.0
-        self.lost: asyncio.Future[None] = asyncio.get_event_loop().create_future()
 
-    # -- asyncio.Protocol --------------------------------------------------------------------
+    # -- the caller's side -------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.connections.add(self)
+    def initiate(self) -> None:
+        """Our SETTINGS and the connection window's update: the first bytes to send."""
         limits = self.limits
         settings = b"".join(
             _SETTING.pack(key, value)
@@ -310,47 +356,41 @@ class Http2Connection(asyncio.Protocol):
             frame(SETTINGS, 0, 0, settings)
             + frame(WINDOW_UPDATE, 0, 0, _U32.pack(limits.connection_window - _DEFAULT_WINDOW))
         )
-        if limits.handshake_timeout_s:
-            self._later("handshake", limits.handshake_timeout_s, self._handshake_timed_out)
-        if limits.idle_timeout_s:
-            self._later("idle", limits.idle_timeout_s, self._idle_check)
-        if limits.keepalive_time_s:
-            self._later("keepalive", limits.keepalive_time_s, self._keepalive)
-        if limits.max_connection_age_s:
-            self._later("age", limits.max_connection_age_s, self._age_reached)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
-        self.connections.discard(self)
-        for timer in self._timers.values():
-            timer.cancel()
+    def data_to_send(self) -> bytes:
+        """What waits to be sent, taken out of the outbox."""
+        outbox = self._outbox
+        if not outbox:
+            return b""
+        data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
+        outbox.clear()
+        return data
+
+    def lose(self) -> list[StreamEvents]:
+        """The connection is gone: every stream ends; returns their handlers, to be reset."""
+        self.closed = True
+        self._outbox.clear()
         streams = list(self._streams.values())
         self._streams.clear()
         self._blocked.clear()
+        handlers = []
         for stream in streams:
             stream.local_closed = stream.remote_closed = True
             stream._wake()
             if stream.events is not None:
-                stream.events.stream_reset()
-        if not self.lost.done():
-            self.lost.set_result(None)
+                handlers.append(stream.events)
+        return handlers
 
-    def pause_writing(self) -> None:
-        # The peer does not read what we send (answers, PING and SETTINGS acknowledgements):
-        # read no more from it until it does, so what waits to be sent stays bounded.
-        self._paused = True
-        if not self._closed:
-            self.transport.pause_reading()  # type: ignore[union-attr]
-
-    def resume_writing(self) -> None:
-        self._paused = False
-        if not self._closed:
-            self.transport.resume_reading()  # type: ignore[union-attr]
+    def resume(self) -> None:
+        """What was sent has left: streams waiting in `drained` go on."""
+        self.paused = False
         for stream in list(self._streams.values()):
             stream._wake()
 
-    def data_received(self, data: bytes) -> None:
-        if self._closed:
+    def receive(self, data: bytes) -> Generator[Event, None, None]:
+        """Parse `data`, yielding events as they happen; iterate to the end, then send
+        `data_to_send()`. A connection error is answered (GOAWAY) and closes the connection."""
+        if self.closed:
             return  # closing: input is discarded (see _close)
         buffer = self._buffer
         if buffer:
@@ -359,21 +399,24 @@ class Http2Connection(asyncio.Protocol):
                 return  # a large frame still arriving: do not copy it again and again
             data = bytes(buffer)
             buffer.clear()
-        self._batch = []
+        self._receiving = True
         try:
-            consumed = self._frames(data)
-        except _ConnectionError as exc:
-            self._fail(exc.code, str(exc))
-            consumed = len(data)
+            try:
+                consumed = yield from self._frames(data)
+            except _ConnectionError as exc:
+                self._events.clear()
+                self._fail(exc.code, str(exc))
+                consumed = len(data)
+        finally:
+            self._receiving = False
         if consumed < len(data):
             buffer += memoryview(data)[consumed:]
-        batch, self._batch = self._batch, None
-        if batch and not self._closed:
-            self.transport.write(b"".join(batch))  # type: ignore[union-attr]
 
     # -- receiving ---------------------------------------------------------------------------
 
-    def _frames(self, data: bytes) -> int:
+    def _frames(self, data: bytes) -> Generator[Event, None, int]:
+        """Parse the frames in `data`, yielding each frame's events before the next frame is
+        parsed; returns how much of `data` was used (the rest is an incomplete frame)."""
         position = 0
         end = len(data)
         if self._preface:
@@ -397,7 +440,16 @@ class Http2Connection(asyncio.Protocol):
             start = position + 9
             position = start + length
             self._frame(kind, flags, stream_id & 0x7FFFFFFF, data[start:position])
-            if self._closed:
+            if self._events:
+                events, self._events = self._events, []
+                for event in events:
+                    yield event
+                    if type(event) is RequestReceived or type(event) is DataReceived:
+                        # Answered and ended by its handler: the stream is done.
+                        stream = event.stream
+                        if stream.local_closed and stream.remote_closed:
+                            self._forget(stream)
+            if self.closed:
                 return end
         self._need = 9
         return position
@@ -479,10 +531,7 @@ class Http2Connection(asyncio.Protocol):
             stream.acknowledge(length - len(data))  # the padding is nobody's to take
         else:
             stream.acknowledge(length)
-        if stream.events is not None:
-            stream.events.data_received(data, end)
-        if end and stream.local_closed:
-            self._forget(stream)
+        self._events.append(DataReceived(stream, data, end))
 
     def _headers(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id == 0 or stream_id % 2 == 0:
@@ -529,10 +578,7 @@ class Http2Connection(asyncio.Protocol):
                 self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
                 return
             stream.remote_closed = True
-            if stream.events is not None:
-                stream.events.data_received(b"", True)
-            if stream.local_closed:
-                self._forget(stream)
+            self._events.append(DataReceived(stream, b"", True))
             return
         if stream_id <= self._last_stream_id:
             raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"stream {stream_id} was already used")
@@ -555,9 +601,7 @@ class Http2Connection(asyncio.Protocol):
         stream.remote_closed = end
         stream.content_length = content_length
         self._streams[stream_id] = stream
-        stream.events = self.on_request(stream, headers, end)
-        if stream.local_closed and stream.remote_closed:
-            self._forget(stream)
+        self._events.append(RequestReceived(stream, headers, end))  # its handler sets stream.events
 
     def _malformed(self, stream_id: int, exc: MalformedRequest) -> None:
         log.debug("HTTP/2 stream %d: malformed request: %s", stream_id, exc)
@@ -618,10 +662,10 @@ class Http2Connection(asyncio.Protocol):
                     raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"MAX_FRAME_SIZE {value} out of range")
                 self.peer_max_frame = value
         self._write(frame(SETTINGS, ACK, 0))
+        self._flush_blocked()
         if not self._settings_received:
             self._settings_received = True
-            self._cancel("handshake")
-        self._flush_blocked()
+            self._events.append(HandshakeDone())
 
     def _ping(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id:
@@ -629,7 +673,7 @@ class Http2Connection(asyncio.Protocol):
         if len(payload) != 8:
             raise _ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "PING of the wrong size")
         if flags & ACK:
-            self._cancel("keepalive-timeout")
+            self._events.append(PingAcknowledged())
             return
         # gRPC's ping abuse policy: pings closer together than the configured interval (two
         # hours while there are no calls, unless permitted without calls) are strikes, unless
@@ -665,15 +709,15 @@ class Http2Connection(asyncio.Protocol):
         self._forget(stream)
         stream._wake()
         if events is not None:
-            events.stream_reset()
+            self._events.append(StreamReset(events))
 
     # -- sending -----------------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
-        if self._batch is not None:
-            self._batch.append(data)
-        elif not self._closed:
-            self.transport.write(data)  # type: ignore[union-attr]
+        if not self.closed:
+            self._outbox.append(data)
+            if not self._receiving:
+                self.on_output()
 
     def _sent_payload(self) -> None:
         # Sending headers or data resets gRPC's ping accounting.
@@ -746,7 +790,7 @@ class Http2Connection(asyncio.Protocol):
             events = stream.events
             stream.reset(code)
             if events is not None:
-                events.stream_reset()
+                self._events.append(StreamReset(events))
         else:
             self._write(frame(RST_STREAM, 0, stream_id, _U32.pack(code)))
 
@@ -763,16 +807,12 @@ class Http2Connection(asyncio.Protocol):
         self._close()
 
     def _close(self) -> None:
-        """Close after what was written (GOAWAY last) has left; input is discarded meanwhile."""
-        if self._closed:
+        """Close once what was written (GOAWAY last) has left; input is discarded meanwhile."""
+        if self.closed:
             return
-        transport = self.transport
-        assert transport is not None
-        if self._batch:
-            transport.write(b"".join(self._batch))
-            self._batch.clear()
-        self._closed = True
-        close_lingering(transport)
+        self.closed = True
+        if not self._receiving:
+            self.on_output()
 
     def shutdown(self) -> None:
         """Refuse new streams; close once the open ones finish."""
@@ -780,54 +820,23 @@ class Http2Connection(asyncio.Protocol):
         if not self._streams:
             self._close()
 
-    def abort(self) -> None:
-        if self.transport is not None:
-            self._closed = True
-            self.transport.abort()
+    def idle_for(self) -> float:
+        """Seconds the connection has had no open stream (0 while it has one)."""
+        return 0.0 if self._streams else time.monotonic() - self._idle_since
 
-    def _later(self, name: str, delay: float, callback: Callable[[], None]) -> None:
-        self._cancel(name)
-        self._timers[name] = asyncio.get_event_loop().call_later(delay, callback)
-
-    def _cancel(self, name: str) -> None:
-        timer = self._timers.pop(name, None)
-        if timer is not None:
-            timer.cancel()
-
-    def _idle_check(self) -> None:
-        # One timer for the connection's life rather than one per call: when it fires, it
-        # looks at how long the connection has had no stream, and waits the rest.
-        limit = self.limits.idle_timeout_s or 0.0
-        idle_for = 0.0 if self._streams else time.monotonic() - self._idle_since
-        if idle_for < limit:
-            self._later("idle", limit - idle_for, self._idle_check)
-        elif not self._closed:
-            log.debug("closing an idle HTTP/2 connection")
-            self.shutdown()
-
-    def _handshake_timed_out(self) -> None:
+    def handshake_timed_out(self) -> None:
         log.debug("closing an HTTP/2 connection that did not send its preface and SETTINGS in time")
         self._goaway(ErrorCode.PROTOCOL_ERROR, b"no preface and SETTINGS in time")
         self._close()
 
-    def _keepalive(self) -> None:
+    def keepalive_ping(self) -> bool:
+        """Send a keepalive PING if gRPC's policy allows one now; True when one was sent (its
+        answer is then due within keepalive_timeout_s)."""
         limits = self.limits
-        if self._closed:
-            return
         with_calls = bool(self._streams) or limits.keepalive_permit_without_calls
         room = not limits.max_pings_without_data or self._pings_without_data < limits.max_pings_without_data
-        if with_calls and room and "keepalive-timeout" not in self._timers:
+        if with_calls and room:
             self._pings_without_data += 1
             self._write(frame(PING, 0, 0, os.urandom(8)))
-            self._later("keepalive-timeout", limits.keepalive_timeout_s, self._keepalive_timed_out)
-        self._later("keepalive", limits.keepalive_time_s or 0, self._keepalive)
-
-    def _keepalive_timed_out(self) -> None:
-        log.info("closing a gRPC connection: no answer to a keepalive ping")
-        self.abort()
-
-    def _age_reached(self) -> None:
-        self.shutdown()
-        grace = self.limits.max_connection_age_grace_s
-        if grace is not None and not self._closed:
-            self._later("age-grace", grace, self.abort)
+            return True
+        return False

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import enum
 
-from ...errors import GRPC_STATUS_NAME, NaiadError
-
-__all__ = ["StatusCode", "RpcError", "status_of"]
+__all__ = ["StatusCode", "RpcError"]
 
 
 class StatusCode(enum.IntEnum):
@@ -37,7 +35,3 @@ class RpcError(Exception):
         super().__init__(details)
         self.code = code
         self.details = details
-
-
-def status_of(error: NaiadError) -> StatusCode:
-    return StatusCode[GRPC_STATUS_NAME[error.code]]
