@@ -1,19 +1,24 @@
 """naiad on Ray Serve beside plain `naiad serve`, on the same repository, in one run.
 
     .venv/bin/python bench/ray_bench.py [--duration 10] [--clients 64] [--replicas 1 2]
-                                        [--modes proxy haproxy]
+                                        [--modes direct proxy haproxy]
 
-Drives plain `naiad serve` (its own HTTP server, then uvicorn, the server Ray Serve runs
-naiad's app under) and the naiad_ray deployment with 1 and then 2 replicas, with the same
-HTTP binary-tensor requests: wrk, one thread pinned to CPU 1, 64 connections,
-../shared/bench's wrk_bin.lua and make_bodies.py on its add_sub model (Python backend).
-Prints requests/s, p50 and p99 per row with the ratio to plain `naiad serve`.
+Drives plain `naiad serve --workers 1` (one process: the peer of one replica) and
+`--workers 2`, then the naiad_ray deployment with 1 and then 2 replicas, with the same HTTP
+binary-tensor requests: wrk, one thread pinned to CPU 1, 64 connections, ../shared/bench's
+wrk_bin.lua and make_bodies.py on its add_sub model (Python backend). Prints requests/s,
+p50 and p99 per row with the ratio to `naiad serve --workers 1`, measured again last to
+show how much the machine's load drifted meanwhile.
 
 Ray Serve modes, each on a fresh local cluster (2 CPUs, every Ray process on 127.0.0.1):
-- proxy: Ray Serve's defaults; requests go through its proxy actor to the replicas.
+- direct: naiad_ray's default; each replica serves naiad's own HTTP/1.1 server on the
+  node's shared port (SO_REUSEPORT), no Ray component on the request's path (Ray Serve's
+  proxy is disabled).
+- proxy: Ray Serve's HTTP proxy; requests go through its proxy actor to the replicas.
 - haproxy: RAY_SERVE_THROUGHPUT_OPTIMIZED=1 and RAY_SERVE_ENABLE_HA_PROXY=1; HAProxy
-  sends requests straight to each replica's own HTTP server. Ray then binds HAProxy and the
-  replicas' ports on all interfaces (for other nodes); the load stays on loopback.
+  sends requests straight to each replica's own (uvicorn) HTTP server. Ray then binds
+  HAProxy and the replicas' ports on all interfaces (for other nodes); the load stays on
+  loopback. Adds a row of `naiad serve` under uvicorn, the server Ray runs the app under.
 Ray workers run at the same priority as `naiad serve` (RAY_worker_niceness=0; Ray's default
 of 15 would lose every contest for the CPU on a busy machine).
 Needs naiad-ray (integrations/ray) installed and wrk.
@@ -35,6 +40,7 @@ from naiad.testing import ServerProcess, free_port
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 MODES = {
+    "direct": {},
     "proxy": {},
     "haproxy": {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"},
 }
@@ -100,11 +106,18 @@ def ray_rows(load: Load, repository: Path, mode: str, replica_counts: list[int])
     rows = []
     try:
         port = free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        if mode == "direct":
+            serve.start(proxy_location="Disabled")
+            ports = {"host": "127.0.0.1", "http_port": port, "grpc_port": free_port()}
+            route_prefix = None
+        else:
+            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            ports = {"http_port": None, "grpc_port": None}
+            route_prefix = "/"
         for replicas in replica_counts:
             app = naiad_ray.build_app(str(repository), min_replicas=replicas, max_replicas=replicas,
-                                      num_cpus=2 / max(replica_counts))
-            serve.run(app, name="naiad", route_prefix="/")
+                                      num_cpus=2 / max(replica_counts), **ports)
+            serve.run(app, name="naiad", route_prefix=route_prefix)
             rows.append(load.run(f"ray {mode} x{replicas}", f"127.0.0.1:{port}"))
             serve.delete("naiad")
         serve.shutdown()
@@ -119,9 +132,9 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=10, help="seconds of load per row")
     parser.add_argument("--clients", type=int, default=64, help="wrk connections")
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=["proxy", "haproxy"])
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--model", default="add_sub")
-    parser.add_argument("--ray-child", choices=sorted(MODES), help=argparse.SUPPRESS)
+    parser.add_argument("--ray-child", choices=list(MODES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     bench: Path = args.bench_dir.resolve()
     repository = bench / "models"
@@ -132,10 +145,13 @@ def main() -> None:
         print("ROWS " + json.dumps([asdict(row) for row in rows]))
         return
 
+    plain = [(f"naiad --workers {n}", ["--workers", str(n)]) for n in sorted(set(args.replicas))]
+    if "haproxy" in args.modes:
+        plain.append(("naiad uvicorn", ["--workers", "1", "--http-server", "uvicorn"]))
     rows = []
-    for name, flags in (("naiad serve", []), ("naiad uvicorn", ["--http-server", "uvicorn"])):
-        with ServerProcess(repository, *flags) as plain:
-            rows.append(load.run(name, plain.http_url))
+    for name, flags in plain:
+        with ServerProcess(repository, *flags) as server:
+            rows.append(load.run(name, server.http_url))
     for mode in args.modes:
         child = subprocess.run(
             [sys.executable, __file__, "--ray-child", mode, "--bench-dir", str(bench), "--model", args.model,
@@ -147,13 +163,16 @@ def main() -> None:
         if child.returncode or not found:
             raise RuntimeError(f"Ray Serve mode {mode} failed:\n{child.stdout[-3000:]}\n{child.stderr[-3000:]}")
         rows += [Row(**row) for row in json.loads(found.group(1))]
+    # Once more at the end: how far the machine's load drifted during the run.
+    with ServerProcess(repository, *plain[0][1]) as server:
+        rows.append(load.run(f"{plain[0][0]} (again)", server.http_url))
 
     base = rows[0].rps
     print(f"HTTP binary tensors, {args.model}, {args.clients} connections, {args.duration} s per row, "
-          f"{os.cpu_count()} CPUs")
-    print(f"{'server':<18}{'req/s':>9}{'p50':>10}{'p99':>10}{'non-2xx':>9}{'vs naiad':>10}")
+          f"{os.cpu_count()} CPUs; ratios to `{rows[0].name}` (one process, as one replica)")
+    print(f"{'server':<28}{'req/s':>9}{'p50':>10}{'p99':>10}{'non-2xx':>9}{'vs naiad':>10}")
     for row in rows:
-        print(f"{row.name:<18}{row.rps:>9.0f}{row.p50:>10}{row.p99:>10}{row.non_2xx:>9}{row.rps / base:>10.2f}")
+        print(f"{row.name:<28}{row.rps:>9.0f}{row.p50:>10}{row.p99:>10}{row.non_2xx:>9}{row.rps / base:>10.2f}")
 
 
 if __name__ == "__main__":
