@@ -3,12 +3,13 @@
     .venv/bin/python bench/ray_bench.py [--duration 10] [--clients 64] [--replicas 1 2]
                                         [--modes direct proxy haproxy]
 
-Drives plain `naiad serve --workers 1` (one process: the peer of one replica) and
-`--workers 2`, then the naiad_ray deployment with 1 and then 2 replicas, with the same HTTP
-binary-tensor requests: wrk, one thread pinned to CPU 1, 64 connections, ../shared/bench's
-wrk_bin.lua and make_bodies.py on its add_sub model (Python backend). Prints requests/s,
-p50 and p99 per row with the ratio to `naiad serve --workers 1`, measured again last to
-show how much the machine's load drifted meanwhile.
+Drives the naiad_ray deployment with 1 and then 2 replicas, each between two runs of its
+plain peer: `naiad serve --workers 1` (one process, as one replica) for 1 replica,
+`--workers 2` for 2, so that the ratio compares figures taken minutes apart at most on a
+machine whose load drifts. Every row gets the same HTTP binary-tensor requests: wrk, one
+thread pinned to CPU 1, 64 connections, ../shared/bench's wrk_bin.lua and make_bodies.py on
+its add_sub model (Python backend). Prints requests/s, p50 and p99 per row, and for each
+Ray row the ratio to the mean of its peer's two rows.
 
 Ray Serve modes, each on a fresh local cluster (2 CPUs, every Ray process on 127.0.0.1):
 - direct: naiad_ray's default; each replica serves naiad's own HTTP/1.1 server on the
@@ -18,7 +19,7 @@ Ray Serve modes, each on a fresh local cluster (2 CPUs, every Ray process on 127
 - haproxy: RAY_SERVE_THROUGHPUT_OPTIMIZED=1 and RAY_SERVE_ENABLE_HA_PROXY=1; HAProxy
   sends requests straight to each replica's own (uvicorn) HTTP server. Ray then binds
   HAProxy and the replicas' ports on all interfaces (for other nodes); the load stays on
-  loopback. Adds a row of `naiad serve` under uvicorn, the server Ray runs the app under.
+  loopback.
 Ray workers run at the same priority as `naiad serve` (RAY_worker_niceness=0; Ray's default
 of 15 would lose every contest for the CPU on a busy machine).
 Needs naiad-ray (integrations/ray) installed and wrk.
@@ -59,6 +60,7 @@ class Row:
     p50: str
     p99: str
     non_2xx: int
+    peer: str = ""  # the plain `naiad serve` this row compares with, measured around it
 
 
 class Load:
@@ -70,7 +72,7 @@ class Load:
         self.bodies = tempfile.mkdtemp(prefix="ray-bench-")
         subprocess.run([sys.executable, str(bench / "make_bodies.py"), self.bodies, model], check=True)
 
-    def run(self, name: str, host_port: str) -> Row:
+    def run(self, name: str, host_port: str, peer: str = "") -> Row:
         self._wrk(host_port, 2, 8)  # warm-up: connections, model process, caches
         out = self._wrk(host_port, self.duration, self.clients)
         found = {key: re.search(pattern, out, re.M) for key, pattern in (
@@ -83,7 +85,7 @@ class Load:
             print(f"{name}: {errors.group(0)}", file=sys.stderr)
         non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
         return Row(name, float(found["rps"].group(1)), found["p50"].group(1), found["p99"].group(1),
-                   int(non_2xx.group(1)) if non_2xx else 0)
+                   int(non_2xx.group(1)) if non_2xx else 0, peer)
 
     def _wrk(self, host_port: str, duration: int, clients: int) -> str:
         command = ["wrk", "-t1", f"-c{clients}", f"-d{duration}s", "-s", str(self.bench / "wrk_bin.lua"),
@@ -95,7 +97,9 @@ class Load:
 
 
 def ray_rows(load: Load, repository: Path, mode: str, replica_counts: list[int]) -> list[Row]:
-    """Rows for one Ray Serve mode; run in a child process whose environment Ray read."""
+    """Rows for one Ray Serve mode; run in a child process whose environment Ray read.
+    Each deployment is measured between two runs of its plain peer (`naiad serve --workers
+    N`, N the replicas), which run beside the idle Ray cluster."""
     import ray
     from ray import serve
 
@@ -115,15 +119,23 @@ def ray_rows(load: Load, repository: Path, mode: str, replica_counts: list[int])
             ports = {"http_port": None, "grpc_port": None}
             route_prefix = "/"
         for replicas in replica_counts:
+            peer = f"naiad --workers {replicas}"
+            rows.append(plain_row(load, repository, peer, replicas))
             app = naiad_ray.build_app(str(repository), min_replicas=replicas, max_replicas=replicas,
                                       num_cpus=2 / max(replica_counts), **ports)
             serve.run(app, name="naiad", route_prefix=route_prefix)
-            rows.append(load.run(f"ray {mode} x{replicas}", f"127.0.0.1:{port}"))
+            rows.append(load.run(f"ray {mode} x{replicas}", f"127.0.0.1:{port}", peer))
             serve.delete("naiad")
+            rows.append(plain_row(load, repository, peer, replicas))
         serve.shutdown()
     finally:
         ray.shutdown()
     return rows
+
+
+def plain_row(load: Load, repository: Path, name: str, workers: int) -> Row:
+    with ServerProcess(repository, "--workers", str(workers)) as server:
+        return load.run(name, server.http_url)
 
 
 def main() -> None:
@@ -145,13 +157,7 @@ def main() -> None:
         print("ROWS " + json.dumps([asdict(row) for row in rows]))
         return
 
-    plain = [(f"naiad --workers {n}", ["--workers", str(n)]) for n in sorted(set(args.replicas))]
-    if "haproxy" in args.modes:
-        plain.append(("naiad uvicorn", ["--workers", "1", "--http-server", "uvicorn"]))
     rows = []
-    for name, flags in plain:
-        with ServerProcess(repository, *flags) as server:
-            rows.append(load.run(name, server.http_url))
     for mode in args.modes:
         child = subprocess.run(
             [sys.executable, __file__, "--ray-child", mode, "--bench-dir", str(bench), "--model", args.model,
@@ -163,16 +169,17 @@ def main() -> None:
         if child.returncode or not found:
             raise RuntimeError(f"Ray Serve mode {mode} failed:\n{child.stdout[-3000:]}\n{child.stderr[-3000:]}")
         rows += [Row(**row) for row in json.loads(found.group(1))]
-    # Once more at the end: how far the machine's load drifted during the run.
-    with ServerProcess(repository, *plain[0][1]) as server:
-        rows.append(load.run(f"{plain[0][0]} (again)", server.http_url))
 
-    base = rows[0].rps
     print(f"HTTP binary tensors, {args.model}, {args.clients} connections, {args.duration} s per row, "
-          f"{os.cpu_count()} CPUs; ratios to `{rows[0].name}` (one process, as one replica)")
-    print(f"{'server':<28}{'req/s':>9}{'p50':>10}{'p99':>10}{'non-2xx':>9}{'vs naiad':>10}")
-    for row in rows:
-        print(f"{row.name:<28}{row.rps:>9.0f}{row.p50:>10}{row.p99:>10}{row.non_2xx:>9}{row.rps / base:>10.2f}")
+          f"{os.cpu_count()} CPUs. A Ray row's ratio is to the mean of its peer's rows before and after it "
+          "(x1: `naiad serve --workers 1`, one process as one replica; x2: `--workers 2`).")
+    print(f"{'server':<20}{'req/s':>9}{'p50':>10}{'p99':>10}{'non-2xx':>9}{'vs peer':>9}")
+    for i, row in enumerate(rows):
+        ratio = ""
+        if row.peer:
+            before, after = rows[i - 1], rows[i + 1]
+            ratio = f"{2 * row.rps / (before.rps + after.rps):.2f}"
+        print(f"{row.name:<20}{row.rps:>9.0f}{row.p50:>10}{row.p99:>10}{row.non_2xx:>9}{ratio:>9}")
 
 
 if __name__ == "__main__":

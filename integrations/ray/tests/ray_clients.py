@@ -69,14 +69,18 @@ class Outcome:
 class Load:
     """`clients` threads, each with its own tritonclient, sending requests back to back
     until stopped (or `limit_s` passed). With `retry_connection_failures`, a request lost
-    with its connection is sent once more on a new connection (and marked `retried`)."""
+    with its connection is sent again on a new connection, up to `RESENDS` times 0.2 s
+    apart (a replica being killed accepts connections until its process is gone), and
+    marked `retried`."""
+
+    RESENDS = 5
 
     def __init__(self, url: str, clients: int, model: str = "pid_add", limit_s: float = 90.0,
                  connect: Callable[[str], Client] = http_client, retry_connection_failures: bool = False) -> None:
         self.outcomes: list[Outcome] = []
         self._stop = threading.Event()
         self._deadline = time.monotonic() + limit_s
-        self._retry = retry_connection_failures
+        self._resends = self.RESENDS if retry_connection_failures else 0
         self._threads = [threading.Thread(target=self._run, args=(url, model, connect), daemon=True)
                          for _ in range(clients)]
 
@@ -85,18 +89,17 @@ class Load:
         try:
             while not self._stop.is_set() and time.monotonic() < self._deadline:
                 started = time.monotonic()
-                try:
-                    self.outcomes.append(Outcome(started, infer_pid(client, model), None))
-                except Exception as exc:  # noqa: BLE001 - every failure is recorded and asserted on
-                    if not (self._retry and is_connection_failure(exc)):
-                        self.outcomes.append(Outcome(started, None, f"{type(exc).__name__}: {exc}"))
-                        continue
-                    client.close()
-                    client = connect(url)
+                for attempt in range(self._resends + 1):
                     try:
-                        self.outcomes.append(Outcome(started, infer_pid(client, model), None, retried=True))
-                    except Exception as again:  # noqa: BLE001
-                        self.outcomes.append(Outcome(started, None, f"{type(again).__name__}: {again}", True))
+                        self.outcomes.append(Outcome(started, infer_pid(client, model), None, attempt > 0))
+                        break
+                    except Exception as exc:  # noqa: BLE001 - every failure is recorded and asserted on
+                        if attempt == self._resends or not is_connection_failure(exc):
+                            self.outcomes.append(Outcome(started, None, f"{type(exc).__name__}: {exc}", attempt > 0))
+                            break
+                        client.close()
+                        time.sleep(0.2)
+                        client = connect(url)
         finally:
             client.close()
 
@@ -125,6 +128,10 @@ def wait_for(condition, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def replica_states(app: str = "naiad") -> dict[str, int]:
+    """How many replicas are in each state (RUNNING, STARTING, STOPPING, ...)."""
+    return {state: n for state, n in serve.status().applications[app].deployments["naiad"].replica_states.items() if n}
+
+
 def running_replicas(app: str = "naiad") -> int:
-    status = serve.status().applications[app].deployments["naiad"]
-    return status.replica_states.get("RUNNING", 0)
+    return replica_states(app).get("RUNNING", 0)

@@ -19,7 +19,7 @@ from tritonclient.utils import InferenceServerException
 
 import naiad_ray
 from naiad.testing import free_port
-from ray_clients import Load, grpc_client, http_client, infer_pid, running_replicas, wait_for
+from ray_clients import Load, grpc_client, http_client, infer_pid, replica_states, running_replicas, wait_for
 from ray_models import write_identity_model, write_pid_model
 
 APP = "direct"
@@ -30,8 +30,16 @@ def process_title(pid: int) -> str:
 
 
 class Ports:
-    def __init__(self) -> None:
+    """The two loopback ports every replica of the application listens on."""
+
+    def __init__(self, repository: Path) -> None:
+        self.repository = repository
         self.http, self.grpc = free_port(), free_port()
+
+    def deploy(self, replicas: int) -> None:
+        app = naiad_ray.build_app(str(self.repository), host="127.0.0.1", http_port=self.http, grpc_port=self.grpc,
+                                  min_replicas=replicas, max_replicas=replicas, num_cpus=0.5)
+        serve.run(app, name=APP, route_prefix=None)  # nothing through Ray Serve's proxy
 
     @property
     def http_url(self) -> str:
@@ -48,10 +56,8 @@ def ports(serve_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     repository = tmp_path_factory.mktemp("repository")
     write_pid_model(repository, "pid_add")
     write_identity_model(repository)
-    ports = Ports()
-    app = naiad_ray.build_app(str(repository), host="127.0.0.1", http_port=ports.http, grpc_port=ports.grpc,
-                              min_replicas=2, max_replicas=2, num_cpus=0.5)
-    serve.run(app, name=APP, route_prefix=None)  # nothing through Ray Serve's proxy
+    ports = Ports(repository)
+    ports.deploy(replicas=2)
     try:
         yield ports
     finally:
@@ -111,9 +117,10 @@ CLIENTS = 8
 def test_a_killed_replica_loses_only_its_connections(ports: Ports) -> None:
     # No proxy stands between a client and its replica: a SIGKILL takes the victim's
     # connections with it, and the requests on them are lost before any answer. A client
-    # that sends such a request once more on a new connection (as a load balancer retries
-    # a reset connection) has every request answered: the kernel gives the new connection
-    # to the survivor until Ray Serve's replacement listens beside it.
+    # that sends such a request again on a new connection (as a load balancer retries a
+    # reset connection) has every request answered: the kernel gives new connections to the
+    # survivor (once the victim's process, which holds its listening socket, is gone) until
+    # Ray Serve's replacement listens beside it.
     with Load(ports.http_url, clients=CLIENTS, retry_connection_failures=True) as load:
         wait_for(lambda: len(load.pids_since(0)) >= 2, 30, "answers from two replicas")
         victim, survivor = sorted(load.pids_since(0))
@@ -156,3 +163,37 @@ def test_a_taken_port_fails_the_deployment_with_the_address(serve_url: str, tmp_
         assert f"cannot listen on 127.0.0.1:{port}" in message, message
     finally:
         serve.delete("taken")
+
+
+def test_a_replica_the_autoscaler_removes_drains_its_connections(serve_url: str, tmp_path: Path) -> None:
+    # Two replicas to start with, and a target no queue reaches: Ray Serve removes one a few
+    # seconds in, under load. The replica it stops closes its listening sockets first,
+    # finishes what it is answering and closes its connections: gRPC clients get a GOAWAY
+    # and move to a new connection by themselves, without a failed call; an HTTP client's
+    # next POST on a closed keep-alive connection never reaches a server and is sent again.
+    write_pid_model(tmp_path, "pid_add")
+    ports = Ports(tmp_path)
+    app = naiad_ray.build_app(
+        str(tmp_path), host="127.0.0.1", http_port=ports.http, grpc_port=ports.grpc, min_replicas=1,
+        max_replicas=2, target_pending_requests=1000, num_cpus=0.5,
+        autoscaling_options={"initial_replicas": 2, "downscale_delay_s": 5, "metrics_interval_s": 0.5,
+                             "look_back_period_s": 1},
+    )
+    serve.run(app, name="shrinking", route_prefix=None)
+    try:
+        grpc_load = Load(ports.grpc_url, clients=12, connect=grpc_client)
+        http_load = Load(ports.http_url, clients=4, retry_connection_failures=True)
+        with grpc_load, http_load:
+            wait_for(lambda: replica_states("shrinking") == {"RUNNING": 1}, 60, "Ray Serve to remove a replica")
+            stopped_at = time.monotonic()
+            wait_for(lambda: len([o for o in grpc_load.outcomes if o.started > stopped_at + 1]) >= 50, 30,
+                     "gRPC requests after the removal")
+        assert not grpc_load.errors(), grpc_load.errors()[:5]
+        assert not http_load.errors(), http_load.errors()[:5]
+        before, after = grpc_load.pids_since(0), grpc_load.pids_since(stopped_at + 1)
+        assert len(after) == 1 and http_load.pids_since(stopped_at + 1) == after
+        # gRPC connections were on the removed replica (twelve connections: all on the
+        # survivor one time in 4096) and moved without a failed call.
+        assert len(before) == 2, before
+    finally:
+        serve.delete("shrinking")

@@ -31,9 +31,9 @@ class NaiadReplica:
 
     async def __init__(self, options: ServerOptions, max_input_size: int = DEFAULT_MAX_INPUT_SIZE,
                        direct: DirectPorts | None = None) -> None:
-        self._server = Server(options)
-        self._max_input_size = max_input_size
         self._listeners: Listeners | None = None
+        self._max_input_size = max_input_size
+        self._server = Server(options)
         await self._server.start()
         failures = self._server.startup_failures
         if failures and options.exit_on_error:
