@@ -8,8 +8,9 @@ plain peer: `naiad serve --workers 1` (one process, as one replica) for 1 replic
 `--workers 2` for 2, so that the ratio compares figures taken minutes apart at most on a
 machine whose load drifts. Every row gets the same HTTP binary-tensor requests: wrk, one
 thread pinned to CPU 1, 64 connections, ../shared/bench's wrk_bin.lua and make_bodies.py on
-its add_sub model (Python backend). Prints requests/s, p50 and p99 per row, and for each
-Ray row the ratio to the mean of its peer's two rows.
+its add_sub model (Python backend). Prints requests/s, p50, p99 and the CPU time the
+serving processes spent per request (less sensitive than requests/s to what else runs on
+the machine) per row, and for each Ray row both ratios to the mean of its peer's two rows.
 
 Ray Serve modes, each on a fresh local cluster (2 CPUs, every Ray process on 127.0.0.1):
 - direct: naiad_ray's default; each replica serves naiad's own HTTP/1.1 server on the
@@ -36,6 +37,9 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
+
+import psutil
 
 from naiad.testing import ServerProcess, free_port
 
@@ -60,6 +64,7 @@ class Row:
     p50: str
     p99: str
     non_2xx: int
+    cpu_us: float  # CPU time of the serving processes per request, microseconds
     peer: str = ""  # the plain `naiad serve` this row compares with, measured around it
 
 
@@ -72,11 +77,16 @@ class Load:
         self.bodies = tempfile.mkdtemp(prefix="ray-bench-")
         subprocess.run([sys.executable, str(bench / "make_bodies.py"), self.bodies, model], check=True)
 
-    def run(self, name: str, host_port: str, peer: str = "") -> Row:
+    def run(self, name: str, host_port: str, serving: Callable[[], list[psutil.Process]], peer: str = "") -> Row:
+        """One row; `serving` finds the processes that serve it (their CPU time is counted)."""
         self._wrk(host_port, 2, 8)  # warm-up: connections, model process, caches
+        processes = serving()
+        cpu_before = cpu_seconds(processes)
         out = self._wrk(host_port, self.duration, self.clients)
+        cpu = cpu_seconds(processes) - cpu_before
         found = {key: re.search(pattern, out, re.M) for key, pattern in (
             ("rps", r"Requests/sec:\s+([\d.]+)"), ("p50", r"^\s+50%\s+(\S+)"), ("p99", r"^\s+99%\s+(\S+)"),
+            ("requests", r"(\d+) requests in"),
         )}
         if not all(found.values()):
             raise RuntimeError(f"unexpected wrk output:\n{out}")
@@ -84,8 +94,9 @@ class Load:
         if errors:
             print(f"{name}: {errors.group(0)}", file=sys.stderr)
         non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+        requests = int(found["requests"].group(1))
         return Row(name, float(found["rps"].group(1)), found["p50"].group(1), found["p99"].group(1),
-                   int(non_2xx.group(1)) if non_2xx else 0, peer)
+                   int(non_2xx.group(1)) if non_2xx else 0, 1e6 * cpu / max(requests, 1), peer)
 
     def _wrk(self, host_port: str, duration: int, clients: int) -> str:
         command = ["wrk", "-t1", f"-c{clients}", f"-d{duration}s", "-s", str(self.bench / "wrk_bin.lua"),
@@ -94,6 +105,35 @@ class Load:
             command = ["taskset", "-c", "1", *command]
         env = {**os.environ, "BODY_DIR": self.bodies}
         return subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+
+
+def cpu_seconds(processes: list[psutil.Process]) -> float:
+    """User and system CPU time the processes have used so far (those gone count zero)."""
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def with_descendants(roots: list[psutil.Process]) -> list[psutil.Process]:
+    """The processes and all theirs: a naiad server's Python-backend model processes."""
+    return [p for root in roots for p in (root, *root.children(recursive=True))]
+
+
+def ray_serving(mode: str) -> list[psutil.Process]:
+    """The replicas (with their model processes), and Ray Serve's proxy or HAProxy, which
+    carry each request on those paths."""
+    roots = []
+    for process in psutil.process_iter(["cmdline", "name"]):
+        command = " ".join(process.info["cmdline"] or ())
+        if "ServeReplica:naiad" in command or (mode != "direct" and (
+                "ProxyActor" in command or process.info["name"] == "haproxy")):
+            roots.append(process)
+    return with_descendants(roots)
 
 
 def ray_rows(load: Load, repository: Path, mode: str, replica_counts: list[int]) -> list[Row]:
@@ -124,7 +164,7 @@ def ray_rows(load: Load, repository: Path, mode: str, replica_counts: list[int])
             app = naiad_ray.build_app(str(repository), min_replicas=replicas, max_replicas=replicas,
                                       num_cpus=2 / max(replica_counts), **ports)
             serve.run(app, name="naiad", route_prefix=route_prefix)
-            rows.append(load.run(f"ray {mode} x{replicas}", f"127.0.0.1:{port}", peer))
+            rows.append(load.run(f"ray {mode} x{replicas}", f"127.0.0.1:{port}", lambda: ray_serving(mode), peer))
             serve.delete("naiad")
             rows.append(plain_row(load, repository, peer, replicas))
         serve.shutdown()
@@ -135,7 +175,8 @@ def ray_rows(load: Load, repository: Path, mode: str, replica_counts: list[int])
 
 def plain_row(load: Load, repository: Path, name: str, workers: int) -> Row:
     with ServerProcess(repository, "--workers", str(workers)) as server:
-        return load.run(name, server.http_url)
+        assert server.process is not None
+        return load.run(name, server.http_url, lambda: with_descendants([psutil.Process(server.process.pid)]))
 
 
 def main() -> None:
@@ -173,13 +214,18 @@ def main() -> None:
     print(f"HTTP binary tensors, {args.model}, {args.clients} connections, {args.duration} s per row, "
           f"{os.cpu_count()} CPUs. A Ray row's ratio is to the mean of its peer's rows before and after it "
           "(x1: `naiad serve --workers 1`, one process as one replica; x2: `--workers 2`).")
-    print(f"{'server':<20}{'req/s':>9}{'p50':>10}{'p99':>10}{'non-2xx':>9}{'vs peer':>9}")
+    print("CPU us/req: CPU time of the serving processes (the servers with their model processes; Ray Serve's "
+          "proxy or HAProxy on those paths) per request answered.")
+    print(f"{'server':<20}{'req/s':>9}{'p50':>10}{'p99':>10}{'non-2xx':>9}{'CPU us/req':>12}{'vs peer':>9}"
+          f"{'CPU vs peer':>13}")
     for i, row in enumerate(rows):
-        ratio = ""
+        ratio = cpu_ratio = ""
         if row.peer:
             before, after = rows[i - 1], rows[i + 1]
             ratio = f"{2 * row.rps / (before.rps + after.rps):.2f}"
-        print(f"{row.name:<20}{row.rps:>9.0f}{row.p50:>10}{row.p99:>10}{row.non_2xx:>9}{ratio:>9}")
+            cpu_ratio = f"{2 * row.cpu_us / (before.cpu_us + after.cpu_us):.2f}"
+        print(f"{row.name:<20}{row.rps:>9.0f}{row.p50:>10}{row.p99:>10}{row.non_2xx:>9}{row.cpu_us:>12.0f}"
+              f"{ratio:>9}{cpu_ratio:>13}")
 
 
 if __name__ == "__main__":

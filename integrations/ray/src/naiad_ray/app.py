@@ -76,7 +76,7 @@ def build_app(
                              "nothing listens on the direct ports to wake the deployment")
     options = dataclasses.replace(server_options or ServerOptions(), model_repositories=repositories)
     if options.model_control_mode == "explicit" and max_replicas > 1:
-        # As `naiad serve --workers`: the proxy sends a load or unload request to one replica.
+        # As `naiad serve --workers`: a load or unload request reaches the one replica it is routed to.
         raise ValueError(
             "model_control_mode 'explicit' needs max_replicas 1: a load or unload request would reach one "
             "replica only; use 'none', or 'poll' (every replica polls the repository)"
