@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 from dataclasses import dataclass
 
 from naiad import Server
@@ -57,9 +56,8 @@ class DirectPorts:
 class Listeners:
     """The HTTP and gRPC servers of one replica, serving until `stop`."""
 
-    def __init__(self, tasks: dict[str, asyncio.Task[None]], grace_s: float) -> None:
-        self._tasks = tasks
-        self._grace_s = grace_s
+    def __init__(self, tasks: dict[str, asyncio.Task[None]]) -> None:
+        self._tasks = tasks  # one `run` of a `naiad serve` frontend per protocol
 
     @classmethod
     async def start(cls, server: Server, ports: DirectPorts) -> "Listeners":
@@ -67,7 +65,7 @@ class Listeners:
         flags = ports.flags()
         frontends = [("http", http_frontend, ports.http_port), ("grpc", grpc_frontend, ports.grpc_port)]
         tasks: dict[str, asyncio.Task[None]] = {}
-        listeners = cls(tasks, ports.grace_s)
+        listeners = cls(tasks)
         for name, frontend, port in frontends:
             if port is None:
                 continue
@@ -93,8 +91,8 @@ class Listeners:
 
     async def stop(self) -> None:
         """Stop listening (the kernel then gives new connections to the other replicas of
-        the node), let the requests being answered finish for up to `grace_s`, and close."""
+        the node), let the requests being answered finish for up to `DirectPorts.grace_s`,
+        and close: what a frontend's `run` does when cancelled, as at `naiad serve`'s exit."""
         for task in self._tasks.values():
             task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
