@@ -15,37 +15,44 @@ from tritonclient.utils import InferenceServerException
 
 import naiad_ray
 from naiad import ConfigError, NaiadError, ServerOptions
-from ray_clients import Load, infer_pid, running_replicas, wait_for
+from naiad.testing import free_port
+from ray_clients import THROUGH_PROXY, Load, infer_pid, running_replicas, wait_for
 from ray_models import write_pid_model
 
 
-def test_scales_out_when_requests_queue(serve_url: str, tmp_path: Path) -> None:
-    # One instance taking 50 ms a request, 8 clients: about 8 requests wait per replica,
-    # four times the target, so Ray Serve adds the second replica it may.
+def test_scales_on_naiads_queue_on_the_direct_path(serve_url: str, tmp_path: Path) -> None:
+    # One instance taking 50 ms a request, 8 clients straight to the replica's port: about 7
+    # wait in naiad's queue, more than three times the target of 2, so the policy adds the
+    # second replica it may (Ray Serve's own count of requests sees none of these). Once the
+    # load stops, the queue is empty and the deployment shrinks back to one replica.
     write_pid_model(tmp_path, "pid_add", sleep_s=0.05)
+    http_port = free_port()
     # Built as `serve run naiad_ray:app_builder` or a Serve config file's `args:` build it.
     args = naiad_ray.AppArgs.model_validate({
-        "model_repository": str(tmp_path), "min_replicas": "1", "max_replicas": "2",
-        "target_ongoing_requests": "2", "num_cpus": "0.5",
-        "autoscaling_options": {"upscale_delay_s": 0, "metrics_interval_s": 0.5, "look_back_period_s": 1},
+        "model_repository": str(tmp_path), "host": "127.0.0.1", "http_port": str(http_port), "grpc_port": None,
+        "min_replicas": "1", "max_replicas": "2", "target_pending_requests": "2", "num_cpus": "0.5",
+        "autoscaling_options": {"upscale_delay_s": 0, "downscale_delay_s": 0, "metrics_interval_s": 0.5,
+                                "look_back_period_s": 1},
     })
-    app = naiad_ray.app_builder(args)
-    serve.run(app, name="naiad", route_prefix="/")
+    serve.run(naiad_ray.app_builder(args), name="naiad", route_prefix=None)
     try:
         assert running_replicas() == 1
-        with Load(serve_url, clients=8) as load:
+        with Load(f"127.0.0.1:{http_port}", clients=8) as load:
             wait_for(lambda: running_replicas() == 2, 60, "a second replica under load")
-            wait_for(lambda: len(load.pids_since(0)) == 2, 30, "answers from the second replica")
         assert not load.errors()
+        wait_for(lambda: running_replicas() == 1, 60, "the deployment to shrink back once idle")
     finally:
         serve.delete("naiad")
 
 
 def test_a_full_queue_refuses_at_once(serve_url: str, tmp_path: Path) -> None:
     # One request running (half a second) and one waiting fill the replica and the proxy's
-    # queue; the other two of four concurrent requests are refused with 503 straight away.
+    # queue; the others of four concurrent requests are refused with 503 straight away. (When
+    # the second arrives before the first has reached the replica, both count as queued in
+    # the proxy for a moment and the second is refused too: one or two are answered.)
     write_pid_model(tmp_path, "pid_add", sleep_s=0.5)
-    app = naiad_ray.build_app(str(tmp_path), max_ongoing_requests=1, max_queued_requests=1, num_cpus=0.5)
+    app = naiad_ray.build_app(str(tmp_path), max_ongoing_requests=1, max_queued_requests=1, num_cpus=0.5,
+                              **THROUGH_PROXY)
     serve.run(app, name="naiad", route_prefix="/")
     try:
         def one(_: int) -> tuple[str, float]:
@@ -61,7 +68,8 @@ def test_a_full_queue_refuses_at_once(serve_url: str, tmp_path: Path) -> None:
 
         with ThreadPoolExecutor(4) as pool:
             outcomes = list(pool.map(one, range(4)))
-        assert sorted(kind for kind, _ in outcomes) == ["503", "503", "ok", "ok"], outcomes
+        kinds = sorted(kind for kind, _ in outcomes)
+        assert kinds in (["503", "503", "ok", "ok"], ["503", "503", "503", "ok"]), outcomes
         assert all(seconds < 0.4 for kind, seconds in outcomes if kind == "503"), outcomes
     finally:
         serve.delete("naiad")
@@ -73,7 +81,7 @@ def test_replicas_reserve_the_gpus_of_the_instance_groups(serve_url: str, tmp_pa
     write_pid_model(tmp_path, "pid_add")
     write_pid_model(tmp_path, "on_gpu", kind="KIND_GPU")
     options = ServerOptions(model_control_mode="explicit", load_models=["pid_add"])
-    app = naiad_ray.build_app(str(tmp_path), num_cpus=0.5, server_options=options)
+    app = naiad_ray.build_app(str(tmp_path), num_cpus=0.5, server_options=options, **THROUGH_PROXY)
     assert ray.available_resources().get("GPU") == 1
     serve.run(app, name="naiad", route_prefix="/")
     try:
@@ -119,7 +127,10 @@ def test_gpus_per_replica_names_a_bad_config(tmp_path: Path) -> None:
     [
         ({"model_repository": []}, "at least one model repository"),
         ({"model_repository": "m", "min_replicas": 3, "max_replicas": 2}, "min_replicas <= max_replicas"),
-        ({"model_repository": "m", "target_ongoing_requests": 0}, "must be positive"),
+        ({"model_repository": "m", "target_pending_requests": 0}, "must be positive"),
+        ({"model_repository": "m", "min_replicas": 0}, "min_replicas 0 needs http_port and grpc_port None"),
+        ({"model_repository": "m", "http_port": 0}, "http_port must be a port number from 1 to 65535"),
+        ({"model_repository": "m", "http_port": 9000, "grpc_port": 9000}, "must differ"),
         ({"model_repository": "m", "max_replicas": 2, "server_options": ServerOptions(model_control_mode="explicit")},
          "would reach one replica only"),
     ],

@@ -1,5 +1,5 @@
 """naiad on Ray Serve, for real: two replicas behind Ray Serve's HTTP proxy on a local
-cluster, driven with tritonclient."""
+cluster (no direct ports), driven with tritonclient."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ray import serve
 from tritonclient.utils import InferenceServerException
 
 import naiad_ray
-from ray_clients import Load, infer_pid, running_replicas, wait_for
+from ray_clients import THROUGH_PROXY, Load, infer_pid, running_replicas, wait_for
 from ray_models import write_identity_model, write_pid_model
 
 
@@ -29,7 +29,7 @@ def two_replicas(serve_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
     repository = tmp_path_factory.mktemp("repository")
     write_pid_model(repository, "pid_add")
     write_identity_model(repository)
-    app = naiad_ray.build_app(str(repository), min_replicas=2, max_replicas=2, num_cpus=0.5)
+    app = naiad_ray.build_app(str(repository), min_replicas=2, max_replicas=2, num_cpus=0.5, **THROUGH_PROXY)
     serve.run(app, name="naiad", route_prefix="/")
     try:
         yield serve_url
@@ -114,7 +114,8 @@ def test_a_model_that_fails_to_load_fails_the_deployment(serve_url: str, tmp_pat
     write_pid_model(tmp_path, "broken")
     (tmp_path / "broken" / "config.pbtxt").write_text('name: "broken"\nbackend: "no_such_backend"\n')
     with pytest.raises(RuntimeError, match="Deploying application broken failed"):
-        serve.run(naiad_ray.build_app(str(tmp_path), num_cpus=0.5), name="broken", route_prefix="/broken")
+        serve.run(naiad_ray.build_app(str(tmp_path), num_cpus=0.5, **THROUGH_PROXY), name="broken",
+                  route_prefix="/broken")
     try:
         message = serve.status().applications["broken"].deployments["naiad"].message
         assert "1 model(s) failed to load: backend 'no_such_backend' is not installed" in message, message

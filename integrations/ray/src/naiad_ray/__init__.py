@@ -1,5 +1,6 @@
-"""naiad on Ray Serve: replicas of the in-process naiad server behind Ray Serve's HTTP
-proxy, speaking the KServe v2 protocol (see docs/ray.md)."""
+"""naiad on Ray Serve: replicas of the in-process naiad server, each serving naiad's own
+HTTP/1.1 and gRPC servers on its node's shared ports (or behind Ray Serve's HTTP proxy),
+placed, restarted and autoscaled on naiad's queue by Ray Serve (see docs/ray.md)."""
 
 from .app import AppArgs, app_builder, build_app
 from .gpus import gpus_per_replica

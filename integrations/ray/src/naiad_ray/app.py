@@ -11,7 +11,9 @@ from naiad.frontends.http import DEFAULT_MAX_INPUT_SIZE
 from pydantic import BaseModel
 from ray.serve import Application
 
+from .autoscaling import POLICY
 from .gpus import gpus_per_replica
+from .listeners import DirectPorts
 from .replica import NaiadReplica
 
 __all__ = ["AppArgs", "app_builder", "build_app"]
@@ -20,9 +22,12 @@ __all__ = ["AppArgs", "app_builder", "build_app"]
 def build_app(
     model_repository: str | Sequence[str],
     *,
+    http_port: int | None = 8000,
+    grpc_port: int | None = 8001,
+    host: str = "0.0.0.0",
     min_replicas: int = 1,
     max_replicas: int = 1,
-    target_ongoing_requests: float = 32,
+    target_pending_requests: float = 32,
     max_ongoing_requests: int = 256,
     max_queued_requests: int = 1024,
     num_cpus: float = 1,
@@ -35,11 +40,17 @@ def build_app(
     """A Ray Serve application whose replicas each run naiad on `model_repository` (a
     location or a list of them, local or remote, as `--model-repository` takes).
 
-    With `min_replicas < max_replicas` Ray Serve autoscales on queue length: it keeps about
-    `target_ongoing_requests` requests queued or running per replica; `autoscaling_options`
-    adds other keys of Ray Serve's `autoscaling_config` (`upscale_delay_s`, ...).
-    `max_ongoing_requests` is how many one replica takes at once (the rest wait in Ray
-    Serve's proxy); keep it above the batch sizes the models' dynamic batchers form. Past
+    Each replica serves naiad's own HTTP/1.1 and gRPC servers on `host`:`http_port` and
+    `host`:`grpc_port` of its node, the ports shared by the replicas of the node (None
+    leaves a protocol out; both None: only through Ray Serve's proxy). Run the application
+    with a `route_prefix` to have Ray Serve's HTTP proxy route to the replicas as well.
+
+    With `min_replicas < max_replicas` Ray Serve autoscales on queue pressure: it keeps about
+    `target_pending_requests` requests waiting in each replica's naiad queues (plus those
+    waiting in Ray Serve's proxies); `autoscaling_options` adds other keys of Ray Serve's
+    `autoscaling_config` (`upscale_delay_s`, ...). Through Ray Serve's proxy,
+    `max_ongoing_requests` is how many one replica takes at once (the rest wait in the
+    proxy); keep it above the batch sizes the models' dynamic batchers form. Past
     `max_queued_requests` waiting in the proxy, requests are refused with 503 at once.
 
     Each replica asks Ray for `num_cpus` CPUs and `num_gpus` GPUs; `num_gpus` defaults to
@@ -55,11 +66,17 @@ def build_app(
         raise ValueError(
             f"need 0 <= min_replicas <= max_replicas and max_replicas >= 1, got {min_replicas} and {max_replicas}"
         )
-    if min(target_ongoing_requests, max_ongoing_requests, max_queued_requests) <= 0:
-        raise ValueError("target_ongoing_requests, max_ongoing_requests and max_queued_requests must be positive")
+    if min(target_pending_requests, max_ongoing_requests, max_queued_requests) <= 0:
+        raise ValueError("target_pending_requests, max_ongoing_requests and max_queued_requests must be positive")
+    direct = None
+    if http_port is not None or grpc_port is not None:
+        direct = DirectPorts(host, http_port, grpc_port, max_input_size)
+        if min_replicas < 1:
+            raise ValueError("min_replicas 0 needs http_port and grpc_port None: with no replica running, "
+                             "nothing listens on the direct ports to wake the deployment")
     options = dataclasses.replace(server_options or ServerOptions(), model_repositories=repositories)
     if options.model_control_mode == "explicit" and max_replicas > 1:
-        # As `naiad serve --workers`: the proxy sends a load or unload request to one replica.
+        # As `naiad serve --workers`: a load or unload request reaches the one replica it is routed to.
         raise ValueError(
             "model_control_mode 'explicit' needs max_replicas 1: a load or unload request would reach one "
             "replica only; use 'none', or 'poll' (every replica polls the repository)"
@@ -80,11 +97,13 @@ def build_app(
         settings["autoscaling_config"] = {
             "min_replicas": min_replicas,
             "max_replicas": max_replicas,
-            "target_ongoing_requests": target_ongoing_requests,
+            # Read by the policy as the pending requests to aim for per replica.
+            "target_ongoing_requests": target_pending_requests,
+            "policy": {"policy_function": POLICY},
             **(autoscaling_options or {}),
         }
     settings.update(deployment_options or {})
-    return NaiadReplica.options(**settings).bind(options, max_input_size)
+    return NaiadReplica.options(**settings).bind(options, max_input_size, direct)
 
 
 class AppArgs(BaseModel):
@@ -92,9 +111,12 @@ class AppArgs(BaseModel):
     (`import_path: naiad_ray:app_builder`, `args:`) pass; the names of `build_app`'s."""
 
     model_repository: str | list[str]
+    http_port: int | None = 8000
+    grpc_port: int | None = 8001
+    host: str = "0.0.0.0"
     min_replicas: int = 1
     max_replicas: int = 1
-    target_ongoing_requests: float = 32
+    target_pending_requests: float = 32
     max_ongoing_requests: int = 256
     max_queued_requests: int = 1024
     num_cpus: float = 1
