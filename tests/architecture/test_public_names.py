@@ -4,8 +4,11 @@ import rules promise stays, and nothing leaks in by accident."""
 
 import naiad
 import naiad.config
+import naiad.frontends.grpc
+import naiad.frontends.http
 import naiad.repository
 import naiad.testing
+import naiad_wire
 
 
 def test_naiad():
@@ -22,6 +25,18 @@ def test_config_repository_and_testing():
     assert sorted(naiad.testing.__all__) == ["ServerProcess", "expand_instance_groups", "free_port"]
 
 
+def test_frontends_an_integration_runs():
+    assert sorted(naiad.frontends.http.__all__) == [
+        "DEFAULT_MAX_INPUT_SIZE", "HttpOptions", "create_app", "generate_request", "run", "serve_uvicorn"]
+    assert sorted(naiad.frontends.grpc.__all__) == ["GrpcOptions", "GrpcServer", "run"]
+
+
+def test_wire():
+    assert naiad_wire.__all__ == ["listen"]
+
+
 def test_every_public_name_resolves():
-    for package in (naiad, naiad.config, naiad.repository, naiad.testing):
+    packages = (naiad, naiad.config, naiad.repository, naiad.testing, naiad.frontends.http, naiad.frontends.grpc,
+                naiad_wire)
+    for package in packages:
         assert [name for name in package.__all__ if not hasattr(package, name)] == [], package.__name__

@@ -1,7 +1,7 @@
 """Backends and integrations reach naiad only through its public packages: a backend's
 code imports `naiad.backend` alone; its tests and benchmarks may also start a server
 (`naiad`, `naiad.testing`) and build a config (`naiad.config`); an integration embeds the
-server (`naiad`, `naiad.frontends.http`) and reads repositories and configs
+server (`naiad`, `naiad.frontends.http`, `naiad.frontends.grpc`) and reads repositories and configs
 (`naiad.repository`, `naiad.config`). The modules behind those packages may move freely.
 docs/backends/writing-a-backend.md states the rule."""
 
@@ -11,7 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BACKEND_CODE = {"naiad.backend"}
 TEST_CODE = {"naiad", "naiad.backend", "naiad.config", "naiad.testing"}
-INTEGRATION_CODE = {"naiad", "naiad.backend", "naiad.config", "naiad.repository", "naiad.frontends.http"}
+INTEGRATION_CODE = {"naiad", "naiad.backend", "naiad.config", "naiad.repository", "naiad.frontends.http",
+                    "naiad.frontends.grpc"}
 TEST_DIRS = {"tests", "bench"}
 
 

@@ -4,19 +4,20 @@ Every replica on a node listens on the same two ports with SO_REUSEPORT, as the 
 processes of `naiad serve --workers N` do, so the kernel spreads new connections over the
 replicas of that node and no proxy sits between a client and the replica that answers it.
 The servers are the very frontends `naiad serve` runs (`naiad.frontends.http.run`,
-`naiad.frontends.grpc.run`), driven by the same option names.
+`naiad.frontends.grpc.run`), driven by the same option classes.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
+import naiad.frontends.grpc as grpc_frontend
+import naiad.frontends.http as http_frontend
 from naiad import Server
-from naiad.frontends import grpc as grpc_frontend
-from naiad.frontends import http as http_frontend
-from naiad.frontends.http import DEFAULT_MAX_INPUT_SIZE
+from naiad.frontends.grpc import GrpcOptions
+from naiad.frontends.http import DEFAULT_MAX_INPUT_SIZE, HttpOptions
 
 __all__ = ["DirectPorts", "Listeners"]
 
@@ -30,8 +31,6 @@ class DirectPorts:
     http_port: int | None = 8000
     grpc_port: int | None = 8001
     max_input_size: int = DEFAULT_MAX_INPUT_SIZE
-    # Seconds the requests being answered get to finish when the replica stops.
-    grace_s: float = 30.0
 
     def __post_init__(self) -> None:
         for name in ("http_port", "grpc_port"):
@@ -42,15 +41,14 @@ class DirectPorts:
         if self.http_port is not None and self.http_port == self.grpc_port:
             raise ValueError(f"http_port and grpc_port must differ, both are {self.http_port}")
 
-    def flags(self) -> argparse.Namespace:
-        """The `naiad serve` options the frontends read (argparse destinations); every other
-        option keeps `naiad serve`'s default."""
-        return argparse.Namespace(
-            http_address=self.host, http_port=self.http_port, reuse_http_port=True,
-            http_max_input_size=self.max_input_size,
-            grpc_address=self.host, grpc_port=self.grpc_port, reuse_grpc_port=True,
-            exit_timeout_secs=self.grace_s,
-        )
+    def http_options(self) -> HttpOptions:
+        """The HTTP frontend's options: `naiad serve`'s defaults on this node's shared port."""
+        return HttpOptions(address=self.host, port=self.http_port or 0, reuse_port=True,
+                           max_input_size=self.max_input_size)
+
+    def grpc_options(self) -> GrpcOptions:
+        """The gRPC frontend's options: `naiad serve`'s defaults on this node's shared port."""
+        return GrpcOptions(address=self.host, port=self.grpc_port or 0, reuse_port=True)
 
 
 class Listeners:
@@ -62,15 +60,17 @@ class Listeners:
     @classmethod
     async def start(cls, server: Server, ports: DirectPorts) -> "Listeners":
         """Listen on `ports`; raises (naming the address) when a port cannot be bound."""
-        flags = ports.flags()
-        frontends = [("http", http_frontend, ports.http_port), ("grpc", grpc_frontend, ports.grpc_port)]
+        frontends: list[tuple[str, Any, int | None, Any]] = [
+            ("http", http_frontend, ports.http_port, ports.http_options()),
+            ("grpc", grpc_frontend, ports.grpc_port, ports.grpc_options()),
+        ]
         tasks: dict[str, asyncio.Task[None]] = {}
         listeners = cls(tasks)
-        for name, frontend, port in frontends:
+        for name, frontend, port, options in frontends:
             if port is None:
                 continue
             started = asyncio.Event()
-            task = asyncio.create_task(frontend.run(server, flags, started), name=f"naiad-ray-{name}")
+            task = asyncio.create_task(frontend.run(server, options, started), name=f"naiad-ray-{name}")
             tasks[name] = task
             waiter = asyncio.create_task(started.wait())
             await asyncio.wait([waiter, task], return_when=asyncio.FIRST_COMPLETED)
@@ -91,7 +91,7 @@ class Listeners:
 
     async def stop(self) -> None:
         """Stop listening (the kernel then gives new connections to the other replicas of
-        the node), let the requests being answered finish for up to `DirectPorts.grace_s`,
+        the node), let the requests being answered finish for up to the server's `exit_timeout_secs`,
         and close: what a frontend's `run` does when cancelled, as at `naiad serve`'s exit."""
         for task in self._tasks.values():
             task.cancel()
