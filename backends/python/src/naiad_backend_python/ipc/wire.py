@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .shm_ring import RingReader, RingWriter
-from .utils import encode_bytes_elements
+from ..model_side.pb_utils import encode_bytes_elements
 
 __all__ = [
     "FRAME_HEADER",

@@ -20,7 +20,7 @@ from typing import Any
 
 from .bridge import Bridge, use_bridge
 from .response_iterator import ResponseIterator
-from .utils import (
+from .pb_utils import (
     TRITONSERVER_RESPONSE_COMPLETE_FINAL,
     TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
     InferenceRequest,

@@ -49,7 +49,7 @@ HISTOGRAM = MetricKind.HISTOGRAM
 
 
 def _exception(message: str) -> Exception:
-    from .utils import TritonModelException  # utils imports this module
+    from .pb_utils import TritonModelException  # utils imports this module
 
     return TritonModelException(message)
 
@@ -58,7 +58,7 @@ def _text(value: Any, what: str) -> Any:
     """bytes as Triton's binding takes them (UTF-8 text); anything else for the checks below."""
     if not isinstance(value, (bytes, bytearray)):
         return value
-    from .utils import text_argument  # utils imports this module
+    from .pb_utils import text_argument  # utils imports this module
 
     return text_argument(value, what)
 

@@ -12,7 +12,7 @@ import queue
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from .utils import InferenceResponse
+    from .pb_utils import InferenceResponse
 
 __all__ = ["ResponseIterator"]
 

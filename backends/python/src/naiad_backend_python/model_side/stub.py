@@ -1,4 +1,4 @@
-"""The model process: ``python -m naiad_backend_python.stub --socket-fd N ...``.
+"""The model process: ``python -m naiad_backend_python.model_side.stub --socket-fd N ...``.
 
 The server starts one per model instance. A reader thread takes control messages off the
 socket, copies tensors out of the server's ring, answers pending BLS and cancellation
@@ -28,9 +28,9 @@ from typing import Any, Callable
 from .bridge import Bridge, set_default_bridge
 from .model_host import ExecuteFailure, ModelHost, rescheduled, run_auto_complete
 from .response_iterator import ResponseIterator
-from .shm_ring import RingReader, RingWriter
-from .utils import InferenceRequest, InferenceResponse, Logger, Tensor, TritonError, TritonModelException
-from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
+from ..ipc.shm_ring import RingReader, RingWriter
+from .pb_utils import InferenceRequest, InferenceResponse, Logger, Tensor, TritonError, TritonModelException
+from ..ipc.wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
 
 # How long a cancellation query waits for the server before assuming "not cancelled".
 _QUERY_TIMEOUT_S = 30.0
@@ -377,7 +377,7 @@ def _auto_complete_main(model_file: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="naiad_backend_python.stub")
+    parser = argparse.ArgumentParser(prog="naiad_backend_python.model_side.stub")
     parser.add_argument("--socket-fd", type=int)
     parser.add_argument("--inbound-fd", type=int)
     parser.add_argument("--outbound-fd", type=int)

@@ -9,8 +9,8 @@ from naiad.inference import InferenceRequest as CoreRequest
 from naiad.inference import InferenceResponse as CoreResponse
 from naiad.tensor import Tensor as CoreTensor
 
-from . import utils
-from .wire import plain_parameters
+from ..model_side import pb_utils as utils
+from ..ipc.wire import plain_parameters
 
 __all__ = [
     "sequence_flags",

@@ -30,8 +30,8 @@ from .conversions import FINAL_MARKER, core_response_from_parts
 from .metric_owner import METRIC_OPS, MetricOwner
 from .model_control import manage_model
 from .settings import ModelSettings
-from .shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
-from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
+from ..ipc.shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
+from ..ipc.wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
 
 if TYPE_CHECKING:
     from naiad.server import Server
@@ -114,7 +114,7 @@ class StubConnection:
             env["PATH"] = f"{settings.env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
             env["LD_LIBRARY_PATH"] = f"{settings.env_dir / 'lib'}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
             env.pop("PYTHONHOME", None)
-        command = [settings.python, "-m", "naiad_backend_python.stub", "--socket-fd", str(child.fileno()),
+        command = [settings.python, "-m", "naiad_backend_python.model_side.stub", "--socket-fd", str(child.fileno()),
                    "--inbound-fd", str(to_fd), "--outbound-fd", str(from_fd)]
         try:
             process = subprocess.Popen(command, pass_fds=(child.fileno(), to_fd, from_fd), env=env,
