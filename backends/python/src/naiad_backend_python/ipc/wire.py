@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .shm_ring import RingReader, RingWriter
-from ..model_side.pb_utils import encode_bytes_elements
+from .bytes_elements import decode_bytes_elements, encode_bytes_elements
 
 __all__ = [
     "FRAME_HEADER",
@@ -87,20 +87,10 @@ def decode_array(ring: RingReader, descriptor: tuple[Any, ...]) -> tuple[str, st
 
 
 def _decode_bytes(raw: Any, count: int) -> np.ndarray:
-    view = memoryview(raw)
-    items: list[bytes] = []
-    offset, end = 0, len(view)
-    while offset < end:
-        (length,) = struct.unpack_from("<I", view, offset)
-        offset += 4
-        items.append(bytes(view[offset : offset + length]))
-        offset += length
-    view.release()
+    items = decode_bytes_elements(raw)
     if len(items) != count:
         raise ValueError(f"BYTES tensor holds {len(items)} elements, its shape needs {count}")
-    result = np.empty(count, dtype=object)
-    result[:] = items
-    return result
+    return items
 
 
 def plain_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
