@@ -23,6 +23,7 @@ from .bytes_elements import decode_bytes_elements, encode_bytes_elements
 
 __all__ = [
     "FRAME_HEADER",
+    "FrameReader",
     "pack_frame",
     "unpack_message",
     "encode_array",
@@ -52,6 +53,33 @@ def pack_frame(message: dict[str, Any]) -> bytes:
 
 def unpack_message(body: bytes) -> dict[str, Any]:
     return _PlainUnpickler(io.BytesIO(body)).load()
+
+
+class FrameReader:
+    """Cuts a byte stream into message bodies, whatever the chunks it arrives in: both sides
+    read their socket in whatever pieces it gives and decode each complete frame at once."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buffer = self._buffer
+        if not buffer and len(data) >= 4:
+            # The common case: whole frames in one chunk, nothing left over from before.
+            (length,) = FRAME_HEADER.unpack_from(data, 0)
+            if len(data) == 4 + length:
+                return [data[4:]]
+        buffer += data
+        bodies: list[bytes] = []
+        start, end = 0, len(buffer)
+        while end - start >= 4:
+            (length,) = FRAME_HEADER.unpack_from(buffer, start)
+            if end - start - 4 < length:
+                break
+            bodies.append(bytes(buffer[start + 4 : start + 4 + length]))
+            start += 4 + length
+        del buffer[:start]
+        return bodies
 
 
 def encode_array(ring: RingWriter, name: str, datatype: str, array: np.ndarray) -> tuple[Any, ...]:

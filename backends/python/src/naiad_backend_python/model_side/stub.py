@@ -1,12 +1,18 @@
 """The model process: ``python -m naiad_backend_python.model_side.stub --socket-fd N ...``.
 
-The server starts one per model instance. A reader thread takes control messages off the
-socket, copies tensors out of the server's ring, answers pending BLS and cancellation
-waits, and queues work for the main thread, whose event loop runs the model
-(`initialize`, `execute`, `finalize`) through `ModelHost`. Responses and BLS requests go
-back through `StubBridge`, with their tensors in this process's ring.
+The server starts one per model instance. One thread does the work, as Triton's stub does:
+its event loop wakes when the socket is readable, decodes the message (tensors come out of
+the server's ring), and runs the model's `execute` right there; the responses go back
+through `StubBridge` with their tensors in this process's ring. A request costs the stub one
+wake-up and no hand-off between threads. `async def` models run on the same loop.
 
-It exits when the server asks (finalize), or when its socket closes (the server went away).
+Model code may block waiting for the server (a BLS call, `is_cancelled`, a custom metric,
+model control), on this thread or on a thread of its own. Whoever waits reads the socket
+itself while nobody else does (`Channel.wait_until`), so a reply is never stuck behind a
+busy thread; replies and work read by another thread reach their owner through it.
+
+It exits when the server asks (finalize), or when its socket closes (the server went away);
+a watchdog thread sees the close even while model code is stuck in `execute`.
 """
 
 from __future__ import annotations
@@ -17,32 +23,44 @@ import collections
 import itertools
 import json
 import os
-import queue
+import select
 import socket
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from .bridge import Bridge, set_default_bridge
-from .model_host import ExecuteFailure, ModelHost, rescheduled, run_auto_complete
-from .response_iterator import ResponseIterator
 from ..ipc.shm_ring import RingReader, RingWriter
+from ..ipc.wire import FrameReader, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
+from .bridge import Bridge, set_default_bridge
+from .model_host import ExecuteFailure, ModelHost, PendingExecute, rescheduled, run_auto_complete
 from .pb_utils import InferenceRequest, InferenceResponse, Logger, Tensor, TritonError, TritonModelException
-from ..ipc.wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
+from .response_iterator import ResponseIterator
 
 # How long a cancellation query waits for the server before assuming "not cancelled".
 _QUERY_TIMEOUT_S = 30.0
+_READ_BYTES = 1 << 16
 
 
 class Channel:
-    """The socket to the server plus the two rings, shared by every thread of the stub."""
+    """The socket to the server plus the two rings, shared by every thread of the stub.
+
+    Reading has one holder at a time: the event loop when the socket becomes readable, or a
+    thread waiting for a reply (`wait_until`). The holder decodes every message it reads and
+    hands it to `dispatch`; giving the role back wakes the other waiters to look again."""
 
     def __init__(self, sock: socket.socket, inbound: RingReader, outbound: RingWriter) -> None:
         self.sock = sock
         self.inbound = inbound
         self.outbound = outbound
+        self.dispatch: Callable[[dict[str, Any]], None] = lambda message: None
+        self._frames = FrameReader()
+        self._turn = threading.Condition(threading.Lock())
+        self._reading = False
+        self._poll = select.poll()
+        self._poll.register(sock.fileno(), select.POLLIN)
 
     def send(self, message: dict[str, Any]) -> None:
         """Send a message without tensors (from any thread)."""
@@ -56,27 +74,78 @@ class Channel:
             message["mark"] = self.outbound.mark()
             self.sock.sendall(pack_frame(message))
 
-    def receive(self) -> dict[str, Any] | None:
-        header = _read_exactly(self.sock, FRAME_HEADER.size)
-        if header is None:
-            return None
-        (length,) = FRAME_HEADER.unpack(header)
-        body = _read_exactly(self.sock, length)
-        if body is None:
-            return None
-        return unpack_message(body)
+    def read_ready(self) -> None:
+        """The loop's reader callback: take what the socket holds, unless a waiting thread
+        is reading it right now (it dispatches what arrives)."""
+        with self._turn:
+            if self._reading:
+                return
+            self._reading = True
+        try:
+            self._read(wait_s=0.0)
+        finally:
+            self._give_back()
+
+    def wait_until(self, done: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Block until `done()`, reading the socket whenever nobody else does. False when
+        `timeout` seconds pass first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._turn:
+                while True:
+                    if done():
+                        return True
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    if not self._reading:
+                        self._reading = True
+                        break
+                    self._turn.wait(remaining)
+            try:
+                if not done():
+                    self._read(wait_s=remaining)
+            finally:
+                self._give_back()
+
+    def _give_back(self) -> None:
+        with self._turn:
+            self._reading = False
+            self._turn.notify_all()
+
+    def _read(self, wait_s: float | None) -> None:
+        if wait_s != 0.0 and not self._poll.poll(None if wait_s is None else max(1, int(wait_s * 1000))):
+            return
+        try:
+            data = self.sock.recv(_READ_BYTES, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            _server_gone()
+        for body in self._frames.feed(data):
+            self.dispatch(unpack_message(body))
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
-    chunks: list[bytes] = []
-    remaining = size
-    while remaining:
-        chunk = sock.recv(remaining)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+def _server_gone() -> None:
+    """The server went away (after a finalize this process has already exited itself). Leave
+    now, even if model code is stuck in execute: nobody can use its answers any more.
+    (PR_SET_PDEATHSIG would not do: it fires when the *thread* that spawned us exits.)"""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _watch_for_hang_up(sock: socket.socket) -> None:
+    """A daemon thread: wakes only when the server closes the socket, so the process goes
+    even while its one thread is stuck in model code."""
+    watcher = select.poll()
+    watcher.register(sock.fileno(), select.POLLRDHUP)
+    while True:
+        for _, events in watcher.poll():
+            if events & (select.POLLRDHUP | select.POLLHUP | select.POLLERR):
+                _server_gone()
 
 
 def encode_response(ring: RingWriter, response: InferenceResponse | None) -> dict[str, Any] | None:
@@ -137,7 +206,7 @@ class StubBridge(Bridge):
         return query
 
     def resolve(self, message: dict[str, Any]) -> None:
-        """Called on the reader thread with a reply; tensors are already decoded."""
+        """Called by the thread reading the socket with a reply; tensors are already decoded."""
         with self._lock:
             sink = self.waiters.get(message["qid"])
             if sink is not None and message.get("final", True):
@@ -161,13 +230,12 @@ class StubBridge(Bridge):
         })
 
     def is_cancelled(self, request: InferenceRequest) -> bool:
-        replies: queue.Queue[dict[str, Any]] = queue.Queue()
-        query = self._register(replies.put)
+        replies: list[dict[str, Any]] = []
+        query = self._register(replies.append)
         self.channel.send({"op": "is_cancelled", "qid": query, "key": request._key})
-        try:
-            return bool(replies.get(timeout=_QUERY_TIMEOUT_S).get("value", False))
-        except queue.Empty:
+        if not self.channel.wait_until(lambda: bool(replies), _QUERY_TIMEOUT_S):
             return False
+        return bool(replies[0].get("value", False))
 
     # -- BLS -------------------------------------------------------------------------------
 
@@ -179,12 +247,13 @@ class StubBridge(Bridge):
         return query
 
     def bls(self, request: InferenceRequest) -> InferenceResponse:
-        replies: queue.Queue[dict[str, Any]] = queue.Queue()
-        self._start_bls(request, False, replies.put)
-        return replies.get()["response"]
+        replies: list[dict[str, Any]] = []
+        self._start_bls(request, False, replies.append)
+        self.channel.wait_until(lambda: bool(replies))
+        return replies[0]["response"]
 
     def bls_stream(self, request: InferenceRequest) -> ResponseIterator:
-        responses = ResponseIterator()
+        responses = ResponseIterator(self.channel.wait_until)
         query = self._start_bls(request, True, lambda reply: responses.put(reply["response"], reply.get("final", True)))
         responses.on_cancel = lambda: self.channel.send({"op": "bls_cancel", "qid": query})
         return responses
@@ -215,13 +284,12 @@ class StubBridge(Bridge):
 
     def _ask(self, message: dict[str, Any], timeout: float | None = _QUERY_TIMEOUT_S) -> dict[str, Any]:
         self._send_doomed(blocking=True)
-        replies: queue.Queue[dict[str, Any]] = queue.Queue()
-        message["qid"] = self._register(replies.put)
+        replies: list[dict[str, Any]] = []
+        message["qid"] = self._register(replies.append)
         self.channel.send(message)
-        try:
-            reply = replies.get(timeout=timeout)
-        except queue.Empty:
-            raise TritonModelException("the server did not answer") from None
+        if not self.channel.wait_until(lambda: bool(replies), timeout):
+            raise TritonModelException("the server did not answer")
+        reply = replies[0]
         if reply.get("error"):
             raise TritonModelException(reply["error"])
         return reply
@@ -282,86 +350,131 @@ def _build_requests(message: dict[str, Any], bridge: StubBridge) -> list[Inferen
     return requests
 
 
-def _read_loop(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict[str, Any] | None]",
-               loop: asyncio.AbstractEventLoop) -> None:
-    """The reader thread: decode every message, answer waiters, queue model work."""
-    try:
-        while True:
-            message = channel.receive()
-            if message is None:
-                break
+class ModelProcess:
+    """Serves the server's messages on this process's one thread: `init` and `finalize` as
+    coroutines, `execute` straight from the read callback (an `async def execute` continues
+    as a task on the same loop)."""
+
+    def __init__(self, channel: Channel, bridge: StubBridge, loop: asyncio.AbstractEventLoop) -> None:
+        self.channel = channel
+        self.bridge = bridge
+        self.loop = loop
+        self.host: ModelHost | None = None
+        self.exit_code: asyncio.Future[int] = loop.create_future()
+        self._thread = threading.get_ident()
+        # Work read by the loop waits here until the loop has given back the read role (model
+        # code must be free to read replies itself); work another thread read is posted.
+        self._work: collections.deque[dict[str, Any]] = collections.deque()
+        self._in_read_ready = False
+        channel.dispatch = self.dispatch
+
+    def read_ready(self) -> None:
+        self._in_read_ready = True
+        try:
+            self.channel.read_ready()
+        finally:
+            self._in_read_ready = False
+        self._run_work()
+
+    def dispatch(self, message: dict[str, Any]) -> None:
+        """Route one message (called by whichever thread holds the read role)."""
+        op = message["op"]
+        channel = self.channel
+        if op == "execute":
+            for data in message["requests"]:
+                data["inputs"] = [decode_array(channel.inbound, d) for d in data["inputs"]]
+            channel.inbound.consumed(message.get("mark"))
+        elif op == "bls_response":
+            message["response"] = decode_response(channel.inbound, message.get("response"))
+            channel.inbound.consumed(message.get("mark"))
+            self.bridge.resolve(message)
+            return
+        elif op in ("cancelled", "metric_reply", "control_reply"):
+            self.bridge.resolve(message)
+            return
+        self._work.append(message)
+        if threading.get_ident() != self._thread:
+            self.loop.call_soon_threadsafe(self._run_work)
+        elif not self._in_read_ready:
+            # Read by model code on this thread while it waits for a reply: run it afterwards.
+            self.loop.call_soon(self._run_work)
+
+    def _run_work(self) -> None:
+        while self._work:
+            message = self._work.popleft()
             op = message["op"]
             if op == "execute":
-                for data in message["requests"]:
-                    data["inputs"] = [decode_array(channel.inbound, d) for d in data["inputs"]]
-                channel.inbound.consumed(message.get("mark"))
-                loop.call_soon_threadsafe(work.put_nowait, message)
-            elif op == "bls_response":
-                message["response"] = decode_response(channel.inbound, message.get("response"))
-                channel.inbound.consumed(message.get("mark"))
-                bridge.resolve(message)
-            elif op in ("cancelled", "metric_reply", "control_reply"):
-                bridge.resolve(message)
-            else:
-                loop.call_soon_threadsafe(work.put_nowait, message)
-    except (OSError, ValueError):
-        pass
-    # The server went away (after a finalize this process has already exited itself). Leave
-    # now, even if model code is stuck in execute: nobody can use its answers any more.
-    # (PR_SET_PDEATHSIG would not do: it fires when the *thread* that spawned us exits.)
-    bridge.fail_all("the server closed the connection to the model process")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+                self._execute(message)
+            elif op == "init":
+                self.loop.create_task(self._initialize(message))
+            elif op == "finalize":
+                self.loop.create_task(self._finalize())
 
+    async def _initialize(self, message: dict[str, Any]) -> None:
+        try:
+            self.host = ModelHost(Path(message["model_file"]), message["args"], self.bridge, message["decoupled"],
+                                  message["label"])
+            await self.host.initialize()
+        except BaseException as exc:  # noqa: BLE001 - reported to the server, then exit
+            self.channel.send({"op": "init_error", "message": f"{type(exc).__name__}: {exc}",
+                               "traceback": traceback.format_exc()})
+            self._exit(1)
+            return
+        self.channel.send({"op": "ready", "pid": os.getpid()})
 
-async def _serve(channel: Channel, bridge: StubBridge, work: "asyncio.Queue[dict[str, Any] | None]") -> int:
-    host: ModelHost | None = None
-    while True:
-        message = await work.get()
-        if message is None:
-            # Lost the server: leave without running finalize's user code.
-            return 0
-        op = message["op"]
-        if op == "init":
+    def _execute(self, message: dict[str, Any]) -> None:
+        assert self.host is not None
+        requests = _build_requests(message, self.bridge)
+        try:
+            outcome = self.host.start_execute(requests)
+        except BaseException as exc:  # noqa: BLE001 - ExecuteFailure, or e.g. SystemExit from model code
+            self._send_failure(message, exc)
+            return
+        if isinstance(outcome, PendingExecute):
+            self.loop.create_task(self._finish(message, requests, outcome))
+        else:
+            self._send_result(message, requests, outcome)
+
+    async def _finish(self, message: dict[str, Any], requests: list[InferenceRequest],
+                      pending: PendingExecute) -> None:
+        try:
+            responses = await pending.finish()
+        except BaseException as exc:  # noqa: BLE001
+            self._send_failure(message, exc)
+            return
+        self._send_result(message, requests, responses)
+
+    def _send_failure(self, message: dict[str, Any], exc: BaseException) -> None:
+        if isinstance(exc, ExecuteFailure):
+            error = (exc.code_name, exc.text)
+        else:
+            error = ("INTERNAL", f"{type(exc).__name__}: {exc}")
+        self.channel.send({"op": "result", "id": message["id"], "error": error})
+
+    def _send_result(self, message: dict[str, Any], requests: list[InferenceRequest],
+                     responses: list[InferenceResponse | None] | None) -> None:
+        try:
+            self.channel.send_with(lambda ring: {
+                "op": "result", "id": message["id"],
+                "responses": None if responses is None else [encode_response(ring, r) for r in responses],
+                "rescheduled": rescheduled(requests),
+            })
+        except Exception as exc:  # noqa: BLE001 - e.g. an output numpy cannot encode
+            self.channel.send({"op": "result", "id": message["id"],
+                               "error": ("INTERNAL", f"cannot send the responses: {type(exc).__name__}: {exc}")})
+
+    async def _finalize(self) -> None:
+        if self.host is not None:
             try:
-                host = ModelHost(Path(message["model_file"]), message["args"], bridge, message["decoupled"],
-                                 message["label"])
-                await host.initialize()
-            except BaseException as exc:  # noqa: BLE001 - reported to the server, then exit
-                channel.send({"op": "init_error", "message": f"{type(exc).__name__}: {exc}",
-                              "traceback": traceback.format_exc()})
-                return 1
-            channel.send({"op": "ready", "pid": os.getpid()})
-        elif op == "execute":
-            assert host is not None
-            requests = _build_requests(message, bridge)
-            try:
-                responses = await host.execute(requests)
-            except ExecuteFailure as failure:
-                channel.send({"op": "result", "id": message["id"], "error": (failure.code_name, failure.text)})
-                continue
-            except BaseException as exc:  # noqa: BLE001 - e.g. SystemExit from model code
-                channel.send({"op": "result", "id": message["id"],
-                              "error": ("INTERNAL", f"{type(exc).__name__}: {exc}")})
-                continue
-            try:
-                channel.send_with(lambda ring: {
-                    "op": "result", "id": message["id"],
-                    "responses": None if responses is None else [encode_response(ring, r) for r in responses],
-                    "rescheduled": rescheduled(requests),
-                })
-            except Exception as exc:  # noqa: BLE001 - e.g. an output numpy cannot encode
-                channel.send({"op": "result", "id": message["id"],
-                              "error": ("INTERNAL", f"cannot send the responses: {type(exc).__name__}: {exc}")})
-        elif op == "finalize":
-            if host is not None:
-                try:
-                    await host.finalize()
-                except Exception:  # noqa: BLE001
-                    bridge.log(Logger.ERROR, "finalize failed:\n" + traceback.format_exc())
-            channel.send({"op": "finalized"})
-            return 0
+                await self.host.finalize()
+            except Exception:  # noqa: BLE001
+                self.bridge.log(Logger.ERROR, "finalize failed:\n" + traceback.format_exc())
+        self.channel.send({"op": "finalized"})
+        self._exit(0)
+
+    def _exit(self, code: int) -> None:
+        if not self.exit_code.done():
+            self.exit_code.set_result(code)
 
 
 def _auto_complete_main(model_file: str) -> int:
@@ -394,11 +507,10 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.set_event_loop(loop)
     bridge = StubBridge(channel, loop)
     set_default_bridge(bridge)
-    work: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-    reader = threading.Thread(target=_read_loop, args=(channel, bridge, work, loop), daemon=True,
-                              name="naiad-stub-reader")
-    reader.start()
-    code = loop.run_until_complete(_serve(channel, bridge, work))
+    process = ModelProcess(channel, bridge, loop)
+    threading.Thread(target=_watch_for_hang_up, args=(sock,), daemon=True, name="naiad-stub-watchdog").start()
+    loop.add_reader(sock.fileno(), process.read_ready)
+    code = loop.run_until_complete(process.exit_code)
     sys.stdout.flush()
     sys.stderr.flush()
     # Model threads may still run; the server has what it needs, so leave now.
