@@ -87,9 +87,10 @@ def encode_array(ring: RingWriter, name: str, datatype: str, array: np.ndarray) 
     if datatype == "BYTES":
         data: Any = encode_bytes_elements(array) if array.size else b""
     else:
-        contiguous = np.ascontiguousarray(array)
-        data = contiguous.reshape(-1).view(np.uint8) if contiguous.size else b""
-    return (name, datatype, tuple(int(d) for d in array.shape), ring.put(data))
+        # A C-contiguous array is placed straight from its buffer (the common case: no copy
+        # on this side, no intermediate array objects).
+        data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+    return (name, datatype, array.shape, ring.put(data))
 
 
 def decode_array(ring: RingReader, descriptor: tuple[Any, ...]) -> tuple[str, str, np.ndarray]:
@@ -123,6 +124,8 @@ def _decode_bytes(raw: Any, count: int) -> np.ndarray:
 
 def plain_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     """Request/response parameters as plain values (numpy scalars become Python ones)."""
+    if not parameters:
+        return {}
     plain: dict[str, Any] = {}
     for key, value in parameters.items():
         if isinstance(value, np.generic):
