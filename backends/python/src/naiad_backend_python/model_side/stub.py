@@ -76,11 +76,12 @@ class Channel:
             self.sock.sendall(pack_frame(message))
 
     def read_ready(self) -> None:
-        """The loop's reader callback: take what the socket holds, unless a waiting thread
-        is reading it right now (it dispatches what arrives)."""
+        """The loop's reader callback: take what the socket holds. When a waiting thread is
+        reading right now, wait for it to finish its read (it is taking the very bytes that
+        woke the loop); returning at once would have the loop spin on a readable socket."""
         with self._turn:
-            if self._reading:
-                return
+            while self._reading:
+                self._turn.wait()
             self._reading = True
         try:
             self._read(wait_s=0.0)
