@@ -13,7 +13,7 @@ setsid "$root/.venv/bin/naiad" serve --model-repository "$B/models" --http-port 
   > "$out/naiad.log" 2>&1 & np=$!
 for i in $(seq 120); do grep -q "naiad is ready" "$out/naiad.log" && break; sleep 0.5; done
 ticks() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
-stubs=$(pgrep -P $np -f naiad_backend_python.stub | tr '\n' ' ')
+stubs=$(pgrep -P $np -f naiad_backend_python.model_side.stub | tr '\n' ' ')
 hz=$(getconf CLK_TCK)
 for proto in json bin grpc; do for c in 1 64; do
   s0=$(ticks $np); m0=$(ticks $stubs)

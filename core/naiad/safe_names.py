@@ -19,7 +19,7 @@ __all__ = ["RESERVED_SHM_PREFIXES", "check_model_name", "check_model_file", "ins
 
 # Shared-memory objects the server creates for itself: Triton's Python-backend prefix
 # (refused as Triton refuses it) and the files naiad's Python backend spills large tensors
-# into (naiad_backend_python.shm_ring.SEGMENT_PREFIX), which hold other clients' tensors.
+# into (naiad_backend_python.ipc.shm_ring.SEGMENT_PREFIX), which hold other clients' tensors.
 RESERVED_SHM_PREFIXES = ("triton_python_backend_shm_region_", "naiad-py-")
 
 _WHITESPACE = " \t\n\r\f\v"

@@ -131,7 +131,7 @@ def test_client_shared_memory_is_off_by_default(default_server, region):
 
 
 def test_the_python_backends_spill_files_are_reserved():
-    ring = pytest.importorskip("naiad_backend_python.shm_ring")
+    ring = pytest.importorskip("naiad_backend_python.ipc.shm_ring")
     from naiad.safe_names import RESERVED_SHM_PREFIXES
 
     assert ring.SEGMENT_PREFIX in RESERVED_SHM_PREFIXES

@@ -56,3 +56,10 @@ def test_blocking_bls_is_refused_inline_and_the_server_keeps_serving(served, cal
     assert "async_exec" in error.message
     response = served.infer("bls_async_inline", {"INPUT0": A, "INPUT1": B})
     np.testing.assert_array_equal(response.output("OUTPUT0").data, A + B)
+
+
+def test_blocking_bls_from_the_models_own_threads(served):
+    # Eight calls from four threads while execute waits on them in the stub's one thread.
+    for _ in range(3):
+        response = served.infer("bls_threads", {"INPUT0": A, "INPUT1": B})
+        np.testing.assert_array_equal(response.output("OUTPUT0").data, 8 * (A + B))

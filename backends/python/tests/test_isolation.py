@@ -121,6 +121,63 @@ def test_model_processes_die_with_a_killed_server():
     pytest.fail(f"model process {stub_pid} outlived its server")
 
 
+STUCK_SERVER_SCRIPT = """
+import asyncio, sys
+import numpy as np
+from naiad import InferenceRequest, Server, ServerOptions, Tensor
+
+async def main():
+    async with Server(ServerOptions(model_repositories=[sys.argv[1]])) as server:
+        request = InferenceRequest("stuck", [Tensor.from_numpy("IN", np.ones(1, dtype=np.float32))])
+        call = asyncio.ensure_future(server.infer(request))
+        await asyncio.sleep(1)  # the model is inside execute now
+        print(server.model("stuck").runners[0].instance._connection.process.pid, flush=True)
+        await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+STUCK_MODEL = '''
+import threading
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        threading.Event().wait()
+'''
+
+
+def test_a_model_stuck_in_execute_dies_with_a_killed_server(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "stuck" / "1").mkdir(parents=True)
+    (tmp_path / "stuck" / "1" / "model.py").write_text(STUCK_MODEL)
+    (tmp_path / "stuck" / "config.pbtxt").write_text(
+        'backend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
+    server = subprocess.Popen([sys.executable, "-c", STUCK_SERVER_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        stub_pid = int(server.stdout.readline())
+        os.kill(stub_pid, 0)
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(stub_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(stub_pid, signal.SIGKILL)
+    pytest.fail(f"model process {stub_pid}, stuck in execute, outlived its server")
+
+
 ONE_SHOT_MODEL = '''
 import os
 

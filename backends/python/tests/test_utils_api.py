@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-import naiad_backend_python.utils as naiad_utils
+import naiad_backend_python.model_side.pb_utils as naiad_utils
 import triton_python_backend_utils as pb_utils
 
 
@@ -110,7 +110,7 @@ def test_response_iterator_works_with_for_and_async_for():
     import asyncio
     import threading
 
-    from naiad_backend_python.response_iterator import ResponseIterator
+    from naiad_backend_python.model_side.response_iterator import ResponseIterator
 
     def feed(iterator: ResponseIterator) -> None:
         for i in range(3):

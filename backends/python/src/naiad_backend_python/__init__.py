@@ -1,8 +1,16 @@
 """naiad-backend-python: runs Triton Python-backend `model.py` files.
 
-The model-side API is `naiad_backend_python.utils` (also importable as Triton's
-`triton_python_backend_utils`). Nothing here imports naiad's server side, so the model
-process needs only numpy; the backend classes live in `naiad_backend_python.backend`.
+The package shows the process boundary as Triton's python_backend does (its stub against
+its backend library):
+
+- `model_side`: everything that runs in the model's process: the model API
+  (`model_side.pb_utils`, importable as Triton's `triton_python_backend_utils`), the stub's
+  main program, the model host and the bridge to the server. It imports nothing of naiad,
+  so a model's own virtual environment needs only numpy.
+- `ipc`: the wire format between the two processes (control messages, the shared-memory
+  rings that carry tensors); standard library and numpy only, like `model_side`.
+- `server_side`: the naiad backend (model, instances in a stub process or in the server,
+  BLS, model control, custom metrics, settings).
 """
 
 from __future__ import annotations

@@ -10,6 +10,6 @@ __all__ = ["naiad_backends"]
 @hookimpl
 def naiad_backends() -> list[type]:
     # Imported here so discovering plugins does no work until a python model loads.
-    from .backend import PythonBackend
+    from .server_side.backend import PythonBackend
 
     return [PythonBackend]

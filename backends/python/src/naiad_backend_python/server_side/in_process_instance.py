@@ -35,9 +35,9 @@ from naiad.backend import (
     NaiadError,
 )
 
-from . import utils
+from ..model_side import pb_utils as utils
 from .bls_runner import BlsCall, cancelled_response, run_bls
-from .bridge import Bridge
+from ..model_side.bridge import Bridge
 from .conversions import (
     core_error,
     core_response_from_utils,
@@ -47,8 +47,8 @@ from .conversions import (
 )
 from .metric_owner import MetricOwner
 from .model_control import manage_model
-from .model_host import ExecuteFailure, ModelHost, batch_failure_message, rescheduled
-from .response_iterator import ResponseIterator
+from ..model_side.model_host import ExecuteFailure, ModelHost, batch_failure_message, rescheduled
+from ..model_side.response_iterator import ResponseIterator
 
 if TYPE_CHECKING:
     from .backend import PythonModel

@@ -12,8 +12,8 @@ from naiad.backend import (
     Tensor as CoreTensor,
 )
 
-from . import utils
-from .wire import plain_parameters
+from ..model_side import pb_utils as utils
+from ..ipc.wire import plain_parameters
 
 __all__ = [
     "sequence_flags",

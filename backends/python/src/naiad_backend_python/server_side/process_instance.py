@@ -23,9 +23,9 @@ from naiad.backend import (
 )
 
 from .conversions import core_error, requested_output_names, sequence_flags
-from .model_host import batch_failure_message
+from ..model_side.model_host import batch_failure_message
 from .stub_connection import StubConnection, StubLaunch
-from .wire import encode_array, plain_parameters
+from ..ipc.wire import encode_array, plain_parameters
 
 if TYPE_CHECKING:
     from .backend import PythonModel

@@ -20,7 +20,7 @@ from typing import Any
 
 from .bridge import Bridge, use_bridge
 from .response_iterator import ResponseIterator
-from .utils import (
+from .pb_utils import (
     TRITONSERVER_RESPONSE_COMPLETE_FINAL,
     TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
     InferenceRequest,
@@ -31,7 +31,7 @@ from .utils import (
     TritonModelException,
 )
 
-__all__ = ["ModelHost", "ExecuteFailure", "batch_failure_message", "load_model_module", "rescheduled",
+__all__ = ["ModelHost", "PendingExecute", "ExecuteFailure", "batch_failure_message", "load_model_module", "rescheduled",
            "run_auto_complete"]
 
 _module_numbers = itertools.count()
@@ -129,6 +129,15 @@ class ModelHost:
 
         A decoupled model's `async def execute` is not awaited: as in Triton, it runs on this
         loop beside the coroutines of earlier batches while the instance takes the next."""
+        outcome = self.start_execute(requests)
+        if isinstance(outcome, PendingExecute):
+            return await outcome.finish()
+        return outcome
+
+    def start_execute(self, requests: list[InferenceRequest]) -> "list[InferenceResponse | None] | None | PendingExecute":
+        """`execute` without an event loop hop: a plain `def execute` runs to its result here
+        (the stub calls it straight from the socket's read callback); an `async def execute`
+        of a non-decoupled model comes back as a PendingExecute to await."""
         use_bridge(self.bridge)
         collector = None
         for request in requests:
@@ -145,13 +154,22 @@ class ModelHost:
                 if self.decoupled:
                     self._run_in_background(result, requests)
                     return None
-                result = await result
+                assert collector is not None
+                return PendingExecute(self, requests, collector, result)
         except Exception as exc:  # noqa: BLE001 - the model's failure becomes the batch's error
-            failure = self._failure(exc)
-            if collector is not None and collector.responses:
-                return collector.answered_or(requests, TritonError.from_code_name(
-                    failure.code_name, batch_failure_message(self.label, failure.text)))
-            raise failure from None
+            return self._failed(exc, requests, collector)
+        return self._checked(requests, result, collector)
+
+    def _failed(self, exc: Exception, requests: list[InferenceRequest],
+                collector: "_CollectingBridge | None") -> list[InferenceResponse | None]:
+        failure = self._failure(exc)
+        if collector is not None and collector.responses:
+            return list(collector.answered_or(requests, TritonError.from_code_name(
+                failure.code_name, batch_failure_message(self.label, failure.text))))
+        raise failure from None
+
+    def _checked(self, requests: list[InferenceRequest], result: Any,
+                 collector: "_CollectingBridge | None") -> list[InferenceResponse | None] | None:
         if self.decoupled:
             if result is not None:
                 raise ExecuteFailure("INTERNAL", f"Python model '{self.args.get('model_instance_name', '')}' is "
@@ -247,6 +265,24 @@ class ModelHost:
             result = hook()
             if inspect.isawaitable(result):
                 await result
+
+
+class PendingExecute:
+    """The rest of an `async def execute` of a non-decoupled model, to await on the loop."""
+
+    def __init__(self, host: ModelHost, requests: list[InferenceRequest], collector: "_CollectingBridge",
+                 awaitable: Any) -> None:
+        self._host = host
+        self._requests = requests
+        self._collector = collector
+        self._awaitable = awaitable
+
+    async def finish(self) -> list[InferenceResponse | None] | None:
+        try:
+            result = await self._awaitable
+        except Exception as exc:  # noqa: BLE001 - the model's failure becomes the batch's error
+            return self._host._failed(exc, self._requests, self._collector)
+        return self._host._checked(self._requests, result, self._collector)
 
 
 class _CollectingBridge(Bridge):

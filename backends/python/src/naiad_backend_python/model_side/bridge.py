@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .response_iterator import ResponseIterator
-    from .utils import InferenceRequest, InferenceResponse
+    from .pb_utils import InferenceRequest, InferenceResponse
 
 __all__ = ["Bridge", "current_bridge", "use_bridge", "set_default_bridge"]
 

@@ -23,6 +23,7 @@ import threading
 from typing import Any
 
 from .bridge import Bridge, current_bridge
+from .errors import TritonModelException, text_argument
 
 __all__ = ["MetricKind", "MetricFamily", "Metric", "COUNTER", "GAUGE", "HISTOGRAM"]
 
@@ -48,18 +49,10 @@ GAUGE = MetricKind.GAUGE
 HISTOGRAM = MetricKind.HISTOGRAM
 
 
-def _exception(message: str) -> Exception:
-    from .utils import TritonModelException  # utils imports this module
-
-    return TritonModelException(message)
-
-
 def _text(value: Any, what: str) -> Any:
     """bytes as Triton's binding takes them (UTF-8 text); anything else for the checks below."""
     if not isinstance(value, (bytes, bytearray)):
         return value
-    from .utils import text_argument  # utils imports this module
-
     return text_argument(value, what)
 
 
@@ -86,16 +79,16 @@ class MetricFamily:
     def __init__(self, name: str, description: str, kind: MetricKind) -> None:
         name, description = _text(name, "MetricFamily name"), _text(description, "MetricFamily description")
         if not isinstance(name, str) or not name:
-            raise _exception(f"Error when creating MetricFamily: name must be a non-empty string, got {name!r}")
+            raise TritonModelException(f"Error when creating MetricFamily: name must be a non-empty string, got {name!r}")
         if not isinstance(description, str):
-            raise _exception(f"Error when creating MetricFamily '{name}': description must be a string, "
+            raise TritonModelException(f"Error when creating MetricFamily '{name}': description must be a string, "
                              f"got {type(description).__name__}")
         if isinstance(kind, bool) or kind not in tuple(MetricKind):
-            raise _exception(f"Error when creating MetricFamily '{name}': kind must be MetricFamily.COUNTER, "
+            raise TritonModelException(f"Error when creating MetricFamily '{name}': kind must be MetricFamily.COUNTER, "
                              f"MetricFamily.GAUGE or MetricFamily.HISTOGRAM, got {kind!r}")
         bridge = current_bridge()
         if bridge is None:
-            raise _exception(f"Error when creating MetricFamily '{name}': metrics can only be created while "
+            raise TritonModelException(f"Error when creating MetricFamily '{name}': metrics can only be created while "
                              "the model is loaded (in initialize, execute or finalize)")
         self._state = _FamilyState(name, MetricKind(kind), _new_handle())
         self._description = description
@@ -104,7 +97,7 @@ class MetricFamily:
         try:
             bridge.metric_family_new(self._state.handle, name, description, self._state.kind.name.lower())
         except Exception as exc:  # noqa: BLE001 - the server's reason, as the model's error
-            raise _exception(f"Error when creating MetricFamily '{name}': {exc}") from None
+            raise TritonModelException(f"Error when creating MetricFamily '{name}': {exc}") from None
         self._bridge = bridge  # set only once created: __del__ then knows there is something to delete
 
     @property
@@ -121,26 +114,26 @@ class MetricFamily:
         if labels is None:
             labels = {}
         if not isinstance(labels, dict):
-            raise _exception(f"Failed to create metric of family '{name}': labels must be a dictionary, "
+            raise TritonModelException(f"Failed to create metric of family '{name}': labels must be a dictionary, "
                              f"got {type(labels).__name__}")
         labels = {_text(key, "metric label name"): _text(value, "metric label value") for key, value in labels.items()}
         for key, value in labels.items():
             if not isinstance(key, str) or not isinstance(value, str):
-                raise _exception(f"Failed to create metric of family '{name}': label names and values must be "
+                raise TritonModelException(f"Failed to create metric of family '{name}': label names and values must be "
                                  f"strings, got {key!r}: {value!r}")
         bounds: list[float] | None = None
         if buckets is not None:
             if kind is not MetricKind.HISTOGRAM:
-                raise _exception(f"Failed to create metric of family '{name}': buckets are for histograms, "
+                raise TritonModelException(f"Failed to create metric of family '{name}': buckets are for histograms, "
                                  f"this family is a {kind.name.lower()}")
             if not isinstance(buckets, (list, tuple)) or not all(_is_number(b) for b in buckets):
-                raise _exception(f"Failed to create metric of family '{name}': buckets must be a list of numbers, "
+                raise TritonModelException(f"Failed to create metric of family '{name}': buckets must be a list of numbers, "
                                  f"got {buckets!r}")
             bounds = [float(b) for b in buckets]
         elif kind is MetricKind.HISTOGRAM:
-            raise _exception(f"Failed to create metric of family '{name}': a histogram metric needs buckets")
+            raise TritonModelException(f"Failed to create metric of family '{name}': a histogram metric needs buckets")
         if self._state.deleted or self._bridge is None:
-            raise _exception(f"Failed to create metric of family '{name}': the family has been deleted")
+            raise TritonModelException(f"Failed to create metric of family '{name}': the family has been deleted")
         metric = Metric._create(self._state, self._bridge, dict(labels), bounds)
         self._metrics.append(metric)
         return metric
@@ -186,28 +179,28 @@ class Metric:
         try:
             bridge.metric_new(metric._handle, state.handle, labels, buckets)
         except Exception as exc:  # noqa: BLE001
-            raise _exception(f"Failed to create metric of family '{state.name}' with labels {labels}: {exc}") from None
+            raise TritonModelException(f"Failed to create metric of family '{state.name}' with labels {labels}: {exc}") from None
         return metric
 
     def _check(self, operation: str, value: Any, allowed: tuple[MetricKind, ...]) -> float:
         state = self._state
         if state.deleted:
-            raise _exception(f"Invalid metric operation {operation}() on '{state.name}': its MetricFamily has been "
+            raise TritonModelException(f"Invalid metric operation {operation}() on '{state.name}': its MetricFamily has been "
                              "deleted. Keep the MetricFamily object alive as long as its metrics are used.")
         if state.kind not in allowed:
             action = "get the value of" if operation == "value" else operation
-            raise _exception(f"Failed to {action} metric '{state.name}': a {state.kind.name.lower()} does not "
+            raise TritonModelException(f"Failed to {action} metric '{state.name}': a {state.kind.name.lower()} does not "
                              f"support {operation}()")
         if operation == "value":
             return 0.0
         if not _is_number(value):
-            raise _exception(f"Failed to {operation} metric '{state.name}': the value must be a number, got {value!r}")
+            raise TritonModelException(f"Failed to {operation} metric '{state.name}': the value must be a number, got {value!r}")
         return float(value)
 
     def increment(self, value: float) -> None:
         number = self._check("increment", value, (MetricKind.COUNTER, MetricKind.GAUGE))
         if self._state.kind is MetricKind.COUNTER and number < 0:
-            raise _exception(f"Failed to increment metric '{self._state.name}': a counter can only be incremented "
+            raise TritonModelException(f"Failed to increment metric '{self._state.name}': a counter can only be incremented "
                              f"by non-negative values, got {number}")
         self._bridge.metric_update(self._handle, "increment", number)
 
@@ -225,7 +218,7 @@ class Metric:
         try:
             return self._bridge.metric_value(self._handle)
         except Exception as exc:  # noqa: BLE001
-            raise _exception(f"Failed to get the value of metric '{self._state.name}': {exc}") from None
+            raise TritonModelException(f"Failed to get the value of metric '{self._state.name}': {exc}") from None
 
     def __repr__(self) -> str:
         return f"Metric({self._state.name!r}, {self._labels})"

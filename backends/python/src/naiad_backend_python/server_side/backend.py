@@ -27,7 +27,7 @@ from naiad.backend import (
 )
 
 from .in_process_instance import InProcessInstance
-from .model_host import run_auto_complete
+from ..model_side.model_host import run_auto_complete
 from .process_instance import ProcessInstance
 from .settings import ModelSettings, read_settings
 from .stub_connection import StubLaunch
@@ -113,7 +113,7 @@ class PythonModel(Model):
         path = self.backend.stub_python_path()
         env["PYTHONPATH"] = path + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         done = subprocess.run(
-            [settings.python, "-m", "naiad_backend_python.stub", "--auto-complete", str(model_file)],
+            [settings.python, "-m", "naiad_backend_python.model_side.stub", "--auto-complete", str(model_file)],
             input=json.dumps(current).encode(), capture_output=True, env=env,
             timeout=settings.start_timeout_s or None,
         )

@@ -67,10 +67,12 @@ class RingWriter:
 
     def put(self, data: Any) -> tuple[Any, ...]:
         """Place a bytes-like object; returns its location for the control message."""
-        view = memoryview(data).cast("B")
-        size = len(view)
+        view = memoryview(data)
+        size = view.nbytes
         if size == 0:
             return ("e",)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
         (tail,) = struct.unpack_from("<Q", self._map, 0)
         position = self._head % self._capacity
         skip = self._capacity - position if position + size > self._capacity else 0

@@ -2,9 +2,9 @@
 
 Starting it (blocking, in a worker thread) spawns the interpreter, hands it the socket and
 the two rings, and waits for `initialize` to finish. After that the connection lives on
-the server's event loop: a reader task decodes what the stub sends (execute results,
-decoupled responses, BLS requests, cancellation queries, log lines) and routes it, so the
-loop awaits the model without a thread hop. When the process dies, every request still
+the server's event loop: a protocol decodes what the stub sends (execute results, decoupled
+responses, BLS requests, cancellation queries, log lines) in `data_received` and routes it,
+so a result resumes the `execute` awaiting it with no thread hop and no task in between. When the process dies, every request still
 waiting on it gets an error at once.
 """
 
@@ -28,8 +28,8 @@ from .conversions import FINAL_MARKER, core_response_from_parts
 from .metric_owner import METRIC_OPS, MetricOwner
 from .model_control import manage_model
 from .settings import ModelSettings
-from .shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
-from .wire import FRAME_HEADER, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
+from ..ipc.shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
+from ..ipc.wire import FRAME_HEADER, FrameReader, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
 
 if TYPE_CHECKING:
     from naiad.backend import InferenceService as Server
@@ -75,8 +75,9 @@ class StubConnection:
         self.to_stub = to_stub
         self.from_stub = from_stub
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task[None] | None = None
+        self._transport: asyncio.Transport | None = None
+        self._gone: asyncio.Task[None] | None = None  # runs _after_exit once the socket closes
+        self._cleaned_up: asyncio.Event | None = None  # set when _after_exit has run
         self._ids = itertools.count(1)
         # execute id -> future of the stub's "result" message
         self.calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -112,7 +113,7 @@ class StubConnection:
             env["PATH"] = f"{settings.env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
             env["LD_LIBRARY_PATH"] = f"{settings.env_dir / 'lib'}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
             env.pop("PYTHONHOME", None)
-        command = [settings.python, "-m", "naiad_backend_python.stub", "--socket-fd", str(child.fileno()),
+        command = [settings.python, "-m", "naiad_backend_python.model_side.stub", "--socket-fd", str(child.fileno()),
                    "--inbound-fd", str(to_fd), "--outbound-fd", str(from_fd)]
         try:
             process = subprocess.Popen(command, pass_fds=(child.fileno(), to_fd, from_fd), env=env,
@@ -203,45 +204,38 @@ class StubConnection:
     # -- on the event loop ---------------------------------------------------------------
 
     async def attach(self) -> None:
-        if self._writer is not None:
+        if self._transport is not None:
             return
         self.loop = asyncio.get_running_loop()
-        reader, self._writer = await asyncio.open_unix_connection(sock=self.sock)
         self._finalized = asyncio.Event()
-        self._reader_task = asyncio.create_task(self._read(reader))
+        self._cleaned_up = asyncio.Event()
+        self._transport, _ = await self.loop.create_unix_connection(lambda: _StubProtocol(self), sock=self.sock)
 
     @property
     def attached(self) -> bool:
-        return self._writer is not None
+        return self._transport is not None
 
     def send(self, message: dict[str, Any]) -> None:
-        if self.closed or self._writer is None:
+        if self.closed or self._transport is None:
             return
-        self._writer.write(pack_frame(message))
+        self._transport.write(pack_frame(message))
 
     def send_with(self, build: Callable[[RingWriter], dict[str, Any]]) -> None:
         """Place tensors and send the message with no await in between, so ring order
         is socket order."""
-        if self.closed or self._writer is None:
+        if self.closed or self._transport is None:
             raise NaiadError.unavailable(f"{self.launch.label}: the model's process is not running")
         message = build(self.to_stub)
         message["mark"] = self.to_stub.mark()
-        self._writer.write(pack_frame(message))
+        self._transport.write(pack_frame(message))
 
     def new_id(self) -> int:
         return next(self._ids)
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        try:
-            while True:
-                header = await reader.readexactly(FRAME_HEADER.size)
-                body = await reader.readexactly(FRAME_HEADER.unpack(header)[0])
-                self._dispatch(unpack_message(body))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
-        except Exception:  # noqa: BLE001 - a garbled message: drop this process, keep serving
-            log.exception("%s: bad message from the model's process", self.launch.label)
-        await self._after_exit()
+    def _lost(self) -> None:
+        """The socket closed (the process exited, or sent something unreadable)."""
+        if self._gone is None:
+            self._gone = asyncio.ensure_future(self._after_exit())
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         op = message["op"]
@@ -365,11 +359,13 @@ class StubConnection:
             self.requests.clear()
             for task in list(self._query_tasks.values()):
                 task.cancel()
-            if self._writer is not None:
-                self._writer.close()
+            if self._transport is not None:
+                self._transport.close()
             self._close_resources()
             if self.on_exit is not None:
                 self.on_exit(self)
+        if self._cleaned_up is not None:
+            self._cleaned_up.set()
 
     def kill(self) -> None:
         self.accepting = False
@@ -394,8 +390,11 @@ class StubConnection:
                 await asyncio.wait_for(asyncio.to_thread(self.process.wait), 5)
             except asyncio.TimeoutError:
                 self.kill()
-        if self._reader_task is not None:
-            await asyncio.gather(self._reader_task, return_exceptions=True)
+        if self._cleaned_up is not None:
+            try:
+                await asyncio.wait_for(self._cleaned_up.wait(), 15)
+            except asyncio.TimeoutError:
+                log.warning("%s: the model's socket stayed open after its process ended", self.launch.label)
 
     def finalize_blocking(self, timeout: float) -> None:
         """Finalize a process that was never attached to an event loop."""
@@ -433,6 +432,31 @@ class StubConnection:
             pass
         self.to_stub.close()
         self.from_stub.close()
+
+
+class _StubProtocol(asyncio.Protocol):
+    """Reads what the stub sends on the server's loop: each complete message is dispatched
+    from `data_received` itself, so a result resumes its `execute` with no task in between."""
+
+    def __init__(self, connection: StubConnection) -> None:
+        self._connection = connection
+        self._frames = FrameReader()
+
+    def data_received(self, data: bytes) -> None:
+        connection = self._connection
+        try:
+            for body in self._frames.feed(data):
+                connection._dispatch(unpack_message(body))
+        except Exception:  # noqa: BLE001 - a garbled message: drop this process, keep serving
+            log.exception("%s: bad message from the model's process", connection.launch.label)
+            if connection._transport is not None:
+                connection._transport.close()
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._connection._lost()
 
 
 def _encode_core_response(ring: RingWriter, response: CoreResponse) -> dict[str, Any]:

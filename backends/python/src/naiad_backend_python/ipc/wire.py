@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from .shm_ring import RingReader, RingWriter
-from .utils import encode_bytes_elements
+from .bytes_elements import decode_bytes_elements, encode_bytes_elements
 
 __all__ = [
     "FRAME_HEADER",
+    "FrameReader",
     "pack_frame",
     "unpack_message",
     "encode_array",
@@ -54,14 +55,42 @@ def unpack_message(body: bytes) -> dict[str, Any]:
     return _PlainUnpickler(io.BytesIO(body)).load()
 
 
+class FrameReader:
+    """Cuts a byte stream into message bodies, whatever the chunks it arrives in: both sides
+    read their socket in whatever pieces it gives and decode each complete frame at once."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buffer = self._buffer
+        if not buffer and len(data) >= 4:
+            # The common case: whole frames in one chunk, nothing left over from before.
+            (length,) = FRAME_HEADER.unpack_from(data, 0)
+            if len(data) == 4 + length:
+                return [data[4:]]
+        buffer += data
+        bodies: list[bytes] = []
+        start, end = 0, len(buffer)
+        while end - start >= 4:
+            (length,) = FRAME_HEADER.unpack_from(buffer, start)
+            if end - start - 4 < length:
+                break
+            bodies.append(bytes(buffer[start + 4 : start + 4 + length]))
+            start += 4 + length
+        del buffer[:start]
+        return bodies
+
+
 def encode_array(ring: RingWriter, name: str, datatype: str, array: np.ndarray) -> tuple[Any, ...]:
     """Copy an array into the ring; returns its descriptor. Call under `ring.lock`."""
     if datatype == "BYTES":
         data: Any = encode_bytes_elements(array) if array.size else b""
     else:
-        contiguous = np.ascontiguousarray(array)
-        data = contiguous.reshape(-1).view(np.uint8) if contiguous.size else b""
-    return (name, datatype, tuple(int(d) for d in array.shape), ring.put(data))
+        # A C-contiguous array is placed straight from its buffer (the common case: no copy
+        # on this side, no intermediate array objects).
+        data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+    return (name, datatype, array.shape, ring.put(data))
 
 
 def decode_array(ring: RingReader, descriptor: tuple[Any, ...]) -> tuple[str, str, np.ndarray]:
@@ -87,24 +116,16 @@ def decode_array(ring: RingReader, descriptor: tuple[Any, ...]) -> tuple[str, st
 
 
 def _decode_bytes(raw: Any, count: int) -> np.ndarray:
-    view = memoryview(raw)
-    items: list[bytes] = []
-    offset, end = 0, len(view)
-    while offset < end:
-        (length,) = struct.unpack_from("<I", view, offset)
-        offset += 4
-        items.append(bytes(view[offset : offset + length]))
-        offset += length
-    view.release()
+    items = decode_bytes_elements(raw)
     if len(items) != count:
         raise ValueError(f"BYTES tensor holds {len(items)} elements, its shape needs {count}")
-    result = np.empty(count, dtype=object)
-    result[:] = items
-    return result
+    return items
 
 
 def plain_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     """Request/response parameters as plain values (numpy scalars become Python ones)."""
+    if not parameters:
+        return {}
     plain: dict[str, Any] = {}
     for key, value in parameters.items():
         if isinstance(value, np.generic):

@@ -12,15 +12,18 @@ import queue
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from .utils import InferenceResponse
+    from .pb_utils import InferenceResponse
 
 __all__ = ["ResponseIterator"]
 
 
 class ResponseIterator:
-    def __init__(self) -> None:
+    def __init__(self, wait_until: Callable[[Callable[[], bool]], object] | None = None) -> None:
         # Set by the bridge that feeds this iterator: asks the server to cancel the call.
         self.on_cancel: Callable[[], None] | None = None
+        # How a blocking `next` waits for a response that is not there yet, when the thread
+        # that waits must also fetch it (the stub's Channel.wait_until); else a plain wait.
+        self._wait_until = wait_until
         self._queue: queue.Queue[tuple["InferenceResponse", bool]] = queue.Queue()
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -56,6 +59,8 @@ class ResponseIterator:
     def __next__(self) -> "InferenceResponse":
         if self._done:
             raise StopIteration
+        if self._wait_until is not None:
+            self._wait_until(lambda: not self._queue.empty())
         response, final = self._queue.get()
         self._done = final
         return response

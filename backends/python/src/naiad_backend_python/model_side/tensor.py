@@ -1,0 +1,134 @@
+"""`Tensor`: a named input or output of a model (a numpy array and its Triton datatype)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .dtypes import datatype_of_dtype, type_number
+from .errors import TritonModelException, text_argument
+from .flags import TRITONSERVER_MEMORY_CPU
+
+if TYPE_CHECKING:
+    from .inference_request import InferenceRequest
+    from .inference_response import InferenceResponse
+
+__all__ = ["Tensor", "PreferredMemory", "get_input_tensor_by_name", "get_output_tensor_by_name"]
+
+class Tensor:
+    """A named input or output: a numpy array and its Triton datatype."""
+
+    __slots__ = ("_name", "_array", "_datatype")
+
+    def __init__(self, name: str, tensor: Any, datatype: str | None = None) -> None:
+        name = text_argument(name, "Tensor name")
+        array = tensor if isinstance(tensor, np.ndarray) else np.asarray(tensor)
+        if datatype is None:
+            datatype = datatype_of_dtype(array.dtype)
+            if datatype is None:
+                raise TritonModelException(
+                    f"tensor '{name}': numpy dtype {array.dtype} has no Triton datatype"
+                )
+        if datatype == "BYTES" and array.dtype.kind in ("U", "S"):
+            # Fixed-width string arrays pad and strip; BYTES elements are exact bytes.
+            converted = np.empty(array.shape, dtype=object)
+            converted.reshape(-1)[:] = [
+                item.encode("utf-8") if isinstance(item, str) else bytes(item) for item in array.reshape(-1)
+            ]
+            array = converted
+        self._name = name
+        self._array = array
+        self._datatype = datatype
+
+    def name(self) -> str:
+        return self._name
+
+    def as_numpy(self) -> np.ndarray:
+        return self._array
+
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._array.shape)
+
+    def triton_dtype(self) -> int:
+        return type_number(self._datatype)
+
+    def datatype(self) -> str:
+        """The KServe datatype name ("FP32", "BYTES", ...)."""
+        return self._datatype
+
+    def is_cpu(self) -> bool:
+        # Tensors cross processes through host shared memory, so they are always on the CPU.
+        return True
+
+    def to_dlpack(self) -> Any:
+        """A DLPack capsule of the array (for `torch.from_dlpack` and friends)."""
+        return self.__dlpack__()
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        if self._datatype == "BYTES":
+            raise TritonModelException(f"tensor '{self._name}': BYTES tensors have no DLPack form")
+        return np.ascontiguousarray(self._array).__dlpack__()
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU: tensors always live in host memory here
+
+    @staticmethod
+    def from_dlpack(name: str, dlpack_tensor: Any) -> "Tensor":
+        """A Tensor from an object with `__dlpack__` (torch, cupy, numpy...) or a DLPack
+        capsule; device tensors are copied to host memory."""
+        if str(getattr(dlpack_tensor, "dtype", "")) == "torch.bfloat16":
+            # numpy has no bfloat16: carry the raw 16-bit words, as naiad does for BF16.
+            import torch  # a torch tensor was passed, so torch is importable
+
+            words = dlpack_tensor.detach().cpu().contiguous().view(torch.int16)
+            return Tensor(name, np.from_dlpack(words).view(np.uint16), "BF16")
+        source = dlpack_tensor
+        if not hasattr(source, "__dlpack__"):
+            source = _CapsuleHolder(dlpack_tensor)
+        try:
+            array = np.from_dlpack(source)
+        except (RuntimeError, TypeError, BufferError) as exc:
+            cpu = getattr(dlpack_tensor, "cpu", None)
+            if cpu is None:
+                raise TritonModelException(f"tensor '{name}': cannot read DLPack tensor: {exc}") from exc
+            array = np.from_dlpack(cpu())
+        return Tensor(name, array)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self._name!r}, {self._datatype}, shape={list(self._array.shape)})"
+
+
+class _CapsuleHolder:
+    """Lets numpy read a bare DLPack capsule (numpy only accepts `__dlpack__` objects)."""
+
+    def __init__(self, capsule: Any) -> None:
+        self._capsule = capsule
+
+    def __dlpack__(self, stream: Any = None, **_: Any) -> Any:
+        return self._capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def get_input_tensor_by_name(inference_request: "InferenceRequest", name: str) -> Tensor | None:
+    for tensor in inference_request.inputs():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_output_tensor_by_name(inference_response: "InferenceResponse", name: str) -> Tensor | None:
+    for tensor in inference_response.output_tensors():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+class PreferredMemory:
+    """Accepted for BLS requests; tensors always travel in host memory here."""
+
+    def __init__(self, preferred_memory_type: int = TRITONSERVER_MEMORY_CPU, preferred_device_id: int = 0) -> None:
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = preferred_device_id
