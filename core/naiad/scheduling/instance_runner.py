@@ -1,7 +1,8 @@
 """Runs batches of jobs on one model instance and routes the responses back.
 
-Owns the instance's execution thread (for a synchronous `execute`), the ABI checks on what
-`execute` returns, decoupled response senders, the execution statistics, and the instance's
+Owns the instance's execution thread (for a synchronous `execute`; short batches of a
+backend that allows it run on the event loop instead, see `inline_execution`), the ABI
+checks on what `execute` returns, decoupled response senders, the execution statistics, and the instance's
 place in the rate limiter (its resources are held for each execution).
 """
 
@@ -19,6 +20,7 @@ from ..batching import take_phase_times
 from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
 from ..statistics import ModelStatistics
+from .inline_execution import InlineExecution
 from .job import Job
 from .rate_limiter import InstanceGate
 
@@ -53,10 +55,14 @@ class InstanceRunner:
         self.decoupled = decoupled
         self._is_async = inspect.iscoroutinefunction(instance.execute)
         self._thread: concurrent.futures.ThreadPoolExecutor | None = None
+        # Set when short batches may run on the loop (a synchronous execute that may run on any thread).
+        self._inline: InlineExecution | None = None
         if not self._is_async:
             self._thread = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix=f"naiad-{instance.context.name}"
             )
+            if instance.runs_on_any_thread:
+                self._inline = InlineExecution()
 
     @property
     def name(self) -> str:
@@ -95,8 +101,15 @@ class InstanceRunner:
             if self._is_async:
                 result: Any = await self.instance.execute(requests)  # type: ignore[misc]
                 phases = (0, 0)
-            else:
+            elif self._inline is None:
                 result, phases = await loop.run_in_executor(self._thread, self._execute_timed, requests)
+            else:
+                elements = sum(t.element_count for r in requests for t in r.inputs)
+                if self._inline.choose(elements):
+                    result, phases = self._execute_measured(requests, elements)
+                else:
+                    result, phases = await loop.run_in_executor(
+                        self._thread, self._execute_measured, requests, elements)
         except Exception as exc:  # noqa: BLE001 - a backend failure fails its batch, not the server
             log.warning("model '%s' instance %s failed a batch: %s", self.model_name, self.name, exc)
             error = exc if isinstance(exc, NaiadError) else NaiadError.internal(
@@ -131,6 +144,15 @@ class InstanceRunner:
         take_phase_times()
         result = self.instance.execute(requests)
         return result, take_phase_times()
+
+    def _execute_measured(self, requests: list[InferenceRequest], elements: int) -> tuple[Any, tuple[int, int]]:
+        """`_execute_timed`, on the loop or in the thread, measured for the next choice."""
+        assert self._inline is not None
+        began = time.monotonic_ns()
+        try:
+            return self._execute_timed(requests)
+        finally:
+            self._inline.measured(elements, time.monotonic_ns() - began)
 
     def _deliver(self, result: Any, jobs: list[Job]) -> None:
         if not isinstance(result, (list, tuple)) or len(result) != len(jobs):
