@@ -6,10 +6,12 @@ call (onnxruntime runs a small MLP in ~8 us). A backend whose `execute` has no a
 its thread (`ModelInstance.runs_on_any_thread`) therefore gets its short batches run on the
 loop, which stalls the loop no longer than the hop would have cost.
 
-Short means: the last execution of this instance, scaled up to the elements this batch
-carries when it carries more, took less than the budget. Every execution is measured, on the
-loop or in the thread, so a model that turns slow moves to its thread after one batch and
-one that turns fast comes back. The first batch always runs in the thread.
+Short means: the faster of the instance's last two executions, scaled up to the elements
+this batch carries when it carries more, took less than the budget. Two, because on a busy
+machine one execution in a few dozen is preempted and measures long, and each such outlier
+would cost the next batch a hop; a model that turns slow moves to its thread after two
+batches. Every execution is measured, on the loop or in the thread, so one that turns fast
+comes back. The first batch always runs in the thread.
 """
 
 from __future__ import annotations
@@ -25,25 +27,33 @@ INLINE_BUDGET_NS = 100_000
 class InlineExecution:
     """The measurements and the decision for one instance that allows it."""
 
-    __slots__ = ("_budget_ns", "_last_ns", "_last_elements")
+    __slots__ = ("_budget_ns", "_last", "_previous")
 
     def __init__(self, budget_ns: int = INLINE_BUDGET_NS) -> None:
         self._budget_ns = budget_ns
-        # None until the first execution is measured.
-        self._last_ns: int | None = None
-        self._last_elements = 1
+        # (elapsed ns, input elements) of the last two executions; None until measured.
+        self._last: tuple[int, int] | None = None
+        self._previous: tuple[int, int] | None = None
 
     def choose(self, elements: int) -> bool:
         """Whether a batch of `elements` input elements (every input of every request)
         runs on the loop."""
-        last = self._last_ns
-        if last is None:
+        if self._last is None:
             return False
-        if elements > self._last_elements:
-            # Assume the cost grows with the data, never that it shrinks.
-            last = last * elements // self._last_elements
-        return last < self._budget_ns
+        predicted = _scaled(self._last, elements)
+        if self._previous is not None:
+            predicted = min(predicted, _scaled(self._previous, elements))
+        return predicted < self._budget_ns
 
     def measured(self, elements: int, elapsed_ns: int) -> None:
-        self._last_ns = elapsed_ns
-        self._last_elements = max(elements, 1)
+        self._previous = self._last
+        self._last = (elapsed_ns, max(elements, 1))
+
+
+def _scaled(measurement: tuple[int, int], elements: int) -> int:
+    """A measured time for `elements`: the cost is assumed to grow with the data, never to
+    shrink with it."""
+    elapsed_ns, measured_elements = measurement
+    if elements > measured_elements:
+        return elapsed_ns * elements // measured_elements
+    return elapsed_ns
