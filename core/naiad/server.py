@@ -28,6 +28,7 @@ from .model_config import ModelConfig
 from .model_manager import LoadedVersion, ModelManager
 from .remote_repository import open_repository
 from .repository_poller import RepositoryPoller
+from .request_plan import RequestPlan
 from .request_validation import validate_request
 from .response_cache import CacheSpec, ResponseCache, open_cache
 from .safe_names import check_model_name
@@ -364,7 +365,8 @@ class Server:
         for zero or many.
         """
         loaded = self.model(request.model_name, request.model_version)
-        if loaded.config.decoupled:
+        plan = loaded.config.derived(RequestPlan.of)
+        if plan.decoupled:
             responses = [r async for r in self.infer_stream(request) if r.outputs or r.error]
             if len(responses) != 1:
                 raise NaiadError.unsupported(
@@ -381,8 +383,7 @@ class Server:
         if response.error is not None:
             raise response.error
         # An ensemble answers with the outputs its steps produced, as Triton's does.
-        strict = loaded.config.scheduling != "ensemble_scheduling"
-        response = _select_outputs(response, request, strict)
+        response = _select_outputs(response, request, strict=not plan.ensemble)
         apply_classification(response, request, loaded.config)
         return response
 
@@ -456,7 +457,7 @@ class Server:
                 future.set_result(response)
 
         job = Job(request, batch_size, deliver)
-        if self.response_cache is not None and loaded.config.proto.response_cache.enable:
+        if self.response_cache is not None and loaded.config.derived(RequestPlan.of).response_cache:
             enqueue_through_cache(self.response_cache, statistics, job, loaded.name, str(loaded.version),
                                   loaded.scheduler.enqueue, self._cache_tasks)
         else:

@@ -84,16 +84,21 @@ class InstanceRunner:
 
     async def _run(self, jobs: list[Job], reschedulable: bool) -> list[Job]:
         loop = asyncio.get_running_loop()
+        statistics = self.statistics
         start = time.monotonic_ns()
+        requests = []
         # Padding jobs (batch_size 0, a sequence batcher's empty slots) are not requests:
         # they count in no statistic.
+        inferences = counted = 0
         for job in jobs:
+            requests.append(job.request)
             if job.batch_size:
-                self.statistics.queue.add(start - job.enqueued_ns)
+                statistics.queue.add(start - job.enqueued_ns)
                 # nv_inference_pending_request_count counts requests awaiting execution.
                 job.executed = True
-                self.statistics.pending -= 1
-        requests = [job.request for job in jobs]
+                statistics.pending -= 1
+                inferences += job.batch_size
+                counted += 1
         if self.decoupled:
             for job in jobs:
                 job.request.response_sender = self._sender(loop, job)
@@ -116,7 +121,7 @@ class InstanceRunner:
                 f"model '{self.model_name}' failed to execute: {type(exc).__name__}: {exc}"
             )
             failed_ns = time.monotonic_ns() - start
-            self.statistics.record_failed_execution(sum(j.batch_size for j in jobs), failed_ns)
+            statistics.record_failed_execution(inferences, failed_ns)
             _trace_compute(jobs, start, failed_ns)
             for job in jobs:
                 job.finish(self._stamp(InferenceResponse(error=error), job))
@@ -125,9 +130,9 @@ class InstanceRunner:
             elapsed = time.monotonic_ns() - start
         _trace_compute(jobs, start, elapsed)
         input_ns, output_ns = phases
-        self.statistics.record_execution(
-            sum(j.batch_size for j in jobs),
-            sum(1 for j in jobs if j.batch_size),
+        statistics.record_execution(
+            inferences,
+            counted,
             input_ns,
             max(elapsed - input_ns - output_ns, 0),
             output_ns,
