@@ -2,8 +2,8 @@
 
 Owns the instance's execution thread (for a synchronous `execute`; short batches of a
 backend that allows it run on the event loop instead, see `inline_execution`), the ABI
-checks on what `execute` returns, decoupled response senders, the execution statistics, and the instance's
-place in the rate limiter (its resources are held for each execution).
+checks on what `execute` returns, decoupled response senders, the execution statistics,
+and the instance's place in the rate limiter (its resources are held for each execution).
 """
 
 from __future__ import annotations
