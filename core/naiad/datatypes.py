@@ -57,6 +57,9 @@ def numpy_dtype(datatype: str) -> np.dtype:
 
 def datatype_of(array: np.ndarray) -> str:
     """The Triton datatype name for a numpy array; str/bytes/object arrays are BYTES."""
+    found = _FROM_NUMPY.get(array.dtype)  # the usual case: a native-order dtype
+    if found is not None:
+        return found
     kind = array.dtype.kind
     if kind in ("O", "S", "U"):
         return "BYTES"

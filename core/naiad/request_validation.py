@@ -11,6 +11,7 @@ from .classification import classification_count
 from .errors import NaiadError
 from .inference import InferenceRequest
 from .config.model_config import ModelConfig, TensorSpec
+from .config.request_plan import RequestPlan
 from .tensor import Tensor
 
 __all__ = ["validate_request", "shape_matches"]
@@ -25,65 +26,67 @@ def validate_request(request: InferenceRequest, config: ModelConfig, version: st
     """Raise INVALID_ARG naming the fault, or return the request's batch size (1 for models
     without batching). Messages are Triton's words, which clients match on, with
     Triton's `[request id: ...]` prefix where Triton puts one."""
-    model = f"model '{config.name}'"
+    plan = config.derived(RequestPlan.of)
+    model = plan.model
     label = f"[request id: {request.id or '<id_unknown>'}] "
-    _check_input_count(request, config, label)  # after it, a missing input is an unexpected one
+    _check_input_count(request, plan, label)  # after it, a missing input is an unexpected one
     batch_size: int | None = None
-    batching = config.max_batch_size > 0
+    batching = plan.batching
     for tensor in request.inputs:
-        spec = config.input_by_name.get(tensor.name)
+        spec = plan.inputs.get(tensor.name)
         if spec is None:
             raise NaiadError.invalid(
                 f"unexpected inference input '{tensor.name}' for {model}; it expects "
-                + ", ".join(f"'{s.name}'" for s in config.inputs)
+                + ", ".join(f"'{name}'" for name in plan.input_names)
             )
         if tensor.datatype != spec.datatype:
             raise NaiadError.invalid(
                 f"{label}inference input '{tensor.name}' data-type is '{tensor.datatype}', but {model} expects "
                 f"'{spec.datatype}'"
             )
-        size = _check_shape(tensor, spec, config, model, label)
+        size = _check_shape(tensor, spec, plan, label)
         if batching and not spec.is_shape_tensor:
             if batch_size is None:
                 batch_size = size
             elif size != batch_size:
                 raise NaiadError.invalid(
-                    f"{label}input '{tensor.name}' batch size does not match other inputs for '{config.name}' "
+                    f"{label}input '{tensor.name}' batch size does not match other inputs for '{plan.name}' "
                     f"({size} against {batch_size})"
                 )
         if spec.reshape is not None:
             _apply_reshape(tensor, spec, batching)
     for output in request.outputs:
-        if output.name not in config.output_by_name:
+        if output.name not in plan.outputs:
             raise NaiadError.invalid(f"unexpected inference output '{output.name}' for {model}")
         classification_count(output)
     return batch_size if batch_size is not None else 1
 
 
-def _check_input_count(request: InferenceRequest, config: ModelConfig, label: str) -> None:
+def _check_input_count(request: InferenceRequest, plan: RequestPlan, label: str) -> None:
     """Triton's first check: a request carries every required input and no more inputs
     than the model has (implicit-state and control inputs come from the sequence batcher)."""
     given = [t.name for t in request.inputs]
-    for index, name in enumerate(given):
-        if name in given[:index]:
-            raise NaiadError.invalid(
-                f"input '{name}' already exists in request (it appears more than once in the request for model "
-                f"'{config.name}')"
-            )
-    required = [s.name for s in config.inputs if not s.optional]
-    missing = [name for name in required if name not in given]
-    if missing and _state_inputs_cover(config, missing):
+    names = set(given)
+    if len(names) != len(given):
+        for index, name in enumerate(given):
+            if name in given[:index]:
+                raise NaiadError.invalid(
+                    f"input '{name}' already exists in request (it appears more than once in the request for model "
+                    f"'{plan.name}')"
+                )
+    missing = [name for name in plan.required_inputs if name not in names]
+    if missing and all(name in plan.sequence_provided for name in missing):
         return
     # Within the count, Triton goes on to name an unexpected input first.
-    unexpected = any(name not in config.input_by_name for name in given)
-    if len(required) <= len(given) <= len(config.inputs) and (unexpected or not missing):
+    count = len(plan.input_names)
+    if len(plan.required_inputs) <= len(given) <= count and (not missing or not names <= plan.inputs.keys()):
         return
-    if len(required) == len(config.inputs):
-        expected = f"expected {len(config.inputs)} inputs"
+    if len(plan.required_inputs) == count:
+        expected = f"expected {count} inputs"
     else:
-        expected = f"expected number of inputs between {len(required)} and {len(config.inputs)}"
+        expected = f"expected number of inputs between {len(plan.required_inputs)} and {count}"
     raise NaiadError.invalid(
-        f"{label}{expected} but got {len(given)} inputs for model '{config.name}'. Got input(s) {_names(given)}, "
+        f"{label}{expected} but got {len(given)} inputs for model '{plan.name}'. Got input(s) {_names(given)}, "
         f"but missing required input(s) {_names(missing)}. Please provide all required input(s)."
     )
 
@@ -105,22 +108,23 @@ _BATCH_DIM_NOTE = (
 )
 
 
-def _check_shape(tensor: Tensor, spec: TensorSpec, config: ModelConfig, model: str, label: str) -> int:
+def _check_shape(tensor: Tensor, spec: TensorSpec, plan: RequestPlan, label: str) -> int:
+    model = plan.model
     shape = tuple(tensor.shape)
     if tuple(tensor.data.shape) != shape:
         raise NaiadError.invalid(
             f"input '{tensor.name}': data holds shape {list(tensor.data.shape)}, the request declares {list(shape)}"
         )
-    if config.max_batch_size > 0 and not spec.is_shape_tensor:
+    if plan.batching and not spec.is_shape_tensor:
         if not shape or not shape_matches(shape[1:], spec.dims):
             raise NaiadError.invalid(
                 f"{label}unexpected shape for input '{tensor.name}' for {model}. Expected "
                 f"{_dims((-1, *spec.dims))}, got {_dims(shape)}.{_BATCH_DIM_NOTE}"
             )
         batch = shape[0]
-        if batch < 1 or batch > config.max_batch_size:
+        if batch < 1 or batch > plan.max_batch_size:
             raise NaiadError.invalid(
-                f"{label}inference request batch-size must be <= {config.max_batch_size} for '{config.name}' "
+                f"{label}inference request batch-size must be <= {plan.max_batch_size} for '{plan.name}' "
                 f"(input '{tensor.name}' has batch size {batch})"
             )
         return batch
@@ -143,11 +147,3 @@ def _apply_reshape(tensor: Tensor, spec: TensorSpec, batching: bool) -> None:
         target = [next(sizes) if d == -1 else d for d in target]
     tensor.data = tensor.data.reshape(target)
     tensor.shape = tuple(tensor.data.shape)
-
-
-def _state_inputs_cover(config: ModelConfig, missing: list[str]) -> bool:
-    """Implicit-state and control inputs are filled by the sequence batcher, not the client."""
-    sequence = config.proto.sequence_batching
-    provided = {state.input_name for state in sequence.state}
-    provided.update(control.name for control in sequence.control_input)
-    return all(name in provided for name in missing)

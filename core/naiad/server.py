@@ -29,6 +29,7 @@ from .models.manager import ModelManager
 from .models.records import LoadedVersion
 from .repository.remote import open_repository
 from .models.poller import RepositoryPoller
+from .config.request_plan import RequestPlan
 from .request_validation import validate_request
 from .cache.response_cache import CacheSpec, ResponseCache, open_cache
 from .safe_names import check_model_name
@@ -365,7 +366,8 @@ class Server:
         for zero or many.
         """
         loaded = self.model(request.model_name, request.model_version)
-        if loaded.config.decoupled:
+        plan = loaded.config.derived(RequestPlan.of)
+        if plan.decoupled:
             responses = [r async for r in self.infer_stream(request) if r.outputs or r.error]
             if len(responses) != 1:
                 raise NaiadError.unsupported(
@@ -382,8 +384,7 @@ class Server:
         if response.error is not None:
             raise response.error
         # An ensemble answers with the outputs its steps produced, as Triton's does.
-        strict = loaded.config.scheduling != "ensemble_scheduling"
-        response = _select_outputs(response, request, strict)
+        response = _select_outputs(response, request, strict=not plan.ensemble)
         apply_classification(response, request, loaded.config)
         return response
 
@@ -457,7 +458,7 @@ class Server:
                 future.set_result(response)
 
         job = Job(request, batch_size, deliver)
-        if self.response_cache is not None and loaded.config.proto.response_cache.enable:
+        if self.response_cache is not None and loaded.config.derived(RequestPlan.of).response_cache:
             enqueue_through_cache(self.response_cache, statistics, job, loaded.name, str(loaded.version),
                                   loaded.scheduler.enqueue, self._cache_tasks)
         else:

@@ -37,7 +37,7 @@ class Tensor:
             array = array.astype(object)
         elif dt != "BYTES" and array.dtype != numpy_dtype(dt):
             array = array.astype(numpy_dtype(dt))
-        return cls(name, dt, tuple(int(d) for d in array.shape), array)
+        return cls(name, dt, array.shape, array)
 
     def as_numpy(self) -> np.ndarray:
         return self.data

@@ -150,3 +150,19 @@ def test_typed_parameters():
         config.int_parameter("bad", 0)
     with pytest.raises(ConfigError, match="parameters.threads: must be at least 8, got 4"):
         config.int_parameter("threads", 0, minimum=8)
+
+
+def test_what_the_request_path_derives_is_built_once_and_again_after_a_refresh():
+    from naiad.config.request_plan import RequestPlan
+
+    config = load('max_batch_size: 4 input [{name: "X" data_type: TYPE_FP32 dims: [2]}] '
+                  'output [{name: "Y" data_type: TYPE_FP32 dims: [2]}]')
+    plan = config.derived(RequestPlan.of)
+    assert config.derived(RequestPlan.of) is plan
+    assert (plan.max_batch_size, plan.decoupled, plan.response_cache, plan.required_inputs) == (4, False, False, ("X",))
+    # A backend that fills the proto in calls refresh(); what was derived before is rebuilt.
+    config.proto.max_batch_size = 0
+    config.proto.response_cache.enable = True
+    config.refresh()
+    rebuilt = config.derived(RequestPlan.of)
+    assert rebuilt is not plan and (rebuilt.batching, rebuilt.response_cache) == (False, True)

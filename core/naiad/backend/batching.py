@@ -61,14 +61,26 @@ _phases = threading.local()
 
 def take_phase_times() -> tuple[int, int]:
     """(input_ns, output_ns) the helpers spent on this thread since the last call."""
-    result = (getattr(_phases, "input_ns", 0), getattr(_phases, "output_ns", 0))
-    _phases.input_ns = 0
-    _phases.output_ns = 0
+    times = _phase_times()
+    result = (times[_INPUT], times[_OUTPUT])
+    times[_INPUT] = times[_OUTPUT] = 0
     return result
 
 
-def _add_phase(name: str, began_ns: int) -> None:
-    setattr(_phases, name, getattr(_phases, name, 0) + time.monotonic_ns() - began_ns)
+_INPUT, _OUTPUT = 0, 1
+
+
+def _phase_times() -> list[int]:
+    """This thread's accumulator: [input_ns, output_ns]."""
+    try:
+        return _phases.times  # type: ignore[no-any-return]
+    except AttributeError:
+        _phases.times = [0, 0]
+        return _phases.times  # type: ignore[no-any-return]
+
+
+def _add_phase(phase: int, began_ns: int) -> None:
+    _phase_times()[phase] += time.monotonic_ns() - began_ns
 
 
 # -- single steps -------------------------------------------------------------------------
@@ -122,6 +134,11 @@ def stack_requests(
     began = time.monotonic_ns()
     try:
         first = requests[0]
+        if len(requests) == 1 and names is None:
+            # Nothing to concatenate: the request's arrays are the batch.
+            inputs = {t.name: t.data.reshape(-1) if t.name in ragged else t.data for t in first.inputs}
+            head = first.inputs[0] if first.inputs else None
+            return StackedBatch(inputs, [int(head.shape[0]) if head is not None and head.shape else 1])
         wanted = names if names is not None else [t.name for t in first.inputs]
         sizes: list[int] = []
         for request in requests:
@@ -144,7 +161,7 @@ def stack_requests(
             inputs[name] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0)
         return StackedBatch(inputs, sizes)
     finally:
-        _add_phase("input_ns", began)
+        _add_phase(_INPUT, began)
 
 
 def split_outputs(array: np.ndarray, sizes: list[int], name: str = "output") -> list[np.ndarray]:
@@ -166,7 +183,7 @@ def split_outputs(array: np.ndarray, sizes: list[int], name: str = "output") -> 
         bounds = np.cumsum(sizes)[:-1]
         return np.split(array, bounds, axis=0)
     finally:
-        _add_phase("output_ns", began)
+        _add_phase(_OUTPUT, began)
 
 
 def split_output_tensors(
@@ -183,7 +200,7 @@ def split_output_tensors(
         elif datatype not in ("BYTES", "BF16") and array.dtype != numpy_dtype(datatype):
             array = array.astype(numpy_dtype(datatype))
         for index, part in enumerate(split_outputs(array, list(sizes), name)):
-            result[index].append(Tensor(name, datatype, tuple(int(d) for d in part.shape), part))
+            result[index].append(Tensor(name, datatype, part.shape, part))
     return result
 
 
@@ -210,32 +227,52 @@ class Batch:
         without a batch dimension are handled as the config says."""
         if not requests:
             raise ValueError("cannot stack an empty batch")
-        batched = config is None or config.max_batch_size > 0
-        if not batched:
+        layout = config.derived(_BatchLayout.of) if config is not None else None
+        if layout is not None and not layout.batched:
             if len(requests) > 1:
                 raise NaiadError.internal(
-                    f"model '{config.name if config else ''}' has no batch dimension and cannot run "
-                    f"{len(requests)} requests as one batch"
+                    f"model '{layout.name}' has no batch dimension and cannot run {len(requests)} requests as one batch"
                 )
             stacked = StackedBatch({t.name: t.data for t in requests[0].inputs}, [1])
         else:
-            ragged = {s.name for s in config.inputs if s.allow_ragged_batch} if config else set()
-            stacked = stack_requests(requests, ragged=ragged)
+            stacked = stack_requests(requests, ragged=layout.ragged if layout is not None else frozenset())
         batch = cls(list(requests), stacked.sizes, stacked.inputs)
-        if config is not None:
-            batch.output_datatypes = {s.name: s.datatype for s in model_outputs(config)}
-            began = time.monotonic_ns()
-            for batch_input in config.proto.batch_input:
-                array = _batch_input(batch_input, requests)
-                for target in batch_input.target_name:
-                    batch.inputs[target] = array
-            _add_phase("input_ns", began)
+        if layout is not None:
+            batch.output_datatypes = dict(layout.output_datatypes)
+            if layout.batch_inputs:
+                began = time.monotonic_ns()
+                for batch_input in layout.batch_inputs:
+                    array = _batch_input(batch_input, requests)
+                    for target in batch_input.target_name:
+                        batch.inputs[target] = array
+                _add_phase(_INPUT, began)
         return batch
 
     def responses(self, outputs: Mapping[str, np.ndarray]) -> list[InferenceResponse]:
         """One response per request, holding its rows of every output."""
         per_request = split_output_tensors(outputs, self.sizes, self.output_datatypes)
         return [InferenceResponse(outputs=tensors) for tensors in per_request]
+
+
+@dataclass(frozen=True, slots=True)
+class _BatchLayout:
+    """What stacking reads of a model's config, read once per config (`ModelConfig.derived`)."""
+
+    name: str
+    batched: bool
+    ragged: frozenset[str]
+    batch_inputs: tuple[pb.BatchInput, ...]
+    output_datatypes: dict[str, str]
+
+    @classmethod
+    def of(cls, config: ModelConfig) -> "_BatchLayout":
+        return cls(
+            name=config.name,
+            batched=config.max_batch_size > 0,
+            ragged=frozenset(s.name for s in config.inputs if s.allow_ragged_batch),
+            batch_inputs=tuple(config.proto.batch_input),
+            output_datatypes={s.name: s.datatype for s in model_outputs(config)},
+        )
 
 
 def _batch_input(batch_input: pb.BatchInput, requests: Sequence[InferenceRequest]) -> np.ndarray:

@@ -39,7 +39,8 @@ class DirectScheduler(Scheduler):
             if job.request.cancelled:
                 job.finish(InferenceResponse(error=NaiadError.cancelled_request()))
                 continue
-            await runner.run([job])
+            if runner.run_now([job]) is None:  # a short batch ran on the loop already
+                await runner.run([job])
             # Not holding the finished request (and its tensors) while waiting for the next.
             job = None
 

@@ -92,7 +92,12 @@ class DynamicBatcher(Scheduler):
                     wake = decision.wake_ns if wake is None else min(wake, decision.wake_ns or wake)
                     break
                 self._queue.take(len(decision.jobs))
-                runner = self._free.popleft()
+                runner = self._free[0]
+                if runner.run_now(decision.jobs) is not None:
+                    # It ran on the loop (a short batch) and is free again.
+                    now = time.monotonic_ns()
+                    continue
+                self._free.popleft()
                 task = asyncio.create_task(self._execute(runner, decision.jobs))
                 self._executions.add(task)
                 task.add_done_callback(self._executions.discard)

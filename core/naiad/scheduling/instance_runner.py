@@ -1,8 +1,9 @@
 """Runs batches of jobs on one model instance and routes the responses back.
 
-Owns the instance's execution thread (for a synchronous `execute`), the ABI checks on what
-`execute` returns, decoupled response senders, the execution statistics, and the instance's
-place in the rate limiter (its resources are held for each execution).
+Owns the instance's execution thread (for a synchronous `execute`; short batches of a
+backend that allows it run on the event loop instead, see `inline_execution`), the ABI
+checks on what `execute` returns, decoupled response senders, the execution statistics,
+and the instance's place in the rate limiter (its resources are held for each execution).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..backend.batching import take_phase_times
 from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
 from ..observability.statistics import ModelStatistics
+from .inline_execution import InlineExecution
 from .job import Job
 from .rate_limiter import InstanceGate
 
@@ -53,10 +55,14 @@ class InstanceRunner:
         self.decoupled = decoupled
         self._is_async = inspect.iscoroutinefunction(instance.execute)
         self._thread: concurrent.futures.ThreadPoolExecutor | None = None
+        # Set when short batches may run on the loop (a synchronous execute that may run on any thread).
+        self._inline: InlineExecution | None = None
         if not self._is_async:
             self._thread = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix=f"naiad-{instance.context.name}"
             )
+            if instance.runs_on_any_thread:
+                self._inline = InlineExecution()
 
     @property
     def name(self) -> str:
@@ -76,48 +82,89 @@ class InstanceRunner:
         finally:
             self.gate.release()
 
+    def run_now(self, jobs: list[Job], reschedulable: bool = False) -> list[Job] | None:
+        """`run`, done before returning, when the batch may run on the loop at once: the
+        instance allows it, the batch is short (`inline_execution`) and no rate limiter
+        gates the instance. Otherwise None, and nothing was touched: the caller `run`s
+        the batch. Saves a scheduler the task it would start for `run`."""
+        if self._inline is None or self.gate is not None:
+            return None
+        elements = _element_count(jobs)
+        if not self._inline.choose(elements):
+            return None
+        return self._run_inline(jobs, elements, reschedulable)
+
     async def _run(self, jobs: list[Job], reschedulable: bool) -> list[Job]:
+        if self._inline is not None:
+            elements = _element_count(jobs)
+            if self._inline.choose(elements):
+                return self._run_inline(jobs, elements, reschedulable)
         loop = asyncio.get_running_loop()
-        start = time.monotonic_ns()
-        # Padding jobs (batch_size 0, a sequence batcher's empty slots) are not requests:
-        # they count in no statistic.
-        for job in jobs:
-            if job.batch_size:
-                self.statistics.queue.add(start - job.enqueued_ns)
-                # nv_inference_pending_request_count counts requests awaiting execution.
-                job.executed = True
-                self.statistics.pending -= 1
+        start, counts = self._begin(jobs)
         requests = [job.request for job in jobs]
-        if self.decoupled:
-            for job in jobs:
-                job.request.response_sender = self._sender(loop, job)
         try:
             if self._is_async:
                 result: Any = await self.instance.execute(requests)  # type: ignore[misc]
                 phases = (0, 0)
-            else:
+            elif self._inline is None:
                 result, phases = await loop.run_in_executor(self._thread, self._execute_timed, requests)
+            else:
+                result, phases = await loop.run_in_executor(
+                    self._thread, self._execute_measured, requests, elements)
         except Exception as exc:  # noqa: BLE001 - a backend failure fails its batch, not the server
-            log.warning("model '%s' instance %s failed a batch: %s", self.model_name, self.name, exc)
-            error = exc if isinstance(exc, NaiadError) else NaiadError.internal(
-                f"model '{self.model_name}' failed to execute: {type(exc).__name__}: {exc}"
-            )
-            failed_ns = time.monotonic_ns() - start
-            self.statistics.record_failed_execution(sum(j.batch_size for j in jobs), failed_ns)
-            _trace_compute(jobs, start, failed_ns)
+            return self._failed(jobs, start, counts, exc)
+        return self._finish(jobs, start, counts, result, phases, reschedulable)
+
+    def _run_inline(self, jobs: list[Job], elements: int, reschedulable: bool) -> list[Job]:
+        start, counts = self._begin(jobs)
+        try:
+            result, phases = self._execute_measured([job.request for job in jobs], elements)
+        except Exception as exc:  # noqa: BLE001 - a backend failure fails its batch, not the server
+            return self._failed(jobs, start, counts, exc)
+        return self._finish(jobs, start, counts, result, phases, reschedulable)
+
+    def _begin(self, jobs: list[Job]) -> tuple[int, tuple[int, int]]:
+        """The execution starts: its start time, and (inferences, requests) it counts."""
+        statistics = self.statistics
+        start = time.monotonic_ns()
+        # Padding jobs (batch_size 0, a sequence batcher's empty slots) are not requests:
+        # they count in no statistic.
+        inferences = counted = 0
+        for job in jobs:
+            if job.batch_size:
+                statistics.queue.add(start - job.enqueued_ns)
+                # nv_inference_pending_request_count counts requests awaiting execution.
+                job.executed = True
+                statistics.pending -= 1
+                inferences += job.batch_size
+                counted += 1
+        if self.decoupled:
+            loop = asyncio.get_running_loop()
             for job in jobs:
-                job.finish(self._stamp(InferenceResponse(error=error), job))
-            return []
-        finally:
-            elapsed = time.monotonic_ns() - start
+                job.request.response_sender = self._sender(loop, job)
+        return start, (inferences, counted)
+
+    def _failed(self, jobs: list[Job], start: int, counts: tuple[int, int], exc: Exception) -> list[Job]:
+        log.warning("model '%s' instance %s failed a batch: %s", self.model_name, self.name, exc)
+        error = exc if isinstance(exc, NaiadError) else NaiadError.internal(
+            f"model '{self.model_name}' failed to execute: {type(exc).__name__}: {exc}"
+        )
+        failed_ns = time.monotonic_ns() - start
+        self.statistics.record_failed_execution(counts[0], failed_ns)
+        _trace_compute(jobs, start, failed_ns)
+        for job in jobs:
+            job.finish(self._stamp(InferenceResponse(error=error), job))
+        return []
+
+    def _finish(
+        self, jobs: list[Job], start: int, counts: tuple[int, int], result: Any, phases: tuple[int, int],
+        reschedulable: bool,
+    ) -> list[Job]:
+        elapsed = time.monotonic_ns() - start
         _trace_compute(jobs, start, elapsed)
         input_ns, output_ns = phases
         self.statistics.record_execution(
-            sum(j.batch_size for j in jobs),
-            sum(1 for j in jobs if j.batch_size),
-            input_ns,
-            max(elapsed - input_ns - output_ns, 0),
-            output_ns,
+            counts[0], counts[1], input_ns, max(elapsed - input_ns - output_ns, 0), output_ns
         )
         if self.decoupled:
             self._check_decoupled(result, jobs)
@@ -131,6 +178,15 @@ class InstanceRunner:
         take_phase_times()
         result = self.instance.execute(requests)
         return result, take_phase_times()
+
+    def _execute_measured(self, requests: list[InferenceRequest], elements: int) -> tuple[Any, tuple[int, int]]:
+        """`_execute_timed`, on the loop or in the thread, measured for the next choice."""
+        assert self._inline is not None
+        began = time.monotonic_ns()
+        try:
+            return self._execute_timed(requests)
+        finally:
+            self._inline.measured(elements, time.monotonic_ns() - began)
 
     def _deliver(self, result: Any, jobs: list[Job]) -> None:
         if not isinstance(result, (list, tuple)) or len(result) != len(jobs):
@@ -211,6 +267,11 @@ class InstanceRunner:
             self.gate.close()
         if self._thread is not None:
             self._thread.shutdown(wait=True)
+
+
+def _element_count(jobs: list[Job]) -> int:
+    """Input elements of a batch: every input of every request."""
+    return sum(t.element_count for job in jobs for t in job.request.inputs)
 
 
 def _trace_compute(jobs: list[Job], start: int, elapsed: int) -> None:

@@ -202,6 +202,9 @@ class OnnxModel(Model):
 
 class OnnxInstance(ModelInstance):
     model: OnnxModel
+    # `InferenceSession.run` may be called from any thread (ORT binds devices per run), so
+    # short batches run on the event loop without a hop to the instance thread.
+    runs_on_any_thread = True
 
     def initialize(self) -> None:
         config = self.model.context.config
