@@ -23,9 +23,9 @@ from naiad import (
     Tensor,
     hookimpl,
 )
-from naiad.response_cache import CacheSpec
+from naiad.cache.response_cache import CacheSpec
 from naiad.scheduling.inline_execution import InlineExecution
-from naiad.tracing import TraceSettings
+from naiad.observability.tracing import TraceSettings
 
 CONFIG = """name: "{name}"
 backend: "threads"

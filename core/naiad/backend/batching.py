@@ -136,9 +136,9 @@ def stack_requests(
         first = requests[0]
         if len(requests) == 1 and names is None:
             # Nothing to concatenate: the request's arrays are the batch.
-            inputs = {t.name: t.data.reshape(-1) if t.name in ragged else t.data for t in first.inputs}
+            single = {t.name: t.data.reshape(-1) if t.name in ragged else t.data for t in first.inputs}
             head = first.inputs[0] if first.inputs else None
-            return StackedBatch(inputs, [int(head.shape[0]) if head is not None and head.shape else 1])
+            return StackedBatch(single, [int(head.shape[0]) if head is not None and head.shape else 1])
         wanted = names if names is not None else [t.name for t in first.inputs]
         sizes: list[int] = []
         for request in requests:
