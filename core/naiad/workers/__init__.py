@@ -1,7 +1,8 @@
-"""`naiad serve --workers N`: one logical server over several processes."""
+"""`naiad serve --workers N`: one logical server over several processes (docs/performance.md)."""
 
-from .supervisor import (WORKER_INDEX_ENV, WORKER_READY_FD_ENV, WorkerPool, is_worker, signal_worker_ready,
-                         wait_orphaned, worker_arguments)
+from .supervisor import WorkerPool, is_worker, signal_worker_ready, wait_orphaned
+from .topology import WORKER_INDEX_ENV, Topology, default_worker_count
+from .worker_server import WorkerServer
 
-__all__ = ["WorkerPool", "WORKER_READY_FD_ENV", "WORKER_INDEX_ENV", "worker_arguments", "signal_worker_ready",
-           "is_worker", "wait_orphaned"]
+__all__ = ["WorkerPool", "WorkerServer", "Topology", "WORKER_INDEX_ENV", "default_worker_count",
+           "signal_worker_ready", "is_worker", "wait_orphaned"]

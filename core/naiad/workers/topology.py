@@ -1,0 +1,59 @@
+"""Where a worker process stands in `naiad serve --workers N`: its index, how many workers
+there are, and the directory holding their control-plane sockets."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+__all__ = ["Topology", "default_worker_count", "WORKER_INDEX_ENV", "WORKER_COUNT_ENV", "WORKER_DIR_ENV", "WORKER_RESTARTED_ENV"]
+
+WORKER_INDEX_ENV = "NAIAD_WORKER_INDEX"
+WORKER_COUNT_ENV = "NAIAD_WORKER_COUNT"
+WORKER_DIR_ENV = "NAIAD_WORKER_DIR"
+# Set for a worker started again after it died: it replays worker 0's journal before serving.
+WORKER_RESTARTED_ENV = "NAIAD_WORKER_RESTARTED"
+
+
+@dataclass(frozen=True)
+class Topology:
+    index: int
+    count: int
+    directory: str
+    restarted: bool = False
+
+    @classmethod
+    def create(cls, count: int) -> "Topology":
+        """Worker 0's topology, with a fresh socket directory only this user can enter."""
+        return cls(0, count, tempfile.mkdtemp(prefix="naiad-workers-"))
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    @classmethod
+    def from_environment(cls) -> "Topology | None":
+        """The topology worker 0 gave this process; None when it is not an extra worker."""
+        directory = os.environ.get(WORKER_DIR_ENV)
+        if not directory:
+            return None
+        return cls(int(os.environ[WORKER_INDEX_ENV]), int(os.environ[WORKER_COUNT_ENV]), directory,
+                   os.environ.get(WORKER_RESTARTED_ENV) == "1")
+
+    def environment_of(self, index: int, restarted: bool) -> dict[str, str]:
+        """The variables that make worker `index` of this topology."""
+        return {WORKER_INDEX_ENV: str(index), WORKER_COUNT_ENV: str(self.count), WORKER_DIR_ENV: self.directory,
+                WORKER_RESTARTED_ENV: "1" if restarted else "0"}
+
+
+def default_worker_count(fixed_ports: bool) -> int:
+    """`--workers` when not given: one worker per CPU core this process may run on. The
+    workers share the ports, which therefore must be known before any of them starts: with
+    an ephemeral port (0) the server runs as one process."""
+    if not fixed_ports:
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
