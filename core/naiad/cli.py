@@ -23,7 +23,7 @@ from .server import Server, ServerOptions
 from .startup_report import backend_table, model_table, options_table
 from .tracing import otlp_tracer_provider, trace_settings_from_config
 from .workers import (WORKER_INDEX_ENV, Topology, WorkerPool, WorkerServer, default_worker_count, is_worker,
-                      signal_worker_ready, wait_orphaned)
+                      ports_free, signal_worker_ready, wait_orphaned)
 
 __all__ = ["READY_LINE", "build_parser", "load_plugin", "main", "options_from_args"]
 
@@ -381,8 +381,9 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
         await server.stop()
         return 1
     workers = [("workers", str(args.workers))] if pool is not None else []
-    for table in (backend_table(server), model_table(server), options_table(server, workers)):
-        print(table, file=sys.stderr, flush=True)
+    if not is_worker():  # worker 0 speaks for the server at start-up
+        for table in (backend_table(server), model_table(server), options_table(server, workers)):
+            print(table, file=sys.stderr, flush=True)
     if server.startup_failures and args.exit_on_error:
         log.error("exiting: %d model(s) failed to load (--exit-on-error=true)", len(server.startup_failures))
         await server.stop()
@@ -461,18 +462,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = options_from_args(args)
     except NaiadError as exc:
         parser.error(exc.message)
-    fixed_ports = not ((args.allow_http and args.http_port == 0) or (args.allow_grpc and args.grpc_port == 0))
+    shared = [(address, port) for allowed, address, port in (
+        (args.allow_http, args.http_address, args.http_port), (args.allow_grpc, args.grpc_address, args.grpc_port),
+    ) if allowed]
+    fixed_ports = all(port != 0 for _, port in shared)
     if args.workers is None:
-        args.workers = default_worker_count(fixed_ports)
+        args.workers = default_worker_count(fixed_ports, args.rate_limit != "off")
     if args.workers < 1:
         parser.error(f"--workers: must be at least 1, got {args.workers}")
     if args.workers > 1:
         if not fixed_ports:
             parser.error("--workers > 1 needs fixed --http-port and --grpc-port (the workers share them)")
-        args.reuse_http_port = args.reuse_grpc_port = True
+        if ports_free(shared):
+            args.reuse_http_port = args.reuse_grpc_port = True
+        else:
+            args.workers = 1
     assert options.log_settings is not None
     options.log_settings.install()
-    warn_inert_flags(args, log)
+    if not is_worker():  # worker 0 speaks for the server at start-up
+        warn_inert_flags(args, log)
     try:
         import uvloop  # type: ignore[import-not-found]
 

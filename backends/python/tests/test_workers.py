@@ -307,11 +307,24 @@ def test_workers_refuse_what_they_cannot_keep_coherent(repo: Path, flags: list[s
 
 def test_the_default_is_one_worker_per_core_and_one_with_an_ephemeral_port(repo: Path) -> None:
     cores = len(os.sched_getaffinity(0))
-    with ServerProcess(repo, "--model-control-mode", "explicit", "--load-model", "pid") as server:
+    with ServerProcess(repo, "--model-control-mode", "explicit", "--load-model", "pid", workers=None) as server:
         assert (f"({cores} worker processes)" in server.log()) == (cores > 1)
-    with ServerProcess(repo, "--model-control-mode", "explicit", "--load-model", "pid", "--grpc-port", "0") as server:
+    with ServerProcess(repo, "--model-control-mode", "explicit", "--load-model", "pid", "--grpc-port", "0",
+                       workers=None) as server:
         assert "worker processes)" not in server.log()
         assert "naiad is ready" in server.log()
+
+
+def test_a_server_on_a_taken_port_fails_instead_of_sharing_it(repo: Path, coherent: ServerProcess) -> None:
+    # The workers bind with SO_REUSEPORT, which would let a second server of the same user
+    # join the port: naiad looks first and then refuses the port as one process would.
+    second = ServerProcess(repo, "--http-port", str(coherent.http_port), workers=None)
+    second.start(expect_ready=False)
+    try:
+        assert second.wait(60) != 0
+        assert f"cannot listen on 127.0.0.1:{coherent.http_port}" in second.log()
+    finally:
+        second.__exit__()
 
 
 def test_workers_stop_when_worker_0_is_killed(repo: Path) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 from dataclasses import dataclass
 
-__all__ = ["Topology", "default_worker_count", "WORKER_INDEX_ENV", "WORKER_COUNT_ENV", "WORKER_DIR_ENV", "WORKER_RESTARTED_ENV"]
+__all__ = ["Topology", "default_worker_count", "ports_free", "WORKER_INDEX_ENV", "WORKER_COUNT_ENV", "WORKER_DIR_ENV", "WORKER_RESTARTED_ENV"]
 
 WORKER_INDEX_ENV = "NAIAD_WORKER_INDEX"
 WORKER_COUNT_ENV = "NAIAD_WORKER_COUNT"
@@ -47,13 +48,30 @@ class Topology:
                 WORKER_RESTARTED_ENV: "1" if restarted else "0"}
 
 
-def default_worker_count(fixed_ports: bool) -> int:
+def default_worker_count(fixed_ports: bool, rate_limited: bool) -> int:
     """`--workers` when not given: one worker per CPU core this process may run on. The
     workers share the ports, which therefore must be known before any of them starts: with
-    an ephemeral port (0) the server runs as one process."""
-    if not fixed_ports:
+    an ephemeral port (0) the server runs as one process. So it does with `--rate-limit`:
+    the resources it counts would be counted once per process."""
+    if not fixed_ports or rate_limited:
         return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def ports_free(addresses: list[tuple[str, int]]) -> bool:
+    """Whether nothing listens on these ports now. The workers bind them with SO_REUSEPORT,
+    which would let them share a port with another server of the same user instead of
+    failing: a server that finds its port taken runs as one process, whose frontend then
+    refuses the port with its own error."""
+    for host, port in addresses:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError:
+                return False
+    return True
