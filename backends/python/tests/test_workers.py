@@ -23,6 +23,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException
 from naiad.testing import ServerProcess
 
 PID_MODEL = textwrap.dedent('''
@@ -292,6 +293,37 @@ def test_a_killed_worker_is_started_again_with_what_clients_changed(repo: Path) 
         assert len(pids) == 2 and worker not in pids
         assert "worker 1 replayed 1 change(s)" in server.log()
         assert server.stop() == 0
+
+
+def test_every_worker_traces_into_one_trace_file(repo: Path, tmp_path: Path) -> None:
+    path = tmp_path / "trace.json"
+    with ServerProcess(repo, "--workers", "2", "--trace-config", "level=TIMESTAMPS", "--trace-config", "rate=1",
+                       "--trace-config", f"file={path}") as server:
+        assert len({http_pid(server.http_url) for _ in range(CONNECTIONS)}) == 2
+        assert server.stop() == 0
+    traces = json.loads(path.read_text())
+    assert len([t for t in traces if t.get("model_name") == "pid"]) == CONNECTIONS
+
+
+def test_poll_mode_follows_the_repository_on_every_worker(tmp_path: Path) -> None:
+    # Worker 0 scans, then has the others scan: none of them polls on its own.
+    (tmp_path / "pid" / "1").mkdir(parents=True)
+    (tmp_path / "pid" / "config.pbtxt").write_text(pid_config("pid"))
+    (tmp_path / "pid" / "1" / "model.py").write_text(PID_MODEL)
+    with ServerProcess(tmp_path, "--workers", "2", "--model-control-mode", "poll",
+                       "--repository-poll-secs", "0.5") as server:
+        (tmp_path / "added" / "1").mkdir(parents=True)
+        (tmp_path / "added" / "1" / "model.py").write_text(PID_MODEL)
+        (tmp_path / "added" / "config.pbtxt").write_text(pid_config("added"))
+        assert _wait_for(lambda: on_new_http(server.http_url, lambda c: c.is_model_ready("added")))
+
+        def every_worker_serves_it() -> bool:
+            try:
+                return len({http_pid(server.http_url, "added") for _ in range(CONNECTIONS)}) == 2
+            except InferenceServerException:
+                return False
+
+        assert _wait_for(every_worker_serves_it, 10)
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -41,9 +41,20 @@ class ReplicatedSharedMemory(SharedMemoryRegistry):
 
 
 class ReplicatedTracing(Tracing):
-    def __init__(self, settings: TraceSettings | None, replicate: Replicate) -> None:
+    """Settings replicated; with `write_elsewhere`, the traces of a trace file go to the
+    worker that writes them (worker 0: one file, as one server writes)."""
+
+    def __init__(self, settings: TraceSettings | None, replicate: Replicate,
+                 write_elsewhere: Callable[[str, dict[str, Any], int], None] | None) -> None:
         super().__init__(settings)
         self._replicate = replicate
+        self._write_elsewhere = write_elsewhere
+
+    def add_file_entry(self, path: str, entry: dict[str, Any], frequency: int) -> None:
+        if self._write_elsewhere is None:
+            super().add_file_entry(path, entry, frequency)
+        else:
+            self._write_elsewhere(path, entry, frequency)
 
     def update(self, changes: Mapping[str, Any], model: str = "") -> dict[str, Any]:
         result = self.update_here(changes, model)

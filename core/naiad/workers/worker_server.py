@@ -43,7 +43,8 @@ class WorkerServer(Server):
         self.journal = Journal()
         self.shared_memory: ReplicatedSharedMemory = ReplicatedSharedMemory(
             self.options.allow_client_shm, self._replicate)
-        self.tracing: ReplicatedTracing = ReplicatedTracing(self.options.trace_settings, self._replicate)
+        self.tracing: ReplicatedTracing = ReplicatedTracing(
+            self.options.trace_settings, self._replicate, self._send_trace if topology.index else None)
         self.log_settings = ReplicatedLogSettings(self.log_settings, self._replicate)  # type: ignore[assignment]
         self._peers = [Peer(i, socket_path(topology.directory, i)) for i in range(topology.count)
                        if i != topology.index]
@@ -126,6 +127,12 @@ class WorkerServer(Server):
                 results.append(exc)
         _raise_refusals(operation, zip(self._peers, results))
 
+    def _send_trace(self, path: str, entry: dict[str, Any], frequency: int) -> None:
+        try:
+            self._peers[0].call("trace_entry", path, entry, frequency, timeout_s=_QUICK_CALL_S)
+        except NaiadError as exc:
+            log.warning("a trace for %s was lost: %s", path, exc.message)
+
     # -- what a client reads: the sum of every worker's share -----------------------------
 
     def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
@@ -192,8 +199,8 @@ class WorkerServer(Server):
     def _handlers(self) -> dict[str, Callable[..., Any]]:
         def on_loop(operation: str) -> Callable[..., Any]:
             def handle(*arguments: Any) -> Any:
-                assert self._loop is not None
-                return asyncio.run_coroutine_threadsafe(self._apply_here(operation, arguments), self._loop).result()
+                work = self._apply_here(operation, arguments)
+                return asyncio.run_coroutine_threadsafe(work, self._running_loop()).result()
             return handle
 
         def here(operation: str) -> Callable[..., Any]:
@@ -207,7 +214,14 @@ class WorkerServer(Server):
             "statistics": lambda name, version: _read(lambda: Server.statistics(self, name, version)),
             "metrics": lambda counter_latencies: _read(lambda: self._own_metric_families(counter_latencies)),
             "journal": self.journal.entries,
+            # Worker 0's loop owns its pending trace files; the sender need not wait.
+            "trace_entry": lambda path, entry, frequency: self._running_loop().call_soon_threadsafe(
+                self.tracing.add_file_entry, path, entry, frequency),
         }
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None, "the control plane starts after the server"
+        return self._loop
 
     async def _apply_here(self, operation: str, arguments: tuple[Any, ...]) -> Any:
         """Apply one operation in this worker only (for a client, a peer, or a replay)."""
