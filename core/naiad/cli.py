@@ -22,8 +22,8 @@ from .scheduling.rate_limiter import ResourceLimit, parse_rate_limit, parse_rate
 from .server import Server, ServerOptions
 from .startup_report import backend_table, model_table, options_table
 from .tracing import otlp_tracer_provider, trace_settings_from_config
-from .workers import (WORKER_INDEX_ENV, Topology, WorkerPool, WorkerServer, default_worker_count, is_worker,
-                      ports_free, signal_worker_ready, wait_orphaned)
+from .workers import (WORKER_INDEX_ENV, Topology, WorkerPool, WorkerServer, is_worker, signal_worker_ready,
+                      wait_orphaned, worker_count)
 
 __all__ = ["READY_LINE", "build_parser", "load_plugin", "main", "options_from_args"]
 
@@ -462,21 +462,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = options_from_args(args)
     except NaiadError as exc:
         parser.error(exc.message)
-    shared = [(address, port) for allowed, address, port in (
+    shared_ports = [(address, port) for allowed, address, port in (
         (args.allow_http, args.http_address, args.http_port), (args.allow_grpc, args.grpc_address, args.grpc_port),
     ) if allowed]
-    fixed_ports = all(port != 0 for _, port in shared)
-    if args.workers is None:
-        args.workers = default_worker_count(fixed_ports, args.rate_limit != "off")
-    if args.workers < 1:
-        parser.error(f"--workers: must be at least 1, got {args.workers}")
+    try:
+        args.workers = worker_count(args.workers, shared_ports, rate_limited=args.rate_limit != "off")
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.workers > 1:
-        if not fixed_ports:
-            parser.error("--workers > 1 needs fixed --http-port and --grpc-port (the workers share them)")
-        if ports_free(shared):
-            args.reuse_http_port = args.reuse_grpc_port = True
-        else:
-            args.workers = 1
+        args.reuse_http_port = args.reuse_grpc_port = True
     assert options.log_settings is not None
     options.log_settings.install()
     if not is_worker():  # worker 0 speaks for the server at start-up

@@ -9,7 +9,7 @@ import socket
 import tempfile
 from dataclasses import dataclass
 
-__all__ = ["Topology", "default_worker_count", "ports_free", "WORKER_INDEX_ENV", "WORKER_COUNT_ENV", "WORKER_DIR_ENV", "WORKER_RESTARTED_ENV"]
+__all__ = ["Topology", "worker_count", "WORKER_INDEX_ENV", "WORKER_COUNT_ENV", "WORKER_DIR_ENV", "WORKER_RESTARTED_ENV"]
 
 WORKER_INDEX_ENV = "NAIAD_WORKER_INDEX"
 WORKER_COUNT_ENV = "NAIAD_WORKER_COUNT"
@@ -48,24 +48,36 @@ class Topology:
                 WORKER_RESTARTED_ENV: "1" if restarted else "0"}
 
 
-def default_worker_count(fixed_ports: bool, rate_limited: bool) -> int:
-    """`--workers` when not given: one worker per CPU core this process may run on. The
-    workers share the ports, which therefore must be known before any of them starts: with
-    an ephemeral port (0) the server runs as one process. So it does with `--rate-limit`:
-    the resources it counts would be counted once per process."""
-    if not fixed_ports or rate_limited:
+def worker_count(requested: int | None, shared_ports: list[tuple[str, int]], rate_limited: bool) -> int:
+    """How many workers `naiad serve` runs; raises ValueError for a count it cannot honour.
+
+    Not given, it is one per CPU core this process may run on, except where one process is
+    what fits: the workers share the ports, which must therefore be known before any of them
+    starts (an ephemeral port, 0, means one process), and `--rate-limit` counts its resources
+    per process. A port some server already listens on also means one process: the workers
+    bind with SO_REUSEPORT, which would let them join another server of the same user on its
+    port instead of failing, so one process starts and its frontend refuses the port with its
+    own error."""
+    fixed = all(port != 0 for _, port in shared_ports)
+    if requested is None:
+        requested = _usable_cores() if fixed and not rate_limited else 1
+    if requested < 1:
+        raise ValueError(f"--workers: must be at least 1, got {requested}")
+    if requested > 1 and not fixed:
+        raise ValueError("--workers > 1 needs fixed --http-port and --grpc-port (the workers share them)")
+    if requested > 1 and not _ports_free(shared_ports):
         return 1
+    return requested
+
+
+def _usable_cores() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
 
 
-def ports_free(addresses: list[tuple[str, int]]) -> bool:
-    """Whether nothing listens on these ports now. The workers bind them with SO_REUSEPORT,
-    which would let them share a port with another server of the same user instead of
-    failing: a server that finds its port taken runs as one process, whose frontend then
-    refuses the port with its own error."""
+def _ports_free(addresses: list[tuple[str, int]]) -> bool:
     for host, port in addresses:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as probe:
