@@ -282,6 +282,8 @@ def test_a_killed_worker_is_started_again_with_what_clients_changed(repo: Path) 
     with ServerProcess(repo, "--workers", "2", "--model-control-mode", "explicit", "--load-model", "pid") as server:
         assert server.process is not None
         on_new_http(server.http_url, lambda c: c.load_model("late"))
+        for _ in range(8):  # each worker now holds a connection to the other
+            on_new_http(server.http_url, lambda c: c.get_inference_statistics("pid"))
         worker = ({http_pid(server.http_url) for _ in range(CONNECTIONS)} - {server.process.pid}).pop()
         subprocess.run(["kill", "-KILL", str(worker)], check=True)
         assert _wait_for(lambda: not _alive(worker))
@@ -292,6 +294,11 @@ def test_a_killed_worker_is_started_again_with_what_clients_changed(repo: Path) 
         pids = {http_pid(server.http_url, "late") for _ in range(CONNECTIONS)}
         assert len(pids) == 2 and worker not in pids
         assert "worker 1 replayed 1 change(s)" in server.log()
+        # Whichever worker receives it, an unload reaches the new worker too.
+        for _ in range(4):
+            on_new_http(server.http_url, lambda c: c.load_model("late"))
+            on_new_http(server.http_url, lambda c: c.unload_model("late"))
+            assert not any(on_new_http(server.http_url, lambda c: c.is_model_ready("late")) for _ in range(8))
         assert server.stop() == 0
 
 

@@ -152,14 +152,19 @@ class Peer:
     def call(self, operation: str, *arguments: Any, timeout_s: float | None = None) -> Any:
         """The operation's result; raises the worker's NaiadError, or PeerUnreachable (also
         when it did not answer within `timeout_s`)."""
-        sock = self._connection()
-        try:
-            sock.settimeout(timeout_s)
-            _send(sock, (operation, arguments))
-            ok, result = _receive(sock)
-        except (OSError, EOFError):
-            sock.close()
-            raise PeerUnreachable(self.index) from None
+        while True:
+            sock, reused = self._connection()
+            try:
+                sock.settimeout(timeout_s)
+                _send(sock, (operation, arguments))
+                ok, result = _receive(sock)
+                break
+            except (OSError, EOFError):
+                sock.close()
+                if not reused:
+                    raise PeerUnreachable(self.index) from None
+                # A kept connection to a worker that has died since (and may have been
+                # started again): the call never reached it; try a new connection.
         with self._lock:
             self._idle.append(sock)
         if not ok:
@@ -167,17 +172,18 @@ class Peer:
             raise NaiadError(ErrorCode[code], message)
         return result
 
-    def _connection(self) -> socket.socket:
+    def _connection(self) -> tuple[socket.socket, bool]:
+        """A connection, and whether it was kept from an earlier call."""
         with self._lock:
             if self._idle:
-                return self._idle.pop()
+                return self._idle.pop(), True
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(self.path)
         except OSError:
             sock.close()
             raise PeerUnreachable(self.index) from None
-        return sock
+        return sock, False
 
     def close(self) -> None:
         with self._lock:

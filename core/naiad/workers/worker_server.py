@@ -83,7 +83,7 @@ class WorkerServer(Server):
     async def _rejoin(self) -> None:
         """A restarted worker takes on what clients changed since start-up, before it serves."""
         try:
-            entries = await asyncio.to_thread(self._peers[0].call, "journal") if self.topology.index else []
+            entries = await asyncio.to_thread(self._peers[0].call, "journal")
         except NaiadError as exc:
             log.error("worker %d could not read worker 0's journal: %s", self.topology.index, exc.message)
             return
@@ -92,7 +92,7 @@ class WorkerServer(Server):
                 await self._apply_here(operation, arguments)
             except NaiadError as exc:
                 log.error("worker %d could not replay %s: %s", self.topology.index, operation, exc.message)
-        log.info("worker %d replayed %d change(s) made while it was down", self.topology.index, len(entries))
+        log.info("worker %d replayed %d change(s) clients made since start-up", self.topology.index, len(entries))
 
     # -- what a client changes: here, then on every other worker --------------------------
 
