@@ -40,9 +40,10 @@ _MAX_BACKOFF_S = 30.0
 
 def worker_arguments(argv: Sequence[str]) -> list[str]:
     """The command-line of an extra worker: the user's flags, then overrides (argparse keeps
-    the last occurrence): one process, shared ports; the metrics and OpenAI ports are worker 0's."""
+    the last occurrence): one process, shared ports (the OpenAI port too); the metrics port is
+    worker 0's."""
     return [*argv, "--workers", "1", "--reuse-http-port", "true", "--reuse-grpc-port", "true",
-            "--allow-metrics", "false", "--allow-openai", "false"]
+            "--allow-metrics", "false"]
 
 
 def is_worker() -> bool:
