@@ -136,7 +136,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     life.add_argument("--workers", type=int, default=None, metavar="N",
                       help="server processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each serving "
                            "every model, kept one server by a control plane (docs/performance.md); default: one "
-                           "per usable CPU core, or 1 when --http-port or --grpc-port is 0")
+                           "per usable CPU core (1 with port 0, with --rate-limit, or on a taken port)")
     life.add_argument("--id", dest="server_id", default="triton",
                       help="the server name /v2 reports (default triton, tritonserver's: clients written for "
                            "Triton check it)")

@@ -80,7 +80,6 @@ class ControlServer:
     def __init__(self, path: str, handlers: dict[str, Handler]) -> None:
         self.path = path
         self.handlers = handlers
-        handlers_ = handlers
 
         class _Connection(socketserver.BaseRequestHandler):
             def handle(self) -> None:
@@ -90,7 +89,14 @@ class ControlServer:
                         operation, arguments = _receive(sock)
                     except (EOFError, OSError):
                         return
-                    _send(sock, _answer(handlers_, operation, arguments))
+                    answer = _answer(handlers, operation, arguments)
+                    try:
+                        _send(sock, answer)
+                    except OSError:
+                        return  # the caller went away
+                    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                        _send(sock, (False, (ErrorCode.INTERNAL.name, f"{operation}: the answer could not be "
+                                                                      f"sent: {exc}")))
 
         class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
@@ -157,14 +163,19 @@ class Peer:
             try:
                 sock.settimeout(timeout_s)
                 _send(sock, (operation, arguments))
-                ok, result = _receive(sock)
                 break
-            except (OSError, EOFError):
+            except OSError:
                 sock.close()
                 if not reused:
                     raise PeerUnreachable(self.index) from None
                 # A kept connection to a worker that has died since (and may have been
-                # started again): the call never reached it; try a new connection.
+                # started again): the call never reached it; try a new connection. (Once
+                # sent, a call is never sent again: it may have been applied.)
+        try:
+            ok, result = _receive(sock)
+        except (OSError, EOFError):
+            sock.close()
+            raise PeerUnreachable(self.index) from None
         with self._lock:
             self._idle.append(sock)
         if not ok:
