@@ -23,6 +23,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
+from geventhttpclient.response import HTTPConnectionClosed
 from tritonclient.utils import InferenceServerException
 from naiad.testing import ServerProcess
 
@@ -287,8 +288,15 @@ def test_a_killed_worker_is_started_again_with_what_clients_changed(repo: Path) 
         worker = ({http_pid(server.http_url) for _ in range(CONNECTIONS)} - {server.process.pid}).pop()
         subprocess.run(["kill", "-KILL", str(worker)], check=True)
         assert _wait_for(lambda: not _alive(worker))
-        # New connections are served while the worker is away...
-        assert {http_pid(server.http_url) for _ in range(8)} == {server.process.pid}
+        # New connections are served while the worker is away (one the kernel had queued on
+        # the dying worker's socket may be reset: a request in flight on the killed process)...
+        answered = []
+        for _ in range(8):
+            try:
+                answered.append(http_pid(server.http_url))
+            except (ConnectionError, HTTPConnectionClosed):
+                pass
+        assert len(answered) >= 7 and set(answered) == {server.process.pid}
         # ...and it comes back, with the model a client loaded after start-up.
         assert _wait_for(lambda: "worker 1 serves again" in server.log())
         pids = {http_pid(server.http_url, "late") for _ in range(CONNECTIONS)}
