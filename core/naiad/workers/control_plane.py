@@ -196,6 +196,15 @@ class Peer:
             raise PeerUnreachable(self.index) from None
         return sock, False
 
+    def listening(self) -> bool:
+        """Whether a worker listens on this peer's socket now."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(self.path)
+            except OSError:
+                return False
+        return True
+
     def close(self) -> None:
         with self._lock:
             for sock in self._idle:

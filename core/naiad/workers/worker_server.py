@@ -10,7 +10,9 @@ base class's: a request without a `sequence_id` parameter pays one dict lookup.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 from typing import Any, AsyncIterator, Callable
 
 from ..errors import NaiadError
@@ -76,6 +78,14 @@ class WorkerServer(Server):
             await asyncio.gather(self._poll_everywhere, return_exceptions=True)
         if self._control is not None:
             self._control.close()
+            # The last worker out removes the socket directory (a killed worker leaves its
+            # socket behind, and worker 0 killed cannot clean up).
+            for peer in self._peers:
+                if not peer.listening():
+                    with contextlib.suppress(OSError):
+                        os.unlink(peer.path)
+            with contextlib.suppress(OSError):
+                os.rmdir(self.topology.directory)
         for peer in self._peers:
             peer.close()
         await super().stop()
