@@ -26,7 +26,8 @@ from .scheduling.rate_limiter import ResourceLimit, parse_rate_limit, parse_rate
 from .server import Server, ServerOptions
 from .startup_report import backend_table, model_table, options_table
 from .observability.tracing import otlp_tracer_provider, trace_settings_from_config
-from .workers import WORKER_INDEX_ENV, WorkerPool, is_worker, signal_worker_ready, wait_orphaned
+from .workers import (WORKER_INDEX_ENV, Topology, WorkerPool, WorkerServer, is_worker, signal_worker_ready,
+                      wait_orphaned, worker_count)
 
 __all__ = ["READY_LINE", "add_option_flags", "build_parser", "frontend_options", "load_plugin", "main",
            "options_from_args"]
@@ -139,9 +140,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                       help="exit when a model fails to load at start-up (default true)")
     life.add_argument("--exit-timeout-secs", type=float, default=30.0, metavar="SECONDS",
                       help="on SIGTERM, how long in-flight requests may take to finish (default 30)")
-    life.add_argument("--workers", type=int, default=1, metavar="N",
+    life.add_argument("--workers", type=int, default=None, metavar="N",
                       help="server processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each serving "
-                           "every model; see docs/performance.md for what stays per process (default 1)")
+                           "every model, kept one server by a control plane (docs/performance.md); default: one "
+                           "per usable CPU core (1 with port 0, with --rate-limit, or on a taken port)")
     life.add_argument("--id", dest="server_id", default="triton",
                       help="the server name /v2 reports (default triton, tritonserver's: clients written for "
                            "Triton check it)")
@@ -347,19 +349,25 @@ def configure_logging(verbose: int) -> None:
 async def serve(args: argparse.Namespace, options: ServerOptions | None = None,
                 argv: Sequence[str] = ()) -> int:
     pool: WorkerPool | None = None
-    if getattr(args, "workers", 1) > 1:
+    topology = Topology.from_environment()
+    if (getattr(args, "workers", 1) or 1) > 1:
         # The workers load their models while this process loads its own.
-        pool = WorkerPool(argv, args.workers - 1)
+        topology = Topology.create(args.workers)
+        pool = WorkerPool(argv, topology)
         pool.start()
     try:
-        return await _serve(args, options, pool)
+        return await _serve(args, options, pool, topology)
     finally:
         if pool is not None:
             await pool.stop(args.exit_timeout_secs)
+            assert topology is not None
+            topology.remove()
 
 
-async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: WorkerPool | None) -> int:
-    server = Server(options or options_from_args(args))
+async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: WorkerPool | None,
+                 topology: Topology | None) -> int:
+    options = options or options_from_args(args)
+    server = Server(options) if topology is None else WorkerServer(options, topology)
     _, otel = trace_settings_from_config(args.trace_config)
     if otel.get("url"):
         server.tracing.tracer_provider = otlp_tracer_provider(otel)
@@ -370,9 +378,10 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
         log.error("error: creating server: %s", exc.message)
         await server.stop()
         return 1
-    workers = [("workers", str(args.workers))] if getattr(args, "workers", 1) > 1 else []
-    for table in (backend_table(server), model_table(server), options_table(server, workers)):
-        print(table, file=sys.stderr, flush=True)
+    workers = [("workers", str(args.workers))] if pool is not None else []
+    if not is_worker():  # worker 0 speaks for the server at start-up
+        for table in (backend_table(server), model_table(server), options_table(server, workers)):
+            print(table, file=sys.stderr, flush=True)
     if server.startup_failures and args.exit_on_error:
         log.error("exiting: %d model(s) failed to load (--exit-on-error=true)", len(server.startup_failures))
         await server.stop()
@@ -414,7 +423,7 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
         elif pool_ready.exception() is not None:
             log.error("%s", pool_ready.exception())
             failed = [pool_ready]
-        watchers.append(asyncio.create_task(pool.wait_exit()))
+        watchers.append(asyncio.create_task(pool.supervise()))
     if not failed and not stop.is_set():
         frontends = ", ".join(t.get_name().removeprefix("naiad-") for t in tasks) or "no frontends"
         if signal_worker_ready():
@@ -424,7 +433,7 @@ async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: 
             log.info("%s: %s%s", READY_LINE, frontends, workers)
         done, _ = await asyncio.wait([*watchers, *tasks], return_when=asyncio.FIRST_COMPLETED)
         if pool is not None and watchers[1] in done:
-            log.error("a worker process exited (%s); stopping the server", watchers[1].result())
+            log.error("supervising the worker processes failed (%r); stopping the server", watchers[1].exception())
             failed = [watchers[1]]
         elif is_worker() and watchers[1] in done:
             log.error("worker 0 is gone; this worker stops too")
@@ -453,18 +462,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = options_from_args(args)
     except NaiadError as exc:
         parser.error(exc.message)
-    if args.workers < 1:
-        parser.error(f"--workers: must be at least 1, got {args.workers}")
+    shared_ports = [(address, port) for allowed, address, port in (
+        (args.allow_http, args.http_address, args.http_port), (args.allow_grpc, args.grpc_address, args.grpc_port),
+    ) if allowed]
+    try:
+        args.workers = worker_count(args.workers, shared_ports, rate_limited=args.rate_limit != "off")
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.workers > 1:
-        if args.model_control_mode == "explicit":
-            parser.error("--workers > 1 cannot be used with --model-control-mode explicit: a load or unload "
-                         "request would reach only one of the worker processes")
-        if args.http_port == 0 or args.grpc_port == 0:
-            parser.error("--workers > 1 needs fixed --http-port and --grpc-port (the workers share them)")
         args.reuse_http_port = args.reuse_grpc_port = True
     assert options.log_settings is not None
     options.log_settings.install()
-    warn_inert_flags(args, log)
+    if not is_worker():  # worker 0 speaks for the server at start-up
+        warn_inert_flags(args, log)
     try:
         import uvloop  # type: ignore[import-not-found]
 

@@ -36,10 +36,15 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """`naiad serve` on 127.0.0.1 with free HTTP, gRPC and metrics ports."""
+    """`naiad serve` on 127.0.0.1 with free HTTP, gRPC and metrics ports.
+
+    `workers` is `--workers`; 1 unless asked (the flags may also pass `--workers`), None for
+    naiad's own default (one per core): most tests check what one server process does with
+    requests that meet in it (batches, rate limits, a cache), and a worker per core would
+    double every test server's start-up on a two-core machine."""
 
     def __init__(self, *repositories_and_flags: str | Path, env: dict[str, str] | None = None,
-                 timeout: float = 120.0) -> None:
+                 timeout: float = 120.0, workers: int | None = 1) -> None:
         args: list[str] = []
         for item in repositories_and_flags:
             if isinstance(item, Path):
@@ -51,7 +56,8 @@ class ServerProcess:
             sys.executable, "-m", "naiad.cli", "serve",
             "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1",
             "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
-            "--metrics-port", str(self.metrics_port), *args,
+            "--metrics-port", str(self.metrics_port), *([] if workers is None else ["--workers", str(workers)]),
+            *args,
         ]
         self.env = {**os.environ, **(env or {})}
         self.timeout = timeout

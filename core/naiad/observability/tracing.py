@@ -307,11 +307,13 @@ class Tracing:
 
     def _export_json(self, trace: RequestTrace) -> None:
         path = trace.settings["trace_file"]
-        if not path:
-            return
+        if path:
+            self.add_file_entry(path, trace.to_json(), int(trace.settings["log_frequency"]))
+
+    def add_file_entry(self, path: str, entry: dict[str, Any], frequency: int) -> None:
+        """Queue one trace for `path`; write a file every `frequency` traces (0: at close)."""
         pending = self._pending_files.setdefault(path, [])
-        pending.append(trace.to_json())
-        frequency = int(trace.settings["log_frequency"])
+        pending.append(entry)
         if frequency and len(pending) >= frequency:
             self._flush(path, final=False)
 

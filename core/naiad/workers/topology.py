@@ -1,0 +1,89 @@
+"""Where a worker process stands in `naiad serve --workers N`: its index, how many workers
+there are, and the directory holding their control-plane sockets."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass
+
+__all__ = ["Topology", "worker_count", "WORKER_INDEX_ENV", "WORKER_COUNT_ENV", "WORKER_DIR_ENV", "WORKER_RESTARTED_ENV"]
+
+WORKER_INDEX_ENV = "NAIAD_WORKER_INDEX"
+WORKER_COUNT_ENV = "NAIAD_WORKER_COUNT"
+WORKER_DIR_ENV = "NAIAD_WORKER_DIR"
+# Set for a worker started again after it died: it replays worker 0's journal before serving.
+WORKER_RESTARTED_ENV = "NAIAD_WORKER_RESTARTED"
+
+
+@dataclass(frozen=True)
+class Topology:
+    index: int
+    count: int
+    directory: str
+    restarted: bool = False
+
+    @classmethod
+    def create(cls, count: int) -> "Topology":
+        """Worker 0's topology, with a fresh socket directory only this user can enter."""
+        return cls(0, count, tempfile.mkdtemp(prefix="naiad-workers-"))
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    @classmethod
+    def from_environment(cls) -> "Topology | None":
+        """The topology worker 0 gave this process; None when it is not an extra worker."""
+        directory = os.environ.get(WORKER_DIR_ENV)
+        if not directory:
+            return None
+        return cls(int(os.environ[WORKER_INDEX_ENV]), int(os.environ[WORKER_COUNT_ENV]), directory,
+                   os.environ.get(WORKER_RESTARTED_ENV) == "1")
+
+    def environment_of(self, index: int, restarted: bool) -> dict[str, str]:
+        """The variables that make worker `index` of this topology."""
+        return {WORKER_INDEX_ENV: str(index), WORKER_COUNT_ENV: str(self.count), WORKER_DIR_ENV: self.directory,
+                WORKER_RESTARTED_ENV: "1" if restarted else "0"}
+
+
+def worker_count(requested: int | None, shared_ports: list[tuple[str, int]], rate_limited: bool) -> int:
+    """How many workers `naiad serve` runs; raises ValueError for a count it cannot honour.
+
+    Not given, it is one per CPU core this process may run on, except where one process is
+    what fits: the workers share the ports, which must therefore be known before any of them
+    starts (an ephemeral port, 0, means one process), and `--rate-limit` counts its resources
+    per process. A port some server already listens on also means one process: the workers
+    bind with SO_REUSEPORT, which would let them join another server of the same user on its
+    port instead of failing, so one process starts and its frontend refuses the port with its
+    own error."""
+    fixed = all(port != 0 for _, port in shared_ports)
+    if requested is None:
+        requested = _usable_cores() if fixed and not rate_limited else 1
+    if requested < 1:
+        raise ValueError(f"--workers: must be at least 1, got {requested}")
+    if requested > 1 and not fixed:
+        raise ValueError("--workers > 1 needs fixed --http-port and --grpc-port (the workers share them)")
+    if requested > 1 and not _ports_free(shared_ports):
+        return 1
+    return requested
+
+
+def _usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _ports_free(addresses: list[tuple[str, int]]) -> bool:
+    for host, port in addresses:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError:
+                return False
+    return True
