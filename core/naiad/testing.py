@@ -126,6 +126,9 @@ class ServerProcess:
             return self.process.wait()
 
     def __enter__(self) -> "ServerProcess":
+        # `with ServerProcess(...)` starts it; `with process.start()` must not start another.
+        if self.process is not None and self.process.poll() is None:
+            return self
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -28,3 +28,14 @@ def test_a_port_taken_before_the_server_binds_it_is_replaced(tmp_path, monkeypat
         with process.start():
             assert process.http_port != taken.getsockname()[1]
             assert httpclient.InferenceServerClient(process.http_url).is_server_ready()
+
+
+def test_a_started_server_used_as_a_context_manager_is_not_started_twice(tmp_path):
+    # `with process.start():` entered a second, unstopped server (one leaked per such test).
+    repo = write_repository(tmp_path, {"identity": MODELS["identity"]})
+    process = server_process(repo)
+    started = process.start()
+    first = process.process
+    with started:
+        assert process.process is first
+    assert first is not None and first.poll() is not None
