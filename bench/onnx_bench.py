@@ -119,8 +119,9 @@ def naiad_in_process(repo: Path, model_name: str, duration: float, concurrency: 
     x = the_input()
 
     async def go() -> tuple[float, float]:
-        options = ServerOptions([str(repo)], model_control_mode="explicit", load_models=[model_name],
-                                auto_complete_config=False)
+        options = ServerOptions(
+            [str(repo)], model_control_mode="explicit", load_models=[model_name], auto_complete_config=False
+        )
         async with Server(options) as server:
             count = 0
             deadline = time.perf_counter() + duration
@@ -173,11 +174,19 @@ def write_bodies(directory: Path, model_name: str) -> None:
     replayed by the load generators."""
     directory.mkdir(parents=True)
     raw = the_input().tobytes()
-    header = json.dumps({
-        "inputs": [{"name": "input", "shape": [1, FEATURES], "datatype": "FP32",
-                    "parameters": {"binary_data_size": len(raw)}}],
-        "outputs": [{"name": "probabilities", "parameters": {"binary_data": True}}],
-    }).encode()
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "input",
+                    "shape": [1, FEATURES],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": len(raw)},
+                }
+            ],
+            "outputs": [{"name": "probabilities", "parameters": {"binary_data": True}}],
+        }
+    ).encode()
     (directory / "body.bin").write_bytes(header + raw)
     (directory / "body.bin.hdrlen").write_text(str(len(header)))
     shape = _varint(1) + _varint(FEATURES)
@@ -202,7 +211,9 @@ def wrk_rate(server, model_name: str, bodies: Path, duration: float, concurrency
     url = f"http://{server.http_url}/v2/models/{model_name}/infer"
     out = subprocess.run(
         [*_pin(), "wrk", "-t1", f"-c{concurrency}", f"-d{int(duration)}s", "-s", str(bodies / "wrk.lua"), url],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     if "Non-2xx" in out:
         raise RuntimeError(f"wrk saw error responses:\n{out}")
@@ -211,10 +222,25 @@ def wrk_rate(server, model_name: str, bodies: Path, duration: float, concurrency
 
 def h2load_rate(server, model_name: str, bodies: Path, duration: float, concurrency: int) -> float:
     out = subprocess.run(
-        [*_pin(), "h2load", "-D", f"{int(duration)}", "-c", str(concurrency), "-m", "1",
-         "-H", "content-type: application/grpc", "-H", "te: trailers", "-d", str(bodies / "grpc_body.bin"),
-         f"http://{server.grpc_url}/inference.GRPCInferenceService/ModelInfer"],
-        capture_output=True, text=True,
+        [
+            *_pin(),
+            "h2load",
+            "-D",
+            f"{int(duration)}",
+            "-c",
+            str(concurrency),
+            "-m",
+            "1",
+            "-H",
+            "content-type: application/grpc",
+            "-H",
+            "te: trailers",
+            "-d",
+            str(bodies / "grpc_body.bin"),
+            f"http://{server.grpc_url}/inference.GRPCInferenceService/ModelInfer",
+        ],
+        capture_output=True,
+        text=True,
     ).stdout
     line = next((line for line in out.splitlines() if "finished in" in line), None)
     if line is None:
@@ -225,9 +251,11 @@ def h2load_rate(server, model_name: str, bodies: Path, duration: float, concurre
 def tritonclient_rate(server, model_name: str, protocol: str, duration: float, concurrency: int) -> float:
     if protocol == "http":
         import tritonclient.http.aio as client_module
+
         url = server.http_url
     else:
         import tritonclient.grpc.aio as client_module
+
         url = server.grpc_url
     x = the_input()
 
@@ -266,12 +294,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per row (default 5)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
-    parser.add_argument("--schedulers", nargs="+", choices=tuple(MODELS), default=list(MODELS),
-                        help="direct: no scheduler in the config; dynamic: dynamic_batching { } (default both)")
+    parser.add_argument(
+        "--schedulers",
+        nargs="+",
+        choices=tuple(MODELS),
+        default=list(MODELS),
+        help="direct: no scheduler in the config; dynamic: dynamic_batching { } (default both)",
+    )
     parser.add_argument("--hidden", type=int, default=64, help="the MLP's hidden width (default 64)")
     parser.add_argument("--in-process-only", action="store_true", help="skip the HTTP and gRPC rows")
-    parser.add_argument("--client", choices=("auto", "tritonclient"), default="auto",
-                        help="auto: wrk/h2load when installed, else tritonclient's asyncio clients")
+    parser.add_argument(
+        "--client",
+        choices=("auto", "tritonclient"),
+        default="auto",
+        help="auto: wrk/h2load when installed, else tritonclient's asyncio clients",
+    )
     args = parser.parse_args()
     batch_rows = MAX_BATCH
     rates: dict[tuple[str, int], float] = {}
@@ -308,12 +345,16 @@ def main() -> int:
         batched = rates.get((in_process_row("dynamic"), batch_rows))
         if batched is not None:
             reference = rates[(batched_row, 1)]
-            print(f"  {batch_rows} clients, dynamic batching: {batched:,.0f} req/s = {batched / reference:.2f} of "
-                  f"onnxruntime's batch-{batch_rows} loop ({reference:,.0f} rows/s; goal >= {GOAL_BATCHED_SHARE})",
-                  flush=True)
+            print(
+                f"  {batch_rows} clients, dynamic batching: {batched:,.0f} req/s = {batched / reference:.2f} of "
+                f"onnxruntime's batch-{batch_rows} loop ({reference:,.0f} rows/s; goal >= {GOAL_BATCHED_SHARE})",
+                flush=True,
+            )
             # On a busy machine the rates above move with what else runs; CPU time moves less.
             share = cpu_times[(batched_row, 1)] / cpu_times[(in_process_row("dynamic"), batch_rows)]
-            print(f"  the same in CPU time: onnxruntime's CPU per row is {share:.2f} of naiad's per request", flush=True)
+            print(
+                f"  the same in CPU time: onnxruntime's CPU per row is {share:.2f} of naiad's per request", flush=True
+            )
 
         missing = frontends_missing()
         if args.in_process_only or missing:

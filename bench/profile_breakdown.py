@@ -19,10 +19,23 @@ PHASES = [
     ("parse", ("decode_infer_request", "decode_raw_request", "InferenceServicer._decode", "BodyReader.read")),
     ("IPC to model process", ("ProcessInstance.execute", "StubConnection.", "RingWriter", "RingReader")),
     ("execute (in process)", ("InProcessInstance.execute", "TritonPythonModel.execute")),
-    ("schedule", ("Server._submit", "DynamicBatcher.", "InstanceRunner.", "Job.", "Server.infer",
-                  "PriorityQueue", "BatchPolicy", "_select_outputs")),
-    ("frontend glue", ("NaiadHttpApp", "InferEndpoint", "_unless_disconnected", "_DisconnectWatch",
-                       "InferenceServicer.", "_unary")),
+    (
+        "schedule",
+        (
+            "Server._submit",
+            "DynamicBatcher.",
+            "InstanceRunner.",
+            "Job.",
+            "Server.infer",
+            "PriorityQueue",
+            "BatchPolicy",
+            "_select_outputs",
+        ),
+    ),
+    (
+        "frontend glue",
+        ("NaiadHttpApp", "InferEndpoint", "_unless_disconnected", "_DisconnectWatch", "InferenceServicer.", "_unary"),
+    ),
     ("HTTP server (uvicorn/httptools)", ("uvicorn/",)),
     ("gRPC core (grpc.aio, poller thread)", ("_poll_wrapper", "grpc/")),
 ]

@@ -35,9 +35,9 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
@@ -84,10 +84,15 @@ class Load:
         cpu_before = cpu_seconds(processes)
         out = self._wrk(host_port, self.duration, self.clients)
         cpu = cpu_seconds(processes) - cpu_before
-        found = {key: re.search(pattern, out, re.M) for key, pattern in (
-            ("rps", r"Requests/sec:\s+([\d.]+)"), ("p50", r"^\s+50%\s+(\S+)"), ("p99", r"^\s+99%\s+(\S+)"),
-            ("requests", r"(\d+) requests in"),
-        )}
+        found = {
+            key: re.search(pattern, out, re.M)
+            for key, pattern in (
+                ("rps", r"Requests/sec:\s+([\d.]+)"),
+                ("p50", r"^\s+50%\s+(\S+)"),
+                ("p99", r"^\s+99%\s+(\S+)"),
+                ("requests", r"(\d+) requests in"),
+            )
+        }
         if not all(found.values()):
             raise RuntimeError(f"unexpected wrk output:\n{out}")
         errors = re.search(r"Socket errors: .*", out)
@@ -95,12 +100,27 @@ class Load:
             print(f"{name}: {errors.group(0)}", file=sys.stderr)
         non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
         requests = int(found["requests"].group(1))
-        return Row(name, float(found["rps"].group(1)), found["p50"].group(1), found["p99"].group(1),
-                   int(non_2xx.group(1)) if non_2xx else 0, 1e6 * cpu / max(requests, 1), peer)
+        return Row(
+            name,
+            float(found["rps"].group(1)),
+            found["p50"].group(1),
+            found["p99"].group(1),
+            int(non_2xx.group(1)) if non_2xx else 0,
+            1e6 * cpu / max(requests, 1),
+            peer,
+        )
 
     def _wrk(self, host_port: str, duration: int, clients: int) -> str:
-        command = ["wrk", "-t1", f"-c{clients}", f"-d{duration}s", "-s", str(self.bench / "wrk_bin.lua"),
-                   "--latency", f"http://{host_port}{self.path}"]
+        command = [
+            "wrk",
+            "-t1",
+            f"-c{clients}",
+            f"-d{duration}s",
+            "-s",
+            str(self.bench / "wrk_bin.lua"),
+            "--latency",
+            f"http://{host_port}{self.path}",
+        ]
         if (os.cpu_count() or 1) > 1:
             command = ["taskset", "-c", "1", *command]
         env = {**os.environ, "BODY_DIR": self.bodies}
@@ -130,8 +150,9 @@ def ray_serving(mode: str) -> list[psutil.Process]:
     roots = []
     for process in psutil.process_iter(["cmdline", "name"]):
         command = " ".join(process.info["cmdline"] or ())
-        if "ServeReplica:naiad" in command or (mode != "direct" and (
-                "ProxyActor" in command or process.info["name"] == "haproxy")):
+        if "ServeReplica:naiad" in command or (
+            mode != "direct" and ("ProxyActor" in command or process.info["name"] == "haproxy")
+        ):
             roots.append(process)
     return with_descendants(roots)
 
@@ -140,13 +161,13 @@ def ray_rows(load: Load, repository: Path, mode: str, replica_counts: list[int])
     """Rows for one Ray Serve mode; run in a child process whose environment Ray read.
     Each deployment is measured between two runs of its plain peer (`naiad serve --workers
     N`, N the replicas), which run beside the idle Ray cluster."""
+    import naiad_ray
     import ray
     from ray import serve
 
-    import naiad_ray
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=80 * 1024 * 1024,
-             log_to_driver=False)
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, object_store_memory=80 * 1024 * 1024, log_to_driver=False
+    )
     rows = []
     try:
         port = free_port()
@@ -161,8 +182,9 @@ def ray_rows(load: Load, repository: Path, mode: str, replica_counts: list[int])
         for replicas in replica_counts:
             peer = f"naiad --workers {replicas}"
             rows.append(plain_row(load, repository, peer, replicas))
-            app = naiad_ray.build_app(str(repository), min_replicas=replicas, max_replicas=replicas,
-                                      num_cpus=2 / max(replica_counts), **ports)
+            app = naiad_ray.build_app(
+                str(repository), min_replicas=replicas, max_replicas=replicas, num_cpus=2 / max(replica_counts), **ports
+            )
             serve.run(app, name="naiad", route_prefix=route_prefix)
             rows.append(load.run(f"ray {mode} x{replicas}", f"127.0.0.1:{port}", lambda: ray_serving(mode), peer))
             serve.delete("naiad")
@@ -201,31 +223,54 @@ def main() -> None:
     rows = []
     for mode in args.modes:
         child = subprocess.run(
-            [sys.executable, __file__, "--ray-child", mode, "--bench-dir", str(bench), "--model", args.model,
-             "--duration", str(args.duration), "--clients", str(args.clients),
-             "--replicas", *map(str, args.replicas)],
-            env={**os.environ, **RAY_ENV, **MODES[mode]}, capture_output=True, text=True,
+            [
+                sys.executable,
+                __file__,
+                "--ray-child",
+                mode,
+                "--bench-dir",
+                str(bench),
+                "--model",
+                args.model,
+                "--duration",
+                str(args.duration),
+                "--clients",
+                str(args.clients),
+                "--replicas",
+                *map(str, args.replicas),
+            ],
+            env={**os.environ, **RAY_ENV, **MODES[mode]},
+            capture_output=True,
+            text=True,
         )
         found = re.search(r"^ROWS (.*)$", child.stdout, re.M)
         if child.returncode or not found:
             raise RuntimeError(f"Ray Serve mode {mode} failed:\n{child.stdout[-3000:]}\n{child.stderr[-3000:]}")
         rows += [Row(**row) for row in json.loads(found.group(1))]
 
-    print(f"HTTP binary tensors, {args.model}, {args.clients} connections, {args.duration} s per row, "
-          f"{os.cpu_count()} CPUs. A Ray row's ratio is to the mean of its peer's rows before and after it "
-          "(x1: `naiad serve --workers 1`, one process as one replica; x2: `--workers 2`).")
-    print("CPU us/req: CPU time of the serving processes (the servers with their model processes; Ray Serve's "
-          "proxy or HAProxy on those paths) per request answered.")
-    print(f"{'server':<20}{'req/s':>9}{'p50':>10}{'p99':>10}{'non-2xx':>9}{'CPU us/req':>12}{'vs peer':>9}"
-          f"{'CPU vs peer':>13}")
+    print(
+        f"HTTP binary tensors, {args.model}, {args.clients} connections, {args.duration} s per row, "
+        f"{os.cpu_count()} CPUs. A Ray row's ratio is to the mean of its peer's rows before and after it "
+        "(x1: `naiad serve --workers 1`, one process as one replica; x2: `--workers 2`)."
+    )
+    print(
+        "CPU us/req: CPU time of the serving processes (the servers with their model processes; Ray Serve's "
+        "proxy or HAProxy on those paths) per request answered."
+    )
+    print(
+        f"{'server':<20}{'req/s':>9}{'p50':>10}{'p99':>10}{'non-2xx':>9}{'CPU us/req':>12}{'vs peer':>9}"
+        f"{'CPU vs peer':>13}"
+    )
     for i, row in enumerate(rows):
         ratio = cpu_ratio = ""
         if row.peer:
             before, after = rows[i - 1], rows[i + 1]
             ratio = f"{2 * row.rps / (before.rps + after.rps):.2f}"
             cpu_ratio = f"{2 * row.cpu_us / (before.cpu_us + after.cpu_us):.2f}"
-        print(f"{row.name:<20}{row.rps:>9.0f}{row.p50:>10}{row.p99:>10}{row.non_2xx:>9}{row.cpu_us:>12.0f}"
-              f"{ratio:>9}{cpu_ratio:>13}")
+        print(
+            f"{row.name:<20}{row.rps:>9.0f}{row.p50:>10}{row.p99:>10}{row.non_2xx:>9}{row.cpu_us:>12.0f}"
+            f"{ratio:>9}{cpu_ratio:>13}"
+        )
 
 
 if __name__ == "__main__":

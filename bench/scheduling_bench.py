@@ -37,17 +37,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_BENCH = ROOT.parent.parent / "shared" / "bench"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from naiad import InferenceRequest, Server, ServerOptions, Tensor  # noqa: E402
 from numpy_backend import NumpyPlugin  # noqa: E402
 
-MODEL = '''name: "add_sub"
+from naiad import InferenceRequest, Server, ServerOptions, Tensor  # noqa: E402
+
+MODEL = """name: "add_sub"
 backend: "numpy"
 max_batch_size: 64
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_FP32 dims: [ 16 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 16 ] } ]
 parameters { key: "op" value { string_value: "add_sub" } }
 instance_group [ { count: 1 kind: KIND_CPU } ]
-'''
+"""
 BATCHING = "dynamic_batching { max_queue_delay_microseconds: 100 }\n"
 
 
@@ -86,6 +87,7 @@ async def in_process(repo: Path, clients: int, seconds: float) -> tuple[float, d
     a = np.random.rand(1, 16).astype(np.float32)
     b = np.random.rand(1, 16).astype(np.float32)
     async with Server(options) as server:
+
         async def call() -> None:
             request = InferenceRequest("add_sub", [Tensor.from_numpy("INPUT0", a), Tensor.from_numpy("INPUT1", b)])
             await server.infer(request)
@@ -103,7 +105,10 @@ async def over_http(repo: Path, clients: int, seconds: float) -> float:
     with served(repo) as server:
         client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"), conn_limit=clients)
         try:
-            inputs = [httpclient.InferInput("INPUT0", [1, 16], "FP32"), httpclient.InferInput("INPUT1", [1, 16], "FP32")]
+            inputs = [
+                httpclient.InferInput("INPUT0", [1, 16], "FP32"),
+                httpclient.InferInput("INPUT1", [1, 16], "FP32"),
+            ]
             inputs[0].set_data_from_numpy(a, binary_data=True)
             inputs[1].set_data_from_numpy(b, binary_data=True)
 
@@ -119,8 +124,7 @@ async def over_http(repo: Path, clients: int, seconds: float) -> float:
 def served(repo: Path):
     from naiad.testing import ServerProcess
 
-    return ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin",
-                         env={"PYTHONPATH": str(ROOT / "tests")})
+    return ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin", env={"PYTHONPATH": str(ROOT / "tests")})
 
 
 def server_batches(http_url: str) -> tuple[int, int]:
@@ -138,7 +142,10 @@ def over_wrk(repo: Path, clients: int, seconds: float) -> tuple[float, int, int]
             url = f"{base}/v2/models/add_sub/infer"
             out = subprocess.run(
                 ["wrk", "-t1", f"-c{clients}", f"-d{int(seconds)}s", "-s", str(SHARED_BENCH / "wrk_bin.lua"), url],
-                env={**os.environ, "BODY_DIR": bodies}, capture_output=True, text=True, check=True,
+                env={**os.environ, "BODY_DIR": bodies},
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout
             if "Non-2xx" in out:
                 raise RuntimeError(f"wrk saw failed requests:\n{out}")
@@ -171,8 +178,10 @@ def main() -> None:
             repo = make_repo(Path(tmp), dynamic)
             rate, stats = asyncio.run(in_process(repo, args.clients, args.seconds))
             executions, inferences = stats["execution_count"], stats["inference_count"]
-            print(f"{'in-process':22} {label:16}: {rate:9.0f} req/s   "
-                  f"(mean batch {inferences / max(executions, 1):.1f} over {executions} executions)")
+            print(
+                f"{'in-process':22} {label:16}: {rate:9.0f} req/s   "
+                f"(mean batch {inferences / max(executions, 1):.1f} over {executions} executions)"
+            )
             if (args.http or args.wrk) and not http_available():
                 print(f"{'HTTP':22} {label:16}: skipped (naiad.frontends.http is not importable here)")
                 continue
@@ -181,8 +190,10 @@ def main() -> None:
                 print(f"{'HTTP tritonclient.aio':22} {label:16}: {rate:9.0f} req/s")
             if args.wrk:
                 rate, inferences, executions = over_wrk(repo, args.clients, args.seconds)
-                print(f"{'HTTP wrk':22} {label:16}: {rate:9.0f} req/s   "
-                      f"(mean batch {inferences / max(executions, 1):.1f} over {executions} executions)")
+                print(
+                    f"{'HTTP wrk':22} {label:16}: {rate:9.0f} req/s   "
+                    f"(mean batch {inferences / max(executions, 1):.1f} over {executions} executions)"
+                )
     sys.stdout.flush()
 
 

@@ -34,12 +34,12 @@ def write_repository(root: Path) -> None:
     spec.loader.exec_module(module)
     (root / "mlp" / "1").mkdir(parents=True)
     (root / "mlp" / "1" / "model.onnx").write_bytes(module.mlp_classifier_model(features=16, hidden=64))
-    (root / "mlp" / "config.pbtxt").write_text('''platform: "onnxruntime_onnx"
+    (root / "mlp" / "config.pbtxt").write_text("""platform: "onnxruntime_onnx"
 max_batch_size: 64
 input [ { name: "input" data_type: TYPE_FP32 dims: [ 16 ] } ]
 output [ { name: "probabilities" data_type: TYPE_FP32 dims: [ 8 ] } ]
 instance_group [ { count: 1 kind: KIND_CPU } ]
-''')
+""")
 
 
 async def requests_per_second(server: Server, concurrency: int, duration: float) -> float:
@@ -78,8 +78,10 @@ async def main() -> None:
                     for name, server in servers.items():
                         rates[name].append(await requests_per_second(server, concurrency, args.duration))
                 for name, values in rates.items():
-                    print(f"c={concurrency:<3} {name:<22} best {max(values):9,.0f} req/s  "
-                          f"median {sorted(values)[len(values) // 2]:9,.0f} req/s  ({args.rounds} rounds)")
+                    print(
+                        f"c={concurrency:<3} {name:<22} best {max(values):9,.0f} req/s  "
+                        f"median {sorted(values)[len(values) // 2]:9,.0f} req/s  ({args.rounds} rounds)"
+                    )
         finally:
             for server in servers.values():
                 await server.stop()

@@ -36,7 +36,9 @@ def add_sub_model(width: int = 16) -> bytes:
         helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"]),
     ]
     graph = helper.make_graph(nodes, "add_sub", inputs, outputs)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION).SerializeToString()
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
+    ).SerializeToString()
 
 
 def mlp_classifier_model(features: int = 16, hidden: int = 64, classes: int = 8, seed: int = 0) -> bytes:
@@ -63,7 +65,9 @@ def mlp_classifier_model(features: int = 16, hidden: int = 64, classes: int = 8,
         [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["batch", classes])],
         initializer=[numpy_helper.from_array(value, name) for name, value in weights.items()],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION).SerializeToString()
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
+    ).SerializeToString()
 
 
 MODELS = {

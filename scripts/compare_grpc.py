@@ -9,17 +9,18 @@ shared/bench/models beside naiad on the same models, both started with
 `--allow-client-shm=true` for the shared-memory requests. Each line is a request and its outcome:
 OK and the answer, or the status code and message.
 """
+
 import contextlib
-import queue
 import io
+import queue
 import sys
 
-import numpy as np
 import grpc
+import numpy as np
 import tritonclient.grpc as tg
-from tritonclient.grpc import service_pb2 as spb, service_pb2_grpc as sg
+from tritonclient.grpc import service_pb2 as spb
+from tritonclient.grpc import service_pb2_grpc as sg
 from tritonclient.utils import InferenceServerException
-
 
 
 def probe(url):
@@ -38,8 +39,10 @@ def probe(url):
             print(f"{label}: {e.code()} | {e.details()}")
 
     def ins(shape0=(1, 16), shape1=(1, 16), dt0="FP32", dt1="FP32"):
-        a = tg.InferInput("INPUT0", list(shape0), dt0); a.set_data_from_numpy(np.ones(shape0, np.float32 if dt0=="FP32" else np.int32))
-        b = tg.InferInput("INPUT1", list(shape1), dt1); b.set_data_from_numpy(np.ones(shape1, np.float32 if dt1=="FP32" else np.int32))
+        a = tg.InferInput("INPUT0", list(shape0), dt0)
+        a.set_data_from_numpy(np.ones(shape0, np.float32 if dt0 == "FP32" else np.int32))
+        b = tg.InferInput("INPUT1", list(shape1), dt1)
+        b.set_data_from_numpy(np.ones(shape1, np.float32 if dt1 == "FP32" else np.int32))
         return [a, b]
 
     show("live", lambda: c.is_server_live())
@@ -62,8 +65,13 @@ def probe(url):
     show("infer unknown model", lambda: c.infer("nope", ins()))
     show("infer unknown version", lambda: c.infer("add_sub", ins(), model_version="7"))
     show("infer bad version", lambda: c.infer("add_sub", ins(), model_version="x"))
+
     def unknown_input():
-        x = ins(); x[1] = tg.InferInput("INPUTX", [1, 16], "FP32"); x[1].set_data_from_numpy(np.ones((1, 16), np.float32)); return x
+        x = ins()
+        x[1] = tg.InferInput("INPUTX", [1, 16], "FP32")
+        x[1].set_data_from_numpy(np.ones((1, 16), np.float32))
+        return x
+
     show("infer unknown input", lambda: c.infer("add_sub", unknown_input()))
     show("infer missing input", lambda: c.infer("add_sub", ins()[:1]))
     show("infer duplicate input", lambda: c.infer("add_sub", ins()[:1] + ins()[:1]))
@@ -76,56 +84,102 @@ def probe(url):
     def raw(mutate):
         req = spb.ModelInferRequest(model_name="add_sub")
         for n in ("INPUT0", "INPUT1"):
-            t = req.inputs.add(name=n, datatype="FP32", shape=[1, 16])
+            req.inputs.add(name=n, datatype="FP32", shape=[1, 16])
             req.raw_input_contents.append(np.ones((1, 16), np.float32).tobytes())
         mutate(req)
         return stub.ModelInfer(req)
+
     show("raw byte size mismatch", lambda: raw(lambda r: r.raw_input_contents.__setitem__(1, b"\0" * 60)))
     show("raw too few raw contents", lambda: raw(lambda r: r.raw_input_contents.pop()))
     show("raw too many raw contents", lambda: raw(lambda r: r.raw_input_contents.append(b"\0" * 64)))
+
     def typed(r):
         del r.raw_input_contents[:]
-        for t in r.inputs: t.contents.fp32_contents.extend([1.0] * 16)
+        for t in r.inputs:
+            t.contents.fp32_contents.extend([1.0] * 16)
+
     show("typed ok", lambda: raw(typed))
+
     def typed_short(r):
-        typed(r); r.inputs[1].contents.fp32_contents.pop()
+        typed(r)
+        r.inputs[1].contents.fp32_contents.pop()
+
     show("typed short", lambda: raw(typed_short))
+
     def typed_mixed(r):
         r.inputs[0].contents.fp32_contents.extend([1.0] * 16)
+
     show("typed+raw mixed", lambda: raw(typed_mixed))
+
     def typed_wrongfield(r):
         del r.raw_input_contents[:]
-        for t in r.inputs: t.contents.int_contents.extend([1] * 16)
+        for t in r.inputs:
+            t.contents.int_contents.extend([1] * 16)
+
     show("typed wrong field", lambda: raw(typed_wrongfield))
     show("bad datatype", lambda: raw(lambda r: setattr(r.inputs[0], "datatype", "FLOAT")))
-    show("negative shape", lambda: raw(lambda r: (r.inputs[0].shape.__setitem__(1, -16))))
+    show("negative shape", lambda: raw(lambda r: r.inputs[0].shape.__setitem__(1, -16)))
     show("empty model name", lambda: raw(lambda r: setattr(r, "model_name", "")))
-    show("param bad priority", lambda: raw(lambda r: r.parameters["priority"].string_param.__add__("") or r.parameters["priority"].CopyFrom(spb.InferParameter(string_param="high"))))
-    show("param timeout string", lambda: raw(lambda r: r.parameters["timeout"].CopyFrom(spb.InferParameter(string_param="x"))))
+    show(
+        "param bad priority",
+        lambda: raw(
+            lambda r: (
+                r.parameters["priority"].string_param.__add__("")
+                or r.parameters["priority"].CopyFrom(spb.InferParameter(string_param="high"))
+            )
+        ),
+    )
+    show(
+        "param timeout string",
+        lambda: raw(lambda r: r.parameters["timeout"].CopyFrom(spb.InferParameter(string_param="x"))),
+    )
     show("id echo", lambda: raw(lambda r: setattr(r, "id", "abc")))
+
     # bytes
     def bytes_ok():
-        x = tg.InferInput("INPUT0", [3], "BYTES"); x.set_data_from_numpy(np.array([b"a", b"", b"xyz"], dtype=object))
-        r = c.infer("identity_bytes", [x]); return r.as_numpy("OUTPUT0"), r.get_response()
+        x = tg.InferInput("INPUT0", [3], "BYTES")
+        x.set_data_from_numpy(np.array([b"a", b"", b"xyz"], dtype=object))
+        r = c.infer("identity_bytes", [x])
+        return r.as_numpy("OUTPUT0"), r.get_response()
+
     show("bytes ok", bytes_ok)
+
     def bytes_bad():
         req = spb.ModelInferRequest(model_name="identity_bytes")
         req.inputs.add(name="INPUT0", datatype="BYTES", shape=[2])
         req.raw_input_contents.append(b"\x05\0\0\0ab")
         return stub.ModelInfer(req)
+
     show("bytes truncated", bytes_bad)
+
     def bytes_typed():
         req = spb.ModelInferRequest(model_name="identity_bytes")
-        t = req.inputs.add(name="INPUT0", datatype="BYTES", shape=[2]); t.contents.bytes_contents.extend([b"a", b"bc"])
+        t = req.inputs.add(name="INPUT0", datatype="BYTES", shape=[2])
+        t.contents.bytes_contents.extend([b"a", b"bc"])
         return stub.ModelInfer(req)
+
     show("bytes typed", bytes_typed)
+
     # identity with fp32 typed to see output encoding
     def ident_typed():
         req = spb.ModelInferRequest(model_name="identity")
-        t = req.inputs.add(name="INPUT0", datatype="FP32", shape=[3]); t.contents.fp32_contents.extend([1, 2, 3])
+        t = req.inputs.add(name="INPUT0", datatype="FP32", shape=[3])
+        t.contents.fp32_contents.extend([1, 2, 3])
         return stub.ModelInfer(req)
+
     show("identity typed -> raw out?", ident_typed)
-    show("identity zero elems", lambda: c.infer("identity", [(lambda i: (i.set_data_from_numpy(np.zeros((0,), np.float32)), i)[1])(tg.InferInput("INPUT0", [0], "FP32"))]).get_response())
+    show(
+        "identity zero elems",
+        lambda: c.infer(
+            "identity",
+            [
+                (lambda i: (i.set_data_from_numpy(np.zeros((0,), np.float32)), i)[1])(
+                    tg.InferInput("INPUT0", [0], "FP32")
+                )
+            ],
+        ).get_response(),
+    )
+
     # stream
     def stream(model, reqs, empty_final=False):
         q = queue.Queue()
@@ -142,11 +196,25 @@ def probe(url):
             else:
                 resp = r.get_response()
                 params = {k: str(v).strip() for k, v in resp.parameters.items()}
-                out.append((resp.id, [o.name for o in resp.outputs], [r.as_numpy(o.name).tolist() for o in resp.outputs], params))
+                out.append(
+                    (
+                        resp.id,
+                        [o.name for o in resp.outputs],
+                        [r.as_numpy(o.name).tolist() for o in resp.outputs],
+                        params,
+                    )
+                )
         return out
+
     def rep(vals):
-        x = tg.InferInput("IN", [len(vals)], "INT32"); x.set_data_from_numpy(np.array(vals, np.int32)); return [x]
-    show("stream add_sub", lambda: stream("add_sub", [(ins(), {"request_id": "1"}), (ins((1, 8), (1, 8)), {"request_id": "2"})]))
+        x = tg.InferInput("IN", [len(vals)], "INT32")
+        x.set_data_from_numpy(np.array(vals, np.int32))
+        return [x]
+
+    show(
+        "stream add_sub",
+        lambda: stream("add_sub", [(ins(), {"request_id": "1"}), (ins((1, 8), (1, 8)), {"request_id": "2"})]),
+    )
     show("stream add_sub empty_final", lambda: stream("add_sub", [(ins(), {"request_id": "1"})], True))
     show("stream unknown model", lambda: stream("nope", [(ins(), {"request_id": "9"})]))
     show("stream repeat", lambda: stream("repeat", [(rep([4, 5, 6]), {"request_id": "r"})]))
@@ -171,6 +239,7 @@ def probe(url):
     show("load bad config", lambda: c.load_model("identity", config="{not json"))
     # shm end-to-end with identity
     import tritonclient.utils.shared_memory as shm
+
     def shm_e2e():
         h = shm.create_shared_memory_region("probe_in", "/probe_in", 64)
         o = shm.create_shared_memory_region("probe_out", "/probe_out", 64)
@@ -179,22 +248,29 @@ def probe(url):
             c.register_system_shared_memory("probe_in", "/probe_in", 64)
             c.register_system_shared_memory("probe_out", "/probe_out", 64)
             print("   status:", str(c.get_system_shared_memory_status()).replace("\n", " "))
-            x = tg.InferInput("INPUT0", [4], "FP32"); x.set_shared_memory("probe_in", 16)
-            y = tg.InferRequestedOutput("OUTPUT0"); y.set_shared_memory("probe_out", 16)
+            x = tg.InferInput("INPUT0", [4], "FP32")
+            x.set_shared_memory("probe_in", 16)
+            y = tg.InferRequestedOutput("OUTPUT0")
+            y.set_shared_memory("probe_out", 16)
             r = c.infer("identity", [x], outputs=[y])
             print("   resp:", str(r.get_response()).replace("\n", " "))
             print("   out:", shm.get_contents_as_numpy(o, np.float32, [4]))
-            y2 = tg.InferRequestedOutput("OUTPUT0"); y2.set_shared_memory("probe_out", 8)
+            y2 = tg.InferRequestedOutput("OUTPUT0")
+            y2.set_shared_memory("probe_out", 8)
             show("   shm output too small", lambda: c.infer("identity", [x], outputs=[y2]))
-            x2 = tg.InferInput("INPUT0", [4], "FP32"); x2.set_shared_memory("probe_in", 16, offset=60)
+            x2 = tg.InferInput("INPUT0", [4], "FP32")
+            x2.set_shared_memory("probe_in", 16, offset=60)
             show("   shm input out of range", lambda: c.infer("identity", [x2]))
-            x3 = tg.InferInput("INPUT0", [4], "FP32"); x3.set_shared_memory("nope", 16)
+            x3 = tg.InferInput("INPUT0", [4], "FP32")
+            x3.set_shared_memory("nope", 16)
             show("   shm input unknown region", lambda: c.infer("identity", [x3]))
             show("   shm register dup", lambda: c.register_system_shared_memory("probe_in", "/probe_in", 64))
             return "done"
         finally:
             c.unregister_system_shared_memory()
-            shm.destroy_shared_memory_region(h); shm.destroy_shared_memory_region(o)
+            shm.destroy_shared_memory_region(h)
+            shm.destroy_shared_memory_region(o)
+
     show("shm e2e", shm_e2e)
 
 

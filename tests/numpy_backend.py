@@ -27,14 +27,13 @@ import numpy as np
 
 from naiad.backend import Backend, Batch, InferenceResponse, Model, ModelInstance, Tensor, hookimpl
 
-
 # The sequence batcher's control inputs, under the names `accumulate` reads; `%s` is the
 # CORRID datatype (e.g. TYPE_UINT64 or TYPE_STRING).
-SEQUENCE_CONTROLS = '''control_input [
+SEQUENCE_CONTROLS = """control_input [
   {name: "START" control [{kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1]}]},
   {name: "END" control [{kind: CONTROL_SEQUENCE_END int32_false_true: [0, 1]}]},
   {name: "READY" control [{kind: CONTROL_SEQUENCE_READY int32_false_true: [0, 1]}]},
-  {name: "CORRID" control [{kind: CONTROL_SEQUENCE_CORRID data_type: %s}]}]'''
+  {name: "CORRID" control [{kind: CONTROL_SEQUENCE_CORRID data_type: %s}]}]"""
 
 
 # Barriers of the `rendezvous` op, shared by every model of the process that names them.
@@ -115,10 +114,15 @@ class NumpyInstance(ModelInstance):
         for request in requests:
             send = request.response_sender
             for index, value in enumerate(request.input("IN").data.reshape(-1)):
-                send(InferenceResponse(outputs=[
-                    Tensor.from_numpy("OUT", np.array([value], np.int32)),
-                    Tensor.from_numpy("IDX", np.array([index], np.uint32)),
-                ]), False)
+                send(
+                    InferenceResponse(
+                        outputs=[
+                            Tensor.from_numpy("OUT", np.array([value], np.int32)),
+                            Tensor.from_numpy("IDX", np.array([index], np.uint32)),
+                        ]
+                    ),
+                    False,
+                )
             send(None, True)
         return None
 
@@ -162,8 +166,10 @@ class RecordingInstance(NumpyInstance):
         start = time.monotonic()
         execution_log = config.parameter("execution_log")
         if execution_log:
-            first = {t.name: [v.decode() if isinstance(v, bytes) else v for v in t.data.reshape(-1).tolist()]
-                     for t in requests[0].inputs}
+            first = {
+                t.name: [v.decode() if isinstance(v, bytes) else v for v in t.data.reshape(-1).tolist()]
+                for t in requests[0].inputs
+            }
             with open(execution_log, "a") as log:
                 log.write(json.dumps({"requests": len(requests), "inputs": first}) + "\n")
         self.model.started.extend(r.id for r in requests)
@@ -175,8 +181,9 @@ class RecordingInstance(NumpyInstance):
             if op == "sleep" and any(r.input("DELAY_MS") is not None for r in requests):
                 time.sleep(max(int(r.input("DELAY_MS").data.max()) for r in requests) / 1000)
                 return [
-                    InferenceResponse(outputs=[Tensor("OUTPUT0", t.datatype, t.shape, t.data)
-                                               for t in r.inputs if t.name == "INPUT0"])
+                    InferenceResponse(
+                        outputs=[Tensor("OUTPUT0", t.datatype, t.shape, t.data) for t in r.inputs if t.name == "INPUT0"]
+                    )
                     for r in requests
                 ]
             if op == "accumulate":
@@ -216,8 +223,12 @@ class RecordingInstance(NumpyInstance):
             outputs=[
                 Tensor.from_numpy("OUTPUT", total),
                 Tensor.from_numpy("CONTROLS", controls),
-                Tensor("CORRID_OUT", request.input("CORRID").datatype,
-                       request.input("CORRID").shape, request.input("CORRID").data),
+                Tensor(
+                    "CORRID_OUT",
+                    request.input("CORRID").datatype,
+                    request.input("CORRID").shape,
+                    request.input("CORRID").data,
+                ),
             ]
         )
 

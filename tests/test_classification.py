@@ -4,14 +4,14 @@ import asyncio
 
 import numpy as np
 import pytest
+from numpy_backend import NumpyPlugin
 
 from naiad import ErrorCode, InferenceRequest, NaiadError, RequestedOutput, Server, ServerOptions, Tensor
 from naiad.classification import classify_tensor
-from numpy_backend import NumpyPlugin
 
-CLASSIFY = '''backend: "numpy" max_batch_size: 4
+CLASSIFY = """backend: "numpy" max_batch_size: 4
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[3]}]
-output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[3] label_filename: "labels.txt"}]'''
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[3] label_filename: "labels.txt"}]"""
 
 
 def test_classify_tensor_orders_and_labels():

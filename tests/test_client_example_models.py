@@ -21,8 +21,15 @@ from naiad.testing import ServerProcess
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "client_examples"
 PYTHON_MODELS = (
-    "simple", "simple_string", "simple_int8", "simple_identity", "simple_sequence", "simple_dyna_sequence",
-    "simple_string_dyna_sequence", "repeat_int32", "custom_identity_int32",
+    "simple",
+    "simple_string",
+    "simple_int8",
+    "simple_identity",
+    "simple_sequence",
+    "simple_dyna_sequence",
+    "simple_string_dyna_sequence",
+    "repeat_int32",
+    "custom_identity_int32",
 )
 
 
@@ -44,7 +51,10 @@ def server(tmp_path_factory):
 
 
 def add_sub_inputs(module, a: np.ndarray, b: np.ndarray, datatype: str) -> list:
-    inputs = [module.InferInput("INPUT0", list(a.shape), datatype), module.InferInput("INPUT1", list(b.shape), datatype)]
+    inputs = [
+        module.InferInput("INPUT0", list(a.shape), datatype),
+        module.InferInput("INPUT1", list(b.shape), datatype),
+    ]
     inputs[0].set_data_from_numpy(a)
     inputs[1].set_data_from_numpy(b)
     return inputs
@@ -83,8 +93,9 @@ def run_sequence(client, model: str, sequence_id, values: list[int]) -> list[int
     for index, value in enumerate(values):
         tensor = tg.InferInput("INPUT", [1, 1], "INT32")
         tensor.set_data_from_numpy(np.array([[value]], dtype=np.int32))
-        result = client.infer(model, [tensor], sequence_id=sequence_id, sequence_start=index == 0,
-                              sequence_end=index == len(values) - 1)
+        result = client.infer(
+            model, [tensor], sequence_id=sequence_id, sequence_start=index == 0, sequence_end=index == len(values) - 1
+        )
         answers.append(int(result.as_numpy("OUTPUT")[0][0]))
     return answers
 
@@ -105,7 +116,11 @@ def test_sequence_models_answer_as_the_examples_expect(server):
 
 def test_repeat_int32_streams_one_response_per_input(server):
     answers: queue.Queue = queue.Queue()
-    inputs = [tg.InferInput("IN", [3], "INT32"), tg.InferInput("DELAY", [3], "UINT32"), tg.InferInput("WAIT", [1], "UINT32")]
+    inputs = [
+        tg.InferInput("IN", [3], "INT32"),
+        tg.InferInput("DELAY", [3], "UINT32"),
+        tg.InferInput("WAIT", [1], "UINT32"),
+    ]
     inputs[0].set_data_from_numpy(np.array([100, 101, 102], dtype=np.int32))
     inputs[1].set_data_from_numpy(np.array([10, 10, 10], dtype=np.uint32))
     inputs[2].set_data_from_numpy(np.array([10], dtype=np.uint32))

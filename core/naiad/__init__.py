@@ -9,10 +9,10 @@ from .backend.abi import (
     ModelContext,
     ModelInstance,
 )
-from .errors import ErrorCode, NaiadError
 from .backend.hookspecs import hookimpl
-from .inference import InferenceRequest, InferenceResponse, RequestedOutput
 from .config.model_config import ConfigError, ModelConfig, TensorSpec
+from .errors import ErrorCode, NaiadError
+from .inference import InferenceRequest, InferenceResponse, RequestedOutput
 from .server import Server, ServerOptions
 from .tensor import Tensor
 from .version import __version__

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from .config.model_config import ModelConfig
 from .errors import NaiadError
 from .inference import InferenceRequest, InferenceResponse, RequestedOutput
-from .config.model_config import ModelConfig
 from .tensor import Tensor
 
 __all__ = ["classification_count", "classify_tensor", "apply_classification"]

@@ -12,25 +12,41 @@ import signal
 import sys
 import types
 import typing
-from typing import Any, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
-from .version import __version__
+from .cache.response_cache import cache_spec_from_flags
 from .errors import NaiadError
 from .flag_values import parse_bool as _bool
 from .frontends.options import GrpcOptions, HttpOptions, MetricsOptions
 from .inert_flags import add_inert_flags, warn_inert_flags
 from .observability.log_settings import LOG_FORMATS, LogSettings
 from .observability.metrics_settings import MetricsSettings
-from .cache.response_cache import cache_spec_from_flags
+from .observability.tracing import otlp_tracer_provider, trace_settings_from_config
 from .scheduling.rate_limiter import ResourceLimit, parse_rate_limit, parse_rate_limit_resource
 from .server import Server, ServerOptions
 from .startup_report import backend_table, model_table, options_table
-from .observability.tracing import otlp_tracer_provider, trace_settings_from_config
-from .workers import (WORKER_INDEX_ENV, Topology, WorkerPool, WorkerServer, is_worker, signal_worker_ready,
-                      wait_orphaned, worker_count)
+from .version import __version__
+from .workers import (
+    WORKER_INDEX_ENV,
+    Topology,
+    WorkerPool,
+    WorkerServer,
+    is_worker,
+    signal_worker_ready,
+    wait_orphaned,
+    worker_count,
+)
 
-__all__ = ["READY_LINE", "add_option_flags", "build_parser", "frontend_options", "load_plugin", "main",
-           "options_from_args"]
+__all__ = [
+    "READY_LINE",
+    "add_option_flags",
+    "build_parser",
+    "frontend_options",
+    "load_plugin",
+    "main",
+    "options_from_args",
+]
 
 # Logged once every frontend listens; scripts and naiad.testing.ServerProcess wait for it.
 READY_LINE = "naiad is ready"
@@ -40,8 +56,12 @@ log = logging.getLogger("naiad")
 # Frontend modules `naiad serve` starts, each with the flag that enables it. A frontend
 # module provides `async def run(server, options, started: asyncio.Event)` that serves until
 # cancelled; `options` is its options object (the OpenAI integration still takes the flags).
-FRONTENDS = (("http", "allow_http", "naiad.frontends.http"), ("grpc", "allow_grpc", "naiad.frontends.grpc"),
-             ("metrics", "allow_metrics", "naiad.frontends.metrics"), ("openai", "allow_openai", "naiad_openai"))
+FRONTENDS = (
+    ("http", "allow_http", "naiad.frontends.http"),
+    ("grpc", "allow_grpc", "naiad.frontends.grpc"),
+    ("metrics", "allow_metrics", "naiad.frontends.metrics"),
+    ("openai", "allow_openai", "naiad_openai"),
+)
 
 Options = TypeVar("Options", HttpOptions, GrpcOptions, MetricsOptions)
 
@@ -104,52 +124,135 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     repo = p.add_argument_group("model repository")
-    repo.add_argument("--model-repository", "--model-store", dest="model_repository", action="append",
-                      required=True, metavar="PATH",
-                      help="a model repository directory (or s3://, gs:// URL); repeat for several")
-    repo.add_argument("--model-control-mode", choices=("none", "poll", "explicit"), default="none",
-                      help="none: load every model at start; poll: also follow repository changes; "
-                           "explicit: load only --load-model names and what the repository API asks for")
-    repo.add_argument("--repository-poll-secs", type=float, default=15.0, metavar="SECONDS",
-                      help="seconds between repository scans in poll mode (default 15)")
-    repo.add_argument("--load-model", action="append", default=[], metavar="NAME",
-                      help="in explicit mode, a model to load at start; '*' loads all; repeatable")
-    repo.add_argument("--disable-auto-complete-config", action="store_true",
-                      help="do not let backends fill in inputs, outputs and max_batch_size from model files")
-    repo.add_argument("--strict-model-config", type=_bool, default=None, metavar="BOOL",
-                      help="tritonserver's older spelling: true is --disable-auto-complete-config")
-    repo.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
-                      help="models loaded in parallel (default 4)")
-    repo.add_argument("--model-load-retry-count", type=int, default=0, metavar="N",
-                      help="times a model whose load failed is loaded again before it counts as failed (default 0)")
-    repo.add_argument("--model-config-name", type=_config_name, default="", metavar="NAME",
-                      help="load each model's configs/NAME.pbtxt where it has one, else its config.pbtxt")
-    repo.add_argument("--model-load-timeout-secs", type=float, default=0, metavar="SECONDS",
-                      help="a model whose load takes longer fails to load; 0 waits forever (default 0)")
-    repo.add_argument("--backend-config", action="append", default=[], type=_backend_setting,
-                      metavar="BACKEND,KEY=VALUE", help="a setting passed to a backend; repeatable")
-    repo.add_argument("--backend-plugin", action="append", default=[], type=_plugin_reference,
-                      metavar="MODULE:OBJECT",
-                      help="a pluggy plugin providing backends that is not installed as a 'naiad.backends' "
-                           "entry point (a class is instantiated); repeatable")
+    repo.add_argument(
+        "--model-repository",
+        "--model-store",
+        dest="model_repository",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="a model repository directory (or s3://, gs:// URL); repeat for several",
+    )
+    repo.add_argument(
+        "--model-control-mode",
+        choices=("none", "poll", "explicit"),
+        default="none",
+        help="none: load every model at start; poll: also follow repository changes; "
+        "explicit: load only --load-model names and what the repository API asks for",
+    )
+    repo.add_argument(
+        "--repository-poll-secs",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="seconds between repository scans in poll mode (default 15)",
+    )
+    repo.add_argument(
+        "--load-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="in explicit mode, a model to load at start; '*' loads all; repeatable",
+    )
+    repo.add_argument(
+        "--disable-auto-complete-config",
+        action="store_true",
+        help="do not let backends fill in inputs, outputs and max_batch_size from model files",
+    )
+    repo.add_argument(
+        "--strict-model-config",
+        type=_bool,
+        default=None,
+        metavar="BOOL",
+        help="tritonserver's older spelling: true is --disable-auto-complete-config",
+    )
+    repo.add_argument(
+        "--model-load-thread-count", type=int, default=4, metavar="N", help="models loaded in parallel (default 4)"
+    )
+    repo.add_argument(
+        "--model-load-retry-count",
+        type=int,
+        default=0,
+        metavar="N",
+        help="times a model whose load failed is loaded again before it counts as failed (default 0)",
+    )
+    repo.add_argument(
+        "--model-config-name",
+        type=_config_name,
+        default="",
+        metavar="NAME",
+        help="load each model's configs/NAME.pbtxt where it has one, else its config.pbtxt",
+    )
+    repo.add_argument(
+        "--model-load-timeout-secs",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="a model whose load takes longer fails to load; 0 waits forever (default 0)",
+    )
+    repo.add_argument(
+        "--backend-config",
+        action="append",
+        default=[],
+        type=_backend_setting,
+        metavar="BACKEND,KEY=VALUE",
+        help="a setting passed to a backend; repeatable",
+    )
+    repo.add_argument(
+        "--backend-plugin",
+        action="append",
+        default=[],
+        type=_plugin_reference,
+        metavar="MODULE:OBJECT",
+        help="a pluggy plugin providing backends that is not installed as a 'naiad.backends' "
+        "entry point (a class is instantiated); repeatable",
+    )
 
     life = p.add_argument_group("server")
-    life.add_argument("--strict-readiness", type=_bool, default=True, metavar="BOOL",
-                      help="ready only when every model is ready (default true)")
-    life.add_argument("--exit-on-error", type=_bool, default=True, metavar="BOOL",
-                      help="exit when a model fails to load at start-up (default true)")
-    life.add_argument("--exit-timeout-secs", type=float, default=30.0, metavar="SECONDS",
-                      help="on SIGTERM, how long in-flight requests may take to finish (default 30)")
-    life.add_argument("--workers", type=int, default=None, metavar="N",
-                      help="server processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each serving "
-                           "every model, kept one server by a control plane (docs/performance.md); default: one "
-                           "per usable CPU core (1 with port 0, with --rate-limit, or on a taken port)")
-    life.add_argument("--id", dest="server_id", default="triton",
-                      help="the server name /v2 reports (default triton, tritonserver's: clients written for "
-                           "Triton check it)")
-    life.add_argument("--allow-client-shm", type=_bool, default=False, metavar="BOOL",
-                      help="let clients register system (and CUDA) shared-memory regions for inputs and outputs; "
-                           "off by default, as in tritonserver (default false)")
+    life.add_argument(
+        "--strict-readiness",
+        type=_bool,
+        default=True,
+        metavar="BOOL",
+        help="ready only when every model is ready (default true)",
+    )
+    life.add_argument(
+        "--exit-on-error",
+        type=_bool,
+        default=True,
+        metavar="BOOL",
+        help="exit when a model fails to load at start-up (default true)",
+    )
+    life.add_argument(
+        "--exit-timeout-secs",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM, how long in-flight requests may take to finish (default 30)",
+    )
+    life.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="server processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each serving "
+        "every model, kept one server by a control plane (docs/performance.md); default: one "
+        "per usable CPU core (1 with port 0, with --rate-limit, or on a taken port)",
+    )
+    life.add_argument(
+        "--id",
+        dest="server_id",
+        default="triton",
+        help="the server name /v2 reports (default triton, tritonserver's: clients written for Triton check it)",
+    )
+    life.add_argument(
+        "--allow-client-shm",
+        type=_bool,
+        default=False,
+        metavar="BOOL",
+        help="let clients register system (and CUDA) shared-memory regions for inputs and outputs; "
+        "off by default, as in tritonserver (default false)",
+    )
 
     add_option_flags(p.add_argument_group("HTTP/REST"), HttpOptions)
     add_option_flags(p.add_argument_group("gRPC"), GrpcOptions)
@@ -157,59 +260,123 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     add_option_flags(metrics, MetricsOptions)
     # What the metrics show is the server's MetricsSettings, whose defaults these flags take.
     measured = MetricsSettings()
-    metrics.add_argument("--allow-cpu-metrics", type=_bool, default=measured.allow_cpu_metrics, metavar="BOOL",
-                         help=_help("export CPU utilization and memory gauges", measured.allow_cpu_metrics))
-    metrics.add_argument("--allow-gpu-metrics", type=_bool, default=measured.allow_gpu_metrics, metavar="BOOL",
-                         help=_help("export GPU gauges through NVML when a GPU is present", measured.allow_gpu_metrics))
-    metrics.add_argument("--metrics-interval-ms", type=float, default=measured.interval_ms, metavar="MS",
-                         help=_help("milliseconds between CPU/GPU gauge samples", measured.interval_ms))
-    metrics.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
-                         help="counter_latencies, summary_latencies, summary_quantiles, histogram_latencies; "
-                              "repeatable")
+    metrics.add_argument(
+        "--allow-cpu-metrics",
+        type=_bool,
+        default=measured.allow_cpu_metrics,
+        metavar="BOOL",
+        help=_help("export CPU utilization and memory gauges", measured.allow_cpu_metrics),
+    )
+    metrics.add_argument(
+        "--allow-gpu-metrics",
+        type=_bool,
+        default=measured.allow_gpu_metrics,
+        metavar="BOOL",
+        help=_help("export GPU gauges through NVML when a GPU is present", measured.allow_gpu_metrics),
+    )
+    metrics.add_argument(
+        "--metrics-interval-ms",
+        type=float,
+        default=measured.interval_ms,
+        metavar="MS",
+        help=_help("milliseconds between CPU/GPU gauge samples", measured.interval_ms),
+    )
+    metrics.add_argument(
+        "--metrics-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="counter_latencies, summary_latencies, summary_quantiles, histogram_latencies; repeatable",
+    )
 
     openai = p.add_argument_group("OpenAI-compatible API (the naiad-openai package)")
-    openai.add_argument("--allow-openai", type=_bool, default=False, metavar="BOOL",
-                        help="serve /v1/models, /v1/completions, /v1/chat/completions (default false)")
+    openai.add_argument(
+        "--allow-openai",
+        type=_bool,
+        default=False,
+        metavar="BOOL",
+        help="serve /v1/models, /v1/completions, /v1/chat/completions (default false)",
+    )
     openai.add_argument("--openai-port", type=int, default=9000, help="OpenAI API port (default 9000)")
     openai.add_argument("--openai-address", default=None, help="OpenAI API address (default: the HTTP address)")
 
     logs = p.add_argument_group("logging")
-    logs.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL",
-                      help="verbose logging level; 0 is off (default 0)")
+    logs.add_argument(
+        "--log-verbose", type=int, default=0, metavar="LEVEL", help="verbose logging level; 0 is off (default 0)"
+    )
     logs.add_argument("--log-info", type=_bool, default=True, metavar="BOOL", help="log info messages (default true)")
-    logs.add_argument("--log-warning", type=_bool, default=True, metavar="BOOL",
-                      help="log warnings (default true)")
+    logs.add_argument("--log-warning", type=_bool, default=True, metavar="BOOL", help="log warnings (default true)")
     logs.add_argument("--log-error", type=_bool, default=True, metavar="BOOL", help="log errors (default true)")
-    logs.add_argument("--log-format", choices=LOG_FORMATS, default="default",
-                      help="line layout: default (tritonserver's) or ISO8601 timestamps")
+    logs.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="default",
+        help="line layout: default (tritonserver's) or ISO8601 timestamps",
+    )
     logs.add_argument("--log-file", default="", metavar="PATH", help="write the log to PATH instead of stderr")
 
     trace = p.add_argument_group("tracing")
-    trace.add_argument("--trace-config", action="append", default=[], metavar="[MODE,]KEY=VALUE",
-                       help="trace setting: level, rate, count, log_frequency, file, mode (triton|opentelemetry), "
-                            "opentelemetry,url=...; repeatable")
-    for flag, key in (("--trace-file", "triton,file"), ("--trace-level", "level"), ("--trace-rate", "rate"),
-                      ("--trace-count", "count"), ("--trace-log-frequency", "triton,log_frequency")):
-        trace.add_argument(flag, dest="trace_config", action=_TraceConfigAlias, setting=key, metavar="VALUE",
-                           help=f"deprecated spelling of --trace-config {key}=VALUE")
+    trace.add_argument(
+        "--trace-config",
+        action="append",
+        default=[],
+        metavar="[MODE,]KEY=VALUE",
+        help="trace setting: level, rate, count, log_frequency, file, mode (triton|opentelemetry), "
+        "opentelemetry,url=...; repeatable",
+    )
+    for flag, key in (
+        ("--trace-file", "triton,file"),
+        ("--trace-level", "level"),
+        ("--trace-rate", "rate"),
+        ("--trace-count", "count"),
+        ("--trace-log-frequency", "triton,log_frequency"),
+    ):
+        trace.add_argument(
+            flag,
+            dest="trace_config",
+            action=_TraceConfigAlias,
+            setting=key,
+            metavar="VALUE",
+            help=f"deprecated spelling of --trace-config {key}=VALUE",
+        )
 
     cache = p.add_argument_group("response cache")
-    cache.add_argument("--cache-config", action="append", default=[], metavar="NAME,KEY=VALUE",
-                       help="the response cache models with response_cache { enable: true } use: "
-                            "local,size=BYTES or redis,host=H / redis,port=P (and Triton's other redis "
-                            "settings); repeatable")
-    cache.add_argument("--response-cache-byte-size", type=int, default=None, metavar="BYTES",
-                       help="deprecated spelling of --cache-config local,size=BYTES")
+    cache.add_argument(
+        "--cache-config",
+        action="append",
+        default=[],
+        metavar="NAME,KEY=VALUE",
+        help="the response cache models with response_cache { enable: true } use: "
+        "local,size=BYTES or redis,host=H / redis,port=P (and Triton's other redis "
+        "settings); repeatable",
+    )
+    cache.add_argument(
+        "--response-cache-byte-size",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="deprecated spelling of --cache-config local,size=BYTES",
+    )
 
     limiter = p.add_argument_group("rate limiter")
-    limiter.add_argument("--rate-limit", type=_rate_limit_mode, default="off", metavar="MODE",
-                         help="execution_count: instances run only when the resources their rate_limiter lists are "
-                              "free, the least-executed (times priority) first; off (default): the rate_limiter "
-                              "config is ignored")
-    limiter.add_argument("--rate-limit-resource", type=_rate_limit_resource, action="append", default=[],
-                         metavar="NAME:COUNT[:DEVICE]",
-                         help="how many of a resource there are (on DEVICE, or on every device); without it, the "
-                              "most any instance asks for; repeatable")
+    limiter.add_argument(
+        "--rate-limit",
+        type=_rate_limit_mode,
+        default="off",
+        metavar="MODE",
+        help="execution_count: instances run only when the resources their rate_limiter lists are "
+        "free, the least-executed (times priority) first; off (default): the rate_limiter "
+        "config is ignored",
+    )
+    limiter.add_argument(
+        "--rate-limit-resource",
+        type=_rate_limit_resource,
+        action="append",
+        default=[],
+        metavar="NAME:COUNT[:DEVICE]",
+        help="how many of a resource there are (on DEVICE, or on every device); without it, the "
+        "most any instance asks for; repeatable",
+    )
 
     add_inert_flags(p)
 
@@ -221,8 +388,13 @@ class _TraceConfigAlias(argparse.Action):
         super().__init__(option_strings, dest, **kwargs)  # type: ignore[arg-type]
         self.setting = setting
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         getattr(namespace, self.dest).append(f"{self.setting}={values}")
 
 
@@ -275,8 +447,13 @@ def _help(text: str, default: object, shown: str | None = None) -> str:
     if shown is None:
         if default is None or default == ():
             return text
-        shown = str(default).lower() if isinstance(default, bool) else f"{default:g}" if isinstance(default, float) \
+        shown = (
+            str(default).lower()
+            if isinstance(default, bool)
+            else f"{default:g}"
+            if isinstance(default, float)
             else str(default)
+        )
     return f"{text} (default {shown})"
 
 
@@ -295,8 +472,12 @@ def _frontend_arguments(args: argparse.Namespace) -> dict[str, object]:
     metrics = frontend_options(MetricsOptions, args)
     if metrics.address is None:
         metrics = dataclasses.replace(metrics, address=http.address)
-    return {"naiad.frontends.http": http, "naiad.frontends.grpc": frontend_options(GrpcOptions, args),
-            "naiad.frontends.metrics": metrics, "naiad_openai": args}
+    return {
+        "naiad.frontends.http": http,
+        "naiad.frontends.grpc": frontend_options(GrpcOptions, args),
+        "naiad.frontends.metrics": metrics,
+        "naiad_openai": args,
+    }
 
 
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
@@ -307,12 +488,18 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
     if args.strict_model_config is not None:
         auto_complete = auto_complete and not args.strict_model_config
     metrics_settings = MetricsSettings.from_config(
-        args.metrics_config, interval_ms=args.metrics_interval_ms,
-        allow_cpu_metrics=args.allow_cpu_metrics, allow_gpu_metrics=args.allow_gpu_metrics,
+        args.metrics_config,
+        interval_ms=args.metrics_interval_ms,
+        allow_cpu_metrics=args.allow_cpu_metrics,
+        allow_gpu_metrics=args.allow_gpu_metrics,
     )
     log_settings = LogSettings(
-        log_file=args.log_file, log_info=args.log_info, log_warning=args.log_warning, log_error=args.log_error,
-        log_verbose_level=args.log_verbose, log_format=args.log_format,
+        log_file=args.log_file,
+        log_info=args.log_info,
+        log_warning=args.log_warning,
+        log_error=args.log_error,
+        log_verbose_level=args.log_verbose,
+        log_format=args.log_format,
     )
     trace_settings, _ = trace_settings_from_config(args.trace_config)
     return ServerOptions(
@@ -346,8 +533,7 @@ def configure_logging(verbose: int) -> None:
     LogSettings(log_verbose_level=max(0, verbose)).install()
 
 
-async def serve(args: argparse.Namespace, options: ServerOptions | None = None,
-                argv: Sequence[str] = ()) -> int:
+async def serve(args: argparse.Namespace, options: ServerOptions | None = None, argv: Sequence[str] = ()) -> int:
     pool: WorkerPool | None = None
     topology = Topology.from_environment()
     if (getattr(args, "workers", 1) or 1) > 1:
@@ -364,8 +550,9 @@ async def serve(args: argparse.Namespace, options: ServerOptions | None = None,
             topology.remove()
 
 
-async def _serve(args: argparse.Namespace, options: ServerOptions | None, pool: WorkerPool | None,
-                 topology: Topology | None) -> int:
+async def _serve(
+    args: argparse.Namespace, options: ServerOptions | None, pool: WorkerPool | None, topology: Topology | None
+) -> int:
     options = options or options_from_args(args)
     server = Server(options) if topology is None else WorkerServer(options, topology)
     _, otel = trace_settings_from_config(args.trace_config)
@@ -462,9 +649,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = options_from_args(args)
     except NaiadError as exc:
         parser.error(exc.message)
-    shared_ports = [(address, port) for allowed, address, port in (
-        (args.allow_http, args.http_address, args.http_port), (args.allow_grpc, args.grpc_address, args.grpc_port),
-    ) if allowed]
+    shared_ports = [
+        (address, port)
+        for allowed, address, port in (
+            (args.allow_http, args.http_address, args.http_port),
+            (args.allow_grpc, args.grpc_address, args.grpc_port),
+        )
+        if allowed
+    ]
     try:
         args.workers = worker_count(args.workers, shared_ports, rate_limited=args.rate_limit != "off")
     except ValueError as exc:

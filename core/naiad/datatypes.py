@@ -156,9 +156,7 @@ def tensor_from_raw(datatype: str, shape: tuple[int, ...], raw: bytes | memoryvi
     return np.frombuffer(raw, dtype=dtype).reshape(shape)
 
 
-def input_from_raw(
-    name: str, model: str, datatype: str, shape: tuple[int, ...], raw: bytes | memoryview
-) -> np.ndarray:
+def input_from_raw(name: str, model: str, datatype: str, shape: tuple[int, ...], raw: bytes | memoryview) -> np.ndarray:
     """`tensor_from_raw` for input `name` of a request to `model`: data that does not fit
     the shape is INVALID_ARG in Triton's words (which clients match on), naiad's detail after."""
     try:

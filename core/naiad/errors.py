@@ -36,31 +36,31 @@ class NaiadError(Exception):
         return f"NaiadError({self.code.name}, {self.message!r})"
 
     @classmethod
-    def invalid(cls, message: str) -> "NaiadError":
+    def invalid(cls, message: str) -> NaiadError:
         return cls(ErrorCode.INVALID_ARG, message)
 
     @classmethod
-    def not_found(cls, message: str) -> "NaiadError":
+    def not_found(cls, message: str) -> NaiadError:
         return cls(ErrorCode.NOT_FOUND, message)
 
     @classmethod
-    def unavailable(cls, message: str) -> "NaiadError":
+    def unavailable(cls, message: str) -> NaiadError:
         return cls(ErrorCode.UNAVAILABLE, message)
 
     @classmethod
-    def internal(cls, message: str) -> "NaiadError":
+    def internal(cls, message: str) -> NaiadError:
         return cls(ErrorCode.INTERNAL, message)
 
     @classmethod
-    def cancelled_request(cls) -> "NaiadError":
+    def cancelled_request(cls) -> NaiadError:
         return cls(ErrorCode.CANCELLED, "request was cancelled")
 
     @classmethod
-    def unsupported(cls, message: str) -> "NaiadError":
+    def unsupported(cls, message: str) -> NaiadError:
         return cls(ErrorCode.UNSUPPORTED, message)
 
     @classmethod
-    def unexpected(cls, exc: BaseException) -> "NaiadError":
+    def unexpected(cls, exc: BaseException) -> NaiadError:
         """INTERNAL for an exception nobody turned into a NaiadError (the caller logs it).
         The OS's own text is left out: it names server paths."""
         if isinstance(exc, OSError):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .flag_values import parse_bool
 
@@ -48,23 +48,39 @@ INERT_FLAGS: tuple[InertFlag, ...] = (
     InertFlag("--buffer-manager-thread-count", "N", "naiad copies tensors on the thread that needs them", int),
     InertFlag("--pinned-memory-pool-byte-size", "BYTES", _NO_POOLS, int),
     InertFlag("--cuda-memory-pool-byte-size", "DEVICE:BYTES", _NO_POOLS, repeatable=True),
-    InertFlag("--cuda-virtual-address-size", "DEVICE:BYTES", "naiad's implicit state lives in host memory",
-              repeatable=True),
-    InertFlag("--min-supported-compute-capability", "FLOAT", "naiad leaves GPU selection to the frameworks",
-              float),
+    InertFlag(
+        "--cuda-virtual-address-size", "DEVICE:BYTES", "naiad's implicit state lives in host memory", repeatable=True
+    ),
+    InertFlag("--min-supported-compute-capability", "FLOAT", "naiad leaves GPU selection to the frameworks", float),
     InertFlag("--enable-peer-access", "BOOL", "naiad leaves GPU peer access to the frameworks", parse_bool),
     InertFlag("--host-policy", "NAME,KEY=VALUE", "naiad has no host policies (NUMA, CPU cores)", repeatable=True),
-    InertFlag("--model-load-gpu-limit", "DEVICE:FRACTION", "naiad does not measure GPU memory at load",
-              repeatable=True),
-    InertFlag("--model-namespacing", "BOOL", "naiad serves one namespace: a model name found twice fails to load",
-              parse_bool, harmless=lambda value: value is False),
-    InertFlag("--allow-sagemaker", "BOOL", "naiad has no SageMaker endpoint", parse_bool,
-              harmless=lambda value: value is False),
+    InertFlag(
+        "--model-load-gpu-limit", "DEVICE:FRACTION", "naiad does not measure GPU memory at load", repeatable=True
+    ),
+    InertFlag(
+        "--model-namespacing",
+        "BOOL",
+        "naiad serves one namespace: a model name found twice fails to load",
+        parse_bool,
+        harmless=lambda value: value is False,
+    ),
+    InertFlag(
+        "--allow-sagemaker",
+        "BOOL",
+        "naiad has no SageMaker endpoint",
+        parse_bool,
+        harmless=lambda value: value is False,
+    ),
     InertFlag("--sagemaker-port", "PORT", "naiad has no SageMaker endpoint", int),
     InertFlag("--sagemaker-safe-port-range", "LOW-HIGH", "naiad has no SageMaker endpoint"),
     InertFlag("--sagemaker-thread-count", "N", "naiad has no SageMaker endpoint", int),
-    InertFlag("--allow-vertex-ai", "BOOL", "naiad has no Vertex AI endpoint", parse_bool,
-              harmless=lambda value: value is False),
+    InertFlag(
+        "--allow-vertex-ai",
+        "BOOL",
+        "naiad has no Vertex AI endpoint",
+        parse_bool,
+        harmless=lambda value: value is False,
+    ),
     InertFlag("--vertex-ai-port", "PORT", "naiad has no Vertex AI endpoint", int),
     InertFlag("--vertex-ai-thread-count", "N", "naiad has no Vertex AI endpoint", int),
     InertFlag("--vertex-ai-default-model", "NAME", "naiad has no Vertex AI endpoint"),
@@ -73,13 +89,18 @@ INERT_FLAGS: tuple[InertFlag, ...] = (
 
 def add_inert_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "accepted for tritonserver compatibility", "parsed as tritonserver parses them; each logs why it has no "
-        "effect in naiad"
+        "accepted for tritonserver compatibility",
+        "parsed as tritonserver parses them; each logs why it has no effect in naiad",
     )
     for spec in INERT_FLAGS:
         group.add_argument(
-            spec.flag, dest=spec.dest, type=spec.parse, metavar=spec.metavar, default=None,
-            action="append" if spec.repeatable else "store", help=f"no effect: {spec.why}",
+            spec.flag,
+            dest=spec.dest,
+            type=spec.parse,
+            metavar=spec.metavar,
+            default=None,
+            action="append" if spec.repeatable else "store",
+            help=f"no effect: {spec.why}",
         )
 
 

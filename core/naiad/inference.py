@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .errors import NaiadError
 from .tensor import Tensor
@@ -111,5 +112,5 @@ class InferenceResponse:
         return None
 
     @classmethod
-    def failure(cls, error: NaiadError) -> "InferenceResponse":
+    def failure(cls, error: NaiadError) -> InferenceResponse:
         return cls(error=error)

@@ -8,10 +8,10 @@ expects (config `reshape` applied) and its batch size is returned.
 from __future__ import annotations
 
 from .classification import classification_count
-from .errors import NaiadError
-from .inference import InferenceRequest
 from .config.model_config import ModelConfig, TensorSpec
 from .config.request_plan import RequestPlan
+from .errors import NaiadError
+from .inference import InferenceRequest
 from .tensor import Tensor
 
 __all__ = ["validate_request", "shape_matches"]
@@ -95,7 +95,7 @@ def _names(names: list[str]) -> str:
     return "[" + ",".join(f"'{name}'" for name in names) + "]"
 
 
-def _dims(dims: "tuple[int, ...] | list[int]") -> str:
+def _dims(dims: tuple[int, ...] | list[int]) -> str:
     return "[" + ",".join(str(d) for d in dims) + "]"
 
 

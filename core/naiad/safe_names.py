@@ -38,9 +38,7 @@ def check_model_name(name: str) -> str:
     if not trimmed:
         raise NaiadError.invalid("Model name cannot be empty. Please enter a valid name to deploy.")
     if not _is_one_segment(trimmed):
-        raise NaiadError.invalid(
-            f"invalid model name '{name}', model name must not contain path traversal characters"
-        )
+        raise NaiadError.invalid(f"invalid model name '{name}', model name must not contain path traversal characters")
     return name
 
 

@@ -12,34 +12,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any, AsyncGenerator
+from typing import Any
 
-from .version import __version__
-from .models.backend_registry import BackendRegistry
+from .cache.response_cache import CacheSpec, ResponseCache, open_cache
 from .classification import apply_classification
-from .observability.custom_metrics import CustomMetricRegistry
 from .config.ensemble_validation import load_order
+from .config.model_config import ModelConfig
+from .config.request_plan import RequestPlan
 from .errors import ErrorCode, NaiadError
 from .inference import InferenceRequest, InferenceResponse
+from .models.backend_registry import BackendRegistry
+from .models.manager import ModelManager
+from .models.poller import RepositoryPoller
+from .models.records import LoadedVersion
+from .observability.custom_metrics import CustomMetricRegistry
 from .observability.log_settings import LogSettings
 from .observability.metrics_settings import BUILTIN_METRIC_FAMILIES, MetricsSettings
-from .config.model_config import ModelConfig
-from .models.manager import ModelManager
-from .models.records import LoadedVersion
+from .observability.statistics import failure_reason
+from .observability.tracing import TraceSettings, Tracing
 from .repository.remote import open_repository
-from .models.poller import RepositoryPoller
-from .config.request_plan import RequestPlan
+from .repository.uploaded_models import UploadedModels
 from .request_validation import validate_request
-from .cache.response_cache import CacheSpec, ResponseCache, open_cache
 from .safe_names import check_model_name
 from .scheduling.job import Job
 from .scheduling.rate_limiter import RateLimiter, ResourceLimit
 from .scheduling.response_caching import enqueue_through_cache
 from .shared_memory import SharedMemoryRegistry
-from .observability.statistics import failure_reason
-from .observability.tracing import TraceSettings, Tracing
-from .repository.uploaded_models import UploadedModels
+from .version import __version__
 
 __all__ = ["Server", "ServerOptions"]
 
@@ -149,9 +150,15 @@ class Server:
             *(asyncio.to_thread(open_repository, location) for location in options.model_repositories)
         )
         self.models = ModelManager(
-            list(repositories), self.backends, self, options.auto_complete_config, options.model_load_timeout_secs,
-            load_retry_count=options.model_load_retry_count, config_name=options.model_config_name,
-            rate_limiter=self.rate_limiter, metrics_settings=self.metrics_settings,
+            list(repositories),
+            self.backends,
+            self,
+            options.auto_complete_config,
+            options.model_load_timeout_secs,
+            load_retry_count=options.model_load_retry_count,
+            config_name=options.model_config_name,
+            rate_limiter=self.rate_limiter,
+            metrics_settings=self.metrics_settings,
         )
         self._live = True
         if options.model_control_mode == "explicit":
@@ -203,7 +210,7 @@ class Server:
             return True
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("%d request(s) still in flight after %ss", self._inflight, timeout)
             return False
         return True
@@ -223,7 +230,7 @@ class Server:
         if self.response_cache is not None:
             await self.response_cache.close()
 
-    async def __aenter__(self) -> "Server":
+    async def __aenter__(self) -> Server:
         await self.start()
         return self
 
@@ -280,9 +287,7 @@ class Server:
             "name": name,
             "versions": [str(v) for v in sorted(record.serving)],
             "platform": config.platform or config.backend,
-            "inputs": [
-                {"name": s.name, "datatype": s.datatype, "shape": batch + list(s.dims)} for s in config.inputs
-            ],
+            "inputs": [{"name": s.name, "datatype": s.datatype, "shape": batch + list(s.dims)} for s in config.inputs],
             "outputs": [
                 {"name": s.name, "datatype": s.datatype, "shape": batch + list(s.dims)} for s in config.outputs
             ],
@@ -459,8 +464,15 @@ class Server:
 
         job = Job(request, batch_size, deliver)
         if self.response_cache is not None and loaded.config.derived(RequestPlan.of).response_cache:
-            enqueue_through_cache(self.response_cache, statistics, job, loaded.name, str(loaded.version),
-                                  loaded.scheduler.enqueue, self._cache_tasks)
+            enqueue_through_cache(
+                self.response_cache,
+                statistics,
+                job,
+                loaded.name,
+                str(loaded.version),
+                loaded.scheduler.enqueue,
+                self._cache_tasks,
+            )
         else:
             loaded.scheduler.enqueue(job)
         return job, future
@@ -478,8 +490,6 @@ def _select_outputs(response: InferenceResponse, request: InferenceRequest, stri
         by_name = {t.name: t for t in response.outputs}
         missing = [o.name for o in request.outputs if o.name not in by_name]
         if missing and strict:
-            raise NaiadError.internal(
-                f"model '{request.model_name}' did not produce requested output(s) {missing}"
-            )
+            raise NaiadError.internal(f"model '{request.model_name}' did not produce requested output(s) {missing}")
         response.outputs = [by_name[o.name] for o in request.outputs if o.name in by_name]
     return response

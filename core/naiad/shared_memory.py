@@ -25,9 +25,7 @@ __all__ = ["CLIENT_SHM_DISABLED", "SharedMemoryRegion", "SharedMemoryRegistry"]
 log = logging.getLogger("naiad.shared_memory")
 
 # Triton's words, which its clients and tests match on.
-CLIENT_SHM_DISABLED = (
-    "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
-)
+CLIENT_SHM_DISABLED = "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
 
 
 @dataclass(eq=False)

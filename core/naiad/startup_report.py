@@ -4,11 +4,11 @@ backends in use, every model with its state, and the options the server runs wit
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
-from .version import __version__
 from .scheduling.rate_limiter import ResourceLimit
 from .server import Server, ServerOptions
+from .version import __version__
 
 __all__ = ["backend_table", "model_table", "options_table", "text_table"]
 
@@ -40,8 +40,10 @@ def backend_table(server: Server) -> str:
     """The backends models use, with the Python module that provides each (tritonserver
     shows the shared library) and the settings each was initialized with."""
     assert server.backends is not None
-    rows = [(name, module, json.dumps({"cmdline": settings}, sort_keys=True))
-            for name, module, settings in server.backends.initialized()]
+    rows = [
+        (name, module, json.dumps({"cmdline": settings}, sort_keys=True))
+        for name, module, settings in server.backends.initialized()
+    ]
     return text_table(("Backend", "Module", "Config"), rows)
 
 
@@ -63,8 +65,12 @@ def options_table(server: Server, extra: Sequence[tuple[str, str]] = ()) -> str:
         ("strict_model_config", str(int(not options.auto_complete_config))),
         ("model_config_name", options.model_config_name),
         ("rate_limit", "EXEC_COUNT" if server.rate_limiter.enabled else "OFF"),
-        *((f"rate_limit_resource[{i}]", _resource_row(r)) for i, r in enumerate(
-            sorted(options.rate_limit_resources, key=lambda r: (r.name, -1 if r.device is None else r.device)))),
+        *(
+            (f"rate_limit_resource[{i}]", _resource_row(r))
+            for i, r in enumerate(
+                sorted(options.rate_limit_resources, key=lambda r: (r.name, -1 if r.device is None else r.device))
+            )
+        ),
         ("strict_readiness", str(int(options.strict_readiness))),
         ("exit_timeout", f"{options.exit_timeout_secs:g}"),
         ("cache_enabled", str(int(server.response_cache is not None))),

@@ -27,7 +27,7 @@ class Tensor:
     parameters: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_numpy(cls, name: str, array: np.ndarray, datatype: str | None = None) -> "Tensor":
+    def from_numpy(cls, name: str, array: np.ndarray, datatype: str | None = None) -> Tensor:
         """Wrap an array; the datatype is inferred unless given (needed for BF16)."""
         array = np.asarray(array)
         dt = datatype or datatype_of(array)

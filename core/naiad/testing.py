@@ -43,8 +43,13 @@ class ServerProcess:
     requests that meet in it (batches, rate limits, a cache), and a worker per core would
     double every test server's start-up on a two-core machine."""
 
-    def __init__(self, *repositories_and_flags: str | Path, env: dict[str, str] | None = None,
-                 timeout: float = 120.0, workers: int | None = 1) -> None:
+    def __init__(
+        self,
+        *repositories_and_flags: str | Path,
+        env: dict[str, str] | None = None,
+        timeout: float = 120.0,
+        workers: int | None = 1,
+    ) -> None:
         args: list[str] = []
         for item in repositories_and_flags:
             if isinstance(item, Path):
@@ -53,10 +58,23 @@ class ServerProcess:
                 args.append(item)
         self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
         self.args = [
-            sys.executable, "-m", "naiad.cli", "serve",
-            "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1",
-            "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
-            "--metrics-port", str(self.metrics_port), *([] if workers is None else ["--workers", str(workers)]),
+            sys.executable,
+            "-m",
+            "naiad.cli",
+            "serve",
+            "--http-address",
+            "127.0.0.1",
+            "--grpc-address",
+            "127.0.0.1",
+            "--metrics-address",
+            "127.0.0.1",
+            "--http-port",
+            str(self.http_port),
+            "--grpc-port",
+            str(self.grpc_port),
+            "--metrics-port",
+            str(self.metrics_port),
+            *([] if workers is None else ["--workers", str(workers)]),
             *args,
         ]
         self.env = {**os.environ, **(env or {})}
@@ -79,7 +97,7 @@ class ServerProcess:
     def log(self) -> str:
         return Path(self._log.name).read_text(errors="replace")
 
-    def start(self, expect_ready: bool = True) -> "ServerProcess":
+    def start(self, expect_ready: bool = True) -> ServerProcess:
         for attempt in range(_PORT_ATTEMPTS):
             self.process = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT, env=self.env)
             if not expect_ready or self._wait_ready():
@@ -107,8 +125,11 @@ class ServerProcess:
 
     def _take_new_ports(self) -> None:
         self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
-        for flag, port in (("--http-port", self.http_port), ("--grpc-port", self.grpc_port),
-                           ("--metrics-port", self.metrics_port)):
+        for flag, port in (
+            ("--http-port", self.http_port),
+            ("--grpc-port", self.grpc_port),
+            ("--metrics-port", self.metrics_port),
+        ):
             self.args[self.args.index(flag) + 1] = str(port)
 
     def wait(self, timeout: float = 60.0) -> int:
@@ -125,7 +146,7 @@ class ServerProcess:
             self.process.kill()
             return self.process.wait()
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         # `with ServerProcess(...)` starts it; `with process.start()` must not start another.
         if self.process is not None and self.process.poll() is None:
             return self

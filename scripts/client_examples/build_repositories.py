@@ -22,8 +22,14 @@ import numpy as np
 
 MODELS = Path(__file__).resolve().parent / "models"
 TRITON_EXAMPLE_MODELS = (
-    "simple", "simple_string", "simple_int8", "simple_identity", "simple_sequence",
-    "simple_dyna_sequence", "simple_string_dyna_sequence", "densenet_onnx",
+    "simple",
+    "simple_string",
+    "simple_int8",
+    "simple_identity",
+    "simple_sequence",
+    "simple_dyna_sequence",
+    "simple_string_dyna_sequence",
+    "densenet_onnx",
 )
 CLASSES = 1000
 

@@ -115,15 +115,23 @@ def run_example(script: Path, invocations: list[list[str]], images: Path, log: P
             out.flush()
             try:
                 done = subprocess.run(
-                    [sys.executable, str(script), *arguments], cwd=script.parent, timeout=EXAMPLE_TIMEOUT_S,
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                    [sys.executable, str(script), *arguments],
+                    cwd=script.parent,
+                    timeout=EXAMPLE_TIMEOUT_S,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
                 )
             except subprocess.TimeoutExpired:
-                return Outcome("FAIL", f"{' '.join(arguments) or 'no arguments'}: timed out after {EXAMPLE_TIMEOUT_S} s")
+                return Outcome(
+                    "FAIL", f"{' '.join(arguments) or 'no arguments'}: timed out after {EXAMPLE_TIMEOUT_S} s"
+                )
             out.write(done.stdout + "\n")
             if done.returncode != 0 or "Traceback" in done.stdout:
                 last = done.stdout.strip().splitlines()[-1:] or [""]
-                return Outcome("FAIL", f"{' '.join(arguments) or 'no arguments'}: exit {done.returncode}: {last[0][:200]}")
+                return Outcome(
+                    "FAIL", f"{' '.join(arguments) or 'no arguments'}: exit {done.returncode}: {last[0][:200]}"
+                )
     return Outcome("PASS")
 
 

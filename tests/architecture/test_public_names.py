@@ -20,14 +20,26 @@ def test_naiad():
 
 
 def test_config_repository_and_testing():
-    assert sorted(naiad.config.__all__) == ["ConfigError", "ModelConfig", "TensorSpec", "parse_config_text", "validate_config"]
+    assert sorted(naiad.config.__all__) == [
+        "ConfigError",
+        "ModelConfig",
+        "TensorSpec",
+        "parse_config_text",
+        "validate_config",
+    ]
     assert sorted(naiad.repository.__all__) == ["LocalRepository", "is_remote"]
     assert sorted(naiad.testing.__all__) == ["ServerProcess", "expand_instance_groups", "free_port"]
 
 
 def test_frontends_an_integration_runs():
     assert sorted(naiad.frontends.http.__all__) == [
-        "DEFAULT_MAX_INPUT_SIZE", "HttpOptions", "create_app", "generate_request", "run", "serve_uvicorn"]
+        "DEFAULT_MAX_INPUT_SIZE",
+        "HttpOptions",
+        "create_app",
+        "generate_request",
+        "run",
+        "serve_uvicorn",
+    ]
     assert sorted(naiad.frontends.grpc.__all__) == ["GrpcOptions", "GrpcServer", "run"]
 
 
@@ -36,7 +48,14 @@ def test_wire():
 
 
 def test_every_public_name_resolves():
-    packages = (naiad, naiad.config, naiad.repository, naiad.testing, naiad.frontends.http, naiad.frontends.grpc,
-                naiad_wire)
+    packages = (
+        naiad,
+        naiad.config,
+        naiad.repository,
+        naiad.testing,
+        naiad.frontends.http,
+        naiad.frontends.grpc,
+        naiad_wire,
+    )
     for package in packages:
         assert [name for name in package.__all__ if not hasattr(package, name)] == [], package.__name__

@@ -11,8 +11,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BACKEND_CODE = {"naiad.backend"}
 TEST_CODE = {"naiad", "naiad.backend", "naiad.config", "naiad.testing"}
-INTEGRATION_CODE = {"naiad", "naiad.backend", "naiad.config", "naiad.repository", "naiad.frontends.http",
-                    "naiad.frontends.grpc"}
+INTEGRATION_CODE = {
+    "naiad",
+    "naiad.backend",
+    "naiad.config",
+    "naiad.repository",
+    "naiad.frontends.http",
+    "naiad.frontends.grpc",
+}
 TEST_DIRS = {"tests", "bench"}
 
 
@@ -69,4 +75,9 @@ def test_the_scan_sees_every_import_form(tmp_path):
         "if TYPE_CHECKING:\n    from naiad.errors import NaiadError\n"
         "def f():\n    from naiad.backend import Tensor\n"
     )
-    assert naiad_imports(probe) == [(1, "naiad.server"), (2, "naiad.batching"), (5, "naiad.errors"), (7, "naiad.backend")]
+    assert naiad_imports(probe) == [
+        (1, "naiad.server"),
+        (2, "naiad.batching"),
+        (5, "naiad.errors"),
+        (7, "naiad.backend"),
+    ]

@@ -16,14 +16,25 @@ from naiad.testing import ServerProcess
 TESTS = Path(__file__).resolve().parent.parent
 
 
-def model_config(op: str, log: Path, *, max_batch_size: int = 0, dims: str = "[-1, -1]", cache: bool = True,
-                 extra: str = "", datatype: str = "TYPE_FP32", inputs: int = 1) -> str:
+def model_config(
+    op: str,
+    log: Path,
+    *,
+    max_batch_size: int = 0,
+    dims: str = "[-1, -1]",
+    cache: bool = True,
+    extra: str = "",
+    datatype: str = "TYPE_FP32",
+    inputs: int = 1,
+) -> str:
     """A numpy-backend model: INPUTi -> OUTPUTi by `op`, logging each execution to `log`."""
     return (
         f'backend: "numpy" max_batch_size: {max_batch_size}\n'
-        + "input [" + ",".join(f'{{name:"INPUT{i}" data_type: {datatype} dims: {dims}}}' for i in range(inputs))
-        + "]\noutput [" + ",".join(f'{{name:"OUTPUT{i}" data_type: {datatype} dims: {dims}}}'
-                                   for i in range(inputs)) + "]\n"
+        + "input ["
+        + ",".join(f'{{name:"INPUT{i}" data_type: {datatype} dims: {dims}}}' for i in range(inputs))
+        + "]\noutput ["
+        + ",".join(f'{{name:"OUTPUT{i}" data_type: {datatype} dims: {dims}}}' for i in range(inputs))
+        + "]\n"
         f'parameters [{{key:"op" value {{string_value:"{op}"}}}}, '
         f'{{key:"execution_log" value {{string_value:"{log}"}}}}]\n'
         + ("response_cache { enable: true }\n" if cache else "")
@@ -47,8 +58,9 @@ def executions(log: Path) -> list[dict]:
 def server(repo: Path, *flags: str, env: dict[str, str] | None = None) -> ServerProcess:
     """`naiad serve` (not started) with the numpy test backend on loopback ports."""
     python_path = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p)
-    return ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin", *flags,
-                         env={"PYTHONPATH": python_path, **(env or {})})
+    return ServerProcess(
+        repo, "--backend-plugin", "numpy_backend:NumpyPlugin", *flags, env={"PYTHONPATH": python_path, **(env or {})}
+    )
 
 
 def client(process: ServerProcess, protocol: str):
@@ -57,8 +69,14 @@ def client(process: ServerProcess, protocol: str):
     return httpclient, httpclient.InferenceServerClient(process.http_url)
 
 
-def infer(process: ServerProcess, protocol: str, model: str, *arrays: np.ndarray, outputs: list[str] | None = None,
-          parameters: dict | None = None) -> dict[str, np.ndarray]:
+def infer(
+    process: ServerProcess,
+    protocol: str,
+    model: str,
+    *arrays: np.ndarray,
+    outputs: list[str] | None = None,
+    parameters: dict | None = None,
+) -> dict[str, np.ndarray]:
     """One request through tritonclient; the outputs by name."""
     module, connection = client(process, protocol)
     inputs = []

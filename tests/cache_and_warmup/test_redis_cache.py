@@ -25,9 +25,23 @@ PASSWORD = "redis123!"
 def redis_port(tmp_path_factory):
     port = free_port()
     process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--requirepass", PASSWORD, "--dir", str(tmp_path_factory.mktemp("redis"))],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--requirepass",
+            PASSWORD,
+            "--dir",
+            str(tmp_path_factory.mktemp("redis")),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     client = redis.Redis(host="127.0.0.1", port=port, password=PASSWORD)
     deadline = time.monotonic() + 20
@@ -46,8 +60,14 @@ def redis_port(tmp_path_factory):
 
 
 def redis_flags(port: int, password: str = PASSWORD) -> list[str]:
-    return ["--cache-config", "redis,host=127.0.0.1", "--cache-config", f"redis,port={port}",
-            "--cache-config", f"redis,password={password}"]
+    return [
+        "--cache-config",
+        "redis,host=127.0.0.1",
+        "--cache-config",
+        f"redis,port={port}",
+        "--cache-config",
+        f"redis,password={password}",
+    ]
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -81,11 +101,14 @@ def test_credentials_may_come_from_tritons_environment_variable(tmp_path, redis_
         assert len(executions(log)) == 1
 
 
-@pytest.mark.parametrize("flags, words", [
-    (lambda port: redis_flags(port, "wrong"), "AuthenticationError: invalid username-password pair"),
-    (lambda port: redis_flags(free_port()), "failed to connect to Redis (127.0.0.1:"),
-    (lambda port: ["--cache-config", f"redis,port={port}"], "Must at a minimum specify 'host' and 'port'"),
-])
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (lambda port: redis_flags(port, "wrong"), "AuthenticationError: invalid username-password pair"),
+        (lambda port: redis_flags(free_port()), "failed to connect to Redis (127.0.0.1:"),
+        (lambda port: ["--cache-config", f"redis,port={port}"], "Must at a minimum specify 'host' and 'port'"),
+    ],
+)
 def test_a_redis_cache_that_cannot_be_used_stops_the_start(tmp_path, redis_port, flags, words):
     (tmp_path / "repo").mkdir()
     process = server(tmp_path / "repo", *flags(redis_port)).start(expect_ready=False)

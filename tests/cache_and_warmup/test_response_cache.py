@@ -7,7 +7,6 @@ from __future__ import annotations
 import concurrent.futures
 import re
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,12 +27,25 @@ def cached(tmp_path_factory):
     write_model(repo, "add_sub", model_config("add_sub", logs / "add_sub", max_batch_size=8, dims="[4]", inputs=2))
     write_model(repo, "uncached", model_config("identity", logs / "uncached", cache=False))
     write_model(repo, "failing", model_config("fail", logs / "failing"))
-    write_model(repo, "slow", model_config("sleep", logs / "slow", extra=(
-        'parameters [{key:"sleep_ms" value {string_value:"400"}}]\n'
-        'instance_group [{kind: KIND_CPU count: 4}]\n')))
-    write_model(repo, "echo", model_config("echo_parameters", logs / "echo", dims="[1]").replace(
-        'output [{name:"OUTPUT0" data_type: TYPE_FP32 dims: [1]}]',
-        'output [{name:"OUTPUT0" data_type: TYPE_STRING dims: [1]}]'))
+    write_model(
+        repo,
+        "slow",
+        model_config(
+            "sleep",
+            logs / "slow",
+            extra=(
+                'parameters [{key:"sleep_ms" value {string_value:"400"}}]\ninstance_group [{kind: KIND_CPU count: 4}]\n'
+            ),
+        ),
+    )
+    write_model(
+        repo,
+        "echo",
+        model_config("echo_parameters", logs / "echo", dims="[1]").replace(
+            'output [{name:"OUTPUT0" data_type: TYPE_FP32 dims: [1]}]',
+            'output [{name:"OUTPUT0" data_type: TYPE_STRING dims: [1]}]',
+        ),
+    )
     with server(repo, "--cache-config", "local,size=1048576") as process:
         yield process, logs
 
@@ -144,18 +156,30 @@ def test_statistics_and_metrics_count_hits_and_misses_as_triton_does(cached):
     assert value(samples, "nv_cache_num_misses_per_model", **labels) == stats["cache_miss"]["count"]
     assert value(samples, "nv_cache_hit_duration_per_model", **labels) == stats["cache_hit"]["ns"] // 1000
     assert value(samples, "nv_cache_miss_duration_per_model", **labels) == stats["cache_miss"]["ns"] // 1000
-    for family in ("nv_cache_num_hits_per_model", "nv_cache_num_misses_per_model",
-                   "nv_cache_hit_duration_per_model", "nv_cache_miss_duration_per_model"):
+    for family in (
+        "nv_cache_num_hits_per_model",
+        "nv_cache_num_misses_per_model",
+        "nv_cache_hit_duration_per_model",
+        "nv_cache_miss_duration_per_model",
+    ):
         assert types[family] == "counter"
     # Only models using the cache have per-model cache series, as in Triton.
     assert ("nv_cache_num_hits_per_model", frozenset({"model": "uncached", "version": "1"}.items())) not in samples
-    server_wide = ("nv_cache_util", "nv_cache_num_entries", "nv_cache_num_hits", "nv_cache_num_misses",
-                   "nv_cache_num_lookups", "nv_cache_num_evictions", "nv_cache_lookup_duration",
-                   "nv_cache_insertion_duration")
+    server_wide = (
+        "nv_cache_util",
+        "nv_cache_num_entries",
+        "nv_cache_num_hits",
+        "nv_cache_num_misses",
+        "nv_cache_num_lookups",
+        "nv_cache_num_evictions",
+        "nv_cache_lookup_duration",
+        "nv_cache_insertion_duration",
+    )
     for family in server_wide:
         assert types[family] == "gauge"
     assert value(samples, "nv_cache_num_lookups") == value(samples, "nv_cache_num_hits") + value(
-        samples, "nv_cache_num_misses")
+        samples, "nv_cache_num_misses"
+    )
     assert value(samples, "nv_cache_num_entries") >= 1
     assert 0 < value(samples, "nv_cache_util") <= 1
 
@@ -184,8 +208,9 @@ def test_the_cache_keeps_within_its_size_evicting_the_least_recently_used(tmp_pa
         assert value(samples, "nv_cache_num_entries") == 2
         assert value(samples, "nv_cache_num_evictions") == 2
         assert value(samples, "nv_cache_util") <= 1
-        assert "--response-cache-byte-size is deprecated; the equivalent is --cache-config local,size=700" in \
-            process.log()
+        assert (
+            "--response-cache-byte-size is deprecated; the equivalent is --cache-config local,size=700" in process.log()
+        )
         assert re.search(r"\| cache_enabled +\| 1 +\|", process.log())
 
 
@@ -206,12 +231,16 @@ def test_an_ensemble_hit_skips_its_steps(tmp_path):
     log = tmp_path / "step"
     repo = tmp_path / "repo"
     write_model(repo, "step", model_config("scale", log, cache=False))
-    write_model(repo, "pipeline", '''platform: "ensemble" max_batch_size: 0
+    write_model(
+        repo,
+        "pipeline",
+        """platform: "ensemble" max_batch_size: 0
 input [{name:"IN" data_type: TYPE_FP32 dims:[-1, -1]}]
 output [{name:"OUT" data_type: TYPE_FP32 dims:[-1, -1]}]
 ensemble_scheduling { step [{model_name:"step" model_version:-1
   input_map {key:"INPUT0" value:"IN"} output_map {key:"OUTPUT0" value:"OUT"}}] }
-response_cache { enable: true }''')
+response_cache { enable: true }""",
+    )
     import tritonclient.http as httpclient
 
     with server(repo, "--cache-config", "local,size=65536") as process:
@@ -226,24 +255,27 @@ response_cache { enable: true }''')
         assert stats["cache_hit"]["count"] == 1 and stats["cache_miss"]["count"] == 1
 
 
-DECOUPLED = '''backend: "numpy" max_batch_size: 0
+DECOUPLED = """backend: "numpy" max_batch_size: 0
 model_transaction_policy { decoupled: true }
 input [{name:"IN" data_type: TYPE_INT32 dims:[-1]}]
 output [{name:"OUT" data_type: TYPE_INT32 dims:[1]},{name:"IDX" data_type: TYPE_UINT32 dims:[1]}]
 parameters {key:"op" value {string_value:"repeat"}}
-response_cache { enable: true }'''
+response_cache { enable: true }"""
 
-SEQUENCE = '''backend: "numpy" max_batch_size: 4
+SEQUENCE = """backend: "numpy" max_batch_size: 4
 sequence_batching { }
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
-response_cache { enable: true }'''
+response_cache { enable: true }"""
 
 
-@pytest.mark.parametrize("config, words", [
-    (DECOUPLED, "Response Cache does not currently support model {} with 'decoupled' transaction policy"),
-    (SEQUENCE, "Response Cache does not currently support model {} with sequence batching scheduler"),
-])
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        (DECOUPLED, "Response Cache does not currently support model {} with 'decoupled' transaction policy"),
+        (SEQUENCE, "Response Cache does not currently support model {} with sequence batching scheduler"),
+    ],
+)
 def test_a_cache_on_a_decoupled_or_sequence_model_fails_its_load_in_tritons_words(tmp_path, config, words):
     write_model(tmp_path / "repo", "model", config)
     import tritonclient.http as httpclient
@@ -254,15 +286,22 @@ def test_a_cache_on_a_decoupled_or_sequence_model_fails_its_load_in_tritons_word
         assert words.format("model") in str(failure.value)
 
 
-@pytest.mark.parametrize("flags, words", [
-    (["--cache-config", "local,size=8192", "--cache-config", "redis,host=localhost"],
-     "found multiple cache configurations, but only a single cache is currently supported"),
-    (["--response-cache-byte-size", "12345", "--cache-config", "local,size=67890"],
-     "Incompatible flags --response-cache-byte-size and --cache-config both provided"),
-    (["--cache-config", "size=10"], "No cache specified. --cache-config option format is"),
-    (["--cache-config", "local,size=lots"], "'size' must be a number of bytes"),
-    (["--cache-config", "memcached,host=x"], "unknown cache implementation 'memcached'"),
-])
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (
+            ["--cache-config", "local,size=8192", "--cache-config", "redis,host=localhost"],
+            "found multiple cache configurations, but only a single cache is currently supported",
+        ),
+        (
+            ["--response-cache-byte-size", "12345", "--cache-config", "local,size=67890"],
+            "Incompatible flags --response-cache-byte-size and --cache-config both provided",
+        ),
+        (["--cache-config", "size=10"], "No cache specified. --cache-config option format is"),
+        (["--cache-config", "local,size=lots"], "'size' must be a number of bytes"),
+        (["--cache-config", "memcached,host=x"], "unknown cache implementation 'memcached'"),
+    ],
+)
 def test_cache_flags_that_cannot_work_stop_the_start_with_a_clear_message(tmp_path, flags, words):
     (tmp_path / "repo").mkdir()
     process = server(tmp_path / "repo", *flags).start(expect_ready=False)

@@ -25,11 +25,24 @@ def warm_input(key: str, data: str, dims: str = "[4]", datatype: str = "TYPE_FP3
 def test_samples_run_on_every_instance_before_the_model_serves(tmp_path):
     log = tmp_path / "log"
     repo = tmp_path / "repo"
-    inputs = (warm_input("INPUT0", "zero_data: true") + warm_input("INPUT1", "random_data: true")
-              + warm_input("INPUT2", 'input_data_file: "raw"'))
-    model = write_model(repo, "warm", model_config(
-        "identity", log, max_batch_size=8, dims="[4]", cache=False, inputs=3,
-        extra="instance_group [{kind: KIND_CPU count: 2}]\n" + warmup("sample one", 3, inputs, count=2)))
+    inputs = (
+        warm_input("INPUT0", "zero_data: true")
+        + warm_input("INPUT1", "random_data: true")
+        + warm_input("INPUT2", 'input_data_file: "raw"')
+    )
+    model = write_model(
+        repo,
+        "warm",
+        model_config(
+            "identity",
+            log,
+            max_batch_size=8,
+            dims="[4]",
+            cache=False,
+            inputs=3,
+            extra="instance_group [{kind: KIND_CPU count: 2}]\n" + warmup("sample one", 3, inputs, count=2),
+        ),
+    )
     (model / "warmup").mkdir()
     np.arange(4, dtype=np.float32).tofile(model / "warmup" / "raw")
     with server(repo) as process:
@@ -53,10 +66,18 @@ def test_samples_run_on_every_instance_before_the_model_serves(tmp_path):
 def test_a_model_is_loading_and_not_ready_while_it_warms_up(tmp_path):
     log = tmp_path / "log"
     repo = tmp_path / "repo"
-    write_model(repo, "slow", model_config(
-        "sleep", log, cache=False, dims="[2]",
-        extra='parameters [{key:"sleep_ms" value {string_value:"1500"}}]\n'
-        + warmup("slow sample", 1, warm_input("INPUT0", "zero_data: true", "[2]"))))
+    write_model(
+        repo,
+        "slow",
+        model_config(
+            "sleep",
+            log,
+            cache=False,
+            dims="[2]",
+            extra='parameters [{key:"sleep_ms" value {string_value:"1500"}}]\n'
+            + warmup("slow sample", 1, warm_input("INPUT0", "zero_data: true", "[2]")),
+        ),
+    )
     with server(repo, "--model-control-mode", "explicit") as process:
         connection = httpclient.InferenceServerClient(process.http_url)
         loading = threading.Thread(target=connection.load_model, args=("slow",))
@@ -77,35 +98,60 @@ def test_a_model_is_loading_and_not_ready_while_it_warms_up(tmp_path):
 @pytest.mark.parametrize("module", [httpclient, grpcclient])
 def test_a_failing_sample_fails_the_load_with_its_message(tmp_path, module):
     repo = tmp_path / "repo"
-    write_model(repo, "failwarm", model_config(
-        "fail", tmp_path / "log", cache=False, dims="[4]",
-        extra=warmup("zero sample", 1, warm_input("INPUT0", "zero_data: true"))))
+    write_model(
+        repo,
+        "failwarm",
+        model_config(
+            "fail",
+            tmp_path / "log",
+            cache=False,
+            dims="[4]",
+            extra=warmup("zero sample", 1, warm_input("INPUT0", "zero_data: true")),
+        ),
+    )
     with server(repo, "--model-control-mode", "explicit") as process:
         url = process.grpc_url if module is grpcclient else process.http_url
         connection = module.InferenceServerClient(url)
         with pytest.raises(InferenceServerException) as failure:
             connection.load_model("failwarm")
-        assert ("failed to run warmup sample 'zero sample': model 'failwarm' failed to execute: RuntimeError: the "
-                "model failed on purpose; ") in str(failure.value)
+        assert (
+            "failed to run warmup sample 'zero sample': model 'failwarm' failed to execute: RuntimeError: the "
+            "model failed on purpose; "
+        ) in str(failure.value)
         assert not connection.is_model_ready("failwarm")
-        row = [r for r in httpclient.InferenceServerClient(process.http_url).get_model_repository_index()
-               if r["name"] == "failwarm"][0]
+        row = [
+            r
+            for r in httpclient.InferenceServerClient(process.http_url).get_model_repository_index()
+            if r["name"] == "failwarm"
+        ][0]
         assert row["state"] == "UNAVAILABLE" and "failed to run warmup sample 'zero sample'" in row["reason"]
 
 
-@pytest.mark.parametrize("inputs, words", [
-    (warm_input("INPUT0", "zero_data: true", "[-1]"),
-     "warmup setting expects all variable-size dimensions are specified for input 'INPUT0'"),
-    (warm_input("INPUT0", 'input_data_file: "../../config.pbtxt"'),
-     "input_data_file '../../config.pbtxt' must be a relative path inside the model's warmup/ directory"),
-    (warm_input("INPUT0", 'input_data_file: "short"'),
-     "warmup setting expects 16 bytes, but the data provided from short only has 3 bytes"),
-    (warm_input("INPUT0", ""), "warmup setting expects input 'INPUT0' to have input_data_type set"),
-])
+@pytest.mark.parametrize(
+    "inputs, words",
+    [
+        (
+            warm_input("INPUT0", "zero_data: true", "[-1]"),
+            "warmup setting expects all variable-size dimensions are specified for input 'INPUT0'",
+        ),
+        (
+            warm_input("INPUT0", 'input_data_file: "../../config.pbtxt"'),
+            "input_data_file '../../config.pbtxt' must be a relative path inside the model's warmup/ directory",
+        ),
+        (
+            warm_input("INPUT0", 'input_data_file: "short"'),
+            "warmup setting expects 16 bytes, but the data provided from short only has 3 bytes",
+        ),
+        (warm_input("INPUT0", ""), "warmup setting expects input 'INPUT0' to have input_data_type set"),
+    ],
+)
 def test_a_sample_that_cannot_be_built_fails_the_load_naming_the_problem(tmp_path, inputs, words):
     repo = tmp_path / "repo"
-    model = write_model(repo, "bad", model_config("identity", tmp_path / "log", cache=False, dims="[-1]",
-                                                  extra=warmup("bad sample", 1, inputs)))
+    model = write_model(
+        repo,
+        "bad",
+        model_config("identity", tmp_path / "log", cache=False, dims="[-1]", extra=warmup("bad sample", 1, inputs)),
+    )
     (model / "warmup").mkdir()
     (model / "warmup" / "short").write_bytes(b"abc")
     with server(repo, "--model-control-mode", "explicit") as process:
@@ -118,18 +164,33 @@ def test_a_sample_that_cannot_be_built_fails_the_load_naming_the_problem(tmp_pat
 def test_bytes_inputs_warm_up_from_a_serialized_file_and_a_decoupled_model_warms_up(tmp_path):
     log = tmp_path / "log"
     repo = tmp_path / "repo"
-    model = write_model(repo, "strings", model_config(
-        "identity", log, cache=False, dims="[1]", datatype="TYPE_STRING",
-        extra=warmup("string sample", 2, warm_input("INPUT0", 'input_data_file: "raw_string"', "[1]",
-                                                   "TYPE_STRING"))))
+    model = write_model(
+        repo,
+        "strings",
+        model_config(
+            "identity",
+            log,
+            cache=False,
+            dims="[1]",
+            datatype="TYPE_STRING",
+            extra=warmup(
+                "string sample", 2, warm_input("INPUT0", 'input_data_file: "raw_string"', "[1]", "TYPE_STRING")
+            ),
+        ),
+    )
     (model / "warmup").mkdir()
     (model / "warmup" / "raw_string").write_bytes(b"\x03\x00\x00\x00233")
-    write_model(repo, "repeat", '''backend: "numpy" max_batch_size: 0
+    write_model(
+        repo,
+        "repeat",
+        """backend: "numpy" max_batch_size: 0
 model_transaction_policy { decoupled: true }
 input [{name:"IN" data_type: TYPE_INT32 dims:[-1]}]
 output [{name:"OUT" data_type: TYPE_INT32 dims:[1]},{name:"IDX" data_type: TYPE_UINT32 dims:[1]}]
 parameters {key:"op" value {string_value:"repeat"}}
-''' + warmup("decoupled sample", 1, warm_input("IN", "zero_data: true", "[3]", "TYPE_INT32")))
+"""
+        + warmup("decoupled sample", 1, warm_input("IN", "zero_data: true", "[3]", "TYPE_INT32")),
+    )
     with server(repo) as process:
         assert executions(log) == [{"requests": 2, "inputs": {"INPUT0": ["233"]}}]
         assert "model 'repeat' instance" in process.log() and "warmup sample 'decoupled sample'" in process.log()

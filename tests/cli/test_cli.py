@@ -36,42 +36,88 @@ def test_help_runs():
         result = subprocess.run([sys.executable, "-m", "naiad.cli", *args], capture_output=True, text=True)
         assert result.returncode == 0
         assert "--model-repository" in result.stdout or args == ["--help"]
-    assert "serve" in subprocess.run([sys.executable, "-m", "naiad.cli", "--help"], capture_output=True,
-                                     text=True).stdout
+    assert (
+        "serve" in subprocess.run([sys.executable, "-m", "naiad.cli", "--help"], capture_output=True, text=True).stdout
+    )
 
 
 def test_tritonserver_flags_map_to_options():
-    args = build_parser().parse_args([
-        "serve", "--model-repository", "a", "--model-store", "b", "--model-control-mode", "explicit",
-        "--load-model", "x", "--load-model", "*", "--strict-readiness", "false", "--exit-on-error", "0",
-        "--backend-config", "onnxruntime,intra_op_thread_count=2", "--backend-config", "default-max-batch-size=4",
-        "--strict-model-config", "true", "--repository-poll-secs", "2",
-    ])
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--model-repository",
+            "a",
+            "--model-store",
+            "b",
+            "--model-control-mode",
+            "explicit",
+            "--load-model",
+            "x",
+            "--load-model",
+            "*",
+            "--strict-readiness",
+            "false",
+            "--exit-on-error",
+            "0",
+            "--backend-config",
+            "onnxruntime,intra_op_thread_count=2",
+            "--backend-config",
+            "default-max-batch-size=4",
+            "--strict-model-config",
+            "true",
+            "--repository-poll-secs",
+            "2",
+        ]
+    )
     options = options_from_args(args)
     assert options.model_repositories == ["a", "b"]
     assert options.model_control_mode == "explicit" and options.load_models == ["x", "*"]
     assert options.strict_readiness is False and options.exit_on_error is False
-    assert options.backend_config == {"onnxruntime": {"intra_op_thread_count": "2"}, "": {"default-max-batch-size": "4"}}
+    assert options.backend_config == {
+        "onnxruntime": {"intra_op_thread_count": "2"},
+        "": {"default-max-batch-size": "4"},
+    }
     assert options.auto_complete_config is False and options.repository_poll_secs == 2
 
 
 def test_bad_flag_values_are_refused():
-    result = subprocess.run([sys.executable, "-m", "naiad.cli", "serve", "--model-repository", "x",
-                             "--strict-readiness", "maybe"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "naiad.cli", "serve", "--model-repository", "x", "--strict-readiness", "maybe"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2 and "expected true or false, got 'maybe'" in result.stderr
 
 
 def test_serve_prints_status_table_and_exits_on_error(tmp_path):
     (tmp_path / "broken" / "1").mkdir(parents=True)
-    (tmp_path / "broken" / "config.pbtxt").write_text('backend: "numpy" version_policy: { latest: { num_versions: 0 } }')
+    (tmp_path / "broken" / "config.pbtxt").write_text(
+        'backend: "numpy" version_policy: { latest: { num_versions: 0 } }'
+    )
     result = subprocess.run(
-        [sys.executable, "-m", "naiad.cli", "serve", "--model-repository", str(tmp_path), "--allow-http", "false",
-         "--allow-grpc", "false", "--allow-metrics", "false"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "naiad.cli",
+            "serve",
+            "--model-repository",
+            str(tmp_path),
+            "--allow-http",
+            "false",
+            "--allow-grpc",
+            "false",
+            "--allow-metrics",
+            "false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 1
-    assert re.search(r"\| broken +\| - +\| UNAVAILABLE: model 'broken': version_policy.latest.num_versions: must be at least 1",
-                     result.stderr), result.stderr
+    assert re.search(
+        r"\| broken +\| - +\| UNAVAILABLE: model 'broken': version_policy.latest.num_versions: must be at least 1",
+        result.stderr,
+    ), result.stderr
 
 
 def test_start_up_reads_like_tritonservers(tmp_path):
@@ -83,8 +129,11 @@ def test_start_up_reads_like_tritonservers(tmp_path):
     with process.start():
         log = process.log()
     assert "loading: identity:1" in log and "successfully loaded 'identity' version(s) [1]" in log
-    assert re.search(r"\| Backend \| Module +\| Config +\|\n.*\n\| numpy +\| numpy_backend +\| "
-                     r'\{"cmdline": \{"flavour": "plain"\}\} \|', log), log
+    assert re.search(
+        r"\| Backend \| Module +\| Config +\|\n.*\n\| numpy +\| numpy_backend +\| "
+        r'\{"cmdline": \{"flavour": "plain"\}\} \|',
+        log,
+    ), log
     assert re.search(r"\| identity \| 1 +\| READY +\|", log)
     assert re.search(r"\| server_id +\| triton +\|", log)
     assert re.search(r"\| server_extensions +\| classification sequence model_repository .*binary_tensor_data", log)
@@ -96,8 +145,12 @@ def test_start_up_reads_like_tritonservers(tmp_path):
 
 
 def test_a_missing_repository_is_one_clear_line(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "naiad.cli", "--model-repository", str(tmp_path / "absent")],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "naiad.cli", "--model-repository", str(tmp_path / "absent")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert f"error: creating server: model repository '{tmp_path / 'absent'}' is not a directory" in result.stderr

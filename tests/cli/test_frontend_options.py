@@ -30,8 +30,11 @@ def test_flags_and_defaults_are_the_fields(cls, title):
     # The metrics group also holds the server's metrics settings (--metrics-config ...).
     flags = {field.metadata["flag"] for field in fields}
     extra = set(by_flag) - flags
-    assert extra == (set() if cls is not MetricsOptions else
-                     {"--allow-cpu-metrics", "--allow-gpu-metrics", "--metrics-interval-ms", "--metrics-config"})
+    assert extra == (
+        set()
+        if cls is not MetricsOptions
+        else {"--allow-cpu-metrics", "--allow-gpu-metrics", "--metrics-interval-ms", "--metrics-config"}
+    )
 
 
 @pytest.mark.parametrize("cls", [HttpOptions, GrpcOptions, MetricsOptions])
@@ -41,12 +44,29 @@ def test_parsed_defaults_equal_the_class_defaults(cls):
 
 
 def test_flags_reach_the_options():
-    args = build_parser().parse_args([
-        "serve", "--model-repository", "r", "--http-port", "9100", "--http-restricted-api", "health:k=v",
-        "--http-restricted-api", "statistics:k=w", "--reuse-http-port", "true", "--http-keepalive-timeout", "5",
-        "--grpc-max-connection-age", "1000", "--grpc-infer-response-compression-level", "high",
-        "--metrics-port", "9102",
-    ])
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--model-repository",
+            "r",
+            "--http-port",
+            "9100",
+            "--http-restricted-api",
+            "health:k=v",
+            "--http-restricted-api",
+            "statistics:k=w",
+            "--reuse-http-port",
+            "true",
+            "--http-keepalive-timeout",
+            "5",
+            "--grpc-max-connection-age",
+            "1000",
+            "--grpc-infer-response-compression-level",
+            "high",
+            "--metrics-port",
+            "9102",
+        ]
+    )
     http = frontend_options(HttpOptions, args)
     assert (http.port, http.reuse_port, http.keepalive_timeout_s) == (9100, True, 5.0)
     assert http.restricted_apis == ("health:k=v", "statistics:k=w")
@@ -60,10 +80,13 @@ def test_options_are_frozen():
         HttpOptions().port = 1  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("flags, address", [
-    (["--http-address", "127.0.0.2"], "127.0.0.2"),
-    (["--http-address", "127.0.0.2", "--metrics-address", "127.0.0.3"], "127.0.0.3"),
-])
+@pytest.mark.parametrize(
+    "flags, address",
+    [
+        (["--http-address", "127.0.0.2"], "127.0.0.2"),
+        (["--http-address", "127.0.0.2", "--metrics-address", "127.0.0.3"], "127.0.0.3"),
+    ],
+)
 def test_metrics_listen_on_the_http_address_unless_told(flags, address):
     from naiad.cli import _frontend_arguments
 

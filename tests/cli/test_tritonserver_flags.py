@@ -22,17 +22,31 @@ FLAGS_FILE = Path(__file__).with_name("tritonserver_flags.txt")
 
 # A value tritonserver would take for each value type its help names...
 BY_TYPE = {
-    "<boolean>": "true", "<integer>": "2", "<float>": "7.5", "<string>": "x",
-    "<<integer>:<integer>>": "0:1048576", "<<device_id>:<fraction>>": "0:0.5", "<<integer>-<integer>>": "8000-8002",
-    "<<string>:<integer>:<integer>>": "R1:4:0", "<<string>=<string>>": "summary_latencies=true",
-    "<<string>:<string>=<string>>": "health,metadata:key=value", "<<string>,<string>=<string>>": "local,size=1024",
+    "<boolean>": "true",
+    "<integer>": "2",
+    "<float>": "7.5",
+    "<string>": "x",
+    "<<integer>:<integer>>": "0:1048576",
+    "<<device_id>:<fraction>>": "0:0.5",
+    "<<integer>-<integer>>": "8000-8002",
+    "<<string>:<integer>:<integer>>": "R1:4:0",
+    "<<string>=<string>>": "summary_latencies=true",
+    "<<string>:<string>=<string>>": "health,metadata:key=value",
+    "<<string>,<string>=<string>>": "local,size=1024",
 }
 # ...and where a flag takes only some words, one of those.
 BY_FLAG = {
-    "--model-repository": "repo", "--model-store": "repo", "--model-control-mode": "explicit",
-    "--log-format": "ISO8601", "--grpc-infer-response-compression-level": "low", "--trace-level": "OFF",
-    "--rate-limit": "execution_count", "--trace-config": "rate=10", "--backend-config": "onnxruntime,x=1",
-    "--host-policy": "gpu_0,numa-node=0", "--model-config-name": "h100",
+    "--model-repository": "repo",
+    "--model-store": "repo",
+    "--model-control-mode": "explicit",
+    "--log-format": "ISO8601",
+    "--grpc-infer-response-compression-level": "low",
+    "--trace-level": "OFF",
+    "--rate-limit": "execution_count",
+    "--trace-config": "rate=10",
+    "--backend-config": "onnxruntime,x=1",
+    "--host-policy": "gpu_0,numa-node=0",
+    "--model-config-name": "h100",
 }
 
 
@@ -66,12 +80,33 @@ def test_inert_flags_refuse_malformed_values_as_tritonserver_does(capsys):
 
 
 def test_deprecated_trace_flags_become_trace_config_items():
-    args = build_parser().parse_args([
-        "serve", "--model-repository", "r", "--trace-file", "/tmp/t.json", "--trace-level", "TIMESTAMPS",
-        "--trace-level", "TENSORS", "--trace-rate", "5", "--trace-count", "-1", "--trace-log-frequency", "50",
-    ])
-    assert args.trace_config == ["triton,file=/tmp/t.json", "level=TIMESTAMPS", "level=TENSORS", "rate=5",
-                                 "count=-1", "triton,log_frequency=50"]
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--model-repository",
+            "r",
+            "--trace-file",
+            "/tmp/t.json",
+            "--trace-level",
+            "TIMESTAMPS",
+            "--trace-level",
+            "TENSORS",
+            "--trace-rate",
+            "5",
+            "--trace-count",
+            "-1",
+            "--trace-log-frequency",
+            "50",
+        ]
+    )
+    assert args.trace_config == [
+        "triton,file=/tmp/t.json",
+        "level=TIMESTAMPS",
+        "level=TENSORS",
+        "rate=5",
+        "count=-1",
+        "triton,log_frequency=50",
+    ]
     settings = options_from_args(args).trace_settings
     assert settings is not None
     got = settings.get()
@@ -95,31 +130,53 @@ def test_flags_alone_mean_serve(capsys):
     assert "argument --allow-http: expected true or false, got 'maybe'" in capsys.readouterr().err
 
 
-CUSTOM = '''backend: "numpy" max_batch_size: 3
+CUSTOM = """backend: "numpy" max_batch_size: 3
 input [{name:"INPUT0" data_type: TYPE_INT32 dims:[1]}]
 output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[1]}]
-parameters {key:"op" value {string_value:"echo_parameters"}}'''
+parameters {key:"op" value {string_value:"echo_parameters"}}"""
 
-UNACTED = '''backend: "numpy" max_batch_size: 0
+UNACTED = """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]
-optimization { eager_batching: true gather_kernel_buffer_threshold: 4 }'''
+optimization { eager_batching: true gather_kernel_buffer_threshold: 4 }"""
 
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     """naiad started with a tritonserver launch line: no `serve`, inert and acted-on flags."""
-    repo = write_repository(tmp_path_factory.mktemp("flags"), {
-        "echo": CUSTOM.replace("max_batch_size: 3", "max_batch_size: 0"),
-        "warm": UNACTED,
-    })
+    repo = write_repository(
+        tmp_path_factory.mktemp("flags"),
+        {
+            "echo": CUSTOM.replace("max_batch_size: 3", "max_batch_size: 0"),
+            "warm": UNACTED,
+        },
+    )
     (repo / "echo" / "configs").mkdir()
     (repo / "echo" / "configs" / "h100.pbtxt").write_text(CUSTOM)
     process = server_process(
-        repo, "--http-thread-count", "16", "--pinned-memory-pool-byte-size", "0", "--rate-limit", "off",
-        "--allow-sagemaker", "false", "--cache-directory", "/opt/caches", "--backend-directory", "/opt/x",
-        "--trace-level", "TIMESTAMPS", "--trace-rate", "7", "--trace-file", str(repo.parent / "trace.json"), "--model-config-name", "h100",
-        "--http-header-forward-pattern", "^x-tenant",
+        repo,
+        "--http-thread-count",
+        "16",
+        "--pinned-memory-pool-byte-size",
+        "0",
+        "--rate-limit",
+        "off",
+        "--allow-sagemaker",
+        "false",
+        "--cache-directory",
+        "/opt/caches",
+        "--backend-directory",
+        "/opt/x",
+        "--trace-level",
+        "TIMESTAMPS",
+        "--trace-rate",
+        "7",
+        "--trace-file",
+        str(repo.parent / "trace.json"),
+        "--model-config-name",
+        "h100",
+        "--http-header-forward-pattern",
+        "^x-tenant",
     )
     process.args.remove("serve")
     with process.start():
@@ -172,7 +229,8 @@ def test_model_load_retry_count_loads_a_model_that_failed_at_first(tmp_path):
     load_log = tmp_path / "loads.txt"
     flaky = UNACTED.split("optimization")[0] + (
         f'parameters [{{key:"load_log" value {{string_value:"{load_log}"}}}},'
-        '{key:"fail_loads" value {string_value:"2"}}]')
+        '{key:"fail_loads" value {string_value:"2"}}]'
+    )
     repo = write_repository(tmp_path / "repo", {"flaky": flaky})
     with server_process(repo, "--model-load-retry-count", "2").start() as process:
         assert httpclient.InferenceServerClient(process.http_url).is_model_ready("flaky")

@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_generated_modules_are_current():
     pytest.importorskip("grpc_tools")
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "generate_protos.py"), "--check"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "generate_protos.py"), "--check"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

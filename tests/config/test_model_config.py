@@ -43,7 +43,7 @@ def test_every_field_parses(tmp_path):
 
 
 def test_sequence_and_ensemble_fields_parse():
-    sequence = load('''
+    sequence = load("""
         backend: "python" max_batch_size: 4
         input [{ name: "IN" data_type: TYPE_INT32 dims: [1] }]
         output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
@@ -56,15 +56,15 @@ def test_sequence_and_ensemble_fields_parse():
           ]
           state [{ input_name: "S_IN" output_name: "S_OUT" data_type: TYPE_FP32 dims: [1]
                    initial_state { data_type: TYPE_FP32 dims: [1] zero_data: true name: "init" } }]
-        }''')
+        }""")
     assert sequence.scheduling == "sequence_batching"
     assert sequence.proto.sequence_batching.oldest.max_candidate_sequences == 4
-    ensemble = load('''
+    ensemble = load("""
         platform: "ensemble" max_batch_size: 1
         input [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]
         output [{ name: "OUT" data_type: TYPE_FP32 dims: [1] }]
         ensemble_scheduling { step [{ model_name: "a" model_version: -1
-          input_map { key: "X" value: "IN" } output_map { key: "Y" value: "OUT" } }] }''')
+          input_map { key: "X" value: "IN" } output_map { key: "Y" value: "OUT" } }] }""")
     assert ensemble.scheduling == "ensemble_scheduling"
     assert ensemble.proto.ensemble_scheduling.step[0].input_map["X"] == "IN"
 
@@ -83,22 +83,32 @@ BAD_CONFIGS = [
     ('input [{ name: "X" dims: [1] }]', "input 'X' (input[0].data_type): missing or unknown data type"),
     ('input [{ name: "X" data_type: TYPE_FP32 }]', "input 'X' (input[0].dims): dims must not be empty"),
     ('input [{ name: "X" data_type: TYPE_FP32 dims: [0] }]', "input[0].dims): each dimension must be >= 1 or -1"),
-    ('input [{ name: "X" data_type: TYPE_FP32 dims: [1] }, { name: "X" data_type: TYPE_FP32 dims: [1] }]',
-     "input 'X' (input[1].name): duplicate input name 'X'"),
-    ('output [{ name: "Y" data_type: TYPE_FP32 dims: [1] }, { name: "Y" data_type: TYPE_FP32 dims: [2] }]',
-     "duplicate output name 'Y'"),
+    (
+        'input [{ name: "X" data_type: TYPE_FP32 dims: [1] }, { name: "X" data_type: TYPE_FP32 dims: [1] }]',
+        "input 'X' (input[1].name): duplicate input name 'X'",
+    ),
+    (
+        'output [{ name: "Y" data_type: TYPE_FP32 dims: [1] }, { name: "Y" data_type: TYPE_FP32 dims: [2] }]',
+        "duplicate output name 'Y'",
+    ),
     ("max_batch_size: -2", "max_batch_size: must be 0 or positive, got -2"),
-    ('input [{ name: "X" data_type: TYPE_FP32 dims: [2, 3] reshape: { shape: [5] } }]',
-     "input 'X' (input[0].reshape): dims [2, 3] hold 6 elements, reshape [5] holds 5"),
+    (
+        'input [{ name: "X" data_type: TYPE_FP32 dims: [2, 3] reshape: { shape: [5] } }]',
+        "input 'X' (input[0].reshape): dims [2, 3] hold 6 elements, reshape [5] holds 5",
+    ),
     ("version_policy: { latest: { num_versions: 0 } }", "version_policy.latest.num_versions: must be at least 1"),
     ("version_policy: { specific: { } }", "version_policy.specific.versions: must list at least one version"),
     ("version_policy: { specific: { versions: [0] } }", "version_policy.specific.versions: versions must be positive"),
     ('name: "other"', "name: config names the model 'other', its directory is 'm'"),
-    ("max_batch_size: 4 dynamic_batching { preferred_batch_size: [8] }",
-     "dynamic_batching.preferred_batch_size: 8 must be between 1 and max_batch_size (4)"),
+    (
+        "max_batch_size: 4 dynamic_batching { preferred_batch_size: [8] }",
+        "dynamic_batching.preferred_batch_size: 8 must be between 1 and max_batch_size (4)",
+    ),
     ("instance_group [{ count: -1 }]", "instance_group[0].count: must not be negative"),
-    ('output [{ name: "Y" data_type: TYPE_FP32 dims: [1] label_filename: "missing.txt" }]',
-     "output 'Y' (output[0].label_filename): cannot read missing.txt"),
+    (
+        'output [{ name: "Y" data_type: TYPE_FP32 dims: [1] label_filename: "missing.txt" }]',
+        "output 'Y' (output[0].label_filename): cannot read missing.txt",
+    ),
     ('platform: "ensemble"', "ensemble_scheduling: an ensemble needs ensemble_scheduling"),
 ]
 
@@ -135,11 +145,11 @@ def test_backend_resolution(tmp_path):
 
 
 def test_typed_parameters():
-    config = load('''backend: "python"
+    config = load("""backend: "python"
         parameters { key: "on" value { string_value: "Yes" } }
         parameters { key: "threads" value { string_value: "4" } }
         parameters { key: "empty" value { string_value: "" } }
-        parameters { key: "bad" value { string_value: "maybe" } }''')
+        parameters { key: "bad" value { string_value: "maybe" } }""")
     assert config.bool_parameter("on", False) is True
     assert config.bool_parameter("empty", True) is True and config.bool_parameter("absent", False) is False
     assert config.int_parameter("threads", None, minimum=1) == 4
@@ -155,8 +165,10 @@ def test_typed_parameters():
 def test_what_the_request_path_derives_is_built_once_and_again_after_a_refresh():
     from naiad.config.request_plan import RequestPlan
 
-    config = load('max_batch_size: 4 input [{name: "X" data_type: TYPE_FP32 dims: [2]}] '
-                  'output [{name: "Y" data_type: TYPE_FP32 dims: [2]}]')
+    config = load(
+        'max_batch_size: 4 input [{name: "X" data_type: TYPE_FP32 dims: [2]}] '
+        'output [{name: "Y" data_type: TYPE_FP32 dims: [2]}]'
+    )
     plan = config.derived(RequestPlan.of)
     assert config.derived(RequestPlan.of) is plan
     assert (plan.max_batch_size, plan.decoupled, plan.response_cache, plan.required_inputs) == (4, False, False, ("X",))

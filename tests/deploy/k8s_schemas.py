@@ -50,10 +50,16 @@ def service_monitor_schema() -> dict:
     return closed(v1.ServiceMonitor.model_json_schema(by_alias=True))
 
 
-_OBJECT_META = {"type": "object", "required": ["name"],
-                "properties": {"name": {"type": "string"}, "namespace": {"type": "string"},
-                               "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                               "annotations": {"type": "object", "additionalProperties": {"type": "string"}}}}
+_OBJECT_META = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {
+        "name": {"type": "string"},
+        "namespace": {"type": "string"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 # Embedded Kubernetes types (checked by kubernetes-validate through embedded_core_objects), or
 # KServe types no manifest here uses.
@@ -62,40 +68,64 @@ _ANY_ARRAY = {"type": "array", "items": {"type": "object"}}
 
 KSERVE_SCHEMAS: dict[tuple[str, str], dict] = {
     ("serving.kserve.io/v1alpha1", "ClusterServingRuntime"): {
-        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
         "properties": {
-            "apiVersion": {"const": "serving.kserve.io/v1alpha1"}, "kind": {"const": "ClusterServingRuntime"},
+            "apiVersion": {"const": "serving.kserve.io/v1alpha1"},
+            "kind": {"const": "ClusterServingRuntime"},
             "metadata": _OBJECT_META,
             "spec": {
-                "type": "object", "required": ["containers"],
+                "type": "object",
+                "required": ["containers"],
                 "properties": {
-                    "supportedModelFormats": {"type": "array", "items": {
-                        "type": "object", "required": ["name"],
-                        "properties": {"name": {"type": "string"}, "version": {"type": "string"},
-                                       "autoSelect": {"type": "boolean"},
-                                       "priority": {"type": "integer", "minimum": 1}}}},
+                    "supportedModelFormats": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["name"],
+                            "properties": {
+                                "name": {"type": "string"},
+                                "version": {"type": "string"},
+                                "autoSelect": {"type": "boolean"},
+                                "priority": {"type": "integer", "minimum": 1},
+                            },
+                        },
+                    },
                     "protocolVersions": {"type": "array", "items": {"enum": ["v1", "v2", "grpc-v1", "grpc-v2"]}},
-                    "multiModel": {"type": "boolean"}, "disabled": {"type": "boolean"},
-                    "grpcEndpoint": {"type": "string"}, "grpcDataEndpoint": {"type": "string"},
-                    "httpDataEndpoint": {"type": "string"}, "hostIPC": {"type": "boolean"},
-                    "replicas": {"type": "integer"}, "schedulerName": {"type": "string"},
-                    "annotations": _STRING_MAP, "labels": _STRING_MAP, "nodeSelector": _STRING_MAP,
+                    "multiModel": {"type": "boolean"},
+                    "disabled": {"type": "boolean"},
+                    "grpcEndpoint": {"type": "string"},
+                    "grpcDataEndpoint": {"type": "string"},
+                    "httpDataEndpoint": {"type": "string"},
+                    "hostIPC": {"type": "boolean"},
+                    "replicas": {"type": "integer"},
+                    "schedulerName": {"type": "string"},
+                    "annotations": _STRING_MAP,
+                    "labels": _STRING_MAP,
+                    "nodeSelector": _STRING_MAP,
                     "storageHelper": {"type": "object", "properties": {"disabled": {"type": "boolean"}}},
                     "containers": {"type": "array", "minItems": 1, "items": _ANY_OBJECT},
-                    "volumes": _ANY_ARRAY, "tolerations": _ANY_ARRAY, "imagePullSecrets": _ANY_ARRAY,
-                    "resourceClaims": _ANY_ARRAY, "affinity": _ANY_OBJECT,
-                    "builtInAdapter": _ANY_OBJECT, "workerSpec": _ANY_OBJECT,
+                    "volumes": _ANY_ARRAY,
+                    "tolerations": _ANY_ARRAY,
+                    "imagePullSecrets": _ANY_ARRAY,
+                    "resourceClaims": _ANY_ARRAY,
+                    "affinity": _ANY_OBJECT,
+                    "builtInAdapter": _ANY_OBJECT,
+                    "workerSpec": _ANY_OBJECT,
                 },
             },
         },
     },
     ("serving.kserve.io/v1beta1", "InferenceService"): {
-        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
         "properties": {
-            "apiVersion": {"const": "serving.kserve.io/v1beta1"}, "kind": {"const": "InferenceService"},
+            "apiVersion": {"const": "serving.kserve.io/v1beta1"},
+            "kind": {"const": "InferenceService"},
             "metadata": _OBJECT_META,
             "spec": {
-                "type": "object", "required": ["predictor"],
+                "type": "object",
+                "required": ["predictor"],
                 "properties": {
                     "predictor": {
                         "type": "object",
@@ -107,15 +137,21 @@ KSERVE_SCHEMAS: dict[tuple[str, str], dict] = {
                             "scaleMetric": {"enum": ["cpu", "memory", "concurrency", "rps"]},
                             "scaleMetricType": {"enum": ["Utilization", "Value", "AverageValue"]},
                             "scaleTarget": {"type": "integer"},
-                            "containerConcurrency": {"type": "integer"}, "timeout": {"type": "integer"},
+                            "containerConcurrency": {"type": "integer"},
+                            "timeout": {"type": "integer"},
                             "serviceAccountName": {"type": "string"},
                             "model": {
-                                "type": "object", "required": ["modelFormat"],
+                                "type": "object",
+                                "required": ["modelFormat"],
                                 # The model is a Container plus these KServe fields.
                                 "properties": {
-                                    "modelFormat": {"type": "object", "required": ["name"], "properties": {
-                                        "name": {"type": "string"}, "version": {"type": "string"}}},
-                                    "runtime": {"type": "string"}, "runtimeVersion": {"type": "string"},
+                                    "modelFormat": {
+                                        "type": "object",
+                                        "required": ["name"],
+                                        "properties": {"name": {"type": "string"}, "version": {"type": "string"}},
+                                    },
+                                    "runtime": {"type": "string"},
+                                    "runtimeVersion": {"type": "string"},
                                     "protocolVersion": {"enum": ["v1", "v2", "grpc-v1", "grpc-v2"]},
                                     "storageUri": {"type": "string"},
                                 },
@@ -141,8 +177,14 @@ def embedded_core_objects(obj: dict) -> list[dict]:
                 pod[key] = spec[key]
         return [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "runtime"}, "spec": pod}]
     model = {k: v for k, v in spec["predictor"]["model"].items() if k not in KSERVE_MODEL_FIELDS}
-    return [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "predictor"},
-             "spec": {"containers": [{"name": "kserve-container", "image": "runtime", **model}]}}]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "predictor"},
+            "spec": {"containers": [{"name": "kserve-container", "image": "runtime", **model}]},
+        }
+    ]
 
 
 def validate(obj: dict) -> None:

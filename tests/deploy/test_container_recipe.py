@@ -14,10 +14,12 @@ CONTAINER = Path(__file__).resolve().parents[2] / "deploy" / "container"
 
 def instructions(text: str) -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) pairs: comments dropped, continuation lines joined."""
-    joined = re.sub(r"\\\n(\s*#.*\n)*", " ", "\n".join(
-        line for line in text.splitlines() if not line.lstrip().startswith("#")))
-    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1].strip())
-            for line in joined.splitlines() if line.strip()]
+    joined = re.sub(
+        r"\\\n(\s*#.*\n)*", " ", "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    )
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1].strip()) for line in joined.splitlines() if line.strip()
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -94,13 +96,15 @@ def test_variants_are_build_arguments_of_one_install_script(recipe):
     assert "bash scripts/build-wheels.sh /wheels" in args_of(stages(recipe)["build"], "RUN")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["w", "p"], "usage:"),
-    (["w", "p", "gpu", "onnx"], "VARIANT is cpu or cuda, not gpu"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["w", "p"], "usage:"),
+        (["w", "p", "gpu", "onnx"], "VARIANT is cpu or cuda, not gpu"),
+    ],
+)
 def test_install_script_refuses_bad_arguments(tmp_path, args, message):
-    result = subprocess.run(["sh", str(CONTAINER / "install.sh"), *args], cwd=tmp_path,
-                            capture_output=True, text=True)
+    result = subprocess.run(["sh", str(CONTAINER / "install.sh"), *args], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 2 and message in result.stderr
     assert list(tmp_path.iterdir()) == []  # refused before creating anything
 

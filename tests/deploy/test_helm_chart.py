@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from k8s_schemas import validate
+
 from naiad.cli import build_parser
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -15,8 +15,10 @@ CHART = DEPLOY / "helm" / "naiad"
 helm = pytest.importorskip("helm_python")
 
 FULL = {
-    "modelRepository": {"uri": "s3://models/repository",
-                        "credentials": {"envSecret": "s3-credentials", "gcsKeySecret": {"name": "gcs-key"}}},
+    "modelRepository": {
+        "uri": "s3://models/repository",
+        "credentials": {"envSecret": "s3-credentials", "gcsKeySecret": {"name": "gcs-key"}},
+    },
     "gpu": {"count": 2},
     "image": {"variant": "cuda"},
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
@@ -29,8 +31,9 @@ FULL = {
 
 def render(values: dict | None = None) -> dict[str, dict]:
     manifests = helm.Chart.load(CHART).render(values=values or {}, name="prod", namespace="ml")
-    objects = [doc for path, text in manifests.items() if path.endswith(".yaml")
-               for doc in yaml.safe_load_all(text) if doc]
+    objects = [
+        doc for path, text in manifests.items() if path.endswith(".yaml") for doc in yaml.safe_load_all(text) if doc
+    ]
     by_kind = {obj["kind"]: obj for obj in objects}
     assert len(by_kind) == len(objects), "two objects of one kind"
     return by_kind
@@ -130,8 +133,11 @@ def test_autoscaler_follows_the_adapter_metric():
     objects = render(FULL)
     hpa = objects["HorizontalPodAutoscaler"]["spec"]
     assert "replicas" not in objects["Deployment"]["spec"]  # the autoscaler owns the count
-    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
-                                     "name": objects["Deployment"]["metadata"]["name"]}
+    assert hpa["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": objects["Deployment"]["metadata"]["name"],
+    }
     (metric,) = hpa["metrics"]
     assert metric["type"] == "Pods" and metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "4"}
     adapter = yaml.safe_load((DEPLOY / "helm" / "prometheus-adapter-values.yaml").read_text())

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from k8s_schemas import validate
+
 from naiad.cli import build_parser
 
 KSERVE = Path(__file__).resolve().parents[2] / "deploy" / "kserve"
@@ -42,7 +42,7 @@ def test_schema_catches_mistakes(runtime, service):
     with pytest.raises(Exception, match="argz"):
         validate(runtime)
     service["spec"]["predictor"]["model"]["resources"]["limits"]["cpu"] = {"cores": 2}
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="cores"):
         validate(service)
 
 

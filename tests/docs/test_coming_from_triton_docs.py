@@ -19,7 +19,15 @@ def test_every_unacted_config_field_is_listed():
 
 def test_linked_pages_exist():
     docs = Path(__file__).resolve().parents[2] / "docs"
-    for page in ("cli.md", "install.md", "performance.md", "backends/python.md", "backends/caffe2.md",
-                 "backends/writing-a-backend.md", "http.md", "grpc.md"):
+    for page in (
+        "cli.md",
+        "install.md",
+        "performance.md",
+        "backends/python.md",
+        "backends/caffe2.md",
+        "backends/writing-a-backend.md",
+        "http.md",
+        "grpc.md",
+    ):
         assert f"]({page}" in DOC, page
         assert (docs / page).is_file(), page

@@ -29,7 +29,6 @@ def test_example_prints_what_the_page_says(tmp_path, name):
         pytest.importorskip("naiad_backend_python")
     program = tmp_path / name
     program.write_text(blocks("file")[name])
-    result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120,
-                            cwd=tmp_path)
+    result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == blocks("output")[name]

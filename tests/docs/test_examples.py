@@ -22,8 +22,7 @@ pytest.importorskip("naiad_backend_python")
 def test_example_repository_serves(tmp_path):
     repo = tmp_path / "models"
     shutil.copytree(ROOT / "examples" / "models", repo)
-    subprocess.run([sys.executable, str(ROOT / "examples" / "build_models.py"), "--repository", str(repo)],
-                   check=True)
+    subprocess.run([sys.executable, str(ROOT / "examples" / "build_models.py"), "--repository", str(repo)], check=True)
     with ServerProcess(repo) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         assert client.is_server_ready()

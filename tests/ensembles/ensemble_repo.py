@@ -4,11 +4,13 @@ ensemble configs written as Triton users write them."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
+
+from numpy_backend import NumpyPlugin
 
 from naiad import Server, ServerOptions
-from numpy_backend import NumpyPlugin
 
 
 def model(repo: Path, name: str, config: str, versions: tuple[int, ...] = (1,)) -> Path:
@@ -46,18 +48,35 @@ def numpy_model(
 
 def add_sub(repo: Path, name: str = "add_sub", dims: str = "[4]", max_batch_size: int = 8, **kw: str) -> Path:
     return numpy_model(
-        repo, name, "add_sub",
+        repo,
+        name,
+        "add_sub",
         [tensor("INPUT0", dims=dims), tensor("INPUT1", dims=dims)],
         [tensor("OUTPUT0", dims=dims), tensor("OUTPUT1", dims=dims)],
-        max_batch_size, **kw,
+        max_batch_size,
+        **kw,
     )
 
 
-def unary(repo: Path, name: str, op: str = "identity", dims: str = "[4]", max_batch_size: int = 8,
-          data_type: str = "TYPE_FP32", extra: str = "", **kw: str) -> Path:
+def unary(
+    repo: Path,
+    name: str,
+    op: str = "identity",
+    dims: str = "[4]",
+    max_batch_size: int = 8,
+    data_type: str = "TYPE_FP32",
+    extra: str = "",
+    **kw: str,
+) -> Path:
     return numpy_model(
-        repo, name, op, [tensor("INPUT0", data_type, dims)], [tensor("OUTPUT0", data_type, dims)],
-        max_batch_size, extra, **kw,
+        repo,
+        name,
+        op,
+        [tensor("INPUT0", data_type, dims)],
+        [tensor("OUTPUT0", data_type, dims)],
+        max_batch_size,
+        extra,
+        **kw,
     )
 
 
@@ -67,8 +86,15 @@ def step(model_name: str, inputs: dict[str, str], outputs: dict[str, str], versi
     return f'{{ model_name: "{model_name}" model_version: {version}{maps} }}'
 
 
-def ensemble(repo: Path, name: str, inputs: list[str], outputs: list[str], steps: list[str],
-             max_batch_size: int = 8, extra: str = "") -> Path:
+def ensemble(
+    repo: Path,
+    name: str,
+    inputs: list[str],
+    outputs: list[str],
+    steps: list[str],
+    max_batch_size: int = 8,
+    extra: str = "",
+) -> Path:
     text = (
         f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: {max_batch_size}\n'
         f"input [ {', '.join(inputs)} ]\noutput [ {', '.join(outputs)} ]\n"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from ensemble_repo import ensemble, model, step, tensor
+
 from naiad import InferenceRequest, Server, ServerOptions, Tensor
 
 
@@ -27,7 +27,8 @@ def has(module: str) -> bool:
 needs_python = pytest.mark.skipif(not has("naiad_backend_python"), reason="naiad_backend_python is not installed")
 needs_onnx = pytest.mark.skipif(not has("naiad_backend_onnx"), reason="naiad_backend_onnx is not installed")
 needs_frontends = pytest.mark.skipif(
-    not (has("naiad.frontends.http") and has("naiad.frontends.grpc")), reason="the HTTP and gRPC frontends are not installed"
+    not (has("naiad.frontends.http") and has("naiad.frontends.grpc")),
+    reason="the HTTP and gRPC frontends are not installed",
 )
 
 NORMALIZE_PY = textwrap.dedent('''
@@ -97,15 +98,24 @@ RAW = np.array([[0.0, 1.0, 2.0, 3.0], [4.0, -2.0, 6.0, 1.0]], np.float32)
 
 
 def python_model(repo: Path, name: str, source: str, inputs: list[str], outputs: list[str]) -> None:
-    model(repo, name, f'backend: "python"\nmax_batch_size: 8\ninput [ {", ".join(inputs)} ]\n'
-                      f'output [ {", ".join(outputs)} ]\ninstance_group [ {{ count: 1 kind: KIND_CPU }} ]\n')
+    model(
+        repo,
+        name,
+        f'backend: "python"\nmax_batch_size: 8\ninput [ {", ".join(inputs)} ]\n'
+        f"output [ {', '.join(outputs)} ]\ninstance_group [ {{ count: 1 kind: KIND_CPU }} ]\n",
+    )
     (repo / name / "1" / "model.py").write_text(source)
 
 
 def python_models(repo: Path) -> None:
     python_model(repo, "normalize", NORMALIZE_PY, [tensor("RAW")], [tensor("NORMALIZED")])
-    python_model(repo, "classify", CLASSIFY_PY, [tensor("LOGITS", dims="[-1]")],
-                 [tensor("PROBS", dims="[-1]"), tensor("CLASS", "TYPE_INT32", "[1]")])
+    python_model(
+        repo,
+        "classify",
+        CLASSIFY_PY,
+        [tensor("LOGITS", dims="[-1]")],
+        [tensor("PROBS", dims="[-1]"), tensor("CLASS", "TYPE_INT32", "[1]")],
+    )
 
 
 def onnx_linear(repo: Path) -> None:
@@ -122,28 +132,43 @@ def onnx_linear(repo: Path) -> None:
     )
     onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     onnx_model.ir_version = 8
-    model(repo, "linear", 'platform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
-                          f'input [ {tensor("x")} ]\noutput [ {tensor("y", dims="[3]")} ]\n')
+    model(
+        repo,
+        "linear",
+        'platform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+        f"input [ {tensor('x')} ]\noutput [ {tensor('y', dims='[3]')} ]\n",
+    )
     onnx.save(onnx_model, str(repo / "linear" / "1" / "model.onnx"))
 
 
 def two_step(repo: Path) -> None:
     python_models(repo)
-    ensemble(repo, "two_step", [tensor("RAW")], [tensor("PROBS", dims="[-1]"), tensor("CLASS", "TYPE_INT32", "[1]")], [
-        step("normalize", {"RAW": "RAW"}, {"NORMALIZED": "features"}),
-        step("classify", {"LOGITS": "features"}, {"PROBS": "PROBS", "CLASS": "CLASS"}),
-    ])
+    ensemble(
+        repo,
+        "two_step",
+        [tensor("RAW")],
+        [tensor("PROBS", dims="[-1]"), tensor("CLASS", "TYPE_INT32", "[1]")],
+        [
+            step("normalize", {"RAW": "RAW"}, {"NORMALIZED": "features"}),
+            step("classify", {"LOGITS": "features"}, {"PROBS": "PROBS", "CLASS": "CLASS"}),
+        ],
+    )
 
 
 def three_step(repo: Path) -> None:
     python_models(repo)
     onnx_linear(repo)
-    ensemble(repo, "pipeline", [tensor("RAW")],
-             [tensor("PROBS", dims="[-1]"), tensor("CLASS", "TYPE_INT32", "[1]"), tensor("LOGITS", dims="[3]")], [
-        step("normalize", {"RAW": "RAW"}, {"NORMALIZED": "features"}),
-        step("linear", {"x": "features"}, {"y": "LOGITS"}),
-        step("classify", {"LOGITS": "LOGITS"}, {"PROBS": "PROBS", "CLASS": "CLASS"}),
-    ])
+    ensemble(
+        repo,
+        "pipeline",
+        [tensor("RAW")],
+        [tensor("PROBS", dims="[-1]"), tensor("CLASS", "TYPE_INT32", "[1]"), tensor("LOGITS", dims="[3]")],
+        [
+            step("normalize", {"RAW": "RAW"}, {"NORMALIZED": "features"}),
+            step("linear", {"x": "features"}, {"y": "LOGITS"}),
+            step("classify", {"LOGITS": "LOGITS"}, {"PROBS": "PROBS", "CLASS": "CLASS"}),
+        ],
+    )
 
 
 def softmax(x: np.ndarray) -> np.ndarray:

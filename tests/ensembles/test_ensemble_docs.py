@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from ensemble_repo import serve
+
 from naiad import InferenceRequest, Server, ServerOptions, Tensor
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ensembles.md"
@@ -70,8 +70,12 @@ def check(response) -> None:
 def test_doc_example_files_are_complete():
     files, outputs = doc_blocks()
     assert set(files) == {
-        "models/add_sub/config.pbtxt", "models/add_sub/1/model.py", "models/scale/config.pbtxt",
-        "models/scale/1/model.py", "models/add_sub_scaled/config.pbtxt", "client.py",
+        "models/add_sub/config.pbtxt",
+        "models/add_sub/1/model.py",
+        "models/scale/config.pbtxt",
+        "models/scale/1/model.py",
+        "models/add_sub_scaled/config.pbtxt",
+        "client.py",
     }
     assert set(outputs) == {"client.py"}
 
@@ -82,8 +86,10 @@ def test_doc_example_ensemble_runs_with_numpy_stand_ins(tmp_path):
     repo = write_example(tmp_path)
     for name in ("add_sub", "scale"):
         config = repo / name / "config.pbtxt"
-        config.write_text(config.read_text().replace('backend: "python"', 'backend: "numpy"')
-                          + f'parameters {{ key: "op" value {{ string_value: "{name}" }} }}\n')
+        config.write_text(
+            config.read_text().replace('backend: "python"', 'backend: "numpy"')
+            + f'parameters {{ key: "op" value {{ string_value: "{name}" }} }}\n'
+        )
         (repo / name / "1" / "model.py").unlink()
 
     async def body(server):
@@ -117,7 +123,8 @@ def test_doc_example_client_prints_what_the_doc_says(tmp_path):
     repo = write_example(tmp_path)
     _, outputs = doc_blocks()
     with ServerProcess(repo) as server:
-        result = subprocess.run([sys.executable, str(tmp_path / "client.py"), server.http_url],
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, str(tmp_path / "client.py"), server.http_url], capture_output=True, text=True, timeout=120
+        )
     assert result.returncode == 0, result.stderr
     assert result.stdout == outputs["client.py"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from ensemble_repo import add_sub, ensemble, serve, step, tensor, unary
+
 from naiad import ErrorCode, InferenceRequest, NaiadError, RequestedOutput, Tensor
 
 A = np.arange(8, dtype=np.float32).reshape(2, 4)
@@ -26,7 +26,10 @@ def chain(repo):
     add_sub(repo)
     unary(repo, "double", "scale", factor="2")
     ensemble(
-        repo, "chain", [tensor("A"), tensor("B")], [tensor("SUM2"), tensor("DIFF")],
+        repo,
+        "chain",
+        [tensor("A"), tensor("B")],
+        [tensor("SUM2"), tensor("DIFF")],
         [
             step("add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "SUM", "OUTPUT1": "DIFF"}),
             step("double", {"INPUT0": "SUM"}, {"OUTPUT0": "SUM2"}),
@@ -68,7 +71,10 @@ def test_independent_steps_run_at_the_same_time(tmp_path):
     unary(tmp_path, "right", "rendezvous", barrier="overlap", parties="2")
     add_sub(tmp_path)
     ensemble(
-        tmp_path, "diamond", [tensor("X")], [tensor("SUM")],
+        tmp_path,
+        "diamond",
+        [tensor("X")],
+        [tensor("SUM")],
         [
             step("left", {"INPUT0": "X"}, {"OUTPUT0": "L"}),
             step("right", {"INPUT0": "X"}, {"OUTPUT0": "R"}),
@@ -87,7 +93,10 @@ def test_requested_intermediate_output_prunes_later_steps(tmp_path):
     add_sub(tmp_path)
     unary(tmp_path, "double", "scale", factor="2")
     ensemble(
-        tmp_path, "tapped", [tensor("A"), tensor("B")], [tensor("SUM"), tensor("SUM2"), tensor("DIFF")],
+        tmp_path,
+        "tapped",
+        [tensor("A"), tensor("B")],
+        [tensor("SUM"), tensor("SUM2"), tensor("DIFF")],
         [
             step("add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "SUM", "OUTPUT1": "DIFF"}),
             step("double", {"INPUT0": "SUM"}, {"OUTPUT0": "SUM2"}),
@@ -113,7 +122,10 @@ def test_ensemble_of_ensembles(tmp_path):
     chain(tmp_path)
     unary(tmp_path, "triple", "scale", factor="3")
     ensemble(
-        tmp_path, "outer", [tensor("P"), tensor("Q")], [tensor("OUT"), tensor("D")],
+        tmp_path,
+        "outer",
+        [tensor("P"), tensor("Q")],
+        [tensor("OUT"), tensor("D")],
         [
             step("chain", {"A": "P", "B": "Q"}, {"SUM2": "S", "DIFF": "D"}),
             step("triple", {"INPUT0": "S"}, {"OUTPUT0": "OUT"}),
@@ -136,7 +148,10 @@ def test_decoupled_step_streams_through_downstream_steps(tmp_path):
     unary(tmp_path, "repeat", "count_up", count="3", extra="model_transaction_policy { decoupled: true }\n")
     unary(tmp_path, "double", "scale", factor="2")
     ensemble(
-        tmp_path, "stream", [tensor("X")], [tensor("Y")],
+        tmp_path,
+        "stream",
+        [tensor("X")],
+        [tensor("Y")],
         [
             step("pre", {"INPUT0": "X"}, {"OUTPUT0": "P"}),
             step("repeat", {"INPUT0": "P"}, {"OUTPUT0": "R"}),
@@ -168,7 +183,10 @@ def test_batching_ensemble_with_non_batching_step(tmp_path):
     # The full shapes agree: [-1, 4] for the ensemble, [-1, 4] for the non-batching step.
     unary(tmp_path, "flat", "scale", dims="[-1, 4]", max_batch_size=0, factor="10")
     ensemble(
-        tmp_path, "mixed", [tensor("X")], [tensor("Y")],
+        tmp_path,
+        "mixed",
+        [tensor("X")],
+        [tensor("Y")],
         [step("flat", {"INPUT0": "X"}, {"OUTPUT0": "Y"})],
     )
 
@@ -183,7 +201,10 @@ def test_failing_step_names_ensemble_and_step_and_server_keeps_serving(tmp_path)
     add_sub(tmp_path)
     unary(tmp_path, "boom", "fail")
     ensemble(
-        tmp_path, "fragile", [tensor("A"), tensor("B")], [tensor("Y")],
+        tmp_path,
+        "fragile",
+        [tensor("A"), tensor("B")],
+        [tensor("Y")],
         [
             step("add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "SUM"}),
             step("boom", {"INPUT0": "SUM"}, {"OUTPUT0": "Y"}),
@@ -216,7 +237,10 @@ def test_unloading_a_step_model_makes_the_ensemble_unavailable(tmp_path):
         # Explicit mode: loading the ensemble loads its step models, as Triton does.
         await server.load_model("chain")
         assert {r["name"]: r.get("state") for r in server.repository_index()} == {
-            "add_sub": "READY", "chain": "READY", "double": "READY"}
+            "add_sub": "READY",
+            "chain": "READY",
+            "double": "READY",
+        }
         await server.unload_model("double")
         assert not server.model_ready("chain")
         with pytest.raises(NaiadError) as info:
@@ -238,14 +262,20 @@ def test_step_version_pinning(tmp_path):
     add_sub(tmp_path)
     unary(tmp_path, "double", "scale", factor="2")
     (tmp_path / "double" / "2").mkdir()
-    config = (tmp_path / "double" / "config.pbtxt")
+    config = tmp_path / "double" / "config.pbtxt"
     config.write_text(config.read_text() + "version_policy { all { } }\n")
     ensemble(
-        tmp_path, "pinned", [tensor("X")], [tensor("Y")],
+        tmp_path,
+        "pinned",
+        [tensor("X")],
+        [tensor("Y")],
         [step("double", {"INPUT0": "X"}, {"OUTPUT0": "Y"}, version=1)],
     )
     ensemble(
-        tmp_path, "missing_version", [tensor("X")], [tensor("Y")],
+        tmp_path,
+        "missing_version",
+        [tensor("X")],
+        [tensor("Y")],
         [step("double", {"INPUT0": "X"}, {"OUTPUT0": "Y"}, version=7)],
     )
 
@@ -254,7 +284,9 @@ def test_step_version_pinning(tmp_path):
         np.testing.assert_array_equal(response.output("Y").data, A * 2)
         assert server.statistics("double", "1")[0]["execution_count"] == 1
         assert server.statistics("double", "2")[0]["execution_count"] == 0
-        assert any("step 0 (model 'double')" in f and "'double' version 7 is not found" in f for f in server.startup_failures)
+        assert any(
+            "step 0 (model 'double')" in f and "'double' version 7 is not found" in f for f in server.startup_failures
+        )
 
     serve(tmp_path, body)
 
@@ -263,7 +295,10 @@ def test_ensembles_load_after_their_steps_in_none_mode(tmp_path):
     # 'aaa' sorts before the models it uses; start-up still loads them first.
     add_sub(tmp_path, "zz_add_sub")
     ensemble(
-        tmp_path, "aaa", [tensor("A"), tensor("B")], [tensor("S")],
+        tmp_path,
+        "aaa",
+        [tensor("A"), tensor("B")],
+        [tensor("S")],
         [step("zz_add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "S"})],
     )
 
@@ -278,7 +313,10 @@ def test_ensembles_load_after_their_steps_in_none_mode(tmp_path):
 def test_unload_dependents_unloads_steps_no_other_ensemble_uses(tmp_path):
     chain(tmp_path)
     ensemble(
-        tmp_path, "other", [tensor("A"), tensor("B")], [tensor("S")],
+        tmp_path,
+        "other",
+        [tensor("A"), tensor("B")],
+        [tensor("S")],
         [step("add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "S"})],
     )
 
@@ -306,7 +344,10 @@ def test_cancelling_the_ensemble_request_stops_later_steps(tmp_path):
     unary(tmp_path, "first", "rendezvous", barrier="cancel-test", parties="2")
     unary(tmp_path, "second", "identity")
     ensemble(
-        tmp_path, "two", [tensor("X")], [tensor("Y")],
+        tmp_path,
+        "two",
+        [tensor("X")],
+        [tensor("Y")],
         [step("first", {"INPUT0": "X"}, {"OUTPUT0": "T"}), step("second", {"INPUT0": "T"}, {"OUTPUT0": "Y"})],
     )
 
@@ -335,17 +376,23 @@ def test_max_inflight_requests_and_bytes_tensors(tmp_path):
 
     unary(tmp_path, "text", "identity", data_type="TYPE_STRING", dims="[2]")
     ensemble(
-        tmp_path, "texts", [tensor("S", "TYPE_STRING", "[2]")], [tensor("T", "TYPE_STRING", "[2]")],
+        tmp_path,
+        "texts",
+        [tensor("S", "TYPE_STRING", "[2]")],
+        [tensor("T", "TYPE_STRING", "[2]")],
         [step("text", {"INPUT0": "S"}, {"OUTPUT0": "T"})],
         extra="",
     )
     config = tmp_path / "texts" / "config.pbtxt"
-    config.write_text(config.read_text().replace("ensemble_scheduling {", "ensemble_scheduling { max_inflight_requests: 1"))
+    config.write_text(
+        config.read_text().replace("ensemble_scheduling {", "ensemble_scheduling { max_inflight_requests: 1")
+    )
 
     async def body(server):
         words = [np.array([[f"a{i}".encode(), b"\x00\xff"]], dtype=object) for i in range(4)]
-        responses = await asyncio.gather(*(
-            server.infer(InferenceRequest("texts", [Tensor.from_numpy("S", w, "BYTES")])) for w in words))
+        responses = await asyncio.gather(
+            *(server.infer(InferenceRequest("texts", [Tensor.from_numpy("S", w, "BYTES")])) for w in words)
+        )
         for word, response in zip(words, responses):
             assert response.output("T").datatype == "BYTES"
             assert response.output("T").data.tolist() == word.tolist()
@@ -359,7 +406,10 @@ def test_decoupled_ensemble_inside_an_ensemble_streams(tmp_path):
     unary(tmp_path, "double", "scale", factor="2")
     ensemble(tmp_path, "inner", [tensor("X")], [tensor("R")], [step("repeat", {"INPUT0": "X"}, {"OUTPUT0": "R"})])
     ensemble(
-        tmp_path, "outer", [tensor("X")], [tensor("Y")],
+        tmp_path,
+        "outer",
+        [tensor("X")],
+        [tensor("Y")],
         [step("inner", {"X": "X"}, {"R": "R"}), step("double", {"INPUT0": "R"}, {"OUTPUT0": "Y"})],
     )
 
@@ -386,8 +436,14 @@ def has_module(name: str) -> bool:
 def test_step_instances_serve_concurrent_ensemble_requests(tmp_path):
     # Two instances of the step model meet at a barrier: two ensemble requests can only
     # both finish when each runs on its own instance at the same time.
-    unary(tmp_path, "wide", "rendezvous", barrier="instances", parties="2",
-          extra="instance_group [ { count: 2 kind: KIND_CPU } ]\n")
+    unary(
+        tmp_path,
+        "wide",
+        "rendezvous",
+        barrier="instances",
+        parties="2",
+        extra="instance_group [ { count: 2 kind: KIND_CPU } ]\n",
+    )
     ensemble(tmp_path, "fan", [tensor("X")], [tensor("Y")], [step("wide", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
 
     async def body(server):
@@ -405,8 +461,12 @@ def test_step_instances_serve_concurrent_ensemble_requests(tmp_path):
 def test_step_dynamic_batching_merges_concurrent_ensemble_requests(tmp_path):
     # A long queue delay with a preferred size of 4: the batch runs when the fourth step
     # request arrives, so four concurrent ensemble requests make one execution.
-    unary(tmp_path, "batched", "identity",
-          extra="dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 60000000 }\n")
+    unary(
+        tmp_path,
+        "batched",
+        "identity",
+        extra="dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 60000000 }\n",
+    )
     ensemble(tmp_path, "many", [tensor("X")], [tensor("Y")], [step("batched", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
 
     async def body(server):
@@ -427,13 +487,18 @@ def test_optional_ensemble_input_left_out_reaches_the_step_as_absent(tmp_path):
     from ensemble_repo import numpy_model
 
     numpy_model(
-        tmp_path, "echo", "identity",
+        tmp_path,
+        "echo",
+        "identity",
         [tensor("INPUT0"), '{ name: "INPUT1" data_type: TYPE_FP32 dims: [4] optional: true }'],
         [tensor("OUTPUT0"), tensor("OUTPUT1")],
     )
     ensemble(
-        tmp_path, "maybe", [tensor("X"), '{ name: "Z" data_type: TYPE_FP32 dims: [4] optional: true }'],
-        [tensor("Y")], [step("echo", {"INPUT0": "X", "INPUT1": "Z"}, {"OUTPUT0": "Y"})],
+        tmp_path,
+        "maybe",
+        [tensor("X"), '{ name: "Z" data_type: TYPE_FP32 dims: [4] optional: true }'],
+        [tensor("Y")],
+        [step("echo", {"INPUT0": "X", "INPUT1": "Z"}, {"OUTPUT0": "Y"})],
     )
 
     async def body(server):

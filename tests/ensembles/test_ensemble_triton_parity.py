@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from ensemble_repo import serve
+
 from naiad import ErrorCode, InferenceRequest, NaiadError, RequestedOutput, Tensor
 
 HERE = Path(__file__).resolve().parent
@@ -59,15 +59,21 @@ async def ask_in_process(server) -> None:
     for name in OUTPUTS:
         np.testing.assert_array_equal(response.output(name).data, np.array(TRITON["all"][name], np.float32))
 
-    response = await server.infer(InferenceRequest(
-        "add_sub_ensemble", inputs(A[:1], B[:1]), outputs=[RequestedOutput("TWO_A"), RequestedOutput("SUM")]))
+    response = await server.infer(
+        InferenceRequest(
+            "add_sub_ensemble", inputs(A[:1], B[:1]), outputs=[RequestedOutput("TWO_A"), RequestedOutput("SUM")]
+        )
+    )
     assert [t.name for t in response.outputs] == TRITON["subset_order"]
     for name, value in TRITON["subset"].items():
         np.testing.assert_array_equal(response.output(name).data, np.array(value, np.float32))
 
     stats = server.statistics("add_sub_ensemble")[0]
-    assert {"inference_count": stats["inference_count"], "execution_count": stats["execution_count"],
-            "success": stats["inference_stats"]["success"]["count"]} == TRITON["ensemble_stats"]
+    assert {
+        "inference_count": stats["inference_count"],
+        "execution_count": stats["execution_count"],
+        "success": stats["inference_stats"]["success"]["count"],
+    } == TRITON["ensemble_stats"]
 
     with pytest.raises(NaiadError) as info:
         await server.infer(InferenceRequest("add_sub_ensemble", inputs(A, B[:, :8].copy())))
@@ -77,8 +83,9 @@ async def ask_in_process(server) -> None:
 
     assert server.model_metadata("add_sub_stream") == TRITON["stream_metadata"]
     assert server.model_config("add_sub_stream").decoupled is True  # Triton reports it decoupled too
-    responses = [r async for r in server.infer_stream(
-        InferenceRequest("add_sub_stream", inputs(A[:1], B[:1]), id="s1"))]
+    responses = [
+        r async for r in server.infer_stream(InferenceRequest("add_sub_stream", inputs(A[:1], B[:1]), id="s1"))
+    ]
     answered = [r for r in responses if r.outputs]
     expected = [r for r in TRITON["stream"] if "outputs" in r]
     assert len(answered) == len(expected) == 3
@@ -123,14 +130,17 @@ def test_python_models_answer_as_triton_through_tritonclient(tmp_path):
     with ServerProcess(repo) as server:
         result = subprocess.run(
             [sys.executable, str(HERE / "ask_add_sub_ensembles.py"), str(server.http_port), str(server.grpc_port)],
-            capture_output=True, text=True, timeout=120,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert result.returncode == 0, result.stderr + server.log()
     got = json.loads(result.stdout)
     for key in ("all", "all_names", "subset", "subset_order", "ensemble_stats", "stream_metadata"):
         assert got[key] == TRITON[key], key
     assert [r.get("outputs") for r in got["stream"] if "outputs" in r] == [
-        r["outputs"] for r in TRITON["stream"] if "outputs" in r]
+        r["outputs"] for r in TRITON["stream"] if "outputs" in r
+    ]
     assert got["stream"][-1]["final"] is True
     assert "unexpected shape for input 'INPUT1'" in got["bad_shape_error"]
     assert got["stream_over_http_error"].startswith("[501]") or "decoupled" in got["stream_over_http_error"]

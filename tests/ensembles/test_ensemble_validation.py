@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from ensemble_repo import add_sub, ensemble, model, serve, step, tensor, unary
+
 from naiad import ErrorCode, InferenceRequest, NaiadError, Tensor
 
 
@@ -21,16 +21,27 @@ def unknown_model(repo):
 def cycle_between_steps(repo):
     add_sub(repo)
     ident(repo)
-    ensemble(repo, "e", [tensor("X")], [tensor("Y")], [
-        step("add_sub", {"INPUT0": "X", "INPUT1": "LOOP"}, {"OUTPUT0": "T", "OUTPUT1": "Y"}),
-        step("ident", {"INPUT0": "T"}, {"OUTPUT0": "LOOP"}),
-    ])
+    ensemble(
+        repo,
+        "e",
+        [tensor("X")],
+        [tensor("Y")],
+        [
+            step("add_sub", {"INPUT0": "X", "INPUT1": "LOOP"}, {"OUTPUT0": "T", "OUTPUT1": "Y"}),
+            step("ident", {"INPUT0": "T"}, {"OUTPUT0": "LOOP"}),
+        ],
+    )
 
 
 def cycle_between_ensembles(repo):
     ident(repo)
-    ensemble(repo, "e", [tensor("X")], [tensor("Y")], [
-        step("ident", {"INPUT0": "X"}, {"OUTPUT0": "T"}), step("inner", {"I": "T"}, {"O": "Y"})])
+    ensemble(
+        repo,
+        "e",
+        [tensor("X")],
+        [tensor("Y")],
+        [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "T"}), step("inner", {"I": "T"}, {"O": "Y"})],
+    )
     ensemble(repo, "inner", [tensor("I")], [tensor("O")], [step("e", {"X": "I"}, {"Y": "O"})])
 
 
@@ -40,45 +51,54 @@ def ensemble_containing_itself(repo):
 
 def input_not_consumed(repo):
     ident(repo)
-    ensemble(repo, "e", [tensor("X"), tensor("SPARE")], [tensor("Y")],
-             [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
+    ensemble(
+        repo, "e", [tensor("X"), tensor("SPARE")], [tensor("Y")], [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"})]
+    )
 
 
 def output_not_produced(repo):
     ident(repo)
-    ensemble(repo, "e", [tensor("X")], [tensor("Y"), tensor("Z")],
-             [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
+    ensemble(repo, "e", [tensor("X")], [tensor("Y"), tensor("Z")], [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
 
 
 def datatype_mismatch(repo):
     ident(repo)
-    ensemble(repo, "e", [tensor("X", "TYPE_INT32")], [tensor("Y")],
-             [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
+    ensemble(repo, "e", [tensor("X", "TYPE_INT32")], [tensor("Y")], [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
 
 
 def datatype_mismatch_between_steps(repo):
     ident(repo)
     ident(repo, "ints", data_type="TYPE_INT32")
-    ensemble(repo, "e", [tensor("X")], [tensor("Y", "TYPE_INT32")], [
-        step("ident", {"INPUT0": "X"}, {"OUTPUT0": "T"}), step("ints", {"INPUT0": "T"}, {"OUTPUT0": "Y"})])
+    ensemble(
+        repo,
+        "e",
+        [tensor("X")],
+        [tensor("Y", "TYPE_INT32")],
+        [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "T"}), step("ints", {"INPUT0": "T"}, {"OUTPUT0": "Y"})],
+    )
 
 
 def shape_mismatch(repo):
     ident(repo)
-    ensemble(repo, "e", [tensor("X", dims="[5]")], [tensor("Y")],
-             [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
+    ensemble(repo, "e", [tensor("X", dims="[5]")], [tensor("Y")], [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
 
 
 def step_output_never_used(repo):
     add_sub(repo)
-    ensemble(repo, "e", [tensor("A"), tensor("B")], [tensor("S")],
-             [step("add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "S", "OUTPUT1": "WASTED"})])
+    ensemble(
+        repo,
+        "e",
+        [tensor("A"), tensor("B")],
+        [tensor("S")],
+        [step("add_sub", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "S", "OUTPUT1": "WASTED"})],
+    )
 
 
 def max_batch_size_too_large(repo):
     ident(repo)
-    ensemble(repo, "e", [tensor("X")], [tensor("Y")], [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"})],
-             max_batch_size=16)
+    ensemble(
+        repo, "e", [tensor("X")], [tensor("Y")], [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"})], max_batch_size=16
+    )
 
 
 def map_to_missing_input(repo):
@@ -99,22 +119,35 @@ def step_input_not_mapped(repo):
 def tensor_produced_twice(repo):
     ident(repo)
     ident(repo, "ident2")
-    ensemble(repo, "e", [tensor("X")], [tensor("Y")], [
-        step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"}), step("ident2", {"INPUT0": "X"}, {"OUTPUT0": "Y"})])
+    ensemble(
+        repo,
+        "e",
+        [tensor("X")],
+        [tensor("Y")],
+        [step("ident", {"INPUT0": "X"}, {"OUTPUT0": "Y"}), step("ident2", {"INPUT0": "X"}, {"OUTPUT0": "Y"})],
+    )
 
 
 def tensor_never_produced(repo):
     add_sub(repo)
-    ensemble(repo, "e", [tensor("A")], [tensor("S")],
-             [step("add_sub", {"INPUT0": "A", "INPUT1": "GHOST"}, {"OUTPUT0": "S"})])
+    ensemble(
+        repo, "e", [tensor("A")], [tensor("S")], [step("add_sub", {"INPUT0": "A", "INPUT1": "GHOST"}, {"OUTPUT0": "S"})]
+    )
 
 
 def mixed_decoupled_lineages(repo):
     add_sub(repo)
     unary(repo, "repeat", "count_up", extra="model_transaction_policy { decoupled: true }\n")
-    ensemble(repo, "e", [tensor("X")], [tensor("S")], [
-        step("repeat", {"INPUT0": "X"}, {"OUTPUT0": "R"}),
-        step("add_sub", {"INPUT0": "R", "INPUT1": "X"}, {"OUTPUT0": "S"})])
+    ensemble(
+        repo,
+        "e",
+        [tensor("X")],
+        [tensor("S")],
+        [
+            step("repeat", {"INPUT0": "X"}, {"OUTPUT0": "R"}),
+            step("add_sub", {"INPUT0": "R", "INPUT1": "X"}, {"OUTPUT0": "S"}),
+        ],
+    )
 
 
 def step_model_fails_to_load(repo):
@@ -123,51 +156,106 @@ def step_model_fails_to_load(repo):
 
 
 CASES = [
-    (unknown_model, ErrorCode.NOT_FOUND,
-     "ensemble 'e', step 0 (model 'nope'): unknown model 'nope': no such model in the model repository"),
-    (cycle_between_steps, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 1 (model 'ident'), tensor 'T': the steps form a cycle: step 0 (model 'add_sub') -> "
-     "step 1 (model 'ident') -> step 0 (model 'add_sub')"),
-    (cycle_between_ensembles, ErrorCode.INVALID_ARG,
-     "ensemble 'e': its steps lead back to itself through ensembles: e -> inner -> e"),
-    (ensemble_containing_itself, ErrorCode.INVALID_ARG,
-     "ensemble 'e': its steps lead back to itself through ensembles: e -> e"),
-    (input_not_consumed, ErrorCode.INVALID_ARG, "ensemble 'e', input 'SPARE': the ensemble input is not read by any step"),
-    (output_not_produced, ErrorCode.INVALID_ARG,
-     "ensemble 'e', output 'Z': the ensemble output is not produced by any step"),
-    (datatype_mismatch, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 0 (model 'ident'), tensor 'X': data type mismatch: ensemble input 'X' is TYPE_INT32, "
-     "step 0 (model 'ident') input 'INPUT0' expects TYPE_FP32"),
-    (datatype_mismatch_between_steps, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 1 (model 'ints'), tensor 'T': data type mismatch: step 0 (model 'ident') output 'OUTPUT0' "
-     "is TYPE_FP32, step 1 (model 'ints') input 'INPUT0' expects TYPE_INT32"),
-    (shape_mismatch, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 0 (model 'ident'), tensor 'X': shape mismatch: ensemble input 'X' has shape [-1, 5], "
-     "step 0 (model 'ident') input 'INPUT0' expects [-1, 4]"),
-    (step_output_never_used, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 0 (model 'add_sub'), tensor 'WASTED': output 'OUTPUT1' is mapped to ensemble tensor "
-     "'WASTED', which no step reads and which is not an ensemble output"),
-    (max_batch_size_too_large, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 0 (model 'ident'): the ensemble allows max_batch_size 16, but model 'ident' allows at most 8"),
-    (map_to_missing_input, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 0 (model 'ident'), tensor 'X': input_map maps ensemble tensor 'X' to 'INPUT9', which is "
-     "not an input of model 'ident' (its inputs: INPUT0)"),
-    (map_from_missing_output, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 0 (model 'ident'), tensor 'Y': output_map maps 'OUTPUT7' to ensemble tensor 'Y', but "
-     "model 'ident' has no output 'OUTPUT7' (its outputs: OUTPUT0)"),
-    (step_input_not_mapped, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 0 (model 'add_sub'): input 'INPUT1' of model 'add_sub' is not mapped to any ensemble tensor"),
-    (tensor_produced_twice, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 1 (model 'ident2'), tensor 'Y': step 1 (model 'ident2') output 'OUTPUT0' writes ensemble "
-     "tensor 'Y', which step 0 (model 'ident') output 'OUTPUT0' already provides"),
-    (tensor_never_produced, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 0 (model 'add_sub'), tensor 'GHOST': input 'INPUT1' reads ensemble tensor 'GHOST', which "
-     "is neither an ensemble input nor mapped from any step's output"),
-    (mixed_decoupled_lineages, ErrorCode.INVALID_ARG,
-     "ensemble 'e', step 1 (model 'add_sub'): the step reads tensors that come from different decoupled steps: "
-     "'X' (the ensemble request), 'R' (decoupled step 0 (model 'repeat'))"),
-    (step_model_fails_to_load, ErrorCode.INVALID_ARG,
-     "ensemble 'e': step model 'broken' failed to load: model 'broken': input 'INPUT0' (input[0].dims)"),
+    (
+        unknown_model,
+        ErrorCode.NOT_FOUND,
+        "ensemble 'e', step 0 (model 'nope'): unknown model 'nope': no such model in the model repository",
+    ),
+    (
+        cycle_between_steps,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 1 (model 'ident'), tensor 'T': the steps form a cycle: step 0 (model 'add_sub') -> "
+        "step 1 (model 'ident') -> step 0 (model 'add_sub')",
+    ),
+    (
+        cycle_between_ensembles,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e': its steps lead back to itself through ensembles: e -> inner -> e",
+    ),
+    (
+        ensemble_containing_itself,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e': its steps lead back to itself through ensembles: e -> e",
+    ),
+    (
+        input_not_consumed,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', input 'SPARE': the ensemble input is not read by any step",
+    ),
+    (
+        output_not_produced,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', output 'Z': the ensemble output is not produced by any step",
+    ),
+    (
+        datatype_mismatch,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 0 (model 'ident'), tensor 'X': data type mismatch: ensemble input 'X' is TYPE_INT32, "
+        "step 0 (model 'ident') input 'INPUT0' expects TYPE_FP32",
+    ),
+    (
+        datatype_mismatch_between_steps,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 1 (model 'ints'), tensor 'T': data type mismatch: step 0 (model 'ident') output 'OUTPUT0' "
+        "is TYPE_FP32, step 1 (model 'ints') input 'INPUT0' expects TYPE_INT32",
+    ),
+    (
+        shape_mismatch,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 0 (model 'ident'), tensor 'X': shape mismatch: ensemble input 'X' has shape [-1, 5], "
+        "step 0 (model 'ident') input 'INPUT0' expects [-1, 4]",
+    ),
+    (
+        step_output_never_used,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 0 (model 'add_sub'), tensor 'WASTED': output 'OUTPUT1' is mapped to ensemble tensor "
+        "'WASTED', which no step reads and which is not an ensemble output",
+    ),
+    (
+        max_batch_size_too_large,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 0 (model 'ident'): the ensemble allows max_batch_size 16, but model 'ident' allows at most 8",
+    ),
+    (
+        map_to_missing_input,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 0 (model 'ident'), tensor 'X': input_map maps ensemble tensor 'X' to 'INPUT9', which is "
+        "not an input of model 'ident' (its inputs: INPUT0)",
+    ),
+    (
+        map_from_missing_output,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 0 (model 'ident'), tensor 'Y': output_map maps 'OUTPUT7' to ensemble tensor 'Y', but "
+        "model 'ident' has no output 'OUTPUT7' (its outputs: OUTPUT0)",
+    ),
+    (
+        step_input_not_mapped,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 0 (model 'add_sub'): input 'INPUT1' of model 'add_sub' is not mapped to any ensemble tensor",
+    ),
+    (
+        tensor_produced_twice,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 1 (model 'ident2'), tensor 'Y': step 1 (model 'ident2') output 'OUTPUT0' writes ensemble "
+        "tensor 'Y', which step 0 (model 'ident') output 'OUTPUT0' already provides",
+    ),
+    (
+        tensor_never_produced,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 0 (model 'add_sub'), tensor 'GHOST': input 'INPUT1' reads ensemble tensor 'GHOST', which "
+        "is neither an ensemble input nor mapped from any step's output",
+    ),
+    (
+        mixed_decoupled_lineages,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e', step 1 (model 'add_sub'): the step reads tensors that come from different decoupled steps: "
+        "'X' (the ensemble request), 'R' (decoupled step 0 (model 'repeat'))",
+    ),
+    (
+        step_model_fails_to_load,
+        ErrorCode.INVALID_ARG,
+        "ensemble 'e': step model 'broken' failed to load: model 'broken': input 'INPUT0' (input[0].dims)",
+    ),
 ]
 
 
@@ -190,7 +278,8 @@ def test_invalid_ensemble_is_refused_with_its_message(tmp_path, build, code, mes
         # The server keeps serving what did load.
         a = np.ones((1, 4), np.float32)
         response = await server.infer(
-            InferenceRequest("bystander", [Tensor.from_numpy("INPUT0", a), Tensor.from_numpy("INPUT1", a)]))
+            InferenceRequest("bystander", [Tensor.from_numpy("INPUT0", a), Tensor.from_numpy("INPUT1", a)])
+        )
         np.testing.assert_array_equal(response.output("OUTPUT0").data, a + a)
 
     serve(tmp_path, body, model_control_mode="explicit")

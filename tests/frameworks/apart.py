@@ -6,7 +6,8 @@ crash while importing triton (a native-library clash), so SavedModels are built 
 from __future__ import annotations
 
 import multiprocessing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def run_apart(function: Callable[..., Any], *args: Any, timeout: float = 300) -> None:

@@ -14,17 +14,42 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-DATATYPES = ("BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64",
-             "FP16", "FP32", "FP64", "BYTES")
-NUMPY = {"BOOL": np.bool_, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64,
-         "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
-         "FP16": np.float16, "FP32": np.float32, "FP64": np.float64, "BYTES": np.object_}
+DATATYPES = (
+    "BOOL",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BYTES",
+)
+NUMPY = {
+    "BOOL": np.bool_,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+}
 # torch keeps these as storage types without arithmetic ("add_stub" not implemented).
 TORCH_WITHOUT_ARITHMETIC = ("UINT16", "UINT32", "UINT64")
 LABELS = 4
@@ -93,7 +118,11 @@ def targets(frameworks: list[str], datatype: str, batching: bool) -> dict[str, T
             inputs, outs = ("INPUT__0", "INPUT__1"), ("OUTPUT__0", "OUTPUT__1")
         else:
             inputs, outs = (f"INPUT0_{datatype}", f"INPUT1_{datatype}"), (f"OUTPUT0_{datatype}", f"OUTPUT1_{datatype}")
-        model = name(framework, datatype, batching) if framework != "python" else f"python_{'batch' if batching else 'single'}"
+        model = (
+            name(framework, datatype, batching)
+            if framework != "python"
+            else f"python_{'batch' if batching else 'single'}"
+        )
         found[framework] = Target(model, inputs, (Output(outs[0], 0, kind, labels), Output(outs[1], 1, kind, None)))
         prefix = framework.upper()
         fanned += [Output(f"{prefix}_OUTPUT0", 0, kind, labels), Output(f"{prefix}_OUTPUT1", 1, kind, None)]
@@ -126,20 +155,36 @@ def _write(repo: Path, model: str, config: str, labels: str | None) -> Path:
 def _onnx(datatype: str, batching: bool, kind: str) -> bytes:
     from onnx import TensorProto, helper
 
-    elem = {"BOOL": TensorProto.BOOL, "INT8": TensorProto.INT8, "INT16": TensorProto.INT16,
-            "INT32": TensorProto.INT32, "INT64": TensorProto.INT64, "UINT8": TensorProto.UINT8,
-            "UINT16": TensorProto.UINT16, "UINT32": TensorProto.UINT32, "UINT64": TensorProto.UINT64,
-            "FP16": TensorProto.FLOAT16, "FP32": TensorProto.FLOAT, "FP64": TensorProto.DOUBLE,
-            "BYTES": TensorProto.STRING}[datatype]
+    elem = {
+        "BOOL": TensorProto.BOOL,
+        "INT8": TensorProto.INT8,
+        "INT16": TensorProto.INT16,
+        "INT32": TensorProto.INT32,
+        "INT64": TensorProto.INT64,
+        "UINT8": TensorProto.UINT8,
+        "UINT16": TensorProto.UINT16,
+        "UINT32": TensorProto.UINT32,
+        "UINT64": TensorProto.UINT64,
+        "FP16": TensorProto.FLOAT16,
+        "FP32": TensorProto.FLOAT,
+        "FP64": TensorProto.DOUBLE,
+        "BYTES": TensorProto.STRING,
+    }[datatype]
     shape = (["batch"] if batching else []) + dims(datatype)
     ops = {"add_sub": ("Add", "Sub"), "logic": ("Or", "Xor"), "identity": None}[kind]
     if ops is None:
-        nodes = [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"]), helper.make_node("Identity", ["INPUT1"], ["OUTPUT1"])]
+        nodes = [
+            helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"]),
+            helper.make_node("Identity", ["INPUT1"], ["OUTPUT1"]),
+        ]
     else:
-        nodes = [helper.make_node(ops[0], ["INPUT0", "INPUT1"], ["OUTPUT0"]),
-                 helper.make_node(ops[1], ["INPUT0", "INPUT1"], ["OUTPUT1"])]
+        nodes = [
+            helper.make_node(ops[0], ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+            helper.make_node(ops[1], ["INPUT0", "INPUT1"], ["OUTPUT1"]),
+        ]
     graph = helper.make_graph(
-        nodes, "matrix",
+        nodes,
+        "matrix",
         [helper.make_tensor_value_info(n, elem, shape) for n in ("INPUT0", "INPUT1")],
         [helper.make_tensor_value_info(n, elem, shape) for n in ("OUTPUT0", "OUTPUT1")],
     )
@@ -148,23 +193,23 @@ def _onnx(datatype: str, batching: bool, kind: str) -> bytes:
 
 
 def _torch_modules() -> dict[str, Callable[[], object]]:
+
     import torch
-    from typing import List, Tuple
 
     class AddSub(torch.nn.Module):
-        def forward(self, a: torch.Tensor, b: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             return a + b, a - b
 
     class Logic(torch.nn.Module):
-        def forward(self, a: torch.Tensor, b: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             return a | b, a ^ b
 
     class Identity(torch.nn.Module):
-        def forward(self, a: torch.Tensor, b: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             return a.clone(), b.clone()
 
     class Strings(torch.nn.Module):
-        def forward(self, a: List[str], b: List[str]) -> Tuple[List[str], List[str]]:
+        def forward(self, a: list[str], b: list[str]) -> tuple[list[str], list[str]]:
             return a, b
 
     return {"add_sub": AddSub, "logic": Logic, "identity": Identity, "strings": Strings}
@@ -217,10 +262,12 @@ def write_matrix(repo: Path, frameworks: list[str]) -> list[str]:
             model = f"python_{'batch' if batching else 'single'}"
             inputs = ", ".join(_tensors((f"INPUT0_{d}", f"INPUT1_{d}"), d, optional=True) for d in DATATYPES)
             outputs = ", ".join(
-                _tensors((f"OUTPUT0_{d}", f"OUTPUT1_{d}"), d, "python" if numeric(d) else None) for d in DATATYPES)
+                _tensors((f"OUTPUT0_{d}", f"OUTPUT1_{d}"), d, "python" if numeric(d) else None) for d in DATATYPES
+            )
             # One label file serves every labelled output: their classes have the same names.
-            config = (f'backend: "python" max_batch_size: {max_batch}\ninput [{inputs}]\noutput [{outputs}]\n'
-                      + ("dynamic_batching { }\n" if batching else ""))
+            config = f'backend: "python" max_batch_size: {max_batch}\ninput [{inputs}]\noutput [{outputs}]\n' + (
+                "dynamic_batching { }\n" if batching else ""
+            )
             version = _write(repo, model, config, "python")
             (version / "model.py").write_text(PYTHON_MODEL)
             written.append(model)
@@ -233,14 +280,23 @@ def write_matrix(repo: Path, frameworks: list[str]) -> list[str]:
                 if framework == "onnx":
                     ins, outs, header = ("INPUT0", "INPUT1"), ("OUTPUT0", "OUTPUT1"), 'platform: "onnxruntime_onnx"'
                 elif framework == "pytorch":
-                    ins, outs, header = ("INPUT__0", "INPUT__1"), ("OUTPUT__0", "OUTPUT__1"), 'platform: "pytorch_libtorch"'
+                    ins, outs, header = (
+                        ("INPUT__0", "INPUT__1"),
+                        ("OUTPUT__0", "OUTPUT__1"),
+                        'platform: "pytorch_libtorch"',
+                    )
                 else:
-                    ins, outs = (f"INPUT0_{datatype}", f"INPUT1_{datatype}"), (f"OUTPUT0_{datatype}", f"OUTPUT1_{datatype}")
+                    ins, outs = (
+                        (f"INPUT0_{datatype}", f"INPUT1_{datatype}"),
+                        (f"OUTPUT0_{datatype}", f"OUTPUT1_{datatype}"),
+                    )
                     model = f"python_{'batch' if batching else 'single'}"
                 if framework != "python":
-                    config = (f"{header}\nmax_batch_size: {max_batch}\ninput [{_tensors(ins, datatype)}]\n"
-                              f"output [{_tensors(outs, datatype, framework if labels else None)}]\n"
-                              + ("dynamic_batching { }\n" if batching else ""))
+                    config = (
+                        f"{header}\nmax_batch_size: {max_batch}\ninput [{_tensors(ins, datatype)}]\n"
+                        f"output [{_tensors(outs, datatype, framework if labels else None)}]\n"
+                        + ("dynamic_batching { }\n" if batching else "")
+                    )
                     version = _write(repo, model, config, framework if labels else None)
                     if framework == "onnx":
                         (version / "model.onnx").write_bytes(_onnx(datatype, batching, kind))
@@ -254,17 +310,23 @@ def write_matrix(repo: Path, frameworks: list[str]) -> list[str]:
                 maps = {ins[0]: "INPUT0", ins[1]: "INPUT1"}
                 produced = {outs[0]: f"{prefix}_OUTPUT0", outs[1]: f"{prefix}_OUTPUT1"}
                 steps.append(
-                    "{ model_name: " + json.dumps(model) + " model_version: -1"
+                    "{ model_name: "
+                    + json.dumps(model)
+                    + " model_version: -1"
                     + "".join(f' input_map {{ key: "{k}" value: "{v}" }}' for k, v in maps.items())
-                    + "".join(f' output_map {{ key: "{k}" value: "{v}" }}' for k, v in produced.items()) + " }"
+                    + "".join(f' output_map {{ key: "{k}" value: "{v}" }}' for k, v in produced.items())
+                    + " }"
                 )
             if frameworks:
                 ensemble = name("ensemble", datatype, batching)
                 outputs = ", ".join(
-                    _tensors((f"{f.upper()}_OUTPUT0", f"{f.upper()}_OUTPUT1"), datatype) for f in frameworks)
-                config = (f'platform: "ensemble"\nmax_batch_size: {max_batch}\n'
-                          f'input [{_tensors(("INPUT0", "INPUT1"), datatype)}]\noutput [{outputs}]\n'
-                          f"ensemble_scheduling {{ step [ {', '.join(steps)} ] }}\n")
+                    _tensors((f"{f.upper()}_OUTPUT0", f"{f.upper()}_OUTPUT1"), datatype) for f in frameworks
+                )
+                config = (
+                    f'platform: "ensemble"\nmax_batch_size: {max_batch}\n'
+                    f"input [{_tensors(('INPUT0', 'INPUT1'), datatype)}]\noutput [{outputs}]\n"
+                    f"ensemble_scheduling {{ step [ {', '.join(steps)} ] }}\n"
+                )
                 _write(repo, ensemble, config, None)
                 written.append(ensemble)
     return written

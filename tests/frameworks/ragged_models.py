@@ -28,8 +28,15 @@ BATCH_INPUTS = (
     ("ITEM_IN", "BATCH_ITEM_SHAPE"),
     ("FLAT_IN", "BATCH_ITEM_SHAPE_FLATTEN"),
 )
-OUTPUTS = (("SUM", "TYPE_FP32"), ("COUNT", "TYPE_INT32"), ("START", "TYPE_INT32"), ("END", "TYPE_INT32"),
-           ("MAX", "TYPE_INT64"), ("ITEM", "TYPE_INT32"), ("FLAT", "TYPE_INT32"))
+OUTPUTS = (
+    ("SUM", "TYPE_FP32"),
+    ("COUNT", "TYPE_INT32"),
+    ("START", "TYPE_INT32"),
+    ("END", "TYPE_INT32"),
+    ("MAX", "TYPE_INT64"),
+    ("ITEM", "TYPE_INT32"),
+    ("FLAT", "TYPE_INT32"),
+)
 
 
 def config(platform: str, batch_size: int) -> str:
@@ -38,7 +45,7 @@ def config(platform: str, batch_size: int) -> str:
         for target, kind in BATCH_INPUTS
     )
     outputs = ", ".join(f'{{name: "{name}" data_type: {dtype} dims: [1]}}' for name, dtype in OUTPUTS)
-    return f'''{platform}
+    return f"""{platform}
 max_batch_size: 8
 input [{{name: "INPUT" data_type: TYPE_FP32 dims: [-1] allow_ragged_batch: true}}]
 batch_input [
@@ -46,7 +53,7 @@ batch_input [
 ]
 output [{outputs}]
 dynamic_batching {{ preferred_batch_size: [{batch_size}] max_queue_delay_microseconds: 10000000 }}
-'''
+"""
 
 
 def onnx_model() -> bytes:
@@ -56,10 +63,14 @@ def onnx_model() -> bytes:
         return helper.make_tensor_value_info(name, elem_type, shape)
 
     def const(name: str, values: list[int]) -> object:
-        return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, TensorProto.INT64, [len(values)], values))
+        return helper.make_node(
+            "Constant", [], [name], value=helper.make_tensor(name, TensorProto.INT64, [len(values)], values)
+        )
 
     nodes = [
-        const("first", [0]), const("last", [-1]), const("column", [-1, 1]),
+        const("first", [0]),
+        const("last", [-1]),
+        const("column", [-1, 1]),
         helper.make_node("Constant", [], ["axis0"], value=helper.make_tensor("axis0", TensorProto.INT32, [], [0])),
         helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("zero", TensorProto.FLOAT, [1], [0.0])),
         # Running totals with a 0 in front: a request's sum is totals[end] - totals[start].
@@ -89,21 +100,32 @@ def onnx_model() -> bytes:
 
 
 def save_torchscript(path: Path) -> None:
+
     import torch
-    from typing import Dict
 
     class Ragged(torch.nn.Module):
-        def forward(self, INPUT: torch.Tensor, COUNT_IN: torch.Tensor, END_IN: torch.Tensor,  # noqa: N803
-                    START_IN: torch.Tensor, MAX_IN: torch.Tensor, ITEM_IN: torch.Tensor,
-                    FLAT_IN: torch.Tensor) -> Dict[str, torch.Tensor]:
+        def forward(
+            self,
+            INPUT: torch.Tensor,
+            COUNT_IN: torch.Tensor,
+            END_IN: torch.Tensor,  # noqa: N803
+            START_IN: torch.Tensor,
+            MAX_IN: torch.Tensor,
+            ITEM_IN: torch.Tensor,
+            FLAT_IN: torch.Tensor,
+        ) -> dict[str, torch.Tensor]:
             totals = torch.cat([torch.zeros(1), torch.cumsum(INPUT, 0)])
             starts = START_IN[:-1]
             sums = totals[END_IN.long()] - totals[starts.long()]
             rows = COUNT_IN.shape[0]
             return {
-                "SUM": sums.reshape(-1, 1), "COUNT": COUNT_IN.reshape(-1, 1), "START": starts.reshape(-1, 1),
-                "END": END_IN.reshape(-1, 1), "MAX": torch.full([rows, 1], MAX_IN.shape[0], dtype=torch.int64),
-                "ITEM": ITEM_IN, "FLAT": FLAT_IN.reshape(-1, 1),
+                "SUM": sums.reshape(-1, 1),
+                "COUNT": COUNT_IN.reshape(-1, 1),
+                "START": starts.reshape(-1, 1),
+                "END": END_IN.reshape(-1, 1),
+                "MAX": torch.full([rows, 1], MAX_IN.shape[0], dtype=torch.int64),
+                "ITEM": ITEM_IN,
+                "FLAT": FLAT_IN.reshape(-1, 1),
             }
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,10 +146,13 @@ def save_savedmodel(directory: Path) -> None:
             sums = tf.gather(totals, END_IN) - tf.gather(totals, starts)
             rows = tf.shape(COUNT_IN)[0]
             return {
-                "SUM": tf.reshape(sums, [-1, 1]), "COUNT": tf.reshape(COUNT_IN, [-1, 1]),
-                "START": tf.reshape(starts, [-1, 1]), "END": tf.reshape(END_IN, [-1, 1]),
+                "SUM": tf.reshape(sums, [-1, 1]),
+                "COUNT": tf.reshape(COUNT_IN, [-1, 1]),
+                "START": tf.reshape(starts, [-1, 1]),
+                "END": tf.reshape(END_IN, [-1, 1]),
                 "MAX": tf.fill([rows, 1], tf.shape(MAX_IN, out_type=tf.int64)[0]),
-                "ITEM": tf.identity(ITEM_IN), "FLAT": tf.reshape(FLAT_IN, [-1, 1]),
+                "ITEM": tf.identity(ITEM_IN),
+                "FLAT": tf.reshape(FLAT_IN, [-1, 1]),
             }
 
     module = Ragged()

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from apart import run_apart
 
-CONTROLS = (("START", "CONTROL_SEQUENCE_START"), ("END", "CONTROL_SEQUENCE_END"),
-            ("READY", "CONTROL_SEQUENCE_READY"))
+CONTROLS = (("START", "CONTROL_SEQUENCE_START"), ("END", "CONTROL_SEQUENCE_END"), ("READY", "CONTROL_SEQUENCE_READY"))
 
 
 def config(platform: str, batching: bool, strategy: str, names: dict[str, str]) -> str:
@@ -45,12 +44,32 @@ instance_group [{{count: 1 kind: KIND_CPU}}]
 '''
 
 
-PLAIN_NAMES = {role: role for role in (
-    "INPUT", "START", "END", "READY", "CORRID", "INPUT_STATE", "OUTPUT", "FLAGS", "CORRID_OUT", "OUTPUT_STATE")}
+PLAIN_NAMES = {
+    role: role
+    for role in (
+        "INPUT",
+        "START",
+        "END",
+        "READY",
+        "CORRID",
+        "INPUT_STATE",
+        "OUTPUT",
+        "FLAGS",
+        "CORRID_OUT",
+        "OUTPUT_STATE",
+    )
+}
 
 TORCH_NAMES = {
-    "INPUT": "value", "START": "START__1", "END": "END__2", "READY": "READY__3", "CORRID": "CORRID__4",
-    "INPUT_STATE": "state", "OUTPUT": "OUTPUT__0", "FLAGS": "FLAGS__1", "CORRID_OUT": "CORRID_OUT__2",
+    "INPUT": "value",
+    "START": "START__1",
+    "END": "END__2",
+    "READY": "READY__3",
+    "CORRID": "CORRID__4",
+    "INPUT_STATE": "state",
+    "OUTPUT": "OUTPUT__0",
+    "FLAGS": "FLAGS__1",
+    "CORRID_OUT": "CORRID_OUT__2",
     "OUTPUT_STATE": "OUTPUT_STATE__3",
 }
 
@@ -78,9 +97,16 @@ def onnx_model(batching: bool) -> bytes:
         helper.make_node("Identity", ["CORRID"], ["CORRID_OUT"]),
     ]
     graph = helper.make_graph(
-        nodes, "sequence_sum",
-        [value("INPUT"), value("START"), value("END"), value("READY"), value("CORRID", TensorProto.INT64),
-         value("INPUT_STATE")],
+        nodes,
+        "sequence_sum",
+        [
+            value("INPUT"),
+            value("START"),
+            value("END"),
+            value("READY"),
+            value("CORRID", TensorProto.INT64),
+            value("INPUT_STATE"),
+        ],
         [value("OUTPUT"), value("FLAGS"), value("CORRID_OUT", TensorProto.INT64), value("OUTPUT_STATE")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
@@ -88,12 +114,19 @@ def onnx_model(batching: bool) -> bytes:
 
 
 def save_torchscript(path: Path) -> None:
+
     import torch
-    from typing import Tuple
 
     class SequenceSum(torch.nn.Module):
-        def forward(self, value: torch.Tensor, start: torch.Tensor, end: torch.Tensor, ready: torch.Tensor,
-                    corrid: torch.Tensor, state: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        def forward(
+            self,
+            value: torch.Tensor,
+            start: torch.Tensor,
+            end: torch.Tensor,
+            ready: torch.Tensor,
+            corrid: torch.Tensor,
+            state: torch.Tensor,
+        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
             total = state * (1 - start) + value
             return total, start + 2 * end + 4 * ready, corrid, total
 
@@ -119,8 +152,12 @@ def _save_savedmodel(directory: Path, batching: bool) -> None:
         @tf.function(input_signature=spec)
         def serve(self, INPUT, START, END, READY, CORRID, INPUT_STATE):  # noqa: N803 - the tensors' names
             total = INPUT_STATE * (1 - START) + INPUT
-            return {"OUTPUT": total, "FLAGS": START + 2 * END + 4 * READY, "CORRID_OUT": tf.identity(CORRID),
-                    "OUTPUT_STATE": tf.identity(total)}
+            return {
+                "OUTPUT": total,
+                "FLAGS": START + 2 * END + 4 * READY,
+                "CORRID_OUT": tf.identity(CORRID),
+                "OUTPUT_STATE": tf.identity(total),
+            }
 
     module = SequenceSum()
     tf.saved_model.save(module, str(directory), signatures={"serving_default": module.serve})

@@ -10,13 +10,19 @@ import importlib.util
 import numpy as np
 import pytest
 import tritonclient.http.aio as httpaio
-
-from naiad.testing import ServerProcess
 from ragged_models import write_ragged_models
 
-FRAMEWORKS = [name for name, module in (("onnx", "naiad_backend_onnx"), ("pytorch", "naiad_backend_pytorch"),
-                                        ("tensorflow", "naiad_backend_tensorflow"))
-              if importlib.util.find_spec(module) is not None]
+from naiad.testing import ServerProcess
+
+FRAMEWORKS = [
+    name
+    for name, module in (
+        ("onnx", "naiad_backend_onnx"),
+        ("pytorch", "naiad_backend_pytorch"),
+        ("tensorflow", "naiad_backend_tensorflow"),
+    )
+    if importlib.util.find_spec(module) is not None
+]
 LENGTHS = (3, 4, 5)
 
 
@@ -36,6 +42,7 @@ def test_requests_of_different_lengths_share_a_batch_described_by_batch_inputs(s
     async def go():
         client = httpaio.InferenceServerClient(server.http_url)
         try:
+
             async def one(length: int) -> dict[str, int | float]:
                 data = np.arange(1, length + 1, dtype=np.float32).reshape(1, length) * length
                 tensor = httpaio.InferInput("INPUT", [1, length], "FP32")

@@ -12,13 +12,19 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-
-from naiad.testing import ServerProcess
 from sequence_models import write_sequence_models
 
-FRAMEWORKS = [name for name, module in (("onnx", "naiad_backend_onnx"), ("pytorch", "naiad_backend_pytorch"),
-                                        ("tensorflow", "naiad_backend_tensorflow"))
-              if importlib.util.find_spec(module) is not None]
+from naiad.testing import ServerProcess
+
+FRAMEWORKS = [
+    name
+    for name, module in (
+        ("onnx", "naiad_backend_onnx"),
+        ("pytorch", "naiad_backend_pytorch"),
+        ("tensorflow", "naiad_backend_tensorflow"),
+    )
+    if importlib.util.find_spec(module) is not None
+]
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +49,14 @@ def _run_sequence(server, model: str, protocol: str, sequence_id: int, values: l
         data = np.array([[value]] if batching else [value], np.int32)
         tensor = module.InferInput("value" if model.startswith("pytorch") else "INPUT", list(data.shape), "INT32")
         tensor.set_data_from_numpy(data)
-        result = client.infer(model, [tensor], sequence_id=sequence_id, sequence_start=step == 0,
-                              sequence_end=step == len(values) - 1)
-        names = ("OUTPUT__0", "FLAGS__1", "CORRID_OUT__2") if model.startswith("pytorch") else (
-            "OUTPUT", "FLAGS", "CORRID_OUT")
+        result = client.infer(
+            model, [tensor], sequence_id=sequence_id, sequence_start=step == 0, sequence_end=step == len(values) - 1
+        )
+        names = (
+            ("OUTPUT__0", "FLAGS__1", "CORRID_OUT__2")
+            if model.startswith("pytorch")
+            else ("OUTPUT", "FLAGS", "CORRID_OUT")
+        )
         outputs = [result.as_numpy(name) for name in names]
         assert all(o.shape == ((1, 1) if batching else (1,)) for o in outputs), [o.shape for o in outputs]
         # The state output is the model's business: it is not part of the answer.

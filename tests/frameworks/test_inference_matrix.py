@@ -15,13 +15,19 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-
 from matrix_models import DATATYPES, LABELS, NUMPY, Target, dims, expected, numeric, targets, write_matrix
+
 from naiad.testing import ServerProcess
 
-FRAMEWORKS = [name for name, module in (("onnx", "naiad_backend_onnx"), ("pytorch", "naiad_backend_pytorch"),
-                                        ("python", "naiad_backend_python"))
-              if importlib.util.find_spec(module) is not None]
+FRAMEWORKS = [
+    name
+    for name, module in (
+        ("onnx", "naiad_backend_onnx"),
+        ("pytorch", "naiad_backend_pytorch"),
+        ("python", "naiad_backend_python"),
+    )
+    if importlib.util.find_spec(module) is not None
+]
 KINDS = FRAMEWORKS + (["ensemble"] if FRAMEWORKS else [])
 CLASSES = 3
 
@@ -105,8 +111,11 @@ def test_matrix_cell(server, kind, datatype, batching):
     a, b = _inputs(datatype, batching)
     wire_type = datatype
 
-    for how, module, client in (("HTTP JSON", httpclient, server.http), ("HTTP binary", httpclient, server.http),
-                                ("gRPC", grpcclient, server.grpc)):
+    for how, module, client in (
+        ("HTTP JSON", httpclient, server.http),
+        ("HTTP binary", httpclient, server.http),
+        ("gRPC", grpcclient, server.grpc),
+    ):
         binary = how != "HTTP JSON"
         inputs = []
         for tensor_name, array in zip(target.inputs, (a, b)):
@@ -121,7 +130,8 @@ def test_matrix_cell(server, kind, datatype, batching):
         for output in target.outputs:
             # JSON: the labelled OUTPUT0s as classes; gRPC: the unlabelled OUTPUT1s.
             classify = numeric(datatype) and (
-                (how == "HTTP JSON" and output.role == 0) or (how == "gRPC" and output.role == 1))
+                (how == "HTTP JSON" and output.role == 0) or (how == "gRPC" and output.role == 1)
+            )
             if classify:
                 classified.add(output.name)
             options = {"class_count": CLASSES} if classify else {}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from grpc_servers import numpy_server, write_repository
+
 from naiad.testing import ServerProcess
 
 

@@ -14,32 +14,32 @@ from naiad.testing import ServerProcess
 TESTS = Path(__file__).resolve().parent.parent
 
 MODELS = {
-    "add_sub": '''backend: "numpy" max_batch_size: 8
+    "add_sub": """backend: "numpy" max_batch_size: 8
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]},{name:"INPUT1" data_type: TYPE_FP32 dims:[4]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[4]}]
-parameters {key:"op" value {string_value:"add_sub"}}''',
-    "identity": '''backend: "numpy" max_batch_size: 0
+parameters {key:"op" value {string_value:"add_sub"}}""",
+    "identity": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
-output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]''',
-    "identity_int": '''backend: "numpy" max_batch_size: 0
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]""",
+    "identity_int": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_INT32 dims:[-1]}]
-output [{name:"OUTPUT0" data_type: TYPE_INT32 dims:[-1]}]''',
-    "identity_bytes": '''backend: "numpy" max_batch_size: 0
+output [{name:"OUTPUT0" data_type: TYPE_INT32 dims:[-1]}]""",
+    "identity_bytes": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_STRING dims:[-1]}]
-output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[-1]}]''',
-    "repeat": '''backend: "numpy" max_batch_size: 0
+output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[-1]}]""",
+    "repeat": """backend: "numpy" max_batch_size: 0
 model_transaction_policy { decoupled: true }
 input [{name:"IN" data_type: TYPE_INT32 dims:[-1]}]
 output [{name:"OUT" data_type: TYPE_INT32 dims:[1]},{name:"IDX" data_type: TYPE_UINT32 dims:[1]}]
-parameters {key:"op" value {string_value:"repeat"}}''',
-    "parameters": '''backend: "numpy" max_batch_size: 0
+parameters {key:"op" value {string_value:"repeat"}}""",
+    "parameters": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[1]}]
-parameters {key:"op" value {string_value:"echo_parameters"}}''',
-    "failing": '''backend: "numpy" max_batch_size: 0
+parameters {key:"op" value {string_value:"echo_parameters"}}""",
+    "failing": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]
-parameters {key:"op" value {string_value:"fail"}}''',
+parameters {key:"op" value {string_value:"fail"}}""",
 }
 
 
@@ -54,8 +54,15 @@ def numpy_server(repo: Path, *flags: str) -> ServerProcess:
     """`naiad serve` with the numpy test backend; only gRPC (and what it needs) listens."""
     pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
     return ServerProcess(
-        repo, "--backend-plugin", "numpy_backend:NumpyPlugin", "--allow-http", "false",
-        "--allow-metrics", "false", *flags, env={"PYTHONPATH": pythonpath},
+        repo,
+        "--backend-plugin",
+        "numpy_backend:NumpyPlugin",
+        "--allow-http",
+        "false",
+        "--allow-metrics",
+        "false",
+        *flags,
+        env={"PYTHONPATH": pythonpath},
     )
 
 

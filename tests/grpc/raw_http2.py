@@ -58,10 +58,19 @@ class RawHttp2:
     def send(self, kind: int, flags: int, stream_id: int, payload: bytes = b"") -> None:
         self.sock.sendall(frame(kind, flags, stream_id, payload))
 
-    def header_block(self, path: str = INFER, extra: list[tuple[str, str]] | None = None, method: str = "POST") -> bytes:
+    def header_block(
+        self, path: str = INFER, extra: list[tuple[str, str]] | None = None, method: str = "POST"
+    ) -> bytes:
         return self.encoder.encode(
-            [(":method", method), (":scheme", "http"), (":path", path), (":authority", "localhost"),
-             ("content-type", "application/grpc"), ("te", "trailers"), *(extra or [])]
+            [
+                (":method", method),
+                (":scheme", "http"),
+                (":path", path),
+                (":authority", "localhost"),
+                ("content-type", "application/grpc"),
+                ("te", "trailers"),
+                *(extra or []),
+            ]
         )
 
     def call(self, stream_id: int, message, path: str = INFER, extra: list[tuple[str, str]] | None = None) -> None:

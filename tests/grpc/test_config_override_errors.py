@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 import tritonclient.grpc as tg
 import tritonclient.http as th
-from tritonclient.utils import InferenceServerException
-
 from grpc_servers import numpy_server, write_repository
+from tritonclient.utils import InferenceServerException
 
 # The example's own malformed override, then JSON that is not an object.
 CONFIGS = {
@@ -22,8 +21,9 @@ CONFIGS = {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     repo = write_repository(tmp_path_factory.mktemp("override"), ["identity"])
-    with numpy_server(repo, "--model-control-mode", "explicit", "--load-model", "identity",
-                      "--allow-http", "true") as process:
+    with numpy_server(
+        repo, "--model-control-mode", "explicit", "--load-model", "identity", "--allow-http", "true"
+    ) as process:
         yield process
 
 

@@ -42,8 +42,17 @@ def _client_request(datatype: str, array: np.ndarray, **kw):
     tensor = tg.InferInput("INPUT0", list(array.shape), datatype)
     tensor.set_data_from_numpy(array)
     request = _get_inference_request(
-        model_name="m", inputs=[tensor], model_version="", request_id="r", outputs=None, sequence_id=0,
-        sequence_start=False, sequence_end=False, priority=0, timeout=None, parameters=kw or None,
+        model_name="m",
+        inputs=[tensor],
+        model_version="",
+        request_id="r",
+        outputs=None,
+        sequence_id=0,
+        sequence_start=False,
+        sequence_end=False,
+        priority=0,
+        timeout=None,
+        parameters=kw or None,
     )
     return _to_ours(request)
 
@@ -75,16 +84,19 @@ def test_bf16_words_round_trip():
     assert encoded.raw_output_contents[0] == words.tobytes()
 
 
-@pytest.mark.parametrize("datatype,field,values", [
-    ("BOOL", "bool_contents", [True, False]),
-    ("INT8", "int_contents", [-3, 4]),
-    ("UINT16", "uint_contents", [3, 65535]),
-    ("INT64", "int64_contents", [-(2**40), 5]),
-    ("UINT64", "uint64_contents", [2**63, 1]),
-    ("FP32", "fp32_contents", [0.5, -2.0]),
-    ("FP64", "fp64_contents", [0.25, 1e300]),
-    ("BYTES", "bytes_contents", [b"a", b""]),
-])
+@pytest.mark.parametrize(
+    "datatype,field,values",
+    [
+        ("BOOL", "bool_contents", [True, False]),
+        ("INT8", "int_contents", [-3, 4]),
+        ("UINT16", "uint_contents", [3, 65535]),
+        ("INT64", "int64_contents", [-(2**40), 5]),
+        ("UINT64", "uint64_contents", [2**63, 1]),
+        ("FP32", "fp32_contents", [0.5, -2.0]),
+        ("FP64", "fp64_contents", [0.25, 1e300]),
+        ("BYTES", "bytes_contents", [b"a", b""]),
+    ],
+)
 def test_typed_contents(datatype, field, values):
     message = pb.ModelInferRequest(model_name="m")
     tensor = message.inputs.add(name="X", datatype=datatype, shape=[2])
@@ -107,8 +119,9 @@ def test_parameters_round_trip():
     assert request.parameters == {"flag": True, "n": -3, "x": 0.5, "s": "hi"}
     assert request.id == "r" and request.model_name == "m"
     target = pb.ModelInferResponse()
-    codec.encode_parameters({"big": 2**64 - 1, "np": np.int32(4), "f": np.float32(0.5), "obj": object()},
-                            target.parameters)
+    codec.encode_parameters(
+        {"big": 2**64 - 1, "np": np.int32(4), "f": np.float32(0.5), "obj": object()}, target.parameters
+    )
     assert codec.decode_parameters(target.parameters) == {"big": 2**64 - 1, "np": 4, "f": 0.5}
 
 
@@ -116,10 +129,21 @@ def test_requested_output_parameters_pass_through():
     output = tg.InferRequestedOutput("OUTPUT0", class_count=3)
     tensor = tg.InferInput("INPUT0", [1], "FP32")
     tensor.set_data_from_numpy(np.zeros(1, np.float32))
-    message = _to_ours(_get_inference_request(
-        model_name="m", inputs=[tensor], model_version="2", request_id="", outputs=[output], sequence_id=0,
-        sequence_start=False, sequence_end=False, priority=0, timeout=None, parameters=None,
-    ))
+    message = _to_ours(
+        _get_inference_request(
+            model_name="m",
+            inputs=[tensor],
+            model_version="2",
+            request_id="",
+            outputs=[output],
+            sequence_id=0,
+            sequence_start=False,
+            sequence_end=False,
+            priority=0,
+            timeout=None,
+            parameters=None,
+        )
+    )
     request = codec.decode_infer_request(message)
     assert request.model_version == "2"
     assert [(o.name, o.parameters) for o in request.outputs] == [("OUTPUT0", {"classification": 3})]

@@ -13,9 +13,8 @@ import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as tg
-from tritonclient.utils import InferenceServerException
-
 from grpc_servers import numpy_server, write_repository
+from tritonclient.utils import InferenceServerException
 
 
 def fp32(values):
@@ -29,19 +28,32 @@ def tuned(tmp_path_factory):
     """A server with every gRPC tuning flag set to a non-default value."""
     repo = write_repository(tmp_path_factory.mktemp("flags"), ["identity", "parameters"])
     flags = [
-        "--grpc-max-message-size", "4096",
-        "--grpc-infer-response-compression-level", "high",
-        "--grpc-keepalive-time", "10000",
-        "--grpc-keepalive-timeout", "5000",
-        "--grpc-keepalive-permit-without-calls", "true",
-        "--grpc-http2-max-pings-without-data", "0",
-        "--grpc-http2-min-recv-ping-interval-without-data", "5000",
-        "--grpc-http2-max-ping-strikes", "0",
-        "--grpc-max-connection-age", "600000",
-        "--grpc-max-connection-age-grace", "10000",
-        "--grpc-header-forward-pattern", "^x-tenant",
-        "--grpc-restricted-protocol", "model-config,statistics:admin-key=s3cret",
-        "--grpc-restricted-protocol", "logging:log-key=1",
+        "--grpc-max-message-size",
+        "4096",
+        "--grpc-infer-response-compression-level",
+        "high",
+        "--grpc-keepalive-time",
+        "10000",
+        "--grpc-keepalive-timeout",
+        "5000",
+        "--grpc-keepalive-permit-without-calls",
+        "true",
+        "--grpc-http2-max-pings-without-data",
+        "0",
+        "--grpc-http2-min-recv-ping-interval-without-data",
+        "5000",
+        "--grpc-http2-max-ping-strikes",
+        "0",
+        "--grpc-max-connection-age",
+        "600000",
+        "--grpc-max-connection-age-grace",
+        "10000",
+        "--grpc-header-forward-pattern",
+        "^x-tenant",
+        "--grpc-restricted-protocol",
+        "model-config,statistics:admin-key=s3cret",
+        "--grpc-restricted-protocol",
+        "logging:log-key=1",
     ]
     with numpy_server(repo, *flags) as process:
         yield process
@@ -110,24 +122,28 @@ def test_header_forward_pattern(tuned):
         result = client.infer("parameters", fp32([1]), headers={"x-tenant-id": "blue", "x-other": "no"})
         assert json.loads(result.as_numpy("OUTPUT0")[0]) == {"x-tenant-id": "blue"}
         queue: list = []
-        client.start_stream(callback=lambda result, error: queue.append((result, error)),
-                            headers={"x-tenant-id": "green"})
+        client.start_stream(
+            callback=lambda result, error: queue.append((result, error)), headers={"x-tenant-id": "green"}
+        )
         client.async_stream_infer("parameters", fp32([1]))
         client.stop_stream()
-        (result, error), = queue
+        ((result, error),) = queue
         assert error is None and json.loads(result.as_numpy("OUTPUT0")[0]) == {"x-tenant-id": "green"}
 
 
 def test_restricted_protocols(tuned):
     with tg.InferenceServerClient(tuned.grpc_url) as client:
-        for call in (lambda **kw: client.get_model_config("identity", **kw),
-                     lambda **kw: client.get_inference_statistics("identity", **kw)):
+        for call in (
+            lambda **kw: client.get_model_config("identity", **kw),
+            lambda **kw: client.get_inference_statistics("identity", **kw),
+        ):
             for headers in (None, {"admin-key": "s3cret"}, {"triton-grpc-protocol-admin-key": "wrong"}):
                 with pytest.raises(InferenceServerException) as info:
                     call(headers=headers)
                 assert info.value.status() == "StatusCode.UNAVAILABLE"
                 assert info.value.message() == (
-                    "This protocol is restricted, expecting header 'triton-grpc-protocol-admin-key'")
+                    "This protocol is restricted, expecting header 'triton-grpc-protocol-admin-key'"
+                )
             assert call(headers={"triton-grpc-protocol-admin-key": "s3cret"})
         with pytest.raises(InferenceServerException) as info:
             client.get_log_settings(headers={"triton-grpc-protocol-admin-key": "s3cret"})
@@ -152,9 +168,26 @@ def test_port_in_use_is_refused(tuned, tmp_path):
 def test_tls(tmp_path):
     key, cert = tmp_path / "server.key", tmp_path / "server.crt"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
     )
     repo = write_repository(tmp_path / "models", ["identity"])
     flags = ["--grpc-use-ssl", "true", "--grpc-server-cert", str(cert), "--grpc-server-key", str(key)]

@@ -13,11 +13,20 @@ import time
 
 import pytest
 import tritonclient.grpc as tg
-
 from grpc_servers import numpy_server, write_repository
 from raw_http2 import (
-    END_HEADERS, GOAWAY, HEADERS, PING, RST_STREAM, SETTINGS, RawHttp2, frame,
-    grpc_message, grpc_status, identity_request, infer_response,
+    END_HEADERS,
+    GOAWAY,
+    HEADERS,
+    PING,
+    RST_STREAM,
+    SETTINGS,
+    RawHttp2,
+    frame,
+    grpc_message,
+    grpc_status,
+    identity_request,
+    infer_response,
 )
 
 STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer"
@@ -28,8 +37,14 @@ MAX_STREAMS = 10
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     repo = write_repository(tmp_path_factory.mktemp("limits"), ["identity"])
-    flags = ["--grpc-max-concurrent-streams", str(MAX_STREAMS), "--grpc-handshake-timeout", "500",
-             "--grpc-max-connection-idle", "1000"]
+    flags = [
+        "--grpc-max-concurrent-streams",
+        str(MAX_STREAMS),
+        "--grpc-handshake-timeout",
+        "500",
+        "--grpc-max-connection-idle",
+        "1000",
+    ]
     with numpy_server(repo, *flags) as process:
         yield process
         assert "Traceback" not in process.log(), process.log()
@@ -50,7 +65,9 @@ def test_streams_past_the_limit_are_refused_and_the_open_ones_are_served(server)
     try:
         assert server_settings(client)[0x3] == MAX_STREAMS
         count = 5000  # each opens a call and sends no body
-        client.sock.sendall(b"".join(frame(HEADERS, END_HEADERS, 2 * i + 1, client.header_block()) for i in range(count)))
+        client.sock.sendall(
+            b"".join(frame(HEADERS, END_HEADERS, 2 * i + 1, client.header_block()) for i in range(count))
+        )
         refused = set()
         while len(refused) < count - MAX_STREAMS:
             kind, _, stream_id, payload = client.read_frame()
@@ -122,7 +139,9 @@ def test_many_empty_messages_on_a_unary_call_do_not_stall_other_clients(server):
                 checker.join(10)
             client.close()
     worst = max(latencies)
-    print(f"{path}: call ended after {elapsed * 1000:.0f} ms; {len(latencies)} health checks, slowest {worst * 1000:.1f} ms")
+    print(
+        f"{path}: call ended after {elapsed * 1000:.0f} ms; {len(latencies)} health checks, slowest {worst * 1000:.1f} ms"
+    )
     assert grpc_status(response)[0] == 13  # INTERNAL: more than one request message
     assert worst < 0.5  # answered at once; a margin for a loaded machine
 
@@ -203,10 +222,10 @@ def test_a_frame_of_many_messages_is_split_in_linear_time():
 
     import hpack
 
-    from naiad_wire.http2 import PREFACE, Http2Limits
-    from naiad_wire.http2_protocol import Http2Connection
     from naiad.frontends.grpc.rpc import RpcDispatcher, RpcMethod, RpcSettings
     from naiad.protos import grpc_service_pb2 as pb
+    from naiad_wire.http2 import PREFACE, Http2Limits
+    from naiad_wire.http2_protocol import Http2Connection
 
     count = 200_000
     received = [0]  # counted, not kept: 200,000 messages kept would make the collector the stall
@@ -224,8 +243,14 @@ def test_a_frame_of_many_messages_is_split_in_linear_time():
         )
         connection.connection_made(_Transport())  # type: ignore[arg-type]
         headers = hpack.Encoder().encode(
-            [(":method", "POST"), (":scheme", "http"), (":path", STREAM_INFER), (":authority", "x"),
-             ("content-type", "application/grpc"), ("te", "trailers")]
+            [
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":path", STREAM_INFER),
+                (":authority", "x"),
+                ("content-type", "application/grpc"),
+                ("te", "trailers"),
+            ]
         )
         connection.data_received(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_HEADERS, 1, headers))
         data = frame(0, 0, 1, b"\x00\x00\x00\x00\x00" * count)  # DATA
@@ -240,18 +265,23 @@ def test_a_frame_of_many_messages_is_split_in_linear_time():
         return last - start, longest
 
     elapsed, longest = asyncio.run(main())
-    print(f"{count} messages in one frame taken by the method in {elapsed * 1000:.0f} ms; "
-          f"the loop was held {longest * 1000:.1f} ms at most")
+    print(
+        f"{count} messages in one frame taken by the method in {elapsed * 1000:.0f} ms; "
+        f"the loop was held {longest * 1000:.1f} ms at most"
+    )
     assert received[0] == count
     assert elapsed < 3.0
     assert longest < 0.25  # about a millisecond; a margin for a loaded machine
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("max_concurrent_streams", 0, "--grpc-max-concurrent-streams must be at least 1"),
-    ("handshake_timeout_ms", -1, "--grpc-handshake-timeout must not be negative"),
-    ("max_connection_idle_ms", -5, "--grpc-max-connection-idle must not be negative"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("max_concurrent_streams", 0, "--grpc-max-concurrent-streams must be at least 1"),
+        ("handshake_timeout_ms", -1, "--grpc-handshake-timeout must not be negative"),
+        ("max_connection_idle_ms", -5, "--grpc-max-connection-idle must not be negative"),
+    ],
+)
 def test_bad_limits_are_refused_naming_the_flag(field, value, message):
     from naiad.frontends.grpc.server import http2_limits
     from naiad.frontends.options import GrpcOptions

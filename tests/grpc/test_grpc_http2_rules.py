@@ -8,17 +8,40 @@ from __future__ import annotations
 import struct
 
 import pytest
-
-from grpc_servers import write_repository, numpy_server
-from naiad_wire.header_compression import HeaderCompressionError, HeaderDecoder
+from grpc_servers import numpy_server, write_repository
 from raw_http2 import (
-    DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, INFER, PADDED, PING, PRIORITY, PRIORITY_FLAG, RST_STREAM,
-    SETTINGS, WINDOW_UPDATE, RawHttp2, frame, grpc_message, grpc_status, identity_request, infer_response,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    GOAWAY,
+    HEADERS,
+    INFER,
+    PADDED,
+    PING,
+    PRIORITY,
+    PRIORITY_FLAG,
+    RST_STREAM,
+    SETTINGS,
+    WINDOW_UPDATE,
+    RawHttp2,
+    frame,
+    grpc_message,
+    grpc_status,
+    identity_request,
+    infer_response,
 )
 
+from naiad_wire.header_compression import HeaderCompressionError, HeaderDecoder
+
 PROTOCOL_ERROR, FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, COMPRESSION_ERROR = 0x1, 0x3, 0x6, 0x9
-REQUEST = [(":method", "POST"), (":scheme", "http"), (":path", INFER), (":authority", "localhost"),
-           ("content-type", "application/grpc"), ("te", "trailers")]
+REQUEST = [
+    (":method", "POST"),
+    (":scheme", "http"),
+    (":path", INFER),
+    (":authority", "localhost"),
+    ("content-type", "application/grpc"),
+    ("te", "trailers"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -205,4 +228,3 @@ def test_a_unary_call_with_two_messages_is_internal(client):
     status, text = grpc_status(client.response(1))
     assert status == 13 and "more than one request message" in text
     serves_on(client, 3)
-

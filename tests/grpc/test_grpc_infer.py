@@ -12,10 +12,9 @@ import pytest
 import tritonclient.grpc as tg
 import tritonclient.grpc.aio as tga
 import tritonclient.utils.shared_memory as shm
+from grpc_servers import expect_error
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
-
-from grpc_servers import expect_error
 
 A = np.arange(8, dtype=np.float32).reshape(2, 4)
 B = np.full((2, 4), 0.5, dtype=np.float32)
@@ -79,7 +78,10 @@ def test_bytes_tensor(client):
     result = client.infer("identity_bytes", [tensor])
     assert result.as_numpy("OUTPUT0").tolist() == data.tolist()
     # Triton's length-prefixed encoding on the wire.
-    assert result.get_response().raw_output_contents[0] == b"\x01\0\0\0a\0\0\0\0\x05\0\0\0\xc3\xa9t\xc3\xa9\x02\0\0\0\x00\xff"
+    assert (
+        result.get_response().raw_output_contents[0]
+        == b"\x01\0\0\0a\0\0\0\0\x05\0\0\0\xc3\xa9t\xc3\xa9\x02\0\0\0\x00\xff"
+    )
 
 
 def test_zero_element_tensor(client):
@@ -129,7 +131,9 @@ def test_malformed_requests(stub):
 
     short = _raw_request()
     short.raw_input_contents.extend([raw, raw[:-4]])
-    _stub_error(stub, short, invalid, "input byte size mismatch for input 'INPUT1' for model 'add_sub'. Expected 16, got 12")
+    _stub_error(
+        stub, short, invalid, "input byte size mismatch for input 'INPUT1' for model 'add_sub'. Expected 16, got 12"
+    )
 
     missing_raw = _raw_request()
     missing_raw.raw_input_contents.append(raw)
@@ -181,31 +185,61 @@ def test_malformed_requests(stub):
 
 def test_bad_inputs_of_the_http_issue(client):
     """The bad inputs every frontend must refuse the same way, with clear messages."""
-    expect_error(lambda: client.infer("nope", add_sub_inputs()), "NOT_FOUND",
-                 "Request for unknown model: 'nope' is not found")
-    expect_error(lambda: client.infer("add_sub", add_sub_inputs(), model_version="7"), "NOT_FOUND",
-                 "Request for unknown model: 'add_sub' version 7 is not found")
-    expect_error(lambda: client.infer("add_sub", add_sub_inputs(), model_version="x"), "INVALID_ARGUMENT",
-                 "failed to get model version from specified version string 'x', version should be an integral "
-                 "value > 0")
-    expect_error(lambda: client.infer("add_sub", add_sub_inputs(names=("INPUT0", "INPUTX"))), "INVALID_ARGUMENT",
-                 "unexpected inference input 'INPUTX'", "'add_sub'")
-    expect_error(lambda: client.infer("add_sub", add_sub_inputs()[:1]), "INVALID_ARGUMENT",
-                 "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) "
-                 "['INPUT0'], but missing required input(s) ['INPUT1']. Please provide all required input(s).")
-    expect_error(lambda: client.infer("add_sub", add_sub_inputs(names=("INPUT0", "INPUT0"))), "INVALID_ARGUMENT",
-                 "input 'INPUT0' already exists in request")
+    expect_error(
+        lambda: client.infer("nope", add_sub_inputs()), "NOT_FOUND", "Request for unknown model: 'nope' is not found"
+    )
+    expect_error(
+        lambda: client.infer("add_sub", add_sub_inputs(), model_version="7"),
+        "NOT_FOUND",
+        "Request for unknown model: 'add_sub' version 7 is not found",
+    )
+    expect_error(
+        lambda: client.infer("add_sub", add_sub_inputs(), model_version="x"),
+        "INVALID_ARGUMENT",
+        "failed to get model version from specified version string 'x', version should be an integral value > 0",
+    )
+    expect_error(
+        lambda: client.infer("add_sub", add_sub_inputs(names=("INPUT0", "INPUTX"))),
+        "INVALID_ARGUMENT",
+        "unexpected inference input 'INPUTX'",
+        "'add_sub'",
+    )
+    expect_error(
+        lambda: client.infer("add_sub", add_sub_inputs()[:1]),
+        "INVALID_ARGUMENT",
+        "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) "
+        "['INPUT0'], but missing required input(s) ['INPUT1']. Please provide all required input(s).",
+    )
+    expect_error(
+        lambda: client.infer("add_sub", add_sub_inputs(names=("INPUT0", "INPUT0"))),
+        "INVALID_ARGUMENT",
+        "input 'INPUT0' already exists in request",
+    )
     ints = np.ones((2, 4), np.int32)
-    expect_error(lambda: client.infer("add_sub", add_sub_inputs(b=ints, datatypes=("FP32", "INT32"))),
-                 "INVALID_ARGUMENT", "'INPUT1' data-type is 'INT32'", "expects 'FP32'")
+    expect_error(
+        lambda: client.infer("add_sub", add_sub_inputs(b=ints, datatypes=("FP32", "INT32"))),
+        "INVALID_ARGUMENT",
+        "'INPUT1' data-type is 'INT32'",
+        "expects 'FP32'",
+    )
     narrow = np.ones((2, 3), np.float32)
-    expect_error(lambda: client.infer("add_sub", add_sub_inputs(a=narrow, b=narrow)), "INVALID_ARGUMENT",
-                 "unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [-1,4], got [2,3].")
+    expect_error(
+        lambda: client.infer("add_sub", add_sub_inputs(a=narrow, b=narrow)),
+        "INVALID_ARGUMENT",
+        "unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [-1,4], got [2,3].",
+    )
     big = np.ones((9, 4), np.float32)
-    expect_error(lambda: client.infer("add_sub", add_sub_inputs(a=big, b=big)), "INVALID_ARGUMENT",
-                 "batch-size must be <= 8", "9")
-    expect_error(lambda: client.infer("add_sub", add_sub_inputs(), outputs=[tg.InferRequestedOutput("NOPE")]),
-                 "INVALID_ARGUMENT", "unexpected inference output 'NOPE'")
+    expect_error(
+        lambda: client.infer("add_sub", add_sub_inputs(a=big, b=big)),
+        "INVALID_ARGUMENT",
+        "batch-size must be <= 8",
+        "9",
+    )
+    expect_error(
+        lambda: client.infer("add_sub", add_sub_inputs(), outputs=[tg.InferRequestedOutput("NOPE")]),
+        "INVALID_ARGUMENT",
+        "unexpected inference output 'NOPE'",
+    )
     expect_error(lambda: client.infer("failing", [_fp32("INPUT0", [1.0])]), "INTERNAL", "failed on purpose")
     # ...and the server keeps serving.
     assert client.infer("add_sub", add_sub_inputs()).as_numpy("OUTPUT0") is not None
@@ -241,7 +275,9 @@ def test_system_shared_memory_inputs_and_outputs(client):
         client.register_system_shared_memory("out", out_key, 32, offset=16)
         status = client.get_system_shared_memory_status()
         assert {name: (r.key, r.offset, r.byte_size) for name, r in status.regions.items()} == {
-            "in": (in_key, 0, 64), "out": (out_key, 16, 32)}
+            "in": (in_key, 0, 64),
+            "out": (out_key, 16, 32),
+        }
         assert list(client.get_system_shared_memory_status("out").regions) == ["out"]
 
         tensor = tg.InferInput("INPUT0", [4], "FP32")
@@ -255,19 +291,28 @@ def test_system_shared_memory_inputs_and_outputs(client):
 
         small = tg.InferRequestedOutput("OUTPUT0")
         small.set_shared_memory("out", 8)
-        expect_error(lambda: client.infer("identity", [tensor], outputs=[small]), "INVALID_ARGUMENT",
-                     "shared memory size specified with the request for output 'OUTPUT0' (8 bytes) should be at "
-                     "least 16 bytes to hold the results")
+        expect_error(
+            lambda: client.infer("identity", [tensor], outputs=[small]),
+            "INVALID_ARGUMENT",
+            "shared memory size specified with the request for output 'OUTPUT0' (8 bytes) should be at "
+            "least 16 bytes to hold the results",
+        )
         outside = tg.InferInput("INPUT0", [4], "FP32")
         outside.set_shared_memory("in", 16, offset=56)
-        expect_error(lambda: client.infer("identity", [outside]), "INVALID_ARGUMENT",
-                     "Invalid offset + byte size for shared memory region: 'in'")
+        expect_error(
+            lambda: client.infer("identity", [outside]),
+            "INVALID_ARGUMENT",
+            "Invalid offset + byte size for shared memory region: 'in'",
+        )
         unknown = tg.InferInput("INPUT0", [4], "FP32")
         unknown.set_shared_memory("nope", 16)
         expect_error(lambda: client.infer("identity", [unknown]), "NOT_FOUND", "'nope'")
         expect_error(lambda: client.register_system_shared_memory("in", in_key, 64), "ALREADY_EXISTS", "'in'")
-        expect_error(lambda: client.register_system_shared_memory("x", f"/no_such_{suffix}", 64),
-                     "INVALID_ARGUMENT", f"Unable to open shared memory region: '/no_such_{suffix}'")
+        expect_error(
+            lambda: client.register_system_shared_memory("x", f"/no_such_{suffix}", 64),
+            "INVALID_ARGUMENT",
+            f"Unable to open shared memory region: '/no_such_{suffix}'",
+        )
         expect_error(lambda: client.get_system_shared_memory_status("nope"), "NOT_FOUND", "'nope'")
 
         client.unregister_system_shared_memory("in")
@@ -284,8 +329,13 @@ def test_request_parameters_reach_the_model(client):
     import json
 
     tensor = _fp32("INPUT0", [1.0])
-    result = client.infer("parameters", [tensor], parameters={"flag": True, "count": 3, "ratio": 0.5, "name": "x"},
-                          sequence_id=0, priority=0)
+    result = client.infer(
+        "parameters",
+        [tensor],
+        parameters={"flag": True, "count": 3, "ratio": 0.5, "name": "x"},
+        sequence_id=0,
+        priority=0,
+    )
     assert json.loads(result.as_numpy("OUTPUT0")[0]) == {"count": 3, "flag": True, "name": "x", "ratio": 0.5}
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tritonclient.grpc as tg
 import tritonclient.grpc.aio as tga
+from grpc_servers import expect_error, numpy_server, write_repository
 from tritonclient.utils import InferenceServerException
 
-from grpc_servers import expect_error, numpy_server, write_repository
 from naiad import __version__
 
 
@@ -29,8 +29,11 @@ def test_health(client):
     assert client.is_model_ready("add_sub", "1")
     assert not client.is_model_ready("add_sub", "2")
     assert not client.is_model_ready("nope")
-    expect_error(lambda: client.is_model_ready("add_sub", "x"), "INVALID_ARGUMENT",
-                 "failed to get model version from specified version string 'x'")
+    expect_error(
+        lambda: client.is_model_ready("add_sub", "x"),
+        "INVALID_ARGUMENT",
+        "failed to get model version from specified version string 'x'",
+    )
 
 
 def test_server_metadata(client):
@@ -45,15 +48,22 @@ def test_model_metadata(client):
         "name": "add_sub",
         "versions": ["1"],
         "platform": "numpy",
-        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": ["-1", "4"]},
-                   {"name": "INPUT1", "datatype": "FP32", "shape": ["-1", "4"]}],
-        "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": ["-1", "4"]},
-                    {"name": "OUTPUT1", "datatype": "FP32", "shape": ["-1", "4"]}],
+        "inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": ["-1", "4"]},
+            {"name": "INPUT1", "datatype": "FP32", "shape": ["-1", "4"]},
+        ],
+        "outputs": [
+            {"name": "OUTPUT0", "datatype": "FP32", "shape": ["-1", "4"]},
+            {"name": "OUTPUT1", "datatype": "FP32", "shape": ["-1", "4"]},
+        ],
     }
     assert client.get_model_metadata("identity_bytes").inputs[0].datatype == "BYTES"
     expect_error(lambda: client.get_model_metadata("nope"), "NOT_FOUND", "unknown model: 'nope'")
-    expect_error(lambda: client.get_model_metadata("add_sub", "3"), "NOT_FOUND",
-                 "Request for unknown model: 'add_sub' version 3 is not found")
+    expect_error(
+        lambda: client.get_model_metadata("add_sub", "3"),
+        "NOT_FOUND",
+        "Request for unknown model: 'add_sub' version 3 is not found",
+    )
 
 
 def test_model_config(client):
@@ -93,8 +103,11 @@ def test_statistics(client):
 
 def test_cuda_shared_memory_without_cuda(client):
     assert not client.get_cuda_shared_memory_status().regions
-    expect_error(lambda: client.register_cuda_shared_memory("gpu", b"aGFuZGxl", 0, 64), "UNIMPLEMENTED",
-                 "CUDA shared memory is not supported")
+    expect_error(
+        lambda: client.register_cuda_shared_memory("gpu", b"aGFuZGxl", 0, 64),
+        "UNIMPLEMENTED",
+        "CUDA shared memory is not supported",
+    )
     client.unregister_cuda_shared_memory()  # nothing registered: nothing to do
     client.unregister_cuda_shared_memory("gpu")
 
@@ -104,15 +117,17 @@ def test_trace_settings(client):
     assert settings["trace_level"] == {"value": ["OFF"]}
     assert settings["trace_rate"] == {"value": ["1000"]}
     assert client.get_trace_settings(model_name="add_sub", as_json=True)["settings"] == settings
-    expect_error(lambda: client.get_trace_settings(model_name="nope"), "INVALID_ARGUMENT",
-                 "Request for unknown model : nope")
+    expect_error(
+        lambda: client.get_trace_settings(model_name="nope"), "INVALID_ARGUMENT", "Request for unknown model : nope"
+    )
     updated = client.update_trace_settings(model_name="add_sub", settings={"trace_rate": ["7"]}, as_json=True)
     assert updated["settings"]["trace_rate"] == {"value": ["7"]}
     assert client.get_trace_settings(as_json=True)["settings"]["trace_rate"] == {"value": ["1000"]}
     client.update_trace_settings(model_name="add_sub", settings={"trace_rate": []})
     assert client.get_trace_settings(model_name="add_sub", as_json=True)["settings"] == settings
-    expect_error(lambda: client.update_trace_settings(settings={"trace_level": ["LOUD"]}), "INVALID_ARGUMENT",
-                 "trace_level")
+    expect_error(
+        lambda: client.update_trace_settings(settings={"trace_level": ["LOUD"]}), "INVALID_ARGUMENT", "trace_level"
+    )
 
 
 def test_log_settings(client):
@@ -133,13 +148,15 @@ def test_standard_health_service(url):
     b"\\x08\\x01"), as Kubernetes and grpc_health_probe call it."""
     identity = lambda raw: raw  # noqa: E731
     with grpc.insecure_channel(url) as channel:
-        check = channel.unary_unary("/grpc.health.v1.Health/Check", request_serializer=identity,
-                                    response_deserializer=identity)
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check", request_serializer=identity, response_deserializer=identity
+        )
         assert check(b"") == b"\x08\x01"
         service = b"inference.GRPCInferenceService"
         assert check(b"\x0a" + bytes([len(service)]) + service) == b"\x08\x01"
-        watch = channel.unary_stream("/grpc.health.v1.Health/Watch", request_serializer=identity,
-                                     response_deserializer=identity)
+        watch = channel.unary_stream(
+            "/grpc.health.v1.Health/Watch", request_serializer=identity, response_deserializer=identity
+        )
         stream = watch(b"")
         assert next(stream) == b"\x08\x01"
         stream.cancel()

@@ -22,7 +22,10 @@ def channel(url):
 def test_list_services(channel):
     services = ProtoReflectionDescriptorDatabase(channel).get_services()
     assert sorted(services) == [
-        "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection", "inference.GRPCInferenceService"]
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+        "inference.GRPCInferenceService",
+    ]
 
 
 def test_model_infer_resolves_and_runs_from_the_reflected_descriptors(channel):
@@ -42,9 +45,11 @@ def test_model_infer_resolves_and_runs_from_the_reflected_descriptors(channel):
     tensor = request.inputs.add(name="INPUT0", datatype="FP32")
     tensor.shape.append(3)
     request.raw_input_contents.append(values.tobytes())
-    call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
-                               request_serializer=request_class.SerializeToString,
-                               response_deserializer=response_class.FromString)
+    call = channel.unary_unary(
+        "/inference.GRPCInferenceService/ModelInfer",
+        request_serializer=request_class.SerializeToString,
+        response_deserializer=response_class.FromString,
+    )
     response = call(request, timeout=30)
     assert response.outputs[0].name == "OUTPUT0"
     np.testing.assert_array_equal(np.frombuffer(response.raw_output_contents[0], dtype=np.float32), values)
@@ -53,9 +58,11 @@ def test_model_infer_resolves_and_runs_from_the_reflected_descriptors(channel):
 @pytest.mark.parametrize("version", ["v1alpha", "v1"])
 def test_each_request_on_the_stream_gets_its_answer(channel, version):
     """Raw requests on one stream, under both reflection versions (same messages on the wire)."""
-    info = channel.stream_stream(f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
-                                 request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
-                                 response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
+    info = channel.stream_stream(
+        f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
+        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+    )
     asked = [
         reflection_pb2.ServerReflectionRequest(list_services=""),
         reflection_pb2.ServerReflectionRequest(file_containing_symbol="inference.GRPCInferenceService.ModelInfer"),
@@ -67,13 +74,20 @@ def test_each_request_on_the_stream_gets_its_answer(channel, version):
     answers = list(info(iter(asked), timeout=30))
     assert [a.original_request for a in answers] == asked
     assert [a.WhichOneof("message_response") for a in answers] == [
-        "list_services_response", "file_descriptor_response", "error_response", "file_descriptor_response",
-        "error_response", "all_extension_numbers_response"]
+        "list_services_response",
+        "file_descriptor_response",
+        "error_response",
+        "file_descriptor_response",
+        "error_response",
+        "all_extension_numbers_response",
+    ]
     from google.protobuf import descriptor_pb2
 
     def names(answer):
-        return sorted(descriptor_pb2.FileDescriptorProto.FromString(raw).name
-                      for raw in answer.file_descriptor_response.file_descriptor_proto)
+        return sorted(
+            descriptor_pb2.FileDescriptorProto.FromString(raw).name
+            for raw in answer.file_descriptor_response.file_descriptor_proto
+        )
 
     assert names(answers[1]) == ["naiad/protos/grpc_service.proto", "naiad/protos/model_config.proto"]
     assert names(answers[3]) == ["naiad/protos/model_config.proto"]

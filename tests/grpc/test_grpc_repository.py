@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 import tritonclient.grpc as tg
-
 from grpc_servers import expect_error, numpy_server, write_repository
 
 
@@ -39,7 +38,9 @@ def test_load_infer_unload(explicit):
     explicit.unload_model("identity")
     assert not explicit.is_model_ready("identity")
     rows = explicit.get_model_repository_index().models
-    assert [(m.name, m.state, m.reason) for m in rows if m.name == "identity"] == [("identity", "UNAVAILABLE", "unloaded")]
+    assert [(m.name, m.state, m.reason) for m in rows if m.name == "identity"] == [
+        ("identity", "UNAVAILABLE", "unloaded")
+    ]
     expect_error(lambda: explicit.infer("identity", identity_input()), "UNAVAILABLE", "'identity'", "not ready")
 
 
@@ -61,18 +62,36 @@ def test_load_with_config_override(explicit):
 
 
 def test_load_errors(explicit):
-    expect_error(lambda: explicit.load_model("nope"), "INTERNAL",
-                 "failed to load 'nope', failed to poll from model repository", "no model directory")
+    expect_error(
+        lambda: explicit.load_model("nope"),
+        "INTERNAL",
+        "failed to load 'nope', failed to poll from model repository",
+        "no model directory",
+    )
     # Triton answers a config override it cannot read as a failed poll.
-    expect_error(lambda: explicit.load_model("identity", config="{not json"), "INTERNAL",
-                 "failed to poll from model repository", "'config' parameter is not valid JSON")
+    expect_error(
+        lambda: explicit.load_model("identity", config="{not json"),
+        "INTERNAL",
+        "failed to poll from model repository",
+        "'config' parameter is not valid JSON",
+    )
     expect_error(lambda: explicit.load_model("identity", config="[1]"), "INTERNAL", "JSON object")
-    expect_error(lambda: explicit.load_model("identity", config=json.dumps({"max_batch_size": "x"})),
-                 "INVALID_ARGUMENT", "'identity'", "max_batch_size")
-    expect_error(lambda: explicit.load_model("evil", files={"file:../evil.py": b"x"}, config="{}"),
-                 "INVALID_ARGUMENT", "Invalid file parameter 'file:../evil.py' must stay within model directory")
-    expect_error(lambda: explicit.load_model("evil", files={"file:1/a.bin": b"x"}),
-                 "INVALID_ARGUMENT", "model files were sent without a config")
+    expect_error(
+        lambda: explicit.load_model("identity", config=json.dumps({"max_batch_size": "x"})),
+        "INVALID_ARGUMENT",
+        "'identity'",
+        "max_batch_size",
+    )
+    expect_error(
+        lambda: explicit.load_model("evil", files={"file:../evil.py": b"x"}, config="{}"),
+        "INVALID_ARGUMENT",
+        "Invalid file parameter 'file:../evil.py' must stay within model directory",
+    )
+    expect_error(
+        lambda: explicit.load_model("evil", files={"file:1/a.bin": b"x"}),
+        "INVALID_ARGUMENT",
+        "model files were sent without a config",
+    )
     explicit.unload_model("nope")  # Triton answers success for a model it never loaded
     # The failures left the server serving.
     assert explicit.is_model_ready("add_sub") and explicit.is_server_live()
@@ -80,18 +99,28 @@ def test_load_errors(explicit):
 
 def test_load_uploaded_files_and_unload_dependents(explicit):
     config = {
-        "backend": "numpy", "max_batch_size": 0,
+        "backend": "numpy",
+        "max_batch_size": 0,
         "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
         "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
     }
     explicit.load_model("uploaded", config=json.dumps(config), files={"file:1/weights.bin": b"\x00\x01"})
     np.testing.assert_array_equal(explicit.infer("uploaded", identity_input(2)).as_numpy("OUTPUT0"), [0, 1])
     ensemble = {
-        "platform": "ensemble", "max_batch_size": 0,
+        "platform": "ensemble",
+        "max_batch_size": 0,
         "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [-1]}],
         "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [-1]}],
-        "ensemble_scheduling": {"step": [{"model_name": "uploaded", "model_version": -1,
-                                          "input_map": {"INPUT0": "IN"}, "output_map": {"OUTPUT0": "OUT"}}]},
+        "ensemble_scheduling": {
+            "step": [
+                {
+                    "model_name": "uploaded",
+                    "model_version": -1,
+                    "input_map": {"INPUT0": "IN"},
+                    "output_map": {"OUTPUT0": "OUT"},
+                }
+            ]
+        },
     }
     explicit.load_model("pipeline", config=json.dumps(ensemble), files={"file:1/.keep": b""})
     assert explicit.is_model_ready("pipeline")

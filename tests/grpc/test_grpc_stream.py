@@ -34,8 +34,7 @@ def run_stream(url, requests, empty_final=False):
     with tg.InferenceServerClient(url) as client:
         client.start_stream(callback=lambda result, error: received.put((result, error)))
         for model, inputs, request_id in requests:
-            client.async_stream_infer(model, inputs, request_id=request_id,
-                                      enable_empty_final_response=empty_final)
+            client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=empty_final)
         client.stop_stream()  # waits for every response of every request
     out = []
     while not received.empty():
@@ -78,14 +77,17 @@ def test_non_decoupled_model_on_stream(url):
 def test_errors_arrive_in_stream_and_the_stream_goes_on(url):
     good, a = add_sub_inputs()
     narrow, _ = add_sub_inputs(width=3)
-    results = run_stream(url, [
-        ("nope", good, "e1"),
-        ("add_sub", narrow, "e2"),
-        ("repeat", good, "e3"),
-        ("failing", [_fp32([1.0])], "e4"),
-        ("add_sub", good, "ok"),
-        ("repeat", repeat_input([1]), "r"),
-    ])
+    results = run_stream(
+        url,
+        [
+            ("nope", good, "e1"),
+            ("add_sub", narrow, "e2"),
+            ("repeat", good, "e3"),
+            ("failing", [_fp32([1.0])], "e4"),
+            ("add_sub", good, "ok"),
+            ("repeat", repeat_input([1]), "r"),
+        ],
+    )
     errors = sorted(message for kind, message, *_ in results if kind == "error")
     assert len(errors) == 4
     assert any("unknown model: 'nope'" in e for e in errors)
@@ -115,6 +117,7 @@ def test_many_requests_on_one_stream_keep_their_ids(url):
 def test_aio_stream_infer(url):
     async def go():
         async with tga.InferenceServerClient(url) as client:
+
             async def requests():
                 yield {"model_name": "repeat", "inputs": repeat_input([3, 2, 1]), "request_id": "a"}
                 yield {"model_name": "nope", "inputs": repeat_input([1]), "request_id": "b"}

@@ -5,19 +5,21 @@ a frame packed with thousands of small requests cannot start thousands of tasks 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
+
+from numpy_backend import NumpyPlugin
 
 from naiad import Server, ServerOptions
 from naiad.frontends.grpc.service import STREAM_IN_FLIGHT, InferenceServicer
 from naiad.protos import grpc_service_pb2 as pb
-from numpy_backend import NumpyPlugin
 
-SLOW = '''backend: "numpy" max_batch_size: 0
+SLOW = """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]
 instance_group [{count: 4 kind: KIND_CPU}]
-parameters [{key:"op" value {string_value:"sleep"}}, {key:"sleep_ms" value {string_value:"20"}}]'''
+parameters [{key:"op" value {string_value:"sleep"}}, {key:"sleep_ms" value {string_value:"20"}}]"""
 
 
 class _Context:

@@ -11,17 +11,32 @@ import time
 import numpy as np
 import pytest
 import tritonclient.grpc as tg
-
 from grpc_servers import numpy_server, write_repository
 from raw_http2 import (
-    ACK, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PADDED, PING, PRIORITY_FLAG, RST_STREAM, SETTINGS,
-    INFER, RawHttp2, grpc_message, grpc_status, identity_request, infer_response,
+    ACK,
+    CONTINUATION,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    GOAWAY,
+    HEADERS,
+    INFER,
+    PADDED,
+    PING,
+    PRIORITY_FLAG,
+    RST_STREAM,
+    SETTINGS,
+    RawHttp2,
+    grpc_message,
+    grpc_status,
+    identity_request,
+    infer_response,
 )
 
-SLEEPY = '''backend: "numpy" max_batch_size: 0
+SLEEPY = """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]
-parameters [{key:"op" value {string_value:"sleep"}}, {key:"sleep_ms" value {string_value:"1500"}}]'''
+parameters [{key:"op" value {string_value:"sleep"}}, {key:"sleep_ms" value {string_value:"1500"}}]"""
 
 
 @pytest.fixture(scope="module")
@@ -200,9 +215,20 @@ def test_ping_is_answered_and_a_ping_flood_is_stopped(port):
 
 def test_keepalive_pings_and_connection_age(tmp_path):
     repo = write_repository(tmp_path, ["identity"])
-    flags = ["--grpc-keepalive-time", "200", "--grpc-keepalive-timeout", "400",
-             "--grpc-keepalive-permit-without-calls", "true", "--grpc-http2-max-pings-without-data", "0",
-             "--grpc-max-connection-age", "1500", "--grpc-max-connection-age-grace", "500"]
+    flags = [
+        "--grpc-keepalive-time",
+        "200",
+        "--grpc-keepalive-timeout",
+        "400",
+        "--grpc-keepalive-permit-without-calls",
+        "true",
+        "--grpc-http2-max-pings-without-data",
+        "0",
+        "--grpc-max-connection-age",
+        "1500",
+        "--grpc-max-connection-age-grace",
+        "500",
+    ]
     with numpy_server(repo, *flags) as server:
         port = int(server.grpc_url.rsplit(":", 1)[1])
         # A client that never answers pings is closed after the keepalive timeout.

@@ -6,7 +6,6 @@ server goes on serving."""
 from __future__ import annotations
 
 import tritonclient.grpc as tg
-
 from grpc_servers import expect_error, numpy_server, write_repository
 
 
@@ -16,7 +15,8 @@ def test_unwritable_uploaded_file_fails_as_a_failed_poll(tmp_path):
         with tg.InferenceServerClient(process.grpc_url) as client:
             message = expect_error(
                 lambda: client.load_model("identity", config="{}", files={"file:" + "A" * 256: b"a"}),
-                "INTERNAL", "failed to load 'identity', failed to poll from model repository",
+                "INTERNAL",
+                "failed to load 'identity', failed to poll from model repository",
                 "could not be written",
             )
             # Neither the server's paths nor the OS's own words reach the client.

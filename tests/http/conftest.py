@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 from http_servers import start_server, write_repository
+
 from naiad.testing import ServerProcess
 
 

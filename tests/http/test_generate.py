@@ -60,8 +60,9 @@ def test_generate_stream_sends_one_event_per_token(base_url):
     response, events = stream(base_url, "tokens", {"text_input": "the quick brown fox", "max_tokens": 3})
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
-    assert events == [{"model_name": "tokens", "model_version": "1", "text_output": word}
-                      for word in ["the", "quick", "brown"]]
+    assert events == [
+        {"model_name": "tokens", "model_version": "1", "text_output": word} for word in ["the", "quick", "brown"]
+    ]
 
 
 def test_a_model_that_fails_mid_stream_sends_an_error_event(base_url):
@@ -109,15 +110,28 @@ def test_generate_needs_exactly_one_response(base_url):
 
 
 @pytest.mark.parametrize("path", ["generate", "generate_stream"])
-@pytest.mark.parametrize("model, body, status, words", [
-    ("nope", {"text_input": "a"}, 404, "unknown model: 'nope'"),
-    ("scaler", {"values": "x", "factor": 3}, 400, "input 'values': FP32 data must be numbers"),
-    ("scaler", {"values": [1], "factor": 2.5}, 400, "input 'factor': INT32 data must be integers"),
-    ("scaler", {"values": [1], "factor": 2, "stop": ["a"]}, 400, "parameter 'stop' has invalid type"),
-    ("scaler", {"values": [1]}, 400, "missing required input(s) ['factor']"),
-    ("scaler", {"values": [1], "factor": [1, 2]}, 400, "can not convert input 'factor' to tensor with proper shape"),
-    ("scaler", {"values": [1], "factor": 1, "parameters": 3}, 400, "Expected JSON object for keyword: 'parameters'"),
-])
+@pytest.mark.parametrize(
+    "model, body, status, words",
+    [
+        ("nope", {"text_input": "a"}, 404, "unknown model: 'nope'"),
+        ("scaler", {"values": "x", "factor": 3}, 400, "input 'values': FP32 data must be numbers"),
+        ("scaler", {"values": [1], "factor": 2.5}, 400, "input 'factor': INT32 data must be integers"),
+        ("scaler", {"values": [1], "factor": 2, "stop": ["a"]}, 400, "parameter 'stop' has invalid type"),
+        ("scaler", {"values": [1]}, 400, "missing required input(s) ['factor']"),
+        (
+            "scaler",
+            {"values": [1], "factor": [1, 2]},
+            400,
+            "can not convert input 'factor' to tensor with proper shape",
+        ),
+        (
+            "scaler",
+            {"values": [1], "factor": 1, "parameters": 3},
+            400,
+            "Expected JSON object for keyword: 'parameters'",
+        ),
+    ],
+)
 def test_bad_requests_are_json_errors_before_any_event(base_url, path, model, body, status, words):
     response = httpx.post(f"{base_url}/v2/models/{model}/{path}", json=body)
     assert response.status_code == status

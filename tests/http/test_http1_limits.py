@@ -12,7 +12,6 @@ import time
 import numpy as np
 import psutil
 import pytest
-
 from http_servers import MODELS, server_process, start_server, write_repository
 from test_http1_server import Reader, connect
 
@@ -23,28 +22,43 @@ TIMEOUT_S = 1.0
 def limits_server(tmp_path_factory):
     repository = write_repository(tmp_path_factory.mktemp("limits"), {"identity": MODELS["identity"]})
     process = start_server(
-        repository, "--http-max-input-size", str(4 << 20),
-        "--http-header-read-timeout", str(TIMEOUT_S), "--http-keepalive-timeout", str(TIMEOUT_S),
+        repository,
+        "--http-max-input-size",
+        str(4 << 20),
+        "--http-header-read-timeout",
+        str(TIMEOUT_S),
+        "--http-keepalive-timeout",
+        str(TIMEOUT_S),
     )
     yield process
     process.__exit__()
 
 
 def binary_infer(values: np.ndarray) -> bytes:
-    header = json.dumps({
-        "inputs": [{"name": "INPUT0", "shape": [len(values)], "datatype": "FP32",
-                    "parameters": {"binary_data_size": values.nbytes}}],
-        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
-    }).encode()
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "shape": [len(values)],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": values.nbytes},
+                }
+            ],
+            "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+        }
+    ).encode()
     return (
         b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: %d\r\n"
-        b"Content-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n" % (len(header), len(header) + values.nbytes)
-        + header + values.tobytes()
+        b"Content-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n"
+        % (len(header), len(header) + values.nbytes)
+        + header
+        + values.tobytes()
     )
 
 
 def binary_output(headers: dict[str, str], body: bytes) -> np.ndarray:
-    return np.frombuffer(body[int(headers["inference-header-content-length"]):], np.float32)
+    return np.frombuffer(body[int(headers["inference-header-content-length"]) :], np.float32)
 
 
 def rss(process) -> int:

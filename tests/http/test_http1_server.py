@@ -11,13 +11,16 @@ import time
 
 import httpx
 import pytest
-
 from http_servers import server_process, write_repository
 
-BODY = json.dumps({"inputs": [
-    {"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]},
-    {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32", "data": [1, 1, 1, 1]},
-]}).encode()
+BODY = json.dumps(
+    {
+        "inputs": [
+            {"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+            {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32", "data": [1, 1, 1, 1]},
+        ]
+    }
+).encode()
 INFER = b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 
 
@@ -134,8 +137,14 @@ def test_head_has_headers_but_no_body(base_url):
         assert status == 200 and json.loads(body)["name"]
 
 
-@pytest.mark.parametrize("garbage", [b"NOT HTTP AT ALL\r\n\r\n", b"GET / HTTP/1.1\r\nHost x\r\n\r\n",
-                                     b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"NOT HTTP AT ALL\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost x\r\n\r\n",
+        b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+    ],
+)
 def test_malformed_requests_get_400_and_close(base_url, garbage):
     with connect(base_url) as sock:
         sock.sendall(garbage)
@@ -164,10 +173,12 @@ def test_chunked_body_over_the_limit_is_refused_without_reading_it_all(base_url)
 def test_client_leaving_mid_inference_cancels_it_and_the_server_serves_on(tmp_path):
     """A client that disconnects while its request waits in the queue: the request is
     dropped (never executed) and every other request is answered."""
-    models = {"slow": '''backend: "numpy" max_batch_size: 0
+    models = {
+        "slow": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]
-parameters [{key:"op" value {string_value:"sleep"}}, {key:"sleep_ms" value {string_value:"400"}}]'''}
+parameters [{key:"op" value {string_value:"sleep"}}, {key:"sleep_ms" value {string_value:"400"}}]"""
+    }
     with server_process(write_repository(tmp_path, models)) as server:
         base_url = f"http://{server.http_url}"
         body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [1]}]}).encode()

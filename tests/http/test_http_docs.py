@@ -13,8 +13,12 @@ DOC = (Path(__file__).resolve().parents[2] / "docs" / "http.md").read_text()
 
 def test_every_http_flag_is_documented():
     serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
-    flags = [option for action in serve._actions for option in action.option_strings
-             if option.startswith("--http") or option in ("--allow-http", "--backend-plugin")]
+    flags = [
+        option
+        for action in serve._actions
+        for option in action.option_strings
+        if option.startswith("--http") or option in ("--allow-http", "--backend-plugin")
+    ]
     assert len(flags) >= 6
     for flag in flags:
         assert f"`{flag}" in DOC, f"{flag} is not documented in docs/http.md"

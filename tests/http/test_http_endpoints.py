@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
-from tritonclient.utils import InferenceServerException
-
 from http_servers import MODELS, server_process, start_server, write_repository
+from tritonclient.utils import InferenceServerException
 
 
 def test_health(server, base_url):
@@ -30,19 +29,32 @@ def test_health(server, base_url):
 def test_server_metadata(server):
     metadata = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
     assert metadata["name"] == "triton" and metadata["version"]
-    for extension in ("binary_tensor_data", "classification", "model_repository", "model_configuration",
-                      "system_shared_memory", "statistics", "parameters"):
+    for extension in (
+        "binary_tensor_data",
+        "classification",
+        "model_repository",
+        "model_configuration",
+        "system_shared_memory",
+        "statistics",
+        "parameters",
+    ):
         assert extension in metadata["extensions"]
 
 
 def test_model_metadata(server):
     client = httpclient.InferenceServerClient(server.http_url)
     expected = {
-        "name": "add_sub", "versions": ["1"], "platform": "numpy",
-        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [-1, 4]},
-                   {"name": "INPUT1", "datatype": "FP32", "shape": [-1, 4]}],
-        "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [-1, 4]},
-                    {"name": "OUTPUT1", "datatype": "FP32", "shape": [-1, 4]}],
+        "name": "add_sub",
+        "versions": ["1"],
+        "platform": "numpy",
+        "inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [-1, 4]},
+            {"name": "INPUT1", "datatype": "FP32", "shape": [-1, 4]},
+        ],
+        "outputs": [
+            {"name": "OUTPUT0", "datatype": "FP32", "shape": [-1, 4]},
+            {"name": "OUTPUT1", "datatype": "FP32", "shape": [-1, 4]},
+        ],
     }
     assert client.get_model_metadata("add_sub") == expected
     assert client.get_model_metadata("add_sub", "1") == expected
@@ -57,15 +69,29 @@ def test_model_config_is_tritons_json_form(server):
     assert config["max_batch_size"] == 8
     # 64-bit integers are JSON numbers, as Triton writes them.
     assert config["input"][0] == {
-        "name": "INPUT0", "data_type": "TYPE_FP32", "format": "FORMAT_NONE", "dims": [4],
-        "is_shape_tensor": False, "allow_ragged_batch": False, "optional": False, "is_non_linear_format_io": False,
+        "name": "INPUT0",
+        "data_type": "TYPE_FP32",
+        "format": "FORMAT_NONE",
+        "dims": [4],
+        "is_shape_tensor": False,
+        "allow_ragged_batch": False,
+        "optional": False,
+        "is_non_linear_format_io": False,
     }
     # The defaults Triton fills in at load.
     assert config["version_policy"] == {"latest": {"num_versions": 1}}
-    assert config["instance_group"] == [{
-        "name": "add_sub", "kind": "KIND_CPU", "count": 1, "gpus": [], "secondary_devices": [], "profile": [],
-        "passive": False, "host_policy": "",
-    }]
+    assert config["instance_group"] == [
+        {
+            "name": "add_sub",
+            "kind": "KIND_CPU",
+            "count": 1,
+            "gpus": [],
+            "secondary_devices": [],
+            "profile": [],
+            "passive": False,
+            "host_policy": "",
+        }
+    ]
     assert config["optimization"]["input_pinned_memory"] == {"enable": True}
     assert config["parameters"] == {"op": {"string_value": "add_sub"}}
     labelled = httpclient.InferenceServerClient(server.http_url).get_model_config("classify")
@@ -127,12 +153,16 @@ def test_system_shared_memory_inputs_and_outputs(server):
         # An output region too small for the output is a clear 400.
         small = httpclient.InferRequestedOutput("OUTPUT0")
         small.set_shared_memory("io", 8, offset=64)
-        with pytest.raises(InferenceServerException, match=r"'OUTPUT0' \(8 bytes\) should be at least 32 bytes") as info:
+        with pytest.raises(
+            InferenceServerException, match=r"'OUTPUT0' \(8 bytes\) should be at least 32 bytes"
+        ) as info:
             client.infer("add_sub", inputs, outputs=[small])
         assert info.value.status() == "400"
         # Reading past the region is refused before the model runs.
         inputs[1].set_shared_memory("io", 32, offset=80)
-        with pytest.raises(InferenceServerException, match=r"Invalid offset \+ byte size for shared memory region: 'io'"):
+        with pytest.raises(
+            InferenceServerException, match=r"Invalid offset \+ byte size for shared memory region: 'io'"
+        ):
             client.infer("add_sub", inputs)
 
         with pytest.raises(InferenceServerException, match="already") as info:
@@ -143,7 +173,9 @@ def test_system_shared_memory_inputs_and_outputs(server):
         with pytest.raises(InferenceServerException) as info:
             client.get_system_shared_memory_status("io")
         assert info.value.status() == "404"
-        with pytest.raises(InferenceServerException, match="Unable to open shared memory region: '/naiad-no-such-key'") as info:
+        with pytest.raises(
+            InferenceServerException, match="Unable to open shared memory region: '/naiad-no-such-key'"
+        ) as info:
             client.register_system_shared_memory("other", "/naiad-no-such-key", 16)
         assert info.value.status() == "400"
         client.unregister_system_shared_memory()
@@ -154,16 +186,19 @@ def test_system_shared_memory_inputs_and_outputs(server):
 def test_shared_memory_register_validation(base_url):
     response = httpx.post(base_url + "/v2/systemsharedmemory/region/r/register", json={"offset": 0, "byte_size": 4})
     assert response.status_code == 400 and "'key'" in response.json()["error"]
-    response = httpx.post(base_url + "/v2/systemsharedmemory/region/r/register",
-                          json={"key": "/k", "offset": 0, "byte_size": "4"})
+    response = httpx.post(
+        base_url + "/v2/systemsharedmemory/region/r/register", json={"key": "/k", "offset": 0, "byte_size": "4"}
+    )
     assert response.status_code == 400 and "byte_size" in response.json()["error"]
 
 
 def test_cuda_shared_memory_is_unsupported(server, base_url):
     client = httpclient.InferenceServerClient(server.http_url)
     assert client.get_cuda_shared_memory_status() == []
-    response = httpx.post(base_url + "/v2/cudasharedmemory/region/c/register",
-                          json={"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 16})
+    response = httpx.post(
+        base_url + "/v2/cudasharedmemory/region/c/register",
+        json={"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 16},
+    )
     assert response.status_code == 501
     assert "CUDA shared memory is not supported" in response.json()["error"]
     client.unregister_cuda_shared_memory()
@@ -172,8 +207,9 @@ def test_cuda_shared_memory_is_unsupported(server, base_url):
 @pytest.fixture(scope="module")
 def explicit_server(tmp_path_factory):
     repository = write_repository(tmp_path_factory.mktemp("explicit"))
-    process = start_server(repository, "--model-control-mode", "explicit", "--load-model", "add_sub",
-                           "--allow-client-shm=true")
+    process = start_server(
+        repository, "--model-control-mode", "explicit", "--load-model", "add_sub", "--allow-client-shm=true"
+    )
     yield process
     process.__exit__()
 
@@ -197,9 +233,12 @@ def test_load_and_unload(explicit_server):
 
 def test_load_with_config_override(explicit_server):
     client = httpclient.InferenceServerClient(explicit_server.http_url)
-    config = {"backend": "numpy", "max_batch_size": 2,
-              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [1]}],
-              "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [1]}]}
+    config = {
+        "backend": "numpy",
+        "max_batch_size": 2,
+        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [1]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [1]}],
+    }
     client.load_model("failing", config=json.dumps(config))
     assert client.get_model_config("failing")["max_batch_size"] == 2
     # The override drops the config's op=fail parameter: the model is now an identity.
@@ -216,10 +255,15 @@ def test_load_request_validation(explicit_server):
     assert response.status_code == 500 and "'config' parameter" in response.json()["error"]
     response = httpx.post(base + "/types/load", json={"parameters": {"config": "[1]"}})
     assert response.status_code == 500 and "JSON object" in response.json()["error"]
-    response = httpx.post(base + "/types/load", json={"parameters": {"config": json.dumps({"backend": "numpy", "max_batch_size": -1})}})
+    response = httpx.post(
+        base + "/types/load", json={"parameters": {"config": json.dumps({"backend": "numpy", "max_batch_size": -1})}}
+    )
     assert response.status_code == 400 and "max_batch_size" in response.json()["error"]
     response = httpx.post(base + "/evil/load", json={"parameters": {"config": "{}", "file:../evil.py": "AAAA"}})
-    assert response.status_code == 400 and "Invalid file parameter 'file:../evil.py' must stay within model directory" in response.json()["error"]
+    assert (
+        response.status_code == 400
+        and "Invalid file parameter 'file:../evil.py' must stay within model directory" in response.json()["error"]
+    )
     response = httpx.post(base + "/evil/load", json={"parameters": {"config": "{}", "file:1/model.py": "not base64!"}})
     assert response.status_code == 400 and "must hold the file's content in base64" in response.json()["error"]
     response = httpx.post(base + "/add_sub/unload", json={"parameters": {"unload_dependents": "yes"}})
@@ -230,18 +274,32 @@ def test_load_request_validation(explicit_server):
 
 def test_load_uploaded_files_and_unload_dependents(explicit_server):
     client = httpclient.InferenceServerClient(explicit_server.http_url)
-    config = {"backend": "numpy", "max_batch_size": 0,
-              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
-              "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
+    config = {
+        "backend": "numpy",
+        "max_batch_size": 0,
+        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+    }
     client.load_model("uploaded", config=json.dumps(config), files={"file:1/weights.bin": b"\x00\x01"})
     infer_input = httpclient.InferInput("INPUT0", [2], "FP32")
     infer_input.set_data_from_numpy(np.array([1, 2], np.float32))
     np.testing.assert_array_equal(client.infer("uploaded", [infer_input]).as_numpy("OUTPUT0"), [1, 2])
-    ensemble = {"platform": "ensemble", "max_batch_size": 0,
-                "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [-1]}],
-                "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [-1]}],
-                "ensemble_scheduling": {"step": [{"model_name": "uploaded", "model_version": -1,
-                                                  "input_map": {"INPUT0": "IN"}, "output_map": {"OUTPUT0": "OUT"}}]}}
+    ensemble = {
+        "platform": "ensemble",
+        "max_batch_size": 0,
+        "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "ensemble_scheduling": {
+            "step": [
+                {
+                    "model_name": "uploaded",
+                    "model_version": -1,
+                    "input_map": {"INPUT0": "IN"},
+                    "output_map": {"OUTPUT0": "OUT"},
+                }
+            ]
+        },
+    }
     client.load_model("pipeline", config=json.dumps(ensemble), files={"file:1/.keep": b""})
     assert client.is_model_ready("pipeline")
     # Triton's unload_dependents: an ensemble's step models go with it.
@@ -331,8 +389,9 @@ def test_sigterm_stops_every_http_server_cleanly(repository):
 
 @pytest.mark.parametrize("strict", ["true", "false"])
 def test_readiness_with_a_model_that_failed_to_load(tmp_path, strict):
-    repository = write_repository(tmp_path, {"add_sub": MODELS["add_sub"],
-                                             "broken": 'backend: "numpy" max_batch_size: -3'})
+    repository = write_repository(
+        tmp_path, {"add_sub": MODELS["add_sub"], "broken": 'backend: "numpy" max_batch_size: -3'}
+    )
     process = start_server(repository, "--exit-on-error", "false", "--strict-readiness", strict)
     try:
         response = httpx.get(f"http://{process.http_url}/v2/health/ready")

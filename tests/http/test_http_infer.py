@@ -10,13 +10,24 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 import tritonclient.http.aio as aiohttpclient
+from http_servers import DATATYPES
 from tritonclient.utils import InferenceServerException
 
-from http_servers import DATATYPES
-
-NUMPY = {"BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
-         "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64, "FP16": np.float16,
-         "FP32": np.float32, "FP64": np.float64, "BYTES": np.object_}
+NUMPY = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+}
 
 
 def sample(datatype: str) -> np.ndarray:
@@ -50,8 +61,10 @@ def add_sub_inputs(module, binary: bool = True):
 def test_add_sub_json_and_binary(server, binary_in, binary_out):
     client = httpclient.InferenceServerClient(server.http_url)
     a, b, inputs = add_sub_inputs(httpclient, binary_in)
-    outputs = [httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary_out),
-               httpclient.InferRequestedOutput("OUTPUT1", binary_data=binary_out)]
+    outputs = [
+        httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary_out),
+        httpclient.InferRequestedOutput("OUTPUT1", binary_data=binary_out),
+    ]
     result = client.infer("add_sub", inputs, outputs=outputs, request_id="req-7")
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
@@ -110,10 +123,14 @@ def test_nested_json_data_and_mixed_binary_outputs(server):
     """Raw JSON with nested data; one binary and one JSON output in the same response."""
     import httpx
 
-    body = {"id": "nested", "inputs": [
-        {"name": "INPUT0", "shape": [2, 4], "datatype": "FP32", "data": [[1, 2, 3, 4], [5, 6, 7, 8]]},
-        {"name": "INPUT1", "shape": [2, 4], "datatype": "FP32", "data": [1, 1, 1, 1, 1, 1, 1, 1]}],
-        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}, {"name": "OUTPUT1"}]}
+    body = {
+        "id": "nested",
+        "inputs": [
+            {"name": "INPUT0", "shape": [2, 4], "datatype": "FP32", "data": [[1, 2, 3, 4], [5, 6, 7, 8]]},
+            {"name": "INPUT1", "shape": [2, 4], "datatype": "FP32", "data": [1, 1, 1, 1, 1, 1, 1, 1]},
+        ],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}, {"name": "OUTPUT1"}],
+    }
     response = httpx.post(f"http://{server.http_url}/v2/models/add_sub/infer", json=body)
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/octet-stream"
@@ -169,16 +186,21 @@ def test_classification_with_labels(server):
         assert classes.shape == (2, 3)
         decoded = [[c.decode() if isinstance(c, bytes) else c for c in row] for row in classes]
         # The fifth class has no label: the file holds four lines.
-        assert decoded == [["0.900000:1:dog", "0.500000:2:bird", "0.300000:4"],
-                           ["5.000000:0:cat", "4.000000:1:dog", "3.000000:2:bird"]]
+        assert decoded == [
+            ["0.900000:1:dog", "0.500000:2:bird", "0.300000:4"],
+            ["5.000000:0:cat", "4.000000:1:dog", "3.000000:2:bird"],
+        ]
 
 
 def test_classification_of_integers_without_batching(server):
     client = httpclient.InferenceServerClient(server.http_url)
     infer_input = httpclient.InferInput("INPUT0", [2, 3], "INT32")
     infer_input.set_data_from_numpy(np.array([[1, 9, 3], [4, 5, 6]], np.int32))
-    result = client.infer("classify_int", [infer_input], outputs=[
-        httpclient.InferRequestedOutput("OUTPUT0", binary_data=False, class_count=2)])
+    result = client.infer(
+        "classify_int",
+        [infer_input],
+        outputs=[httpclient.InferRequestedOutput("OUTPUT0", binary_data=False, class_count=2)],
+    )
     assert result.as_numpy("OUTPUT0").tolist() == ["9:1", "6:5"]
 
 
@@ -186,8 +208,9 @@ def test_compressed_request_and_response(server):
     client = httpclient.InferenceServerClient(server.http_url)
     a, b, inputs = add_sub_inputs(httpclient)
     for algorithm in ("gzip", "deflate"):
-        result = client.infer("add_sub", inputs, request_compression_algorithm=algorithm,
-                              response_compression_algorithm=algorithm)
+        result = client.infer(
+            "add_sub", inputs, request_compression_algorithm=algorithm, response_compression_algorithm=algorithm
+        )
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
 
 
@@ -200,8 +223,7 @@ def test_aio_client_infer_and_metadata(server):
             metadata = await client.get_model_metadata("add_sub")
             assert metadata["inputs"][0] == {"name": "INPUT0", "datatype": "FP32", "shape": [-1, 4]}
             a, b, inputs = add_sub_inputs(aiohttpclient)
-            results = await asyncio.gather(*(
-                client.infer("add_sub", inputs, request_id=str(i)) for i in range(4)))
+            results = await asyncio.gather(*(client.infer("add_sub", inputs, request_id=str(i)) for i in range(4)))
             for i, result in enumerate(results):
                 assert result.get_response()["id"] == str(i)
                 np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
@@ -229,19 +251,22 @@ def test_raw_binary_request(base_url):
     import httpx
 
     raw = {"Inference-Header-Content-Length": "0"}
-    response = httpx.post(base_url + "/v2/models/identity/infer", content=np.arange(3, dtype=np.float32).tobytes(),
-                          headers=raw)
+    response = httpx.post(
+        base_url + "/v2/models/identity/infer", content=np.arange(3, dtype=np.float32).tobytes(), headers=raw
+    )
     assert response.status_code == 200, response.text
     length = int(response.headers["Inference-Header-Content-Length"])
     header = json.loads(response.content[:length])
-    assert header["outputs"] == [{"name": "OUTPUT0", "datatype": "FP32", "shape": [3],
-                                  "parameters": {"binary_data_size": 12}}]
+    assert header["outputs"] == [
+        {"name": "OUTPUT0", "datatype": "FP32", "shape": [3], "parameters": {"binary_data_size": 12}}
+    ]
     np.testing.assert_array_equal(np.frombuffer(response.content[length:], np.float32), [0, 1, 2])
     # A batching model gets batch 1 of its config dims.
     response = httpx.post(base_url + "/v2/models/classify/infer", content=bytes(20), headers=raw)
     assert response.status_code == 200, response.text
-    assert json.loads(response.content[: int(response.headers["Inference-Header-Content-Length"])])[
-        "outputs"][0]["shape"] == [1, 5]
+    assert json.loads(response.content[: int(response.headers["Inference-Header-Content-Length"])])["outputs"][0][
+        "shape"
+    ] == [1, 5]
     response = httpx.post(base_url + "/v2/models/classify/infer", content=bytes(12), headers=raw)
     assert response.status_code == 400 and "Expected 20, got 12" in response.json()["error"]
     response = httpx.post(base_url + "/v2/models/add_sub/infer", content=bytes(16), headers=raw)

@@ -9,29 +9,28 @@ import json
 import httpx
 import numpy as np
 import pytest
-
 from http_servers import start_server, write_repository
 
 RAW = {"Inference-Header-Content-Length": "0"}
 MODELS = {
-    "bytes_one": '''backend: "numpy" max_batch_size: 0
+    "bytes_one": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_STRING dims:[1]}]
-output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[1]}]''',
-    "bytes_batched": '''backend: "numpy" max_batch_size: 4
+output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[1]}]""",
+    "bytes_batched": """backend: "numpy" max_batch_size: 4
 input [{name:"INPUT0" data_type: TYPE_STRING dims:[1]}]
-output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[1]}]''',
-    "bytes_variable": '''backend: "numpy" max_batch_size: 0
+output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[1]}]""",
+    "bytes_variable": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_STRING dims:[-1]}]
-output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[-1]}]''',
-    "bytes_two": '''backend: "numpy" max_batch_size: 0
+output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[-1]}]""",
+    "bytes_two": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_STRING dims:[2]}]
-output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[2]}]''',
-    "fp32_two_variable": '''backend: "numpy" max_batch_size: 0
+output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[2]}]""",
+    "fp32_two_variable": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1, -1]}]
-output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1, -1]}]''',
-    "two_inputs": '''backend: "numpy" max_batch_size: 0
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1, -1]}]""",
+    "two_inputs": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]},{name:"INPUT1" data_type: TYPE_FP32 dims:[1]}]
-output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[1]}]''',
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[1]}]""",
 }
 
 
@@ -60,7 +59,8 @@ def test_a_bytes_input_of_another_shape_is_refused(url, model, dims):
     response = httpx.post(f"{url}/{model}/infer", content=b"hello", headers=RAW)
     assert response.status_code == 400
     assert response.json()["error"].startswith(
-        "For BYTE datatype raw input 'INPUT0', the model must have input shape [1]")
+        "For BYTE datatype raw input 'INPUT0', the model must have input shape [1]"
+    )
 
 
 def test_shapes_that_cannot_be_deduced_are_refused_in_tritons_words(url):
@@ -69,9 +69,11 @@ def test_shapes_that_cannot_be_deduced_are_refused_in_tritons_words(url):
     assert response.status_code == 400
     assert response.json()["error"].startswith(
         "The shape of the raw input 'INPUT0' can not be deduced because there are more than one variable-sized "
-        "dimension")
+        "dimension"
+    )
     response = httpx.post(f"{url}/two_inputs/infer", content=body, headers=RAW)
     assert response.status_code == 400
     assert response.json()["error"] == (
         "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'two_inputs' model "
-        "configuration")
+        "configuration"
+    )

@@ -22,7 +22,7 @@ from naiad.frontends.kserve.repository_requests import (
     load_request,
     unload_request,
 )
-from naiad.frontends.kserve.shared_memory_requests import RegisterRequest, register_request, region_selector
+from naiad.frontends.kserve.shared_memory_requests import RegisterRequest, region_selector, register_request
 
 POLL = "failed to load 'm', failed to poll from model repository: "
 
@@ -33,37 +33,55 @@ def test_index_request(ready, expected):
     assert index_request() == IndexRequest(False)
 
 
-@pytest.mark.parametrize("ready, message", [
-    ("yes", "'ready' must be true or false, got 'yes'"),
-    (1, "'ready' must be true or false, got 1"),
-])
+@pytest.mark.parametrize(
+    "ready, message",
+    [
+        ("yes", "'ready' must be true or false, got 'yes'"),
+        (1, "'ready' must be true or false, got 1"),
+    ],
+)
 def test_bad_index_request(ready, message):
     with pytest.raises(NaiadError) as info:
         index_request(ready)
     assert (info.value.code.name, info.value.message) == ("INVALID_ARG", message)
 
 
-@pytest.mark.parametrize("parameters, expected", [
-    ({}, LoadRequest("m", None, {})),
-    ({"config": '{"max_batch_size": 4}'}, LoadRequest("m", {"max_batch_size": 4}, {})),
-    ({"config": b'{"backend": "onnx"}'}, LoadRequest("m", {"backend": "onnx"}, {})),
-    ({"config": {"backend": "onnx"}}, LoadRequest("m", {"backend": "onnx"}, {})),
-    ({"file:1/model.onnx": b"\x00\x01", "other": 3}, LoadRequest("m", None, {"1/model.onnx": b"\x00\x01"})),
-])
+@pytest.mark.parametrize(
+    "parameters, expected",
+    [
+        ({}, LoadRequest("m", None, {})),
+        ({"config": '{"max_batch_size": 4}'}, LoadRequest("m", {"max_batch_size": 4}, {})),
+        ({"config": b'{"backend": "onnx"}'}, LoadRequest("m", {"backend": "onnx"}, {})),
+        ({"config": {"backend": "onnx"}}, LoadRequest("m", {"backend": "onnx"}, {})),
+        ({"file:1/model.onnx": b"\x00\x01", "other": 3}, LoadRequest("m", None, {"1/model.onnx": b"\x00\x01"})),
+    ],
+)
 def test_load_request(parameters, expected):
     assert load_request("m", parameters) == expected
 
 
-@pytest.mark.parametrize("parameters, code, message", [
-    ({"file:1/model.onnx": "AAE="}, "INVALID_ARG", "failed to load 'm': parameter 'file:1/model.onnx' must carry "
-                                                   "the file as bytes"),
-    ({"file:x": None}, "INVALID_ARG", "failed to load 'm': parameter 'file:x' must carry the file as bytes"),
-    ({"config": "{not json"}, "INTERNAL", POLL + "the 'config' parameter is not valid JSON: "),
-    ({"config": "[1, 2]"}, "INTERNAL", POLL + "the 'config' parameter must be a JSON object in the model "
-                                              "configuration's JSON form"),
-    ({"config": 7}, "INTERNAL", POLL + "the 'config' parameter must be a JSON object in the model configuration's "
-                                       "JSON form"),
-])
+@pytest.mark.parametrize(
+    "parameters, code, message",
+    [
+        (
+            {"file:1/model.onnx": "AAE="},
+            "INVALID_ARG",
+            "failed to load 'm': parameter 'file:1/model.onnx' must carry the file as bytes",
+        ),
+        ({"file:x": None}, "INVALID_ARG", "failed to load 'm': parameter 'file:x' must carry the file as bytes"),
+        ({"config": "{not json"}, "INTERNAL", POLL + "the 'config' parameter is not valid JSON: "),
+        (
+            {"config": "[1, 2]"},
+            "INTERNAL",
+            POLL + "the 'config' parameter must be a JSON object in the model configuration's JSON form",
+        ),
+        (
+            {"config": 7},
+            "INTERNAL",
+            POLL + "the 'config' parameter must be a JSON object in the model configuration's JSON form",
+        ),
+    ],
+)
 def test_bad_load_request(parameters, code, message):
     with pytest.raises(NaiadError) as info:
         load_request("m", parameters)
@@ -71,11 +89,14 @@ def test_bad_load_request(parameters, code, message):
     assert info.value.message.startswith(message)
 
 
-@pytest.mark.parametrize("parameters, expected", [
-    ({}, UnloadRequest("m", False)),
-    ({"unload_dependents": True}, UnloadRequest("m", True)),
-    ({"unload_dependents": False, "other": "x"}, UnloadRequest("m", False)),
-])
+@pytest.mark.parametrize(
+    "parameters, expected",
+    [
+        ({}, UnloadRequest("m", False)),
+        ({"unload_dependents": True}, UnloadRequest("m", True)),
+        ({"unload_dependents": False, "other": "x"}, UnloadRequest("m", False)),
+    ],
+)
 def test_unload_request(parameters, expected):
     assert unload_request("m", parameters) == expected
 
@@ -87,22 +108,28 @@ def test_bad_unload_request(value):
     assert info.value.message == "'unload_dependents' of the unload request must be true or false"
 
 
-@pytest.mark.parametrize("key, offset, byte_size, expected", [
-    ("/k", 0, 64, RegisterRequest("r", "/k", 0, 64)),
-    ("/k", 16, 0, RegisterRequest("r", "/k", 16, 0)),
-])
+@pytest.mark.parametrize(
+    "key, offset, byte_size, expected",
+    [
+        ("/k", 0, 64, RegisterRequest("r", "/k", 0, 64)),
+        ("/k", 16, 0, RegisterRequest("r", "/k", 16, 0)),
+    ],
+)
 def test_register_request(key, offset, byte_size, expected):
     assert register_request("r", key, offset, byte_size) == expected
 
 
-@pytest.mark.parametrize("key, offset, byte_size, message", [
-    (None, 0, 64, "registering shared memory region 'r' needs a 'key' string"),
-    (5, 0, 64, "registering shared memory region 'r' needs a 'key' string"),
-    ("/k", "0", 64, "registering shared memory region 'r' needs an integer 'offset', got '0'"),
-    ("/k", True, 64, "registering shared memory region 'r' needs an integer 'offset', got True"),
-    ("/k", 0, None, "registering shared memory region 'r' needs an integer 'byte_size', got None"),
-    ("/k", 0, 1.5, "registering shared memory region 'r' needs an integer 'byte_size', got 1.5"),
-])
+@pytest.mark.parametrize(
+    "key, offset, byte_size, message",
+    [
+        (None, 0, 64, "registering shared memory region 'r' needs a 'key' string"),
+        (5, 0, 64, "registering shared memory region 'r' needs a 'key' string"),
+        ("/k", "0", 64, "registering shared memory region 'r' needs an integer 'offset', got '0'"),
+        ("/k", True, 64, "registering shared memory region 'r' needs an integer 'offset', got True"),
+        ("/k", 0, None, "registering shared memory region 'r' needs an integer 'byte_size', got None"),
+        ("/k", 0, 1.5, "registering shared memory region 'r' needs an integer 'byte_size', got 1.5"),
+    ],
+)
 def test_bad_register_request(key, offset, byte_size, message):
     with pytest.raises(NaiadError) as info:
         register_request("r", key, offset, byte_size)
@@ -114,11 +141,14 @@ def test_region_selector(name, expected):
     assert region_selector(name) == expected
 
 
-@pytest.mark.parametrize("parameters, expected, left", [
-    ({}, False, {}),
-    ({"binary_data_output": True, "x": 1}, True, {"x": 1}),
-    ({"binary_data_output": False}, False, {}),
-])
+@pytest.mark.parametrize(
+    "parameters, expected, left",
+    [
+        ({}, False, {}),
+        ({"binary_data_output": True, "x": 1}, True, {"x": 1}),
+        ({"binary_data_output": False}, False, {}),
+    ],
+)
 def test_binary_data_output(parameters, expected, left):
     assert take_binary_data_output(parameters) is expected
     assert parameters == left

@@ -4,23 +4,24 @@ import asyncio
 import contextlib
 
 import httpx
-from naiad import Server
-from naiad.cli import build_parser, frontend_options, options_from_args
-from naiad.frontends.options import MetricsOptions
-from naiad.frontends import metrics as metrics_frontend
-from naiad.testing import free_port
 from numpy_backend import NumpyPlugin
 from prometheus_text import parse
 
-ADD_SUB = '''backend: "numpy" max_batch_size: 8
+from naiad import Server
+from naiad.cli import build_parser, frontend_options, options_from_args
+from naiad.frontends import metrics as metrics_frontend
+from naiad.frontends.options import MetricsOptions
+from naiad.testing import free_port
+
+ADD_SUB = """backend: "numpy" max_batch_size: 8
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]},{name:"INPUT1" data_type: TYPE_FP32 dims:[4]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[4]}]
-parameters {key:"op" value {string_value:"add_sub"}}'''
+parameters {key:"op" value {string_value:"add_sub"}}"""
 
-FAILING = '''backend: "numpy" max_batch_size: 0
+FAILING = """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]}]
-parameters {key:"op" value {string_value:"fail"}}'''
+parameters {key:"op" value {string_value:"fail"}}"""
 
 
 def make_model(repo, name, config, versions=(1,)):
@@ -35,10 +36,18 @@ class MetricsServer:
 
     def __init__(self, repo, *flags, plugins=()):
         self.port = free_port()
-        self.args = build_parser().parse_args([
-            "serve", "--model-repository", str(repo), "--metrics-address", "127.0.0.1",
-            "--metrics-port", str(self.port), *flags,
-        ])
+        self.args = build_parser().parse_args(
+            [
+                "serve",
+                "--model-repository",
+                str(repo),
+                "--metrics-address",
+                "127.0.0.1",
+                "--metrics-port",
+                str(self.port),
+                *flags,
+            ]
+        )
         options = options_from_args(self.args)
         options.backend_plugins = [NumpyPlugin(), *plugins]
         self.server = Server(options)
@@ -48,7 +57,9 @@ class MetricsServer:
     async def __aenter__(self):
         await self.server.start()
         started = asyncio.Event()
-        self._task = asyncio.create_task(metrics_frontend.run(self.server, frontend_options(MetricsOptions, self.args), started))
+        self._task = asyncio.create_task(
+            metrics_frontend.run(self.server, frontend_options(MetricsOptions, self.args), started)
+        )
         waiter = asyncio.create_task(started.wait())
         await asyncio.wait([waiter, self._task], return_when=asyncio.FIRST_COMPLETED)
         if self._task.done():

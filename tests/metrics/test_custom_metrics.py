@@ -6,12 +6,11 @@ import asyncio
 
 import numpy as np
 import pytest
+from metrics_server import MetricsServer, make_model
+from prometheus_text import value
 
 from naiad import Backend, InferenceRequest, InferenceResponse, Model, ModelInstance, NaiadError, Tensor, hookimpl
 from naiad.observability.custom_metrics import CustomMetricRegistry, MetricKind
-from prometheus_text import value
-
-from metrics_server import MetricsServer, make_model
 
 
 class CountingInstance(ModelInstance):
@@ -52,9 +51,9 @@ class CountingPlugin:
         return [CountingBackend]
 
 
-COUNTING = '''backend: "counting" max_batch_size: 0
+COUNTING = """backend: "counting" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
-output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]'''
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]"""
 
 
 def test_custom_metrics_from_a_model_are_exported(repo):
@@ -63,7 +62,9 @@ def test_custom_metrics_from_a_model_are_exported(repo):
     async def go():
         async with MetricsServer(repo, plugins=[CountingPlugin()]) as ms:
             for size in (1, 4, 20):
-                await ms.server.infer(InferenceRequest("counting", [Tensor.from_numpy("INPUT0", np.ones(size, np.float32))]))
+                await ms.server.infer(
+                    InferenceRequest("counting", [Tensor.from_numpy("INPUT0", np.ones(size, np.float32))])
+                )
             gauge = ms.server.custom_metrics.family("queue_depth", "Depth of my queue", "gauge").metric({"q": "a"})
             gauge.set(7)
             gauge.increment(-2)
@@ -73,8 +74,10 @@ def test_custom_metrics_from_a_model_are_exported(repo):
             assert "# HELP elements_seen Elements this model received" in text
             assert value(samples, "elements_seen", model="counting", version="1") == 25
             assert value(samples, "queue_depth", q="a") == 5
-            buckets = {le: value(samples, "batch_elements_bucket", model="counting", le=le)
-                       for le in ("2.0", "8.0", "32.0", "+Inf")}
+            buckets = {
+                le: value(samples, "batch_elements_bucket", model="counting", le=le)
+                for le in ("2.0", "8.0", "32.0", "+Inf")
+            }
             assert buckets == {"2.0": 1, "8.0": 2, "32.0": 3, "+Inf": 3}
             assert value(samples, "batch_elements_sum", model="counting") == 25
             assert value(samples, "batch_elements_count", model="counting") == 3

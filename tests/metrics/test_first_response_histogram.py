@@ -4,11 +4,10 @@ models, with buckets from the model's `model_metrics` block."""
 import asyncio
 
 import numpy as np
-
-from naiad import Backend, InferenceRequest, InferenceResponse, Model, ModelInstance, Tensor, hookimpl
+from metrics_server import MetricsServer, make_model
 from prometheus_text import value
 
-from metrics_server import MetricsServer, make_model
+from naiad import Backend, InferenceRequest, InferenceResponse, Model, ModelInstance, Tensor, hookimpl
 
 
 class StreamingInstance(ModelInstance):
@@ -38,26 +37,33 @@ class StreamingPlugin:
         return [StreamingBackend]
 
 
-STREAMING = '''backend: "streaming" max_batch_size: 0
+STREAMING = """backend: "streaming" max_batch_size: 0
 model_transaction_policy { decoupled: true }
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]}]
 model_metrics { metric_control [{ metric_identifier { family: "nv_inference_first_response_histogram_ms" }
-                                   histogram_options { buckets: [ 1000, 60000 ] } }] }'''
+                                   histogram_options { buckets: [ 1000, 60000 ] } }] }"""
 
 
 def test_first_response_histogram_for_decoupled_models(repo):
     make_model(repo, "streaming", STREAMING)
 
     async def go():
-        async with MetricsServer(repo, "--metrics-config", "histogram_latencies=true",
-                                 plugins=[StreamingPlugin()]) as ms:
+        async with MetricsServer(
+            repo, "--metrics-config", "histogram_latencies=true", plugins=[StreamingPlugin()]
+        ) as ms:
             for _ in range(3):
                 r = InferenceRequest("streaming", [Tensor.from_numpy("INPUT0", np.ones(4, np.float32))])
                 await ms.server.infer(r)
-            await ms.server.infer(InferenceRequest("add_sub", [
-                Tensor.from_numpy("INPUT0", np.ones((1, 4), np.float32)),
-                Tensor.from_numpy("INPUT1", np.ones((1, 4), np.float32))]))
+            await ms.server.infer(
+                InferenceRequest(
+                    "add_sub",
+                    [
+                        Tensor.from_numpy("INPUT0", np.ones((1, 4), np.float32)),
+                        Tensor.from_numpy("INPUT1", np.ones((1, 4), np.float32)),
+                    ],
+                )
+            )
             _, samples, types = await ms.scrape()
             name = "nv_inference_first_response_histogram_ms"
             assert types[name] == "histogram"

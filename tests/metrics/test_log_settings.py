@@ -12,8 +12,14 @@ from naiad.cli import build_parser, options_from_args
 from naiad.observability.log_settings import LogSettings
 from naiad.testing import ServerProcess
 
-TRITON_DEFAULTS = {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
-                   "log_verbose_level": 0, "log_format": "default"}
+TRITON_DEFAULTS = {
+    "log_file": "",
+    "log_info": True,
+    "log_warning": True,
+    "log_error": True,
+    "log_verbose_level": 0,
+    "log_format": "default",
+}
 
 
 @pytest.fixture
@@ -61,13 +67,32 @@ def test_update_returns_the_new_settings():
 
 
 def test_cli_flags_fill_the_settings(tmp_path):
-    args = build_parser().parse_args([
-        "serve", "--model-repository", str(tmp_path), "--log-verbose", "1", "--log-info", "false",
-        "--log-warning", "false", "--log-error", "true", "--log-format", "ISO8601", "--log-file", str(tmp_path / "x.log"),
-    ])
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--model-repository",
+            str(tmp_path),
+            "--log-verbose",
+            "1",
+            "--log-info",
+            "false",
+            "--log-warning",
+            "false",
+            "--log-error",
+            "true",
+            "--log-format",
+            "ISO8601",
+            "--log-file",
+            str(tmp_path / "x.log"),
+        ]
+    )
     assert options_from_args(args).log_settings.get() == {
-        "log_file": str(tmp_path / "x.log"), "log_info": False, "log_warning": False, "log_error": True,
-        "log_verbose_level": 1, "log_format": "ISO8601",
+        "log_file": str(tmp_path / "x.log"),
+        "log_info": False,
+        "log_warning": False,
+        "log_error": True,
+        "log_verbose_level": 1,
+        "log_format": "ISO8601",
     }
 
 

@@ -8,13 +8,19 @@ import threading
 import httpx
 import numpy as np
 import pytest
-
-from naiad import (
-    Backend, InferenceRequest, InferenceResponse, Model, ModelInstance, NaiadError, Tensor, hookimpl,
-)
+from metrics_server import MetricsServer
 from prometheus_text import value
 
-from metrics_server import MetricsServer
+from naiad import (
+    Backend,
+    InferenceRequest,
+    InferenceResponse,
+    Model,
+    ModelInstance,
+    NaiadError,
+    Tensor,
+    hookimpl,
+)
 
 N_OK, M_FAIL = 5, 3
 
@@ -55,7 +61,9 @@ def test_counters_are_exact_and_equal_the_statistics_extension(repo):
             await send(ms.server)
             # Refused before reaching the model: counted nowhere, as tritonserver does.
             with pytest.raises(NaiadError, match="INPUT1"):
-                await ms.server.infer(InferenceRequest("add_sub", [Tensor.from_numpy("INPUT0", np.ones((1, 4), np.float32))]))
+                await ms.server.infer(
+                    InferenceRequest("add_sub", [Tensor.from_numpy("INPUT0", np.ones((1, 4), np.float32))])
+                )
             text, samples, types = await ms.scrape()
             add_sub = {"model": "add_sub", "version": "1"}
             failing = {"model": "failing", "version": "1"}
@@ -82,23 +90,37 @@ def test_counters_are_exact_and_equal_the_statistics_extension(repo):
                 labels = {"model": stats["name"], "version": stats["version"]}
                 inference = stats["inference_stats"]
                 assert value(samples, "nv_inference_request_success", **labels) == inference["success"]["count"]
-                failures = sum(value(samples, "nv_inference_request_failure", reason=r, **labels)
-                               for r in ("REJECTED", "CANCELED", "BACKEND", "OTHER"))
+                failures = sum(
+                    value(samples, "nv_inference_request_failure", reason=r, **labels)
+                    for r in ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+                )
                 assert failures == inference["fail"]["count"]
                 assert value(samples, "nv_inference_count", **labels) == stats["inference_count"]
                 assert value(samples, "nv_inference_exec_count", **labels) == stats["execution_count"]
-                for family, key in (("request", "success"), ("queue", "queue"), ("compute_input", "compute_input"),
-                                    ("compute_infer", "compute_infer"), ("compute_output", "compute_output")):
+                for family, key in (
+                    ("request", "success"),
+                    ("queue", "queue"),
+                    ("compute_input", "compute_input"),
+                    ("compute_infer", "compute_infer"),
+                    ("compute_output", "compute_output"),
+                ):
                     name = f"nv_inference_{family}_duration_us"
                     assert value(samples, name, **labels) == inference[key]["ns"] // 1000
             add_sub_stats = ms.server.statistics("add_sub")[0]["inference_stats"]
             assert add_sub_stats["success"]["count"] == N_OK and add_sub_stats["queue"]["ns"] > 0
             assert ms.server.statistics("failing")[0]["inference_stats"]["fail"]["count"] == M_FAIL
 
-            for name in ("nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
-                         "nv_inference_exec_count", "nv_inference_request_duration_us",
-                         "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
-                         "nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us"):
+            for name in (
+                "nv_inference_request_success",
+                "nv_inference_request_failure",
+                "nv_inference_count",
+                "nv_inference_exec_count",
+                "nv_inference_request_duration_us",
+                "nv_inference_queue_duration_us",
+                "nv_inference_compute_input_duration_us",
+                "nv_inference_compute_infer_duration_us",
+                "nv_inference_compute_output_duration_us",
+            ):
                 assert types[name] == "counter", name
             assert types["nv_inference_pending_request_count"] == "gauge"
             assert not [name for name, _ in samples if name.endswith("_total")]
@@ -124,13 +146,20 @@ def test_counters_survive_a_model_reload(repo):
             await ms.server.load_model("add_sub")  # reload while loaded
             await ms.server.load_model("failing")
             _, after_reload, _ = await ms.scrape()
-            for name in ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count",
-                         "nv_inference_request_duration_us", "nv_inference_compute_infer_duration_us"):
+            for name in (
+                "nv_inference_request_success",
+                "nv_inference_count",
+                "nv_inference_exec_count",
+                "nv_inference_request_duration_us",
+                "nv_inference_compute_infer_duration_us",
+            ):
                 for model in ("add_sub", "failing"):
-                    assert value(after_reload, name, model=model, version="1") == \
-                        value(before, name, model=model, version="1"), (name, model)
-            assert value(after_reload, "nv_inference_request_failure", model="failing", reason="BACKEND",
-                         version="1") == 2
+                    assert value(after_reload, name, model=model, version="1") == value(
+                        before, name, model=model, version="1"
+                    ), (name, model)
+            assert (
+                value(after_reload, "nv_inference_request_failure", model="failing", reason="BACKEND", version="1") == 2
+            )
 
             await send(ms.server, ok=1, fail=1)
             _, after, _ = await ms.scrape()
@@ -152,8 +181,14 @@ def test_counters_survive_a_model_reload(repo):
 
 def test_opt_in_summaries_and_counter_latencies_off(repo):
     async def go():
-        flags = ("--metrics-config", "summary_latencies=true", "--metrics-config", "counter_latencies=false",
-                 "--metrics-config", "summary_quantiles=0.5:0.05,0.99:0.001")
+        flags = (
+            "--metrics-config",
+            "summary_latencies=true",
+            "--metrics-config",
+            "counter_latencies=false",
+            "--metrics-config",
+            "summary_quantiles=0.5:0.05,0.99:0.001",
+        )
         async with MetricsServer(repo, *flags) as ms:
             await send(ms.server, ok=4, fail=0)
             text, samples, types = await ms.scrape()
@@ -161,8 +196,10 @@ def test_opt_in_summaries_and_counter_latencies_off(repo):
             assert types["nv_inference_request_summary_us"] == "summary"
             assert value(samples, "nv_inference_request_summary_us_count", **labels) == 4
             stats = ms.server.statistics("add_sub")[0]["inference_stats"]
-            assert abs(value(samples, "nv_inference_request_summary_us_sum", **labels)
-                       - stats["success"]["ns"] / 1000) <= 1
+            assert (
+                abs(value(samples, "nv_inference_request_summary_us_sum", **labels) - stats["success"]["ns"] / 1000)
+                <= 1
+            )
             for q in ("0.5", "0.99"):
                 assert value(samples, "nv_inference_request_summary_us", quantile=q, **labels) > 0
                 assert value(samples, "nv_inference_compute_infer_summary_us", quantile=q, **labels) > 0
@@ -176,10 +213,12 @@ def test_opt_in_summaries_and_counter_latencies_off(repo):
 def test_bad_metrics_flags_are_refused(repo):
     from naiad.cli import build_parser, options_from_args
 
-    for flags, message in ((["--metrics-config", "summary_latencies=maybe"], "expected true or false"),
-                           (["--metrics-config", "bogus=1"], "unknown setting 'bogus'"),
-                           (["--metrics-config", "summary_quantiles=2:0.1"], "must lie in [0, 1]"),
-                           (["--metrics-interval-ms", "0"], "must be positive")):
+    for flags, message in (
+        (["--metrics-config", "summary_latencies=maybe"], "expected true or false"),
+        (["--metrics-config", "bogus=1"], "unknown setting 'bogus'"),
+        (["--metrics-config", "summary_quantiles=2:0.1"], "must lie in [0, 1]"),
+        (["--metrics-interval-ms", "0"], "must be positive"),
+    ):
         args = build_parser().parse_args(["serve", "--model-repository", str(repo), *flags])
         with pytest.raises(NaiadError) as info:
             options_from_args(args)
@@ -223,9 +262,9 @@ class GatedPlugin:
         return [GatedBackend]
 
 
-GATED = '''backend: "gated" max_batch_size: 0
+GATED = """backend: "gated" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]}]
-output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]}]'''
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]}]"""
 
 
 def test_a_request_cancelled_in_the_queue_counts_as_canceled(repo):

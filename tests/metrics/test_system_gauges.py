@@ -17,7 +17,9 @@ def fake_nvml(energy_mj):
         raise RuntimeError("not supported on this device")
 
     return types.SimpleNamespace(
-        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 2,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: 2,
         nvmlDeviceGetHandleByIndex=lambda i: i,
         nvmlDeviceGetUUID=lambda h: f"GPU-{h}".encode() if h == 0 else f"GPU-{h}",
         nvmlDeviceGetMemoryInfo=lambda h: memory,

@@ -6,14 +6,20 @@ import json
 
 import numpy as np
 import pytest
+from numpy_backend import NumpyPlugin
 
 from naiad import InferenceRequest, NaiadError, Server, ServerOptions, Tensor
 from naiad.cli import build_parser, options_from_args
 from naiad.observability.tracing import TraceSettings, trace_settings_from_config
-from numpy_backend import NumpyPlugin
 
-TRITON_DEFAULTS = {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1", "log_frequency": "0",
-                   "trace_file": "", "trace_mode": "triton"}
+TRITON_DEFAULTS = {
+    "trace_level": ["OFF"],
+    "trace_rate": "1000",
+    "trace_count": "-1",
+    "log_frequency": "0",
+    "trace_file": "",
+    "trace_mode": "triton",
+}
 ORDER = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_END", "REQUEST_END"]
 
 
@@ -68,15 +74,32 @@ def test_model_overrides_fall_back_to_global(tmp_path):
 
 
 def test_trace_config_flags():
-    settings, otel = trace_settings_from_config([
-        "level=TIMESTAMPS", "level=TENSORS", "rate=10", "count=3", "log_frequency=2", "triton,file=/tmp/t.json",
-        "opentelemetry,url=http://127.0.0.1:4318/v1/traces",
-    ])
-    assert settings.get() == {"trace_level": ["TIMESTAMPS", "TENSORS"], "trace_rate": "10", "trace_count": "3",
-                              "log_frequency": "2", "trace_file": "/tmp/t.json", "trace_mode": "triton"}
+    settings, otel = trace_settings_from_config(
+        [
+            "level=TIMESTAMPS",
+            "level=TENSORS",
+            "rate=10",
+            "count=3",
+            "log_frequency=2",
+            "triton,file=/tmp/t.json",
+            "opentelemetry,url=http://127.0.0.1:4318/v1/traces",
+        ]
+    )
+    assert settings.get() == {
+        "trace_level": ["TIMESTAMPS", "TENSORS"],
+        "trace_rate": "10",
+        "trace_count": "3",
+        "log_frequency": "2",
+        "trace_file": "/tmp/t.json",
+        "trace_mode": "triton",
+    }
     assert otel == {"url": "http://127.0.0.1:4318/v1/traces"}
-    for items, message in ((["rate"], "expected [MODE,]KEY=VALUE"), (["speed=1"], "unknown setting 'speed'"),
-                           (["jaeger,url=x"], "unknown mode 'jaeger'"), (["level=LOUD"], "unknown level")):
+    for items, message in (
+        (["rate"], "expected [MODE,]KEY=VALUE"),
+        (["speed=1"], "unknown setting 'speed'"),
+        (["jaeger,url=x"], "unknown mode 'jaeger'"),
+        (["level=LOUD"], "unknown level"),
+    ):
         with pytest.raises(NaiadError) as info:
             trace_settings_from_config(items)
         assert message in info.value.message
@@ -97,14 +120,17 @@ def test_triton_mode_writes_sampled_traces(repo, tmp_path):
     path = tmp_path / "trace.json"
 
     async def go():
-        server = serve_with(repo, "--trace-config", "level=TIMESTAMPS", "--trace-config", "rate=2",
-                            "--trace-config", f"file={path}")
+        server = serve_with(
+            repo, "--trace-config", "level=TIMESTAMPS", "--trace-config", "rate=2", "--trace-config", f"file={path}"
+        )
         async with server:
             for _ in range(5):
                 await server.infer(request())
             for _ in range(2):
                 with pytest.raises(NaiadError):
-                    await server.infer(InferenceRequest("failing", [Tensor.from_numpy("INPUT0", np.zeros(4, np.float32))]))
+                    await server.infer(
+                        InferenceRequest("failing", [Tensor.from_numpy("INPUT0", np.zeros(4, np.float32))])
+                    )
 
     asyncio.run(go())
     traces = json.loads(path.read_text())
@@ -123,9 +149,19 @@ def test_count_log_frequency_and_tensors(repo, tmp_path):
     path = tmp_path / "trace.json"
 
     async def go():
-        server = serve_with(repo, "--trace-config", "level=TENSORS", "--trace-config", "rate=1",
-                            "--trace-config", "count=3", "--trace-config", "log_frequency=2",
-                            "--trace-config", f"file={path}")
+        server = serve_with(
+            repo,
+            "--trace-config",
+            "level=TENSORS",
+            "--trace-config",
+            "rate=1",
+            "--trace-config",
+            "count=3",
+            "--trace-config",
+            "log_frequency=2",
+            "--trace-config",
+            f"file={path}",
+        )
         async with server:
             for _ in range(5):
                 await server.infer(request())
@@ -156,8 +192,15 @@ def test_opentelemetry_spans(repo):
     provider.add_span_processor(SimpleSpanProcessor(exporter))
 
     async def go():
-        server = serve_with(repo, "--trace-config", "mode=opentelemetry", "--trace-config", "level=TIMESTAMPS",
-                            "--trace-config", "rate=1")
+        server = serve_with(
+            repo,
+            "--trace-config",
+            "mode=opentelemetry",
+            "--trace-config",
+            "level=TIMESTAMPS",
+            "--trace-config",
+            "rate=1",
+        )
         server.tracing.tracer_provider = provider
         async with server:
             r = request()
@@ -184,8 +227,8 @@ def test_otlp_export_to_a_collector_on_loopback(repo):
 
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from naiad.testing import free_port
     from naiad.observability.tracing import otlp_tracer_provider
+    from naiad.testing import free_port
 
     received = []
 
@@ -207,9 +250,17 @@ def test_otlp_export_to_a_collector_on_loopback(repo):
     thread.start()
     provider = otlp_tracer_provider({"url": f"http://127.0.0.1:{port}/v1/traces", "resource": "deployment=test"})
     try:
+
         async def go():
-            server = serve_with(repo, "--trace-config", "mode=opentelemetry", "--trace-config", "level=TIMESTAMPS",
-                                "--trace-config", "rate=1")
+            server = serve_with(
+                repo,
+                "--trace-config",
+                "mode=opentelemetry",
+                "--trace-config",
+                "level=TIMESTAMPS",
+                "--trace-config",
+                "rate=1",
+            )
             server.tracing.tracer_provider = provider
             async with server:
                 await server.infer(request())

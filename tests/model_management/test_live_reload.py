@@ -15,16 +15,15 @@ import tritonclient.http as httpclient
 from naiad.testing import ServerProcess
 
 TESTS = Path(__file__).resolve().parents[1]
-IDENTITY = '''backend: "numpy" max_batch_size: 0
+IDENTITY = """backend: "numpy" max_batch_size: 0
 input [{ name: "INPUT0" data_type: TYPE_INT32 dims: [-1] }]
 output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] }]
-'''
+"""
 POLL_SECS = 0.5
 
 
 def serve(repo: Path, *flags: str) -> ServerProcess:
-    return ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin", *flags,
-                         env={"PYTHONPATH": str(TESTS)})
+    return ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin", *flags, env={"PYTHONPATH": str(TESTS)})
 
 
 def add_version(repo: Path, version: int, config: str = IDENTITY) -> None:
@@ -63,8 +62,11 @@ def test_new_version_under_continuous_load_fails_no_request(tmp_path):
         failures: list[BaseException] = []
 
         def client_loop(kind: str) -> None:
-            client = (httpclient.InferenceServerClient(server.http_url) if kind == "http"
-                      else grpcclient.InferenceServerClient(server.grpc_url))
+            client = (
+                httpclient.InferenceServerClient(server.http_url)
+                if kind == "http"
+                else grpcclient.InferenceServerClient(server.grpc_url)
+            )
             infer = http_infer if kind == "http" else grpc_infer
             while not stop.is_set():
                 try:
@@ -78,8 +80,10 @@ def test_new_version_under_continuous_load_fails_no_request(tmp_path):
         wait_for(lambda: len(seen) > 20, "requests on version 1")
         add_version(tmp_path, 2)
         index = httpclient.InferenceServerClient(server.http_url)
-        wait_for(lambda: {"name": "m", "version": "2", "state": "READY"} in index.get_model_repository_index(),
-                 "version 2 to load")
+        wait_for(
+            lambda: {"name": "m", "version": "2", "state": "READY"} in index.get_model_repository_index(),
+            "version 2 to load",
+        )
         # The load has finished: the next request already goes to version 2.
         assert http_infer(index) == "2"
         count = len(seen)
@@ -121,8 +125,11 @@ def test_sigterm_finishes_in_flight_requests(tmp_path):
     server = serve(tmp_path / "repo").start()
     try:
         answers: list[str] = []
-        request = threading.Thread(target=lambda: answers.append(http_infer(
-            httpclient.InferenceServerClient(server.http_url, network_timeout=60))))
+        request = threading.Thread(
+            target=lambda: answers.append(
+                http_infer(httpclient.InferenceServerClient(server.http_url, network_timeout=60))
+            )
+        )
         request.start()
         wait_for(started.exists, "the request to start executing")
         server.process.send_signal(signal.SIGTERM)

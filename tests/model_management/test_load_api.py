@@ -5,13 +5,13 @@ import asyncio
 
 import numpy as np
 import pytest
-
-from naiad import ErrorCode, InferenceRequest, NaiadError, Server, ServerOptions, Tensor
 from numpy_backend import NumpyPlugin
 
-CONFIG = '''backend: "numpy" max_batch_size: 0
+from naiad import ErrorCode, InferenceRequest, NaiadError, Server, ServerOptions, Tensor
+
+CONFIG = """backend: "numpy" max_batch_size: 0
 input [{ name: "INPUT0" data_type: TYPE_INT32 dims: [-1] }]
-output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] }]'''
+output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] }]"""
 
 JSON_CONFIG = {
     "backend": "numpy",
@@ -39,8 +39,9 @@ def test_explicit_mode_load_override_and_unload(tmp_path):
             assert server.model_config("m").max_batch_size == 4
             await server.unload_model("m")
             assert not server.model_ready("m")
-            assert server.repository_index() == [{"name": "m", "version": "1", "state": "UNAVAILABLE",
-                                                  "reason": "unloaded"}]
+            assert server.repository_index() == [
+                {"name": "m", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"}
+            ]
             with pytest.raises(NaiadError) as info:
                 await server.load_model("missing")
             assert info.value.code is ErrorCode.INTERNAL  # Triton's status for it
@@ -69,8 +70,9 @@ def test_uploaded_files_and_traversal(tmp_path):
 def test_load_timeout(tmp_path):
     import time
 
-    from naiad import Backend, hookimpl
     from numpy_backend import NumpyModel
+
+    from naiad import Backend, hookimpl
 
     class SlowModel(NumpyModel):
         def initialize(self):

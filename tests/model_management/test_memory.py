@@ -8,11 +8,11 @@ import tritonclient.http as httpclient
 from naiad.testing import ServerProcess
 
 TESTS = Path(__file__).resolve().parents[1]
-CONFIG = '''backend: "numpy" max_batch_size: 0
+CONFIG = """backend: "numpy" max_batch_size: 0
 input [{ name: "INPUT0" data_type: TYPE_INT32 dims: [-1] }]
 output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] }]
 parameters { key: "allocate_mb" value { string_value: "32" } }
-'''
+"""
 
 
 def resident_bytes(pid: int) -> int:
@@ -25,8 +25,14 @@ def resident_bytes(pid: int) -> int:
 def test_fifty_load_unload_cycles_do_not_grow_memory(tmp_path):
     (tmp_path / "big" / "1").mkdir(parents=True)
     (tmp_path / "big" / "config.pbtxt").write_text(CONFIG)
-    with ServerProcess(tmp_path, "--backend-plugin", "numpy_backend:NumpyPlugin", "--model-control-mode",
-                       "explicit", env={"PYTHONPATH": str(TESTS)}) as server:
+    with ServerProcess(
+        tmp_path,
+        "--backend-plugin",
+        "numpy_backend:NumpyPlugin",
+        "--model-control-mode",
+        "explicit",
+        env={"PYTHONPATH": str(TESTS)},
+    ) as server:
         client = httpclient.InferenceServerClient(server.http_url)
 
         def cycle():

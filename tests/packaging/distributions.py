@@ -10,8 +10,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def distribution_dirs() -> list[Path]:
-    dirs = [ROOT, *sorted(p.parent for p in ROOT.glob("*/pyproject.toml")),
-            *sorted(p.parent for p in ROOT.glob("backends/*/pyproject.toml"))]
+    dirs = [
+        ROOT,
+        *sorted(p.parent for p in ROOT.glob("*/pyproject.toml")),
+        *sorted(p.parent for p in ROOT.glob("backends/*/pyproject.toml")),
+    ]
     return dirs
 
 

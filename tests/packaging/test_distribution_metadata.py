@@ -4,7 +4,6 @@ and its text, authors, project URLs and classifiers (issue 18, item 1)."""
 import re
 
 import pytest
-
 from distributions import ROOT, distribution_dirs, project_table
 
 DIRS = distribution_dirs()
@@ -12,8 +11,15 @@ DIRS = distribution_dirs()
 
 def test_every_backend_is_a_distribution():
     names = {project_table(d)["name"] for d in DIRS}
-    assert {"naiad", "naiad-wire", "naiad-backend-python", "naiad-backend-onnx", "naiad-backend-pytorch",
-            "naiad-backend-tensorflow", "naiad-backend-tensorrt"} <= names
+    assert {
+        "naiad",
+        "naiad-wire",
+        "naiad-backend-python",
+        "naiad-backend-onnx",
+        "naiad-backend-pytorch",
+        "naiad-backend-tensorflow",
+        "naiad-backend-tensorrt",
+    } <= names
 
 
 @pytest.mark.parametrize("directory", DIRS, ids=lambda d: d.name if d != ROOT else "core")

@@ -6,7 +6,6 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-
 from distributions import ROOT
 
 made_by_setup = (ROOT / ".venv" / ".setup-test").is_file() and Path(sys.prefix) == ROOT / ".venv"
@@ -19,7 +18,10 @@ def test_torch_is_the_cpu_build():
     assert torch.version.cuda is None
     # No CUDA runtime came in for torch (cuda-python's bindings, which tritonclient and the
     # TensorRT backend ask for, carry no libraries).
-    cuda_libraries = [d.metadata["Name"] for d in metadata.distributions()
-                      if d.metadata["Name"].lower().startswith(("nvidia-cu", "nvidia-cudnn", "triton"))
-                      and d.metadata["Name"].lower() != "tritonclient"]
+    cuda_libraries = [
+        d.metadata["Name"]
+        for d in metadata.distributions()
+        if d.metadata["Name"].lower().startswith(("nvidia-cu", "nvidia-cudnn", "triton"))
+        and d.metadata["Name"].lower() != "tritonclient"
+    ]
     assert cuda_libraries == []

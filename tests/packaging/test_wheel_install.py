@@ -14,8 +14,8 @@ from email.parser import Parser
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-
 from distributions import ROOT, distribution_dirs, project_table
+
 from naiad.testing import ServerProcess
 
 pytestmark = pytest.mark.skipif(
@@ -45,8 +45,9 @@ def wheel_metadata(wheel):
 
 def test_wheels_install_alone_and_serve(tmp_path):
     wheels = tmp_path / "wheels"
-    subprocess.run(["bash", str(ROOT / "scripts" / "build-wheels.sh"), str(wheels)], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-wheels.sh"), str(wheels)], check=True, capture_output=True, timeout=300
+    )
     built = {wheel_metadata(w)[0]["Name"]: w for w in wheels.glob("*.whl")}
     assert set(built) == {project_table(d)["name"] for d in distribution_dirs()}
     for name, wheel in built.items():
@@ -60,20 +61,33 @@ def test_wheels_install_alone_and_serve(tmp_path):
     python = env_dir / "bin" / "python"
     # Our three wheels by file, so nothing of ours can come from an index; their dependencies
     # from the package index (or pip's cache).
-    pip = subprocess.run([python, "-m", "pip", "install", "-q", built["naiad"], built["naiad-wire"],
-                          built["naiad-backend-onnx"]], capture_output=True, text=True, timeout=600)
+    pip = subprocess.run(
+        [python, "-m", "pip", "install", "-q", built["naiad"], built["naiad-wire"], built["naiad-backend-onnx"]],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert pip.returncode == 0, pip.stderr[-3000:]
-    freeze = subprocess.run([python, "-m", "pip", "list", "--format=freeze"], check=True,
-                            capture_output=True, text=True).stdout.lower()
+    freeze = subprocess.run(
+        [python, "-m", "pip", "list", "--format=freeze"], check=True, capture_output=True, text=True
+    ).stdout.lower()
     installed = dict(line.split("==", 1) for line in freeze.split())
     assert installed["naiad"] == installed["naiad-wire"] == installed["naiad-backend-onnx"] == "0.1.0"
     assert "onnxruntime" in installed
     for absent in ("naiad-backend-python", "torch", "tensorflow-cpu", "pytest", "tritonclient", "onnx"):
         assert absent not in installed, absent
     # The server below runs from the repository root: it must still import the wheels' code.
-    where = subprocess.run([python, "-c", "import naiad, naiad_wire as w, naiad_backend_onnx as b; "
-                                          "print(naiad.__file__, w.__file__, b.__file__)"],
-                           cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
+    where = subprocess.run(
+        [
+            python,
+            "-c",
+            "import naiad, naiad_wire as w, naiad_backend_onnx as b; print(naiad.__file__, w.__file__, b.__file__)",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     assert all(path.startswith(str(env_dir)) for path in where), where
 
     repo = tmp_path / "models"

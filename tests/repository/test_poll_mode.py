@@ -5,13 +5,13 @@ import asyncio
 import shutil
 
 import numpy as np
-
-from naiad import InferenceRequest, Server, ServerOptions, Tensor
 from numpy_backend import NumpyPlugin
 
-CONFIG = '''backend: "numpy" max_batch_size: 0
+from naiad import InferenceRequest, Server, ServerOptions, Tensor
+
+CONFIG = """backend: "numpy" max_batch_size: 0
 input [{ name: "INPUT0" data_type: TYPE_INT32 dims: [-1] }]
-output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] }]'''
+output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] }]"""
 
 
 def request(version=""):
@@ -28,8 +28,9 @@ def test_new_version_under_load_without_failures(tmp_path):
     make(tmp_path)
 
     async def go():
-        options = ServerOptions([str(tmp_path)], model_control_mode="poll", repository_poll_secs=3600,
-                                backend_plugins=[NumpyPlugin()])
+        options = ServerOptions(
+            [str(tmp_path)], model_control_mode="poll", repository_poll_secs=3600, backend_plugins=[NumpyPlugin()]
+        )
         async with Server(options) as server:
             versions_seen, failures = [], []
             stop = asyncio.Event()
@@ -63,8 +64,9 @@ def test_changes_broken_versions_and_removal(tmp_path):
     make(tmp_path, versions=(1, 2), config=CONFIG + " version_policy: { all: {} }")
 
     async def go():
-        options = ServerOptions([str(tmp_path)], model_control_mode="poll", repository_poll_secs=3600,
-                                backend_plugins=[NumpyPlugin()])
+        options = ServerOptions(
+            [str(tmp_path)], model_control_mode="poll", repository_poll_secs=3600, backend_plugins=[NumpyPlugin()]
+        )
         async with Server(options) as server:
             v1 = server.model("m", "1")
             # An unchanged repository changes nothing.

@@ -7,15 +7,14 @@ import sys
 
 import numpy as np
 import pytest
-
-from naiad.models.backend_registry import BackendRegistry
-
-from naiad import ABI_VERSION, Backend, ErrorCode, InferenceRequest, NaiadError, Server, ServerOptions, Tensor, hookimpl
 from numpy_backend import NumpyModel, NumpyPlugin
 
-IDENTITY = '''backend: "numpy" max_batch_size: 0 {policy}
+from naiad import ABI_VERSION, Backend, ErrorCode, InferenceRequest, NaiadError, Server, ServerOptions, Tensor, hookimpl
+from naiad.models.backend_registry import BackendRegistry
+
+IDENTITY = """backend: "numpy" max_batch_size: 0 {policy}
 input [{{ name: "INPUT0" data_type: TYPE_INT32 dims: [-1] }}]
-output [{{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] }}]'''
+output [{{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] }}]"""
 
 
 def add_model(repo, name, versions=(1,), policy="", config=None):
@@ -50,8 +49,9 @@ def test_version_policies(tmp_path, policy, expected):
             assert loaded_versions(server, "m") == expected
             request = InferenceRequest("m", [Tensor.from_numpy("INPUT0", np.arange(3, dtype=np.int32))])
             assert (await server.infer(request)).model_version == expected[-1]
-            pinned = InferenceRequest("m", [Tensor.from_numpy("INPUT0", np.arange(3, dtype=np.int32))],
-                                      model_version=expected[0])
+            pinned = InferenceRequest(
+                "m", [Tensor.from_numpy("INPUT0", np.arange(3, dtype=np.int32))], model_version=expected[0]
+            )
             assert (await server.infer(pinned)).model_version == expected[0]
             with pytest.raises(NaiadError) as info:
                 await server.infer(InferenceRequest("m", pinned.inputs, model_version="7"))
@@ -106,13 +106,19 @@ def test_broken_model_beside_good_ones(tmp_path):
 
 def test_missing_backend_names_the_package_to_install():
     registry = BackendRegistry(load_entry_points=False)
-    for backend, package in (("onnxruntime", "naiad-backend-onnx"), ("python", "naiad-backend-python"),
-                             ("pytorch", "naiad-backend-pytorch"), ("tensorflow", "naiad-backend-tensorflow")):
+    for backend, package in (
+        ("onnxruntime", "naiad-backend-onnx"),
+        ("python", "naiad-backend-python"),
+        ("pytorch", "naiad-backend-pytorch"),
+        ("tensorflow", "naiad-backend-tensorflow"),
+    ):
         with pytest.raises(NaiadError) as info:
             registry.get(backend)
         assert info.value.code is ErrorCode.UNAVAILABLE
-        assert f"backend '{backend}' is not installed (installed backends: none); install it with 'pip install {package}'" \
+        assert (
+            f"backend '{backend}' is not installed (installed backends: none); install it with 'pip install {package}'"
             == info.value.message
+        )
 
 
 def test_backend_for_another_abi_major_is_refused(tmp_path):
@@ -161,9 +167,13 @@ def test_default_model_filename_and_labels(tmp_path):
 
     add_model(tmp_path, "default_name", config='backend: "filebackend" ' + IDENTITY.format(policy="")[17:])
     (tmp_path / "default_name" / "1" / "weights.bin").write_bytes(b"w")
-    add_model(tmp_path, "custom_name", config='backend: "filebackend" default_model_filename: "custom.bin" '
-              'output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] label_filename: "labels.txt" }] '
-              'input [{ name: "INPUT0" data_type: TYPE_INT32 dims: [-1] }]')
+    add_model(
+        tmp_path,
+        "custom_name",
+        config='backend: "filebackend" default_model_filename: "custom.bin" '
+        'output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] label_filename: "labels.txt" }] '
+        'input [{ name: "INPUT0" data_type: TYPE_INT32 dims: [-1] }]',
+    )
     (tmp_path / "custom_name" / "1" / "custom.bin").write_bytes(b"w")
     (tmp_path / "custom_name" / "labels.txt").write_text("cat\ndog\n")
 

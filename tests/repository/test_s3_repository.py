@@ -4,18 +4,18 @@ import asyncio
 
 import numpy as np
 import pytest
+from numpy_backend import NumpyPlugin
 
 from naiad import InferenceRequest, Server, ServerOptions, Tensor
 from naiad.testing import free_port
-from numpy_backend import NumpyPlugin
 
 boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
 pytest.importorskip("s3fs")
 
-CONFIG = b'''backend: "numpy" max_batch_size: 0 version_policy: { all: {} }
+CONFIG = b"""backend: "numpy" max_batch_size: 0 version_policy: { all: {} }
 input [{ name: "INPUT0" data_type: TYPE_INT32 dims: [-1] }]
-output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] }]'''
+output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [-1] }]"""
 
 
 @pytest.fixture
@@ -49,8 +49,9 @@ def test_serves_and_polls_an_s3_repository(s3, monkeypatch, style):
         location = "s3://models/repo"
 
     async def go():
-        options = ServerOptions([location], model_control_mode="poll", repository_poll_secs=3600,
-                                backend_plugins=[NumpyPlugin()])
+        options = ServerOptions(
+            [location], model_control_mode="poll", repository_poll_secs=3600, backend_plugins=[NumpyPlugin()]
+        )
         async with Server(options) as server:
             assert server.startup_failures == []
             assert (await server.infer(request())).model_version == "1"

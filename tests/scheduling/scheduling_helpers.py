@@ -10,8 +10,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from naiad import Server, ServerOptions  # noqa: E402
 from numpy_backend import NumpyPlugin  # noqa: E402
+
+from naiad import Server, ServerOptions  # noqa: E402
 
 
 def write_model(repo: Path, name: str, config: str) -> Path:

@@ -42,12 +42,14 @@ def server(tmp_path_factory):
         "preferred_2_6": _config(f"preferred_batch_size: [2, 6] max_queue_delay_microseconds: {delay_us}"),
         # Each execution takes 2.5 s; queued requests wait 0.2 s at most for company.
         "slow_preferred_2": _config(
-            "preferred_batch_size: [2] max_queue_delay_microseconds: 200000", op="sleep",
+            "preferred_batch_size: [2] max_queue_delay_microseconds: 200000",
+            op="sleep",
             extra_parameters=f''', {{key:"sleep_ms" value {{string_value:"2500"}}}},
-            {{key:"started_file" value {{string_value:"{started}"}}}}'''),
+            {{key:"started_file" value {{string_value:"{started}"}}}}''',
+        ),
     }
     # Four slots; a batch waits (up to the delay) until half of them have a request ready.
-    models["half_full"] = f'''backend: "numpy" max_batch_size: 4
+    models["half_full"] = f"""backend: "numpy" max_batch_size: 4
 input [{{name:"INPUT" data_type: TYPE_INT32 dims:[1]}}]
 output [{{name:"OUTPUT" data_type: TYPE_INT32 dims:[1]}}, {{name:"CONTROLS" data_type: TYPE_INT32 dims:[3]}},
         {{name:"CORRID_OUT" data_type: TYPE_UINT64 dims:[1]}}]
@@ -59,12 +61,14 @@ sequence_batching {{
     {{name: "END" control [{{kind: CONTROL_SEQUENCE_END int32_false_true: [0, 1]}}]}},
     {{name: "READY" control [{{kind: CONTROL_SEQUENCE_READY int32_false_true: [0, 1]}}]}},
     {{name: "CORRID" control [{{kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64}}]}}]
-}}'''
+}}"""
     for name, config in models.items():
         (repo / name / "1").mkdir(parents=True)
         (repo / name / "config.pbtxt").write_text(config)
     pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
-    with ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin", env={"PYTHONPATH": pythonpath}) as process:
+    with ServerProcess(
+        repo, "--backend-plugin", "numpy_backend:NumpyPlugin", env={"PYTHONPATH": pythonpath}
+    ) as process:
         process.slow_started = started
         yield process
         assert "Traceback" not in process.log(), process.log()

@@ -32,9 +32,15 @@ def test_stack_and_split_round_trip_numbers_and_bytes():
 
 
 def test_output_datatypes_follow_the_config():
-    config = validate_config(parse_config_text('''name: "m" backend: "numpy" max_batch_size: 4
+    config = validate_config(
+        parse_config_text(
+            """name: "m" backend: "numpy" max_batch_size: 4
 input [{name:"X" data_type: TYPE_FP32 dims:[1]}]
-output [{name:"Y" data_type: TYPE_FP16 dims:[1]}]''', "m"), "m")
+output [{name:"Y" data_type: TYPE_FP16 dims:[1]}]""",
+            "m",
+        ),
+        "m",
+    )
     batch = Batch.stack([request(X=np.ones((1, 1), np.float32))] * 2, config)
     responses = batch.responses({"Y": np.ones((2, 1), np.float64)})
     assert [r.output("Y").datatype for r in responses] == ["FP16", "FP16"]
@@ -42,13 +48,18 @@ output [{name:"Y" data_type: TYPE_FP16 dims:[1]}]''', "m"), "m")
 
 
 def test_ragged_input_is_flattened_and_batch_inputs_describe_it():
-    config = validate_config(parse_config_text('''name: "m" backend: "numpy" max_batch_size: 8
+    config = validate_config(
+        parse_config_text(
+            """name: "m" backend: "numpy" max_batch_size: 8
 input [{name:"X" data_type: TYPE_FP32 dims:[-1] allow_ragged_batch: true}]
 output [{name:"Y" data_type: TYPE_FP32 dims:[1]}]
 batch_input [{kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "OFFSETS" data_type: TYPE_INT32 source_input: "X"},
              {kind: BATCH_ELEMENT_COUNT target_name: "COUNTS" data_type: TYPE_INT32 source_input: "X"},
-             {kind: BATCH_MAX_ELEMENT_COUNT_AS_SHAPE target_name: "MAX" data_type: TYPE_INT32 source_input: "X"}]''',
-        "m"), "m")
+             {kind: BATCH_MAX_ELEMENT_COUNT_AS_SHAPE target_name: "MAX" data_type: TYPE_INT32 source_input: "X"}]""",
+            "m",
+        ),
+        "m",
+    )
     requests = [request(X=np.ones((1, 3), np.float32)), request(X=np.full((1, 5), 2, np.float32))]
     batch = Batch.stack(requests, config)
     assert batch.inputs["X"].tolist() == [1.0] * 3 + [2.0] * 5
@@ -67,9 +78,15 @@ def test_mismatched_shapes_and_row_counts_are_reported():
 
 
 def test_model_without_batch_dimension_takes_one_request_as_is():
-    config = validate_config(parse_config_text('''name: "m" backend: "numpy" max_batch_size: 0
+    config = validate_config(
+        parse_config_text(
+            """name: "m" backend: "numpy" max_batch_size: 0
 input [{name:"X" data_type: TYPE_FP32 dims:[2]}]
-output [{name:"Y" data_type: TYPE_FP32 dims:[2]}]''', "m"), "m")
+output [{name:"Y" data_type: TYPE_FP32 dims:[2]}]""",
+            "m",
+        ),
+        "m",
+    )
     only = request(X=np.ones(2, np.float32))
     batch = Batch.stack([only], config)
     assert batch.inputs["X"] is only.inputs[0].data and batch.sizes == [1]
@@ -78,9 +95,15 @@ output [{name:"Y" data_type: TYPE_FP32 dims:[2]}]''', "m"), "m")
 
 
 def test_execute_by_name_runs_once_and_isolates_a_refused_request():
-    config = validate_config(parse_config_text('''max_batch_size: 8
+    config = validate_config(
+        parse_config_text(
+            """max_batch_size: 8
         input [{ name: "X" data_type: TYPE_FP32 dims: [2] }]
-        output [{ name: "Y" data_type: TYPE_FP32 dims: [2] }, { name: "Z" data_type: TYPE_FP32 dims: [2] }]''', "m"), "m")
+        output [{ name: "Y" data_type: TYPE_FP32 dims: [2] }, { name: "Z" data_type: TYPE_FP32 dims: [2] }]""",
+            "m",
+        ),
+        "m",
+    )
     calls = []
 
     def run(inputs, wanted):

@@ -9,20 +9,20 @@ import asyncio
 
 import numpy as np
 import pytest
-
-from naiad import ErrorCode, InferenceRequest, NaiadError, Tensor
 from scheduling_helpers import model_of, serving, wait_until, write_model
 
-IO4 = '''input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]},{name:"INPUT1" data_type: TYPE_FP32 dims:[4]}]
-output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[4]}]'''
+from naiad import ErrorCode, InferenceRequest, NaiadError, Tensor
+
+IO4 = """input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]},{name:"INPUT1" data_type: TYPE_FP32 dims:[4]}]
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[4]}]"""
 
 
 def add_sub_config(batching: str, max_batch_size: int = 8, extra: str = "") -> str:
-    return f'''backend: "numpy" max_batch_size: {max_batch_size}
+    return f"""backend: "numpy" max_batch_size: {max_batch_size}
 {IO4}
 parameters {{key:"op" value {{string_value:"add_sub"}}}}
 {batching}
-{extra}'''
+{extra}"""
 
 
 def sleep_config(batching: str, sleep_ms: int = 200, max_batch_size: int = 1, extra: str = "") -> str:
@@ -41,8 +41,9 @@ def add_sub_request(value: float, rid: str = "", rows: int = 1) -> InferenceRequ
 
 
 def one_input(rid: str, value: float = 1.0, **parameters) -> InferenceRequest:
-    return InferenceRequest("m", [Tensor.from_numpy("INPUT0", np.full((1, 1), value, np.float32))], id=rid,
-                            parameters=dict(parameters))
+    return InferenceRequest(
+        "m", [Tensor.from_numpy("INPUT0", np.full((1, 1), value, np.float32))], id=rid, parameters=dict(parameters)
+    )
 
 
 async def outcome(coro):
@@ -104,8 +105,11 @@ def test_a_request_is_never_split_across_batches(tmp_path):
 
 def test_preferred_batch_size_is_formed_without_waiting_for_the_delay(tmp_path):
     # The delay is far beyond the test's life: any batch sent came from the preferred rule.
-    write_model(tmp_path, "m", add_sub_config(
-        "dynamic_batching { preferred_batch_size: [4] max_queue_delay_microseconds: 600000000 }"))
+    write_model(
+        tmp_path,
+        "m",
+        add_sub_config("dynamic_batching { preferred_batch_size: [4] max_queue_delay_microseconds: 600000000 }"),
+    )
 
     async def go():
         async with serving(tmp_path) as server:
@@ -118,8 +122,11 @@ def test_preferred_batch_size_is_formed_without_waiting_for_the_delay(tmp_path):
 
 def test_incomplete_batch_is_sent_once_the_delay_passes(tmp_path):
     delay_us = 300_000
-    write_model(tmp_path, "m", add_sub_config(
-        f"dynamic_batching {{ preferred_batch_size: [4] max_queue_delay_microseconds: {delay_us} }}"))
+    write_model(
+        tmp_path,
+        "m",
+        add_sub_config(f"dynamic_batching {{ preferred_batch_size: [4] max_queue_delay_microseconds: {delay_us} }}"),
+    )
 
     async def go():
         async with serving(tmp_path) as server:
@@ -134,10 +141,10 @@ def test_incomplete_batch_is_sent_once_the_delay_passes(tmp_path):
 
 
 def test_requests_with_different_variable_dims_are_not_batched_together(tmp_path):
-    config = '''backend: "numpy" max_batch_size: 8
+    config = """backend: "numpy" max_batch_size: 8
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1] %s}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]
-dynamic_batching { max_queue_delay_microseconds: 100000 }'''
+dynamic_batching { max_queue_delay_microseconds: 100000 }"""
     write_model(tmp_path, "m", config % "")
     write_model(tmp_path, "ragged", (config % "allow_ragged_batch: true"))
 
@@ -156,8 +163,9 @@ dynamic_batching { max_queue_delay_microseconds: 100000 }'''
 
 
 def test_full_queue_rejects_with_unavailable_and_the_model_keeps_serving(tmp_path):
-    write_model(tmp_path, "m", sleep_config(
-        "dynamic_batching { default_queue_policy { max_queue_size: 2 } }", sleep_ms=50))
+    write_model(
+        tmp_path, "m", sleep_config("dynamic_batching { default_queue_policy { max_queue_size: 2 } }", sleep_ms=50)
+    )
 
     async def go():
         async with serving(tmp_path) as server:
@@ -231,8 +239,10 @@ def test_request_timeout_needs_a_default_to_shorten(tmp_path):
 
 
 def test_timeout_action_delay_moves_expired_requests_behind_the_others(tmp_path):
-    policy = ("default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 600000000 "
-              "allow_timeout_override: true }")
+    policy = (
+        "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 600000000 "
+        "allow_timeout_override: true }"
+    )
     write_model(tmp_path, "m", sleep_config(f"dynamic_batching {{ {policy} }}", sleep_ms=200))
 
     async def go():
@@ -271,8 +281,8 @@ def test_higher_priority_requests_run_first(tmp_path):
 
 
 def test_each_priority_level_applies_its_own_queue_policy(tmp_path):
-    batching = '''dynamic_batching { priority_levels: 2 default_priority_level: 2
-        priority_queue_policy { key: 2 value { max_queue_size: 1 } } }'''
+    batching = """dynamic_batching { priority_levels: 2 default_priority_level: 2
+        priority_queue_policy { key: 2 value { max_queue_size: 1 } } }"""
     write_model(tmp_path, "m", sleep_config(batching, sleep_ms=1))
 
     async def go():
@@ -290,12 +300,12 @@ def test_each_priority_level_applies_its_own_queue_policy(tmp_path):
 
 
 def test_preserve_ordering_returns_responses_in_arrival_order(tmp_path):
-    config = '''backend: "numpy" max_batch_size: 1
+    config = """backend: "numpy" max_batch_size: 1
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}, {name:"DELAY_MS" data_type: TYPE_INT32 dims:[1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
 parameters {key:"op" value {string_value:"sleep"}}
 instance_group [{count: 2 kind: KIND_CPU}]
-dynamic_batching { preserve_ordering: true }'''
+dynamic_batching { preserve_ordering: true }"""
     write_model(tmp_path, "m", config)
 
     async def go():
@@ -343,8 +353,7 @@ def test_cancelled_request_is_dropped_from_the_queue(tmp_path):
 
 @pytest.mark.parametrize("batching", ["", "dynamic_batching { }"])
 def test_two_instances_of_a_slow_model_execute_at_the_same_time(tmp_path, batching):
-    write_model(tmp_path, "m", sleep_config(batching, sleep_ms=300,
-                                            extra="instance_group [{count: 2 kind: KIND_CPU}]"))
+    write_model(tmp_path, "m", sleep_config(batching, sleep_ms=300, extra="instance_group [{count: 2 kind: KIND_CPU}]"))
 
     async def go():
         async with serving(tmp_path) as server:
@@ -371,18 +380,20 @@ def test_one_instance_never_runs_two_batches_at_once(tmp_path):
 
 
 def test_model_without_batch_dimension_gets_queue_policies(tmp_path):
-    config = '''backend: "numpy" max_batch_size: 0
+    config = """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[2]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[2]}]
-dynamic_batching { default_queue_policy { max_queue_size: 1 } }'''
+dynamic_batching { default_queue_policy { max_queue_size: 1 } }"""
     write_model(tmp_path, "m", config)
 
     async def go():
         async with serving(tmp_path) as server:
-            results = await asyncio.gather(*(
-                outcome(server.infer(InferenceRequest("m", [Tensor.from_numpy("INPUT0", np.ones(2, np.float32))])))
-                for _ in range(3)
-            ))
+            results = await asyncio.gather(
+                *(
+                    outcome(server.infer(InferenceRequest("m", [Tensor.from_numpy("INPUT0", np.ones(2, np.float32))])))
+                    for _ in range(3)
+                )
+            )
             assert sum(isinstance(r, NaiadError) for r in results) == 2
             assert server.statistics("m")[0]["execution_count"] == 1
 
@@ -391,8 +402,11 @@ dynamic_batching { default_queue_policy { max_queue_size: 1 } }'''
 
 def test_unloading_runs_queued_requests_without_waiting_for_the_delay(tmp_path):
     # A delay far beyond the test's life: only the unload can make the batch go.
-    write_model(tmp_path, "m", add_sub_config(
-        "dynamic_batching { preferred_batch_size: [4] max_queue_delay_microseconds: 600000000 }"))
+    write_model(
+        tmp_path,
+        "m",
+        add_sub_config("dynamic_batching { preferred_batch_size: [4] max_queue_delay_microseconds: 600000000 }"),
+    )
 
     async def go():
         async with serving(tmp_path) as server:

@@ -24,8 +24,8 @@ from naiad import (
     hookimpl,
 )
 from naiad.cache.response_cache import CacheSpec
-from naiad.scheduling.inline_execution import InlineExecution
 from naiad.observability.tracing import TraceSettings
+from naiad.scheduling.inline_execution import InlineExecution
 
 CONFIG = """name: "{name}"
 backend: "threads"
@@ -104,8 +104,9 @@ def test_short_batches_of_an_any_thread_instance_run_on_the_loop(tmp_path, sched
     write(tmp_path, "fast", any_thread=True, extra=scheduler)
 
     async def go():
-        async with Server(ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()],
-                                        load_backend_entry_points=False)) as server:
+        async with Server(
+            ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False)
+        ) as server:
             await infer_sequentially(server, "fast", 30)
             return threads_of(server, "fast"), threading.current_thread().name
 
@@ -121,8 +122,9 @@ def test_an_instance_that_does_not_allow_it_always_runs_in_its_thread(tmp_path):
     write(tmp_path, "affine", any_thread=False)
 
     async def go():
-        async with Server(ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()],
-                                        load_backend_entry_points=False)) as server:
+        async with Server(
+            ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False)
+        ) as server:
             await infer_sequentially(server, "affine", 10)
             return threads_of(server, "affine"), threading.current_thread().name
 
@@ -135,8 +137,9 @@ def test_long_batches_stay_in_the_instance_thread(tmp_path):
     write(tmp_path, "slow", any_thread=True, sleep_ms=20)
 
     async def go():
-        async with Server(ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()],
-                                        load_backend_entry_points=False)) as server:
+        async with Server(
+            ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False)
+        ) as server:
             await infer_sequentially(server, "slow", 5)
             return threads_of(server, "slow"), threading.current_thread().name
 
@@ -148,8 +151,9 @@ def test_errors_and_statistics_are_the_same_on_the_loop(tmp_path):
     write(tmp_path, "fast", any_thread=True)
 
     async def go():
-        async with Server(ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()],
-                                        load_backend_entry_points=False)) as server:
+        async with Server(
+            ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False)
+        ) as server:
             await infer_sequentially(server, "fast", 5)
             with pytest.raises(NaiadError, match="negative input"):
                 await server.infer(InferenceRequest("fast", [Tensor.from_numpy("X", np.full((1, 1), -1, np.float32))]))
@@ -168,10 +172,13 @@ def test_cache_and_tracing_still_apply_to_batches_run_on_the_loop(tmp_path):
     repo = tmp_path / "models"
     write(repo, "cached", any_thread=True, extra="response_cache { enable: true }")
     trace_file = tmp_path / "trace.json"
-    options = ServerOptions([str(repo)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False,
-                            cache=CacheSpec("local", {"size": "1048576"}),
-                            trace_settings=TraceSettings(trace_level=["TIMESTAMPS"], trace_rate="1",
-                                                         trace_file=str(trace_file)))
+    options = ServerOptions(
+        [str(repo)],
+        backend_plugins=[ThreadsPlugin()],
+        load_backend_entry_points=False,
+        cache=CacheSpec("local", {"size": "1048576"}),
+        trace_settings=TraceSettings(trace_level=["TIMESTAMPS"], trace_rate="1", trace_file=str(trace_file)),
+    )
 
     async def go():
         async with Server(options) as server:

@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from naiad import ConfigError
-from naiad.devices import gpu_ids
-from naiad.models.instance_groups import expand_instance_groups
-from naiad.config.model_config import parse_config_text, validate_config
 from scheduling_helpers import model_of, serving, write_model
 
-BASE = '''name: "m" backend: "numpy" max_batch_size: 1
+from naiad import ConfigError
+from naiad.config.model_config import parse_config_text, validate_config
+from naiad.devices import gpu_ids
+from naiad.models.instance_groups import expand_instance_groups
+
+BASE = """name: "m" backend: "numpy" max_batch_size: 1
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
-'''
+"""
 
 
 def config(groups: str):
@@ -31,8 +31,8 @@ def test_no_group_means_one_cpu_instance():
 
 
 def test_counts_kinds_and_several_groups():
-    groups = '''instance_group [{count: 2 kind: KIND_CPU}, {name: "g" count: 1 kind: KIND_GPU gpus: [1]},
-                                {count: 1 kind: KIND_MODEL}]'''
+    groups = """instance_group [{count: 2 kind: KIND_CPU}, {name: "g" count: 1 kind: KIND_GPU gpus: [1]},
+                                {count: 1 kind: KIND_MODEL}]"""
     assert describe(expand_instance_groups(config(groups), gpus=[0, 1])) == [
         ("m_0_0", "CPU", 0, "m_0"),
         ("m_0_1", "CPU", 0, "m_0"),
@@ -62,8 +62,13 @@ def test_gpu_kind_without_a_gpu_is_a_clear_error():
 
 
 def test_server_creates_every_instance_of_every_group(tmp_path):
-    write_model(tmp_path, "m", BASE + '''parameters {key:"op" value {string_value:"sleep"}}
-instance_group [{count: 2 kind: KIND_CPU}, {name: "extra" count: 1 kind: KIND_CPU}]''')
+    write_model(
+        tmp_path,
+        "m",
+        BASE
+        + """parameters {key:"op" value {string_value:"sleep"}}
+instance_group [{count: 2 kind: KIND_CPU}, {name: "extra" count: 1 kind: KIND_CPU}]""",
+    )
 
     async def go():
         async with serving(tmp_path) as server:
@@ -78,10 +83,13 @@ def test_gpu_model_fails_to_load_on_a_machine_without_gpu(tmp_path):
     write_model(tmp_path, "m", BASE + "instance_group [{kind: KIND_GPU}]")
 
     async def go():
-        from naiad import Server, ServerOptions
         from numpy_backend import NumpyPlugin
 
-        server = Server(ServerOptions([str(tmp_path)], backend_plugins=[NumpyPlugin()], load_backend_entry_points=False))
+        from naiad import Server, ServerOptions
+
+        server = Server(
+            ServerOptions([str(tmp_path)], backend_plugins=[NumpyPlugin()], load_backend_entry_points=False)
+        )
         await server.start()
         try:
             assert not server.model_ready("m")

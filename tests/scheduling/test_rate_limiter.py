@@ -43,8 +43,7 @@ def _repository(root: Path, models: dict[str, str], sleep_ms: int = 150, instanc
 
 def _serve(repo: Path, *flags: str) -> ServerProcess:
     pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
-    return ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin", *flags,
-                         env={"PYTHONPATH": pythonpath})
+    return ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin", *flags, env={"PYTHONPATH": pythonpath})
 
 
 def _executions(root: Path, name: str) -> list[tuple[float, float]]:
@@ -71,13 +70,16 @@ def _overlaps(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> boo
     return any(start_a < end_b and start_b < end_a for start_a, end_a in a for start_b, end_b in b)
 
 
-@pytest.mark.parametrize("flags, resource, limited", [
-    (("--rate-limit", "EXECUTION_COUNT"), 'name: "R" count: 1', True),
-    (("--rate-limit", "execution_count", "--rate-limit-resource", "R:1:0"), 'name: "R" count: 1', True),
-    (("--rate-limit", "execution_count", "--rate-limit-resource", "R:1"), 'name: "R" global: true count: 1', True),
-    ((), 'name: "R" count: 1', False),
-    (("--rate-limit", "off"), 'name: "R" count: 1', False),
-])
+@pytest.mark.parametrize(
+    "flags, resource, limited",
+    [
+        (("--rate-limit", "EXECUTION_COUNT"), 'name: "R" count: 1', True),
+        (("--rate-limit", "execution_count", "--rate-limit-resource", "R:1:0"), 'name: "R" count: 1', True),
+        (("--rate-limit", "execution_count", "--rate-limit-resource", "R:1"), 'name: "R" global: true count: 1', True),
+        ((), 'name: "R" count: 1', False),
+        (("--rate-limit", "off"), 'name: "R" count: 1', False),
+    ],
+)
 def test_models_sharing_a_resource_never_run_at_once(tmp_path, flags, resource, limited):
     repo = _repository(tmp_path, {"left": f"resources [{{{resource}}}]", "right": f"resources [{{{resource}}}]"})
     with _serve(repo, *flags) as server:
@@ -95,10 +97,14 @@ def test_fewest_executions_times_priority_goes_first(tmp_path):
     so once every instance has run once, `often`'s instances run twice more each before
     `seldom`'s run again."""
     _repository(tmp_path, {"blocker": 'resources [{name: "R" count: 1}]'}, sleep_ms=1000)
-    repo = _repository(tmp_path, {
-        "often": 'resources [{name: "R" count: 1}] priority: 1',
-        "seldom": 'resources [{name: "R" count: 1}] priority: 3',
-    }, instances=2)
+    repo = _repository(
+        tmp_path,
+        {
+            "often": 'resources [{name: "R" count: 1}] priority: 1',
+            "seldom": 'resources [{name: "R" count: 1}] priority: 3',
+        },
+        instances=2,
+    )
     with _serve(repo, "--rate-limit", "execution_count") as server, ThreadPoolExecutor(1) as pool:
         blocked = pool.submit(_infer_all, server, ["blocker"])
         deadline = time.monotonic() + 10
@@ -107,8 +113,10 @@ def test_fewest_executions_times_priority_goes_first(tmp_path):
         _infer_all(server, ["often", "seldom"] * 8)
         blocked.result()
     blocker = _executions(tmp_path, "blocker")
-    runs = sorted([(start, "often") for start, _ in _executions(tmp_path, "often")]
-                  + [(start, "seldom") for start, _ in _executions(tmp_path, "seldom")])
+    runs = sorted(
+        [(start, "often") for start, _ in _executions(tmp_path, "often")]
+        + [(start, "seldom") for start, _ in _executions(tmp_path, "seldom")]
+    )
     assert runs[0][0] >= blocker[0][1]  # all waited for the blocker
     order = [name for _, name in runs]
     assert sorted(order[:4]) == ["often", "often", "seldom", "seldom"], order
@@ -117,16 +125,19 @@ def test_fewest_executions_times_priority_goes_first(tmp_path):
 
 
 def test_a_config_asking_for_more_than_there_is_fails_its_load(tmp_path):
-    repo = _repository(tmp_path, {"small": 'resources [{name: "R" count: 1}]',
-                                  "greedy": 'resources [{name: "R" count: 2}]'})
+    repo = _repository(
+        tmp_path, {"small": 'resources [{name: "R" count: 1}]', "greedy": 'resources [{name: "R" count: 2}]'}
+    )
     flags = ("--model-control-mode", "explicit", "--rate-limit", "execution_count", "--rate-limit-resource", "R:1")
     with _serve(repo, *flags) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         client.load_model("small")
         with pytest.raises(InferenceServerException) as info:
             client.load_model("greedy")
-        assert ('Resource count for "R" is limited to 1 which will prevent scheduling of one or more model '
-                "instances, the minimum required count is 2") in info.value.message()
+        assert (
+            'Resource count for "R" is limited to 1 which will prevent scheduling of one or more model '
+            "instances, the minimum required count is 2"
+        ) in info.value.message()
         assert not client.is_model_ready("greedy")
         # The server keeps serving, and the failed model holds nothing.
         _infer_all(server, ["small"])
@@ -134,15 +145,19 @@ def test_a_config_asking_for_more_than_there_is_fails_its_load(tmp_path):
 
 
 def test_a_resource_both_global_and_per_device_fails_the_load(tmp_path):
-    repo = _repository(tmp_path, {"device": 'resources [{name: "R" count: 1}]',
-                                  "everywhere": 'resources [{name: "R" global: true count: 1}]'})
+    repo = _repository(
+        tmp_path,
+        {"device": 'resources [{name: "R" count: 1}]', "everywhere": 'resources [{name: "R" global: true count: 1}]'},
+    )
     with _serve(repo, "--model-control-mode", "explicit", "--rate-limit", "execution_count") as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
         client.load_model("device")
         with pytest.raises(InferenceServerException) as info:
             client.load_model("everywhere")
-        assert ('Resource "R" is present as both global and device-specific resource in the model configuration.'
-                in info.value.message())
+        assert (
+            'Resource "R" is present as both global and device-specific resource in the model configuration.'
+            in info.value.message()
+        )
         client.close()
 
 
@@ -156,12 +171,18 @@ def test_the_limiter_off_ignores_the_config(tmp_path):
         assert re.search(r'\| rate_limit_resource\[1\] +\| {"name":"R", "count":1 "device":0} +\|', server.log())
 
 
-@pytest.mark.parametrize("flags, words", [
-    (("--rate-limit", "sometimes"), "invalid argument for --rate-limit"),
-    (("--rate-limit-resource", "R"), "--rate-limit-resource option format is '<resource_name>:<count>:<device>' "
-                                     "or '<resource_name>:<count>'. Got R"),
-    (("--rate-limit-resource", "R:many"), "Invalid option value. Got R:many"),
-])
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (("--rate-limit", "sometimes"), "invalid argument for --rate-limit"),
+        (
+            ("--rate-limit-resource", "R"),
+            "--rate-limit-resource option format is '<resource_name>:<count>:<device>' "
+            "or '<resource_name>:<count>'. Got R",
+        ),
+        (("--rate-limit-resource", "R:many"), "Invalid option value. Got R:many"),
+    ],
+)
 def test_bad_rate_limit_flags_are_refused(tmp_path, flags, words):
     (tmp_path / "repo").mkdir()
     server = _serve(tmp_path / "repo", *flags)

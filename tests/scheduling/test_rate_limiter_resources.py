@@ -32,12 +32,15 @@ def test_without_flags_a_resource_has_the_most_any_instance_asks_for():
     _admit(limiter, "b", '{name: "R" count: 5}')  # raises the count, never fails
 
 
-@pytest.mark.parametrize("flags, resources, device, limit", [
-    (("R2:5:0", "R2:8:1"), '{name: "R2" count: 8}', 0, 5),  # device 0 has 5
-    (("R1:10",), '{name: "R1" count: 11}', 1, 10),  # no device: every device
-    (("R1:10",), '{name: "R9" count: 1}', 0, 0),  # a resource no flag names has none
-    (("R3:2:1",), '{name: "R3" global: true count: 3}', 0, 2),  # global: the count given anywhere
-])
+@pytest.mark.parametrize(
+    "flags, resources, device, limit",
+    [
+        (("R2:5:0", "R2:8:1"), '{name: "R2" count: 8}', 0, 5),  # device 0 has 5
+        (("R1:10",), '{name: "R1" count: 11}', 1, 10),  # no device: every device
+        (("R1:10",), '{name: "R9" count: 1}', 0, 0),  # a resource no flag names has none
+        (("R3:2:1",), '{name: "R3" global: true count: 3}', 0, 2),  # global: the count given anywhere
+    ],
+)
 def test_flags_set_the_counts_and_a_model_asking_for_more_fails(flags, resources, device, limit):
     limiter = _limiter(*flags)
     with pytest.raises(NaiadError) as info:

@@ -10,10 +10,10 @@ import weakref
 
 import numpy as np
 import pytest
+from scheduling_helpers import serving, write_model
 
 from naiad import InferenceRequest, Tensor
 from naiad.models import heap
-from scheduling_helpers import serving, write_model
 
 CONFIGS = {
     "direct": "",
@@ -23,11 +23,15 @@ CONFIGS = {
 
 @pytest.mark.parametrize("batching", list(CONFIGS))
 def test_a_served_request_is_freed_by_reference_counting(tmp_path, batching):
-    write_model(tmp_path, "m", f'''backend: "numpy" max_batch_size: 8
+    write_model(
+        tmp_path,
+        "m",
+        f"""backend: "numpy" max_batch_size: 8
 input [{{name:"INPUT0" data_type: TYPE_FP32 dims:[4]}},{{name:"INPUT1" data_type: TYPE_FP32 dims:[4]}}]
 output [{{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]}},{{name:"OUTPUT1" data_type: TYPE_FP32 dims:[4]}}]
 parameters {{key:"op" value {{string_value:"add_sub"}}}}
-{CONFIGS[batching]}''')
+{CONFIGS[batching]}""",
+    )
 
     async def main() -> None:
         async with serving(tmp_path) as server:
@@ -72,9 +76,13 @@ def test_settle_freezes_what_lives_and_frees_what_was_dropped():
 
 
 def test_the_server_freezes_its_heap_after_loading(tmp_path):
-    write_model(tmp_path, "m", '''backend: "numpy" max_batch_size: 0
+    write_model(
+        tmp_path,
+        "m",
+        """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
-output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]''')
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]""",
+    )
 
     async def main() -> None:
         gc.unfreeze()

@@ -13,42 +13,44 @@ import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcaio
 import tritonclient.http as httpclient
 import tritonclient.http.aio as httpaio
+from numpy_backend import SEQUENCE_CONTROLS
 from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
-from numpy_backend import SEQUENCE_CONTROLS
 
 TESTS = Path(__file__).resolve().parent.parent
 
 MODELS = {
-    "accumulate": '''backend: "numpy" max_batch_size: 4
+    "accumulate": """backend: "numpy" max_batch_size: 4
 input [{name:"INPUT" data_type: TYPE_INT32 dims:[1]}]
 output [{name:"OUTPUT" data_type: TYPE_INT32 dims:[1]}, {name:"CONTROLS" data_type: TYPE_INT32 dims:[3]},
         {name:"CORRID_OUT" data_type: TYPE_UINT64 dims:[1]}]
 parameters {key:"op" value {string_value:"accumulate"}}
-sequence_batching { direct { } %s }''' % (SEQUENCE_CONTROLS % "TYPE_UINT64"),
-    "accumulate_str": '''backend: "numpy" max_batch_size: 4
+sequence_batching { direct { } %s }"""
+    % (SEQUENCE_CONTROLS % "TYPE_UINT64"),
+    "accumulate_str": """backend: "numpy" max_batch_size: 4
 input [{name:"INPUT" data_type: TYPE_INT32 dims:[1]}]
 output [{name:"OUTPUT" data_type: TYPE_INT32 dims:[1]}, {name:"CONTROLS" data_type: TYPE_INT32 dims:[3]},
         {name:"CORRID_OUT" data_type: TYPE_STRING dims:[1]}]
 parameters {key:"op" value {string_value:"accumulate"}}
-sequence_batching { oldest { max_candidate_sequences: 4 } %s }''' % (SEQUENCE_CONTROLS % "TYPE_STRING"),
-    "slow_queue": '''backend: "numpy" max_batch_size: 1
+sequence_batching { oldest { max_candidate_sequences: 4 } %s }"""
+    % (SEQUENCE_CONTROLS % "TYPE_STRING"),
+    "slow_queue": """backend: "numpy" max_batch_size: 1
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
 parameters [{key:"op" value {string_value:"sleep"}}, {key:"sleep_ms" value {string_value:"300"}}]
 dynamic_batching { default_queue_policy { max_queue_size: 1 default_timeout_microseconds: 600000000
-                                          allow_timeout_override: true } }''',
-    "slow": '''backend: "numpy" max_batch_size: 1
+                                          allow_timeout_override: true } }""",
+    "slow": """backend: "numpy" max_batch_size: 1
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
 parameters [{key:"op" value {string_value:"sleep"}}, {key:"sleep_ms" value {string_value:"500"}}]
-dynamic_batching { }''',
-    "batched": '''backend: "numpy" max_batch_size: 8
+dynamic_batching { }""",
+    "batched": """backend: "numpy" max_batch_size: 8
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]},{name:"INPUT1" data_type: TYPE_FP32 dims:[4]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[4]}]
 parameters {key:"op" value {string_value:"add_sub"}}
-dynamic_batching { max_queue_delay_microseconds: 2000000 }''',
+dynamic_batching { max_queue_delay_microseconds: 2000000 }""",
 }
 
 
@@ -59,7 +61,9 @@ def server(tmp_path_factory):
         (repo / name / "1").mkdir(parents=True)
         (repo / name / "config.pbtxt").write_text(config)
     pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
-    with ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin", env={"PYTHONPATH": pythonpath}) as process:
+    with ServerProcess(
+        repo, "--backend-plugin", "numpy_backend:NumpyPlugin", env={"PYTHONPATH": pythonpath}
+    ) as process:
         yield process
         assert "Traceback" not in process.log(), process.log()
 
@@ -132,11 +136,14 @@ def test_queue_limit_and_timeout_over_http_and_grpc(server):
         grpc = grpcaio.InferenceServerClient(server.grpc_url)
         try:
             # One runs, one waits in the queue (max_queue_size 1), the rest are refused.
-            results = await asyncio.gather(*(outcome(http.infer("slow_queue", http_input())) for _ in range(3)),
-                                           *(outcome(grpc.infer("slow_queue", grpc_input())) for _ in range(3)))
+            results = await asyncio.gather(
+                *(outcome(http.infer("slow_queue", http_input())) for _ in range(3)),
+                *(outcome(grpc.infer("slow_queue", grpc_input())) for _ in range(3)),
+            )
             refused = [r for r in results if r != "ok"]
             assert results.count("ok") >= 1 and refused
             assert all(r.startswith(("503 ", "StatusCode.UNAVAILABLE ")) and "max_queue_size" in r for r in refused)
+
             # A request whose own timeout (20 ms) passes while the instance is busy is refused.
             async def started() -> int:
                 stats = (await http.get_inference_statistics("slow_queue"))["model_stats"][0]
@@ -160,6 +167,7 @@ def test_concurrent_http_requests_are_batched(server):
     async def go():
         client = httpaio.InferenceServerClient(server.http_url)
         try:
+
             def inputs(value):
                 tensors = [httpaio.InferInput("INPUT0", [1, 4], "FP32"), httpaio.InferInput("INPUT1", [1, 4], "FP32")]
                 tensors[0].set_data_from_numpy(np.full((1, 4), value, np.float32))

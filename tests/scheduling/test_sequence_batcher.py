@@ -7,35 +7,38 @@ import asyncio
 
 import numpy as np
 import pytest
-
-from naiad import ErrorCode, InferenceRequest, NaiadError, Tensor
 from scheduling_helpers import model_of, serving, wait_until, write_model
 
-CONTROLS = '''control_input [
+from naiad import ErrorCode, InferenceRequest, NaiadError, Tensor
+
+CONTROLS = """control_input [
   {name: "START" control [{kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1]}]},
   {name: "END" control [{kind: CONTROL_SEQUENCE_END fp32_false_true: [0, 1]}]},
   {name: "READY" control [{kind: CONTROL_SEQUENCE_READY bool_false_true: [false, true]}]},
   {name: "CORRID" control [{kind: CONTROL_SEQUENCE_CORRID data_type: %s}]}
-]'''
+]"""
 
 
-def accumulate_config(strategy: str, max_batch_size: int = 4, corrid_type: str = "TYPE_UINT64",
-                      idle_us: int = 0, instances: int = 1) -> str:
+def accumulate_config(
+    strategy: str, max_batch_size: int = 4, corrid_type: str = "TYPE_UINT64", idle_us: int = 0, instances: int = 1
+) -> str:
     corrid_dt = "TYPE_STRING" if corrid_type == "TYPE_STRING" else corrid_type
     idle = f"max_sequence_idle_microseconds: {idle_us}" if idle_us else ""
-    return f'''backend: "numpy" max_batch_size: {max_batch_size}
+    return f"""backend: "numpy" max_batch_size: {max_batch_size}
 input [{{name:"INPUT" data_type: TYPE_INT32 dims:[1]}}]
 output [{{name:"OUTPUT" data_type: TYPE_INT32 dims:[1]}}, {{name:"CONTROLS" data_type: TYPE_INT32 dims:[3]}},
         {{name:"CORRID_OUT" data_type: {corrid_dt} dims:[1]}}]
 parameters {{key:"op" value {{string_value:"accumulate"}}}}
 instance_group [{{count: {instances} kind: KIND_CPU}}]
-sequence_batching {{ {strategy} {idle} {CONTROLS % corrid_type} }}'''
+sequence_batching {{ {strategy} {idle} {CONTROLS % corrid_type} }}"""
 
 
 def step(value: int, corrid, start=False, end=False, batched=True, rid="") -> InferenceRequest:
     shape = (1, 1) if batched else (1,)
     return InferenceRequest(
-        "m", [Tensor.from_numpy("INPUT", np.full(shape, value, np.int32))], id=rid,
+        "m",
+        [Tensor.from_numpy("INPUT", np.full(shape, value, np.int32))],
+        id=rid,
         parameters={"sequence_id": corrid, "sequence_start": start, "sequence_end": end},
     )
 
@@ -54,8 +57,14 @@ def test_two_interleaved_sequences_accumulate_separately(tmp_path, strategy):
     async def go():
         async with serving(tmp_path) as server:
             a, b = 1001, 1002
-            plan = [(a, 1, True, False), (b, 10, True, False), (a, 2, False, False), (b, 20, False, False),
-                    (a, 3, False, True), (b, 30, False, True)]
+            plan = [
+                (a, 1, True, False),
+                (b, 10, True, False),
+                (a, 2, False, False),
+                (b, 20, False, False),
+                (a, 3, False, True),
+                (b, 30, False, True),
+            ]
             seen = {a: [], b: []}
             for corrid, value, start, end in plan:
                 response = await server.infer(step(value, corrid, start, end))
@@ -65,7 +74,11 @@ def test_two_interleaved_sequences_accumulate_separately(tmp_path, strategy):
                 assert int(response.output("CORRID_OUT").data.reshape(-1)[0]) == corrid
             assert seen == {a: [1, 3, 6], b: [10, 30, 60]}
             assert model_of(server, "m").control_datatypes == {
-                "START": "INT32", "END": "FP32", "READY": "BOOL", "CORRID": "UINT64"}
+                "START": "INT32",
+                "END": "FP32",
+                "READY": "BOOL",
+                "CORRID": "UINT64",
+            }
 
     asyncio.run(go())
 
@@ -76,6 +89,7 @@ def test_concurrent_sequences_on_two_instances(tmp_path, strategy):
 
     async def go():
         async with serving(tmp_path) as server:
+
             async def sequence(corrid: int, values: list[int]) -> list[int]:
                 totals = []
                 for i, value in enumerate(values):
@@ -99,8 +113,8 @@ def test_direct_strategy_pads_empty_slots_with_not_ready_requests(tmp_path):
 
     async def go():
         async with serving(tmp_path) as server:
-            await server.infer(step(1, 7, start=True))   # slot 0
-            await server.infer(step(5, 8, start=True))   # slot 1
+            await server.infer(step(1, 7, start=True))  # slot 0
+            await server.infer(step(5, 8, start=True))  # slot 1
             # Only slot 1 has work: the batch is [padding, request], and the padding
             # request does not disturb sequence 7's sum.
             response = await server.infer(step(5, 8, end=True))
@@ -195,24 +209,33 @@ def test_idle_sequence_is_released(tmp_path):
 
 
 def state_config(strategy: str, initial: str) -> str:
-    return f'''backend: "numpy" max_batch_size: 2
+    return f"""backend: "numpy" max_batch_size: 2
 input [{{name:"INPUT" data_type: TYPE_INT32 dims:[1]}}]
 output [{{name:"OUTPUT" data_type: TYPE_INT32 dims:[1]}}]
 parameters {{key:"op" value {{string_value:"state_add"}}}}
 sequence_batching {{ {strategy}
   state [{{input_name: "INPUT_STATE" output_name: "OUTPUT_STATE" data_type: TYPE_INT32 dims: [1] {initial}}}]
-}}'''
+}}"""
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_implicit_state_carries_between_requests(tmp_path, strategy):
-    write_model(tmp_path, "m", state_config(strategy, 'initial_state {data_type: TYPE_INT32 dims: [1] zero_data: true name: "z"}'))
+    write_model(
+        tmp_path,
+        "m",
+        state_config(strategy, 'initial_state {data_type: TYPE_INT32 dims: [1] zero_data: true name: "z"}'),
+    )
 
     async def go():
         async with serving(tmp_path) as server:
             totals = {11: [], 12: []}
-            for corrid, value, start, end in [(11, 1, True, False), (12, 100, True, False), (11, 2, False, False),
-                                              (12, 200, False, True), (11, 3, False, True)]:
+            for corrid, value, start, end in [
+                (11, 1, True, False),
+                (12, 100, True, False),
+                (11, 2, False, False),
+                (12, 200, False, True),
+                (11, 3, False, True),
+            ]:
                 response = await server.infer(step(value, corrid, start, end))
                 assert [t.name for t in response.outputs] == ["OUTPUT"]  # state stays inside
                 totals[corrid].append(total(response))
@@ -224,8 +247,11 @@ def test_implicit_state_carries_between_requests(tmp_path, strategy):
 
 
 def test_initial_state_from_a_data_file(tmp_path):
-    version = write_model(tmp_path, "m", state_config(
-        "direct { }", 'initial_state {data_type: TYPE_INT32 dims: [1] data_file: "hundred" name: "h"}'))
+    version = write_model(
+        tmp_path,
+        "m",
+        state_config("direct { }", 'initial_state {data_type: TYPE_INT32 dims: [1] data_file: "hundred" name: "h"}'),
+    )
     # Where Triton looks: an initial_state directory in the model's directory.
     (version.parent / "initial_state").mkdir()
     (version.parent / "initial_state" / "hundred").write_bytes(np.array([100], np.int32).tobytes())
@@ -243,10 +269,13 @@ def test_bad_control_config_fails_the_load_with_a_clear_message(tmp_path):
     write_model(tmp_path, "m", bad)
 
     async def go():
-        from naiad import Server, ServerOptions
         from numpy_backend import NumpyPlugin
 
-        server = Server(ServerOptions([str(tmp_path)], backend_plugins=[NumpyPlugin()], load_backend_entry_points=False))
+        from naiad import Server, ServerOptions
+
+        server = Server(
+            ServerOptions([str(tmp_path)], backend_plugins=[NumpyPlugin()], load_backend_entry_points=False)
+        )
         await server.start()
         try:
             assert len(server.startup_failures) == 1
@@ -267,7 +296,9 @@ def test_pipelined_requests_of_one_sequence_run_one_at_a_time_in_order(tmp_path,
             # Sent without waiting for answers: the batcher must still run them in order,
             # never two of one sequence in the same batch.
             responses = await asyncio.gather(
-                server.infer(step(1, 9, start=True)), server.infer(step(2, 9)), server.infer(step(3, 9, end=True)),
+                server.infer(step(1, 9, start=True)),
+                server.infer(step(2, 9)),
+                server.infer(step(3, 9, end=True)),
             )
             assert [total(r) for r in responses] == [1, 3, 6]
             assert [e.requests for e in model_of(server, "m").executions] == [1, 1, 1]
@@ -278,7 +309,8 @@ def test_pipelined_requests_of_one_sequence_run_one_at_a_time_in_order(tmp_path,
 def test_cancelled_sequence_request_is_dropped(tmp_path):
     config = accumulate_config("direct { }").replace(
         'parameters {key:"op" value {string_value:"accumulate"}}',
-        'parameters [{key:"op" value {string_value:"accumulate"}}, {key:"sleep_ms" value {string_value:"300"}}]')
+        'parameters [{key:"op" value {string_value:"accumulate"}}, {key:"sleep_ms" value {string_value:"300"}}]',
+    )
     write_model(tmp_path, "m", config)
 
     async def go():
@@ -297,8 +329,11 @@ def test_cancelled_sequence_request_is_dropped(tmp_path):
 
 
 def test_unloading_runs_pending_sequence_requests_and_refuses_waiting_sequences(tmp_path):
-    config = accumulate_config("direct { max_queue_delay_microseconds: 600000000 minimum_slot_utilization: 1.0 }",
-                               max_batch_size=0, idle_us=600_000_000)
+    config = accumulate_config(
+        "direct { max_queue_delay_microseconds: 600000000 minimum_slot_utilization: 1.0 }",
+        max_batch_size=0,
+        idle_us=600_000_000,
+    )
     write_model(tmp_path, "m", config)
 
     async def go():

@@ -6,8 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from naiad.testing import ServerProcess
 from security_servers import numpy_server, write_repository
 
 

@@ -4,8 +4,9 @@ time, `naiad serve` processes on it, and one tritonclient of each protocol."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import tritonclient.grpc as grpcclient
@@ -17,12 +18,12 @@ from naiad.testing import ServerProcess
 TESTS = Path(__file__).resolve().parent.parent
 
 MODELS = {
-    "identity": '''backend: "numpy" max_batch_size: 0
+    "identity": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1, -1]}]
-output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1, -1]}]''',
-    "identity_bytes": '''backend: "numpy" max_batch_size: 0
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1, -1]}]""",
+    "identity_bytes": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_STRING dims:[-1, -1]}]
-output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[-1, -1]}]''',
+output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[-1, -1]}]""",
 }
 
 
@@ -36,8 +37,15 @@ def write_repository(root: Path, models: dict[str, str] = MODELS) -> Path:
 def numpy_server(repository: Path, *flags: str) -> ServerProcess:
     """`naiad serve` (started by `with`) with the numpy test backend, HTTP and gRPC."""
     pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
-    return ServerProcess(repository, "--backend-plugin", "numpy_backend:NumpyPlugin", "--allow-metrics", "false",
-                         *flags, env={"PYTHONPATH": pythonpath})
+    return ServerProcess(
+        repository,
+        "--backend-plugin",
+        "numpy_backend:NumpyPlugin",
+        "--allow-metrics",
+        "false",
+        *flags,
+        env={"PYTHONPATH": pythonpath},
+    )
 
 
 def clients(server: ServerProcess) -> list[Any]:

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from security_servers import clients, expect_error, numpy_server
 
 LOG_REFUSED = "log file location can not be updated through network protocol"
@@ -18,9 +17,19 @@ TRACE_REFUSED = "trace file location can not be updated through network protocol
 @pytest.fixture(scope="module")
 def configured(repository: Path, tmp_path_factory: pytest.TempPathFactory):
     files = tmp_path_factory.mktemp("settings")
-    process = numpy_server(repository, "--log-file", str(files / "server.log"), "--log-verbose", "1",
-                           "--trace-config", "level=TIMESTAMPS", "--trace-config", "rate=1",
-                           "--trace-config", f"triton,file={files / 'trace.json'}")
+    process = numpy_server(
+        repository,
+        "--log-file",
+        str(files / "server.log"),
+        "--log-verbose",
+        "1",
+        "--trace-config",
+        "level=TIMESTAMPS",
+        "--trace-config",
+        "rate=1",
+        "--trace-config",
+        f"triton,file={files / 'trace.json'}",
+    )
     # The log goes to --log-file, so readiness is read from the file, not the process's output.
     process.start(expect_ready=False)
     try:
@@ -45,8 +54,10 @@ def test_log_and_trace_files_cannot_be_moved_over_the_network(configured, tmp_pa
         expect_error(lambda: client.update_log_settings({"log_file": str(planted)}), LOG_REFUSED)
         expect_error(lambda: client.update_log_settings({"log_file": "", "log_verbose_level": 2}), LOG_REFUSED)
         expect_error(lambda: client.update_trace_settings(settings={"trace_file": str(planted)}), TRACE_REFUSED)
-        expect_error(lambda: client.update_trace_settings(model_name="identity", settings={"trace_file": str(planted)}),
-                     TRACE_REFUSED)
+        expect_error(
+            lambda: client.update_trace_settings(model_name="identity", settings={"trace_file": str(planted)}),
+            TRACE_REFUSED,
+        )
     # HTTP's null log_file means "no change" (Triton ignores null log settings); trace_file is
     # refused whatever its value.
     assert http.update_log_settings({"log_file": None})["log_file"] == str(files / "server.log")

@@ -9,20 +9,26 @@ import httpx
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from security_servers import expect_error, numpy_server
 
 from naiad.frontends.grpc.restrictions import RPCS
 from naiad.frontends.kserve.restrictions import GROUPS
 from naiad.protos import grpc_service_pb2, health_pb2
-from security_servers import expect_error, numpy_server
 
 ADMIN = {"admin-key": "s3cret"}
 
 
 @pytest.fixture(scope="module", params=["naiad", "uvicorn"])
 def restricted(request, repository: Path):
-    with numpy_server(repository, "--http-server", request.param,
-                      "--http-restricted-api", "model-config,statistics:admin-key=s3cret",
-                      "--http-restricted-api", "inference:infer-key=go") as process:
+    with numpy_server(
+        repository,
+        "--http-server",
+        request.param,
+        "--http-restricted-api",
+        "model-config,statistics:admin-key=s3cret",
+        "--http-restricted-api",
+        "inference:infer-key=go",
+    ) as process:
         yield process
 
 
@@ -34,10 +40,14 @@ def _input() -> httpclient.InferInput:
 
 def test_restricted_groups_need_their_header(restricted):
     client = httpclient.InferenceServerClient(restricted.http_url)
-    for call in (lambda **kw: client.get_model_config("identity", **kw),
-                 lambda **kw: client.get_inference_statistics("identity", **kw)):
+    for call in (
+        lambda **kw: client.get_model_config("identity", **kw),
+        lambda **kw: client.get_inference_statistics("identity", **kw),
+    ):
         for headers in (None, {"admin-key": "wrong"}, {"infer-key": "go"}):
-            message = expect_error(lambda: call(headers=headers), "This API is restricted, expecting header 'admin-key'")
+            message = expect_error(
+                lambda: call(headers=headers), "This API is restricted, expecting header 'admin-key'"
+            )
             assert message == "This API is restricted, expecting header 'admin-key'"
         assert call(headers=ADMIN)
         assert call(headers={"Admin-Key": "s3cret"})  # header names are case-insensitive
@@ -60,21 +70,40 @@ def test_refusals_are_403_with_tritons_body(restricted):
 
 def test_every_endpoint_belongs_to_a_group(repository):
     every = ",".join(GROUPS)
-    requests = [("GET", "/v2/health/live"), ("GET", "/v2/health/ready"), ("GET", "/v2"), ("GET", "/v2/models/stats"),
-                ("GET", "/v2/models/identity"), ("GET", "/v2/models/identity/versions/1"),
-                ("GET", "/v2/models/identity/ready"), ("GET", "/v2/models/identity/versions/1/ready"),
-                ("GET", "/v2/models/identity/config"), ("GET", "/v2/models/identity/versions/1/config"),
-                ("GET", "/v2/models/identity/stats"), ("GET", "/v2/models/identity/versions/1/stats"),
-                ("POST", "/v2/models/identity/infer"), ("POST", "/v2/models/identity/versions/1/infer"),
-                ("GET", "/v2/logging"), ("POST", "/v2/logging"), ("GET", "/v2/trace/setting"),
-                ("POST", "/v2/trace/setting"), ("GET", "/v2/models/identity/trace/setting"),
-                ("POST", "/v2/repository/index"), ("POST", "/v2/repository/models/identity/load"),
-                ("POST", "/v2/repository/models/identity/unload"), ("GET", "/v2/systemsharedmemory/status"),
-                ("GET", "/v2/systemsharedmemory/region/r/status"), ("POST", "/v2/systemsharedmemory/region/r/register"),
-                ("POST", "/v2/systemsharedmemory/region/r/unregister"), ("POST", "/v2/systemsharedmemory/unregister"),
-                ("GET", "/v2/cudasharedmemory/status"), ("GET", "/v2/cudasharedmemory/region/r/status"),
-                ("POST", "/v2/cudasharedmemory/region/r/register"), ("POST", "/v2/cudasharedmemory/region/r/unregister"),
-                ("POST", "/v2/cudasharedmemory/unregister")]
+    requests = [
+        ("GET", "/v2/health/live"),
+        ("GET", "/v2/health/ready"),
+        ("GET", "/v2"),
+        ("GET", "/v2/models/stats"),
+        ("GET", "/v2/models/identity"),
+        ("GET", "/v2/models/identity/versions/1"),
+        ("GET", "/v2/models/identity/ready"),
+        ("GET", "/v2/models/identity/versions/1/ready"),
+        ("GET", "/v2/models/identity/config"),
+        ("GET", "/v2/models/identity/versions/1/config"),
+        ("GET", "/v2/models/identity/stats"),
+        ("GET", "/v2/models/identity/versions/1/stats"),
+        ("POST", "/v2/models/identity/infer"),
+        ("POST", "/v2/models/identity/versions/1/infer"),
+        ("GET", "/v2/logging"),
+        ("POST", "/v2/logging"),
+        ("GET", "/v2/trace/setting"),
+        ("POST", "/v2/trace/setting"),
+        ("GET", "/v2/models/identity/trace/setting"),
+        ("POST", "/v2/repository/index"),
+        ("POST", "/v2/repository/models/identity/load"),
+        ("POST", "/v2/repository/models/identity/unload"),
+        ("GET", "/v2/systemsharedmemory/status"),
+        ("GET", "/v2/systemsharedmemory/region/r/status"),
+        ("POST", "/v2/systemsharedmemory/region/r/register"),
+        ("POST", "/v2/systemsharedmemory/region/r/unregister"),
+        ("POST", "/v2/systemsharedmemory/unregister"),
+        ("GET", "/v2/cudasharedmemory/status"),
+        ("GET", "/v2/cudasharedmemory/region/r/status"),
+        ("POST", "/v2/cudasharedmemory/region/r/register"),
+        ("POST", "/v2/cudasharedmemory/region/r/unregister"),
+        ("POST", "/v2/cudasharedmemory/unregister"),
+    ]
     with numpy_server(repository, "--http-restricted-api", f"{every}:k=v") as process:
         with httpx.Client(base_url=f"http://{process.http_url}") as client:
             for method, path in requests:
@@ -90,11 +119,14 @@ def test_every_rpc_belongs_to_one_group():
     assert sorted(grouped) == sorted(served)
 
 
-@pytest.mark.parametrize("values, message", [
-    (["admin:key=value"], "--http-restricted-api: unknown restricted api 'admin'"),
-    (["health:key"], "--http-restricted-api: expected APIS:KEY=VALUE, got 'health:key'"),
-    (["trace:a=1", "trace,logging:b=2"], "restricted api 'trace' can not be specified in multiple config groups"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (["admin:key=value"], "--http-restricted-api: unknown restricted api 'admin'"),
+        (["health:key"], "--http-restricted-api: expected APIS:KEY=VALUE, got 'health:key'"),
+        (["trace:a=1", "trace,logging:b=2"], "restricted api 'trace' can not be specified in multiple config groups"),
+    ],
+)
 def test_bad_flag_values_are_refused(repository, values, message):
     flags = [flag for value in values for flag in ("--http-restricted-api", value)]
     with pytest.raises(RuntimeError, match=message):

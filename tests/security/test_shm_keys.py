@@ -4,14 +4,12 @@ path reaches the client; registration is off unless --allow-client-shm=true."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.utils.shared_memory as shm
-
 from security_servers import client_module, clients, expect_error
 
 SECRET = b"the server's own file, which no client may read" + bytes(16)
@@ -32,17 +30,22 @@ def _traversal_key(target: Path) -> str:
 def test_a_key_that_climbs_out_of_dev_shm_is_refused(shm_server, secret_file):
     key = _traversal_key(secret_file)
     for client in clients(shm_server):
-        expect_error(lambda: client.register_system_shared_memory("escape", key, 16),
-                     f"cannot register shared memory region 'escape' - invalid shm key '{key}'")
+        expect_error(
+            lambda: client.register_system_shared_memory("escape", key, 16),
+            f"cannot register shared memory region 'escape' - invalid shm key '{key}'",
+        )
         # A nested key (a '/' after the leading ones) names no shared-memory object either.
-        expect_error(lambda: client.register_system_shared_memory("nested", "/a/b", 16),
-                     "cannot register shared memory region 'nested' - invalid shm key '/a/b'")
+        expect_error(
+            lambda: client.register_system_shared_memory("nested", "/a/b", 16),
+            "cannot register shared memory region 'nested' - invalid shm key '/a/b'",
+        )
         for dots in ("/..", "/.", "..", "//.."):
-            expect_error(lambda: client.register_system_shared_memory("dots", dots, 16),
-                         f"invalid shm key '{dots}'")
+            expect_error(lambda: client.register_system_shared_memory("dots", dots, 16), f"invalid shm key '{dots}'")
         for slashes in ("/", "///", ""):
-            expect_error(lambda: client.register_system_shared_memory("slashes", slashes, 16),
-                         f"cannot register shared memory region 'slashes' - invalid shm key '{slashes}'")
+            expect_error(
+                lambda: client.register_system_shared_memory("slashes", slashes, 16),
+                f"cannot register shared memory region 'slashes' - invalid shm key '{slashes}'",
+            )
     assert secret_file.read_bytes() == SECRET
     assert clients(shm_server)[0].get_system_shared_memory_status() == []
 
@@ -53,8 +56,10 @@ def test_a_symlink_in_dev_shm_is_not_followed(shm_server, secret_file):
     link.symlink_to(secret_file)
     try:
         for client in clients(shm_server):
-            message = expect_error(lambda: client.register_system_shared_memory("link", "/" + name, 16),
-                                   f"Unable to open shared memory region: '/{name}'")
+            message = expect_error(
+                lambda: client.register_system_shared_memory("link", "/" + name, 16),
+                f"Unable to open shared memory region: '/{name}'",
+            )
             assert str(secret_file) not in message and "Errno" not in message and "symbolic" not in message
     finally:
         link.unlink()
@@ -64,16 +69,20 @@ def test_reserved_keys_are_refused(shm_server):
     for client in clients(shm_server):
         for prefix in ("triton_python_backend_shm_region_", "naiad-py-"):
             for key in (f"{prefix}x", f"/{prefix}x", f"///{prefix}x"):
-                expect_error(lambda: client.register_system_shared_memory("reserved", key, 16),
-                             f"cannot register shared memory region 'reserved' with key '{key}' as the key "
-                             f"contains the reserved prefix '{prefix}'")
+                expect_error(
+                    lambda: client.register_system_shared_memory("reserved", key, 16),
+                    f"cannot register shared memory region 'reserved' with key '{key}' as the key "
+                    f"contains the reserved prefix '{prefix}'",
+                )
 
 
 def test_a_missing_key_names_only_the_key(shm_server):
     key = f"/naiad-test-absent-{uuid.uuid4().hex}"
     for client in clients(shm_server):
-        message = expect_error(lambda: client.register_system_shared_memory("absent", key, 16),
-                               f"Unable to open shared memory region: '{key}'")
+        message = expect_error(
+            lambda: client.register_system_shared_memory("absent", key, 16),
+            f"Unable to open shared memory region: '{key}'",
+        )
         assert "No such file" not in message and "/dev/shm" not in message, message
 
 
@@ -88,10 +97,14 @@ def region():
 def test_registration_bounds_use_tritons_words(shm_server, region):
     key, _ = region
     for client in clients(shm_server):
-        expect_error(lambda: client.register_system_shared_memory("too_big", key, 128),
-                     "failed to register shared memory region 'too_big': invalid args")
-        expect_error(lambda: client.register_system_shared_memory("past_end", key, 16, offset=56),
-                     "failed to register shared memory region 'past_end': invalid args")
+        expect_error(
+            lambda: client.register_system_shared_memory("too_big", key, 128),
+            "failed to register shared memory region 'too_big': invalid args",
+        )
+        expect_error(
+            lambda: client.register_system_shared_memory("past_end", key, 16, offset=56),
+            "failed to register shared memory region 'past_end': invalid args",
+        )
 
 
 def test_tensor_offsets_and_sizes_use_tritons_words(shm_server, region):
@@ -102,6 +115,7 @@ def test_tensor_offsets_and_sizes_use_tritons_words(shm_server, region):
         module = client_module(client)
         client.register_system_shared_memory("data", key, 64)
         try:
+
             def infer(byte_size: int, offset: int = 0, shape=(1, 16)):
                 tensor = module.InferInput("INPUT0", list(shape), "FP32")
                 tensor.set_shared_memory("data", byte_size, offset)
@@ -110,8 +124,10 @@ def test_tensor_offsets_and_sizes_use_tritons_words(shm_server, region):
             assert np.array_equal(infer(64).as_numpy("OUTPUT0"), values)
             expect_error(lambda: infer(4, offset=64, shape=(1, 1)), "Invalid offset for shared memory region: 'data'")
             expect_error(lambda: infer(64, offset=4), "Invalid offset + byte size for shared memory region: 'data'")
-            expect_error(lambda: infer(32),
-                         "input byte size mismatch for input 'INPUT0' for model 'identity'. Expected 64, got 32")
+            expect_error(
+                lambda: infer(32),
+                "input byte size mismatch for input 'INPUT0' for model 'identity'. Expected 64, got 32",
+            )
         finally:
             client.unregister_system_shared_memory("data")
 

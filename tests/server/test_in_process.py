@@ -2,14 +2,14 @@ import asyncio
 
 import numpy as np
 import pytest
-
-from naiad import ErrorCode, InferenceRequest, NaiadError, Server, ServerOptions, Tensor
 from numpy_backend import NumpyPlugin
 
-ADD_SUB = '''backend: "numpy" max_batch_size: 8
+from naiad import ErrorCode, InferenceRequest, NaiadError, Server, ServerOptions, Tensor
+
+ADD_SUB = """backend: "numpy" max_batch_size: 8
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]},{name:"INPUT1" data_type: TYPE_FP32 dims:[4]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[4]}]
-parameters {key:"op" value {string_value:"add_sub"}}'''
+parameters {key:"op" value {string_value:"add_sub"}}"""
 
 
 def make_model(repo, name, config, versions=(1,)):
@@ -44,11 +44,11 @@ def test_add_sub_in_process(tmp_path):
     run(go())
 
 
-SLOW = '''backend: "numpy" max_batch_size: 0
+SLOW = """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_INT32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_INT32 dims:[-1]}]
 parameters {key:"op" value {string_value:"sleep"}}
-parameters {key:"sleep_ms" value {string_value:"200"}}'''
+parameters {key:"sleep_ms" value {string_value:"200"}}"""
 
 
 def test_drain_finishes_in_flight_and_refuses_new(tmp_path):

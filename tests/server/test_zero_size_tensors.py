@@ -17,16 +17,16 @@ from naiad.testing import ServerProcess
 
 TESTS = Path(__file__).resolve().parents[1]
 SHAPES = [[1, 0], [0, 3]]
-IO = '''input [{{name:"INPUT0" data_type: {t} dims:[-1, -1]}}]
-output [{{name:"OUTPUT0" data_type: {t} dims:[-1, -1]}}]'''
-PYTHON_IDENTITY = '''import triton_python_backend_utils as pb_utils
+IO = """input [{{name:"INPUT0" data_type: {t} dims:[-1, -1]}}]
+output [{{name:"OUTPUT0" data_type: {t} dims:[-1, -1]}}]"""
+PYTHON_IDENTITY = """import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
     def execute(self, requests):
         return [pb_utils.InferenceResponse([pb_utils.Tensor(
             "OUTPUT0", pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy())]) for request in requests]
-'''
+"""
 
 
 def _installed(module: str) -> bool:
@@ -44,7 +44,8 @@ def _onnx_identity(path: Path) -> None:
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
-        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])], "identity",
+        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])],
+        "identity",
         [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["a", "b"])],
         [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["a", "b"])],
     )
@@ -63,11 +64,18 @@ def server(tmp_path_factory: pytest.TempPathFactory):
             version = _model(repo, f"python_{datatype}", f'backend: "python" max_batch_size: 0\n{io}')
             (version / "model.py").write_text(PYTHON_IDENTITY)
     if _installed("naiad_backend_onnx") and _installed("onnx"):
-        _onnx_identity(_model(repo, "onnx_FP32", f'platform: "onnxruntime_onnx" max_batch_size: 0\n'
-                                                 f'{IO.format(t="TYPE_FP32")}'))
+        _onnx_identity(
+            _model(repo, "onnx_FP32", f'platform: "onnxruntime_onnx" max_batch_size: 0\n{IO.format(t="TYPE_FP32")}')
+        )
     pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
-    with ServerProcess(repo, "--backend-plugin", "numpy_backend:NumpyPlugin", "--allow-metrics", "false",
-                       env={"PYTHONPATH": pythonpath}) as process:
+    with ServerProcess(
+        repo,
+        "--backend-plugin",
+        "numpy_backend:NumpyPlugin",
+        "--allow-metrics",
+        "false",
+        env={"PYTHONPATH": pythonpath},
+    ) as process:
         yield process
         assert "Traceback" not in process.log(), process.log()
 
@@ -76,15 +84,34 @@ def _empty(shape: list[int], datatype: str) -> np.ndarray:
     return np.zeros(shape, np.float32 if datatype == "FP32" else np.object_)
 
 
-@pytest.mark.parametrize("model, datatype", [
-    ("numpy_FP32", "FP32"), ("numpy_BYTES", "BYTES"),
-    pytest.param("python_FP32", "FP32", marks=pytest.mark.skipif(
-        not _installed("naiad_backend_python"), reason="naiad_backend_python is not installed")),
-    pytest.param("python_BYTES", "BYTES", marks=pytest.mark.skipif(
-        not _installed("naiad_backend_python"), reason="naiad_backend_python is not installed")),
-    pytest.param("onnx_FP32", "FP32", marks=pytest.mark.skipif(
-        not _installed("naiad_backend_onnx"), reason="naiad_backend_onnx is not installed")),
-])
+@pytest.mark.parametrize(
+    "model, datatype",
+    [
+        ("numpy_FP32", "FP32"),
+        ("numpy_BYTES", "BYTES"),
+        pytest.param(
+            "python_FP32",
+            "FP32",
+            marks=pytest.mark.skipif(
+                not _installed("naiad_backend_python"), reason="naiad_backend_python is not installed"
+            ),
+        ),
+        pytest.param(
+            "python_BYTES",
+            "BYTES",
+            marks=pytest.mark.skipif(
+                not _installed("naiad_backend_python"), reason="naiad_backend_python is not installed"
+            ),
+        ),
+        pytest.param(
+            "onnx_FP32",
+            "FP32",
+            marks=pytest.mark.skipif(
+                not _installed("naiad_backend_onnx"), reason="naiad_backend_onnx is not installed"
+            ),
+        ),
+    ],
+)
 def test_zero_element_tensors_round_trip(server, model, datatype):
     http = httpclient.InferenceServerClient(server.http_url)
     grpc = grpcclient.InferenceServerClient(server.grpc_url)

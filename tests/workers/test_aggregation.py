@@ -37,8 +37,12 @@ def test_metric_families_add_counters_and_keep_worker_0_gauges() -> None:
         success = Family("nv_inference_request_success", "", "counter", [("", labels, count)])
         waiting = Family("nv_inference_pending_request_count", "", "gauge", [("", labels, pending)])
         machine = Family("nv_cpu_utilization", "", "gauge", [("", (), cpu)])
-        summary = Family("nv_inference_request_summary_us", "", "summary",
-                         [("", labels + (("quantile", "0.5"),), quantile), ("_count", labels, count)])
+        summary = Family(
+            "nv_inference_request_summary_us",
+            "",
+            "summary",
+            [("", labels + (("quantile", "0.5"),), quantile), ("_count", labels, count)],
+        )
         return [success, waiting, machine, summary]
 
     only_peer = Family("custom_counter", "", "counter", [("", (), 2)])
@@ -46,6 +50,8 @@ def test_metric_families_add_counters_and_keep_worker_0_gauges() -> None:
     assert merged["nv_inference_request_success"].samples == [("", labels, 7)]
     assert merged["nv_inference_pending_request_count"].samples == [("", labels, 3)]
     assert merged["nv_cpu_utilization"].samples == [("", (), 0.5)]
-    assert merged["nv_inference_request_summary_us"].samples == [("", labels + (("quantile", "0.5"),), 12.0),
-                                                                 ("_count", labels, 7)]
+    assert merged["nv_inference_request_summary_us"].samples == [
+        ("", labels + (("quantile", "0.5"),), 12.0),
+        ("_count", labels, 7),
+    ]
     assert merged["custom_counter"].samples == [("", (), 2)]

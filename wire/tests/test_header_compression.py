@@ -30,8 +30,12 @@ def test_header_decoder_agrees_with_the_hpack_package():
 
 
 def test_header_encoder_is_read_by_the_hpack_package():
-    fields = [(":status", "200"), ("content-type", "application/grpc"), ("grpc-status", "0"),
-              ("grpc-message", "x" * 300)]
+    fields = [
+        (":status", "200"),
+        ("content-type", "application/grpc"),
+        ("grpc-status", "0"),
+        ("grpc-message", "x" * 300),
+    ]
     assert hpack.Decoder().decode(encode_headers(fields)) == fields
 
 

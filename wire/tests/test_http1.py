@@ -7,7 +7,8 @@ import asyncio
 import json
 import socket
 import threading
-from typing import Any, Awaitable, Iterator
+from collections.abc import Awaitable, Iterator
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,9 @@ def direct(request: Request) -> Awaitable[DirectAnswer] | None:
 def error_app(exc: Exception, scope: Scope) -> Any:
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         body = json.dumps({"error": str(exc)}).encode()
-        await send({"type": "http.response.start", "status": 400, "headers": [(b"content-length", str(len(body)).encode())]})
+        await send(
+            {"type": "http.response.start", "status": 400, "headers": [(b"content-length", str(len(body)).encode())]}
+        )
         await send({"type": "http.response.body", "body": body})
 
     return app
@@ -127,7 +130,9 @@ def test_http10_and_connection_close_end_the_connection(port):
 
 def test_expect_100_continue_and_a_chunked_body(port):
     reader = Reader(port)
-    reader.sock.sendall(b"POST /direct HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n")
+    reader.sock.sendall(
+        b"POST /direct HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
     assert reader.response()[0] == 100
     reader.sock.sendall(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
     assert reader.response()[2] == b"edcba"
@@ -141,8 +146,14 @@ def test_head_has_headers_but_no_body(port):
     assert json.loads(reader.response()[2])["path"] == "/g"  # right after the head: no body sent
 
 
-@pytest.mark.parametrize("garbage", [b"NOT HTTP AT ALL\r\n\r\n", b"GET / HTTP/1.1\r\nHost x\r\n\r\n",
-                                     b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"NOT HTTP AT ALL\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost x\r\n\r\n",
+        b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+    ],
+)
 def test_malformed_requests_get_400_and_close(port, garbage):
     reader = Reader(port)
     reader.sock.sendall(garbage)
@@ -158,7 +169,8 @@ def test_limits_refuse_bodies_and_heads_without_reading_them(port):
     reader.sock.sendall(post(b"/asgi", b"x" * (LIMIT + 1)))
     status, _, body = reader.response()
     assert status == 400 and json.loads(body)["error"] == (
-        f"the request body is larger than the {LIMIT} bytes allowed ({LIMIT + 1} bytes or more)")
+        f"the request body is larger than the {LIMIT} bytes allowed ({LIMIT + 1} bytes or more)"
+    )
     assert reader.closed()
     reader = Reader(port)
     reader.sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (65 * 1024) + b"\r\n\r\n")

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import hpack
 import psutil
@@ -41,10 +41,12 @@ def answer_to(port: int, body: bytes) -> bytes:
     """What the server sends on a new connection for one request with `body`, once the echo
     of `body` is in it."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        block = hpack.Encoder().encode([(":method", "POST"), (":scheme", "http"), (":path", "/echo"),
-                                        (":authority", "x")])
-        sock.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_HEADERS, 1, block)
-                     + frame(DATA, END_STREAM, 1, body))
+        block = hpack.Encoder().encode(
+            [(":method", "POST"), (":scheme", "http"), (":path", "/echo"), (":authority", "x")]
+        )
+        sock.sendall(
+            PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_HEADERS, 1, block) + frame(DATA, END_STREAM, 1, body)
+        )
         received = b""
         while frame(DATA, 0, 1, body) not in received:
             chunk = sock.recv(65536)

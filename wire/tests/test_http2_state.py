@@ -8,14 +8,27 @@ import struct
 import hpack
 
 from naiad_wire.http2 import (
-    PREFACE, DataReceived, ErrorCode, HandshakeDone, Http2Limits, Http2State, PingAcknowledged, RequestReceived,
+    PREFACE,
+    DataReceived,
+    ErrorCode,
+    HandshakeDone,
+    Http2Limits,
+    Http2State,
+    PingAcknowledged,
+    RequestReceived,
     StreamReset,
 )
 
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
 END_STREAM, ACK, END_HEADERS, PADDED = 0x1, 0x1, 0x4, 0x8
-REQUEST = [(":method", "POST"), (":scheme", "http"), (":path", "/pkg.Service/Method"), (":authority", "x"),
-           ("content-type", "application/grpc"), ("te", "trailers")]
+REQUEST = [
+    (":method", "POST"),
+    (":scheme", "http"),
+    (":path", "/pkg.Service/Method"),
+    (":authority", "x"),
+    ("content-type", "application/grpc"),
+    ("te", "trailers"),
+]
 
 
 def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
@@ -103,7 +116,9 @@ def test_a_request_in_continuation_and_padding_becomes_events_and_an_answer():
     outputs = peer.outputs
     request.stream.respond(b"\x88", b"answer", b"\x40\x01a\x01b")
     assert frames(peer.state.data_to_send()) == [
-        (HEADERS, END_HEADERS, 1, b"\x88"), (DATA, 0, 1, b"answer"), (HEADERS, END_HEADERS | END_STREAM, 1, b"\x40\x01a\x01b"),
+        (HEADERS, END_HEADERS, 1, b"\x88"),
+        (DATA, 0, 1, b"answer"),
+        (HEADERS, END_HEADERS | END_STREAM, 1, b"\x40\x01a\x01b"),
     ]
     assert peer.outputs == outputs + 1  # an answer outside `receive` says that bytes wait
 
@@ -165,7 +180,7 @@ def test_garbage_is_a_connection_error():
     state.initiate()
     state.data_to_send()
     assert list(state.receive(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")) == []
-    (kind, _, _, payload), = frames(state.data_to_send())
+    ((kind, _, _, payload),) = frames(state.data_to_send())
     assert kind == GOAWAY and struct.unpack(">II", payload[:8])[1] == ErrorCode.PROTOCOL_ERROR and state.closed
 
 

@@ -25,8 +25,10 @@ def imported_names(path: Path) -> set[str]:
 
 
 def test_no_module_names_naiad_in_an_import():
-    offenders = {path.name: sorted(n for n in imported_names(path) if n.split(".")[0] == "naiad")
-                 for path in PACKAGE.glob("*.py")}
+    offenders = {
+        path.name: sorted(n for n in imported_names(path) if n.split(".")[0] == "naiad")
+        for path in PACKAGE.glob("*.py")
+    }
     assert {name: found for name, found in offenders.items() if found} == {}
     assert len(MODULES) >= 8  # the scan saw the package
 

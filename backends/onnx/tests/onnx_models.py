@@ -4,8 +4,9 @@ repository and run a server on it in-process."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper

@@ -4,9 +4,9 @@ metadata come from the model file."""
 from __future__ import annotations
 
 import numpy as np
+import onnx_models
 from onnx import TensorProto
 
-import onnx_models
 from naiad import InferenceRequest, Tensor
 
 
@@ -43,7 +43,9 @@ def test_fixed_first_dimension_means_no_batching(tmp_path):
 
 def test_partial_config_is_completed_and_backend_config_sets_the_batch_size(tmp_path):
     onnx_models.write_model(
-        tmp_path, "add_sub", onnx_models.add_sub(),
+        tmp_path,
+        "add_sub",
+        onnx_models.add_sub(),
         'input [ { name: "INPUT0" }, { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]',
     )
 

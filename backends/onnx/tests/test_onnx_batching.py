@@ -7,15 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx_models
 import onnxruntime as ort
 import pytest
+from naiad_backend_onnx.backend import OnnxRuntimeBackend
+from naiad_backend_onnx.settings import choose_providers
 
-import onnx_models
 from naiad import BackendContext, ConfigError, InferenceRequest, ModelContext, RequestedOutput, Tensor
 from naiad.config import parse_config_text, validate_config
 from naiad.testing import expand_instance_groups
-from naiad_backend_onnx.backend import OnnxRuntimeBackend
-from naiad_backend_onnx.settings import choose_providers
 
 
 def load(tmp_path: Path, model: bytes, config_text: str):
@@ -71,20 +71,27 @@ def test_cpu_instances_use_the_cpu_provider_only(tmp_path):
 
 
 def test_cpu_openvino_accelerator_needs_its_provider():
-    text = VARIABLE_MLP + 'optimization { execution_accelerators { cpu_execution_accelerator [ { name: "openvino" } ] } }'
+    text = (
+        VARIABLE_MLP + 'optimization { execution_accelerators { cpu_execution_accelerator [ { name: "openvino" } ] } }'
+    )
     config = validate_config(parse_config_text(text, "m"), "m")
     assert choose_providers(config, "CPU", 0, ["OpenVINOExecutionProvider", "CPUExecutionProvider"]) == [
-        ("OpenVINOExecutionProvider", {}), ("CPUExecutionProvider", {})]
+        ("OpenVINOExecutionProvider", {}),
+        ("CPUExecutionProvider", {}),
+    ]
     with pytest.raises(ConfigError) as info:
         choose_providers(config, "CPU", 0, ["CPUExecutionProvider"])
     assert "install onnxruntime-openvino" in info.value.message
 
 
 def test_gpu_instances_order_tensorrt_cuda_cpu():
-    text = VARIABLE_MLP + """
+    text = (
+        VARIABLE_MLP
+        + """
 optimization { execution_accelerators { gpu_execution_accelerator [
   { name: "tensorrt" parameters { key: "precision_mode" value: "FP16" } },
   { name: "cuda" parameters { key: "cudnn_conv_algo_search" value: "HEURISTIC" } } ] } }"""
+    )
     config = validate_config(parse_config_text(text, "m"), "m")
     available = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
     providers = choose_providers(config, "GPU", 1, available)
@@ -98,7 +105,9 @@ def test_gpu_instance_without_cuda_provider_names_the_package():
     with pytest.raises(ConfigError) as info:
         choose_providers(config, "GPU", 0, ["CPUExecutionProvider"])
     assert "naiad-backend-onnx[gpu]" in info.value.message
-    text = VARIABLE_MLP + 'optimization { execution_accelerators { gpu_execution_accelerator [ { name: "openvino" } ] } }'
+    text = (
+        VARIABLE_MLP + 'optimization { execution_accelerators { gpu_execution_accelerator [ { name: "openvino" } ] } }'
+    )
     with pytest.raises(ConfigError) as info:
         choose_providers(validate_config(parse_config_text(text, "m"), "m"), "GPU", 0, ["CUDAExecutionProvider"])
     assert "unknown accelerator 'openvino'" in info.value.message

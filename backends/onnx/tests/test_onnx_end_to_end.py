@@ -6,13 +6,13 @@ from __future__ import annotations
 import importlib.util
 
 import numpy as np
+import onnx_models
 import onnxruntime as ort
 import pytest
 
-import onnx_models
-
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("naiad.frontends.http") is None or importlib.util.find_spec("naiad.frontends.grpc") is None,
+    importlib.util.find_spec("naiad.frontends.http") is None
+    or importlib.util.find_spec("naiad.frontends.grpc") is None,
     reason="naiad.frontends.http / naiad.frontends.grpc are not installed",
 )
 

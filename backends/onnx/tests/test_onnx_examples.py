@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-
 import onnx_models
+
 from naiad import InferenceRequest, Tensor
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

@@ -11,11 +11,11 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import numpy as np
+import onnx_models
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto
 
-import onnx_models
 from naiad import ErrorCode, InferenceRequest, NaiadError, RequestedOutput, Tensor
 
 ADD_SUB_CONFIG = """
@@ -133,7 +133,9 @@ def test_string_tensors_travel_as_bytes(tmp_path):
     model = onnx_models.string_join()
     onnx_models.write_model(tmp_path, "join", model)
     words = np.array([[b"alpha", "\u00e9t\u00e9".encode()], [b"", b"x"]], dtype=object)
-    expected = ort.InferenceSession(model).run(None, {"INPUT0": np.vectorize(lambda b: b.decode())(words).astype(object)})[0]
+    expected = ort.InferenceSession(model).run(
+        None, {"INPUT0": np.vectorize(lambda b: b.decode())(words).astype(object)}
+    )[0]
 
     async def body(server):
         ok = await server.infer(request("join", INPUT0=words))
@@ -170,10 +172,14 @@ def test_framework_shape_error_is_per_request_and_server_keeps_serving(tmp_path)
 
 
 def test_config_that_contradicts_the_model_fails_the_load_with_a_reason(tmp_path):
-    onnx_models.write_model(tmp_path, "wrong_type", onnx_models.add_sub(), ADD_SUB_CONFIG.replace("TYPE_FP32", "TYPE_INT32", 1))
+    onnx_models.write_model(
+        tmp_path, "wrong_type", onnx_models.add_sub(), ADD_SUB_CONFIG.replace("TYPE_FP32", "TYPE_INT32", 1)
+    )
     onnx_models.write_model(tmp_path, "wrong_name", onnx_models.add_sub(), ADD_SUB_CONFIG.replace('"INPUT1"', '"B"'))
     onnx_models.write_model(
-        tmp_path, "bad_threads", onnx_models.add_sub(),
+        tmp_path,
+        "bad_threads",
+        onnx_models.add_sub(),
         ADD_SUB_CONFIG + 'parameters { key: "intra_op_thread_count" value { string_value: "many" } }',
     )
 
@@ -188,12 +194,15 @@ def test_config_that_contradicts_the_model_fails_the_load_with_a_reason(tmp_path
 
 
 def test_session_parameters_and_graph_level_are_accepted(tmp_path):
-    config = ADD_SUB_CONFIG + """
+    config = (
+        ADD_SUB_CONFIG
+        + """
 parameters { key: "intra_op_thread_count" value { string_value: "1" } }
 parameters { key: "inter_op_thread_count" value { string_value: "1" } }
 parameters { key: "execution_mode" value { string_value: "1" } }
 optimization { graph { level: -1 } }
 """
+    )
     onnx_models.write_model(tmp_path, "tuned", onnx_models.add_sub(), config)
     a = np.full((2, 4), 3, np.float32)
 
@@ -210,8 +219,14 @@ def test_model_directory_with_external_data(tmp_path):
     proto = onnx.load_from_string(onnx_models.mlp())
     directory = tmp_path / "mlp" / "1" / "model.onnx"
     directory.mkdir(parents=True)
-    onnx.save_model(proto, str(directory / "model.onnx"), save_as_external_data=True,
-                    all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
+    onnx.save_model(
+        proto,
+        str(directory / "model.onnx"),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
     assert (directory / "weights.bin").stat().st_size > 0
     x = np.ones((2, 16), np.float32)
     expected = ort.InferenceSession(onnx_models.mlp()).run(["logits"], {"input": x})[0]
@@ -241,8 +256,13 @@ async def body(server):
 onnx_models.serve(__import__("pathlib").Path({str(tmp_path)!r}), body, backend_config=settings)
 """
     tests = str(Path(__file__).resolve().parent)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": tests + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": tests + os.pathsep + os.environ.get("PYTHONPATH", "")},
+    )
     assert done.returncode == 0, done.stderr
     assert "served ['READY', 'READY']" in done.stdout
 

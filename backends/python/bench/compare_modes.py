@@ -33,8 +33,10 @@ instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 
 
 def build_repository(root: Path) -> None:
-    for name, extra in (("process", ""),
-                        ("in_process", 'parameters { key: "execution_mode" value: { string_value: "in_process" } }')):
+    for name, extra in (
+        ("process", ""),
+        ("in_process", 'parameters { key: "execution_mode" value: { string_value: "in_process" } }'),
+    ):
         (root / name / "1").mkdir(parents=True)
         shutil.copy(MODEL, root / name / "1" / "model.py")
         (root / name / "config.pbtxt").write_text(CONFIG.format(name=name, extra=extra))
@@ -83,8 +85,10 @@ async def main() -> None:
                     count = args.requests if elements < 10_000 else max(args.requests // 10, 100)
                     row = await measure(server, model, elements, count)
                     size = f"{elements * 4 // 1024} KiB" if elements * 4 >= 1024 else f"{elements * 4} B"
-                    print(f"{model:<11} {size:>10} {row['mean_us']:9.0f} {row['p50_us']:9.0f} "
-                          f"{row['p99_us']:9.0f} {row['rps_c8']:9.0f}")
+                    print(
+                        f"{model:<11} {size:>10} {row['mean_us']:9.0f} {row['p50_us']:9.0f} "
+                        f"{row['p99_us']:9.0f} {row['rps_c8']:9.0f}"
+                    )
 
 
 if __name__ == "__main__":

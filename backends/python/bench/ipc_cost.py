@@ -83,8 +83,10 @@ async def measure(server: Server, model: str, clients: int, seconds: float) -> s
     elapsed = time.perf_counter() - started
     server_us = 1e6 * (process_cpu_s(os.getpid()) - server_before) / count
     model_us = 1e6 * (process_cpu_s(pid) - model_before) / count if pid != os.getpid() else 0.0
-    return (f"{model:8} c={clients:<3} {count / elapsed:8.0f} req/s  server {server_us:6.1f} us/req  "
-            f"model process {model_us:6.1f} us/req")
+    return (
+        f"{model:8} c={clients:<3} {count / elapsed:8.0f} req/s  server {server_us:6.1f} us/req  "
+        f"model process {model_us:6.1f} us/req"
+    )
 
 
 async def main(seconds: float) -> None:

@@ -7,6 +7,5 @@ import json  # noqa: F401
 import struct  # noqa: F401
 
 import numpy as np  # noqa: F401
-
 from naiad_backend_python.model_side.pb_utils import *  # noqa: F401,F403
 from naiad_backend_python.model_side.pb_utils import __all__  # noqa: F401

@@ -1,8 +1,9 @@
 from typing import Any
 
 import pytest
-from naiad import ServerOptions
 from python_backend_servers import MODELS, ServerThread
+
+from naiad import ServerOptions
 
 
 @pytest.fixture(scope="session")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Awaitable, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
+
 from naiad import (
     InferenceRequest,
     InferenceResponse,
@@ -38,8 +40,9 @@ class ServerThread:
     def run(self, coroutine: Awaitable[T], timeout: float = 60) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
-    def infer(self, model: str, inputs: dict[str, np.ndarray], outputs: list[str] | None = None,
-              **fields: Any) -> InferenceResponse:
+    def infer(
+        self, model: str, inputs: dict[str, np.ndarray], outputs: list[str] | None = None, **fields: Any
+    ) -> InferenceResponse:
         request = make_request(model, inputs, outputs, **fields)
         return self.run(self.server.infer(request))
 
@@ -62,8 +65,9 @@ class ServerThread:
         self.thread.join(10)
 
 
-def make_request(model: str, inputs: dict[str, np.ndarray], outputs: list[str] | None = None,
-                 **fields: Any) -> InferenceRequest:
+def make_request(
+    model: str, inputs: dict[str, np.ndarray], outputs: list[str] | None = None, **fields: Any
+) -> InferenceRequest:
     tensors = [Tensor.from_numpy(name, np.asarray(value)) for name, value in inputs.items()]
     return InferenceRequest(model, tensors, outputs=[RequestedOutput(n) for n in outputs or []], **fields)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from python_backend_servers import bytes_array
 
 from naiad import ErrorCode
-
-from python_backend_servers import bytes_array
 
 A = np.array([1, 2, 3, 4], dtype=np.float32)
 B = np.array([10, 20, 30, 40], dtype=np.float32)

@@ -35,8 +35,9 @@ def test_infer_refuses_many_responses(served):
 
 
 def test_responses_sent_after_execute_returned_arrive(served):
-    responses = served.stream("repeat_decoupled", {"IN": np.array([1, 2, 3], dtype=np.int32),
-                                                   "DELAY_MS": np.array([20], dtype=np.int32)})
+    responses = served.stream(
+        "repeat_decoupled", {"IN": np.array([1, 2, 3], dtype=np.int32), "DELAY_MS": np.array([20], dtype=np.int32)}
+    )
     assert values(responses) == [1, 2, 3]
 
 

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from python_backend_servers import MODELS, ServerThread, bytes_array
 
 from naiad import ErrorCode, NaiadError, ServerOptions
-
-from python_backend_servers import MODELS, ServerThread, bytes_array
 
 # ../shared/bench beside the checkout (the shared benchmark), when it is there.
 BENCH_MODELS = Path(__file__).resolve().parents[3].parent / "shared" / "bench" / "models"
@@ -33,7 +32,9 @@ def env_repository(tmp_path_factory) -> Path:
     shutil.copytree(MODELS / "init_args", model_dir)
     venv = model_dir / "venv"
     subprocess.run([base_interpreter(), "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    config = (model_dir / "config.pbtxt").read_text().replace('"init_args"', '"in_venv"').replace("count: 2", "count: 1")
+    config = (
+        (model_dir / "config.pbtxt").read_text().replace('"init_args"', '"in_venv"').replace("count: 2", "count: 1")
+    )
     config += 'parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "$$TRITON_MODEL_DIRECTORY/venv" } }\n'
     (model_dir / "config.pbtxt").write_text(config)
     return repo
@@ -94,9 +95,12 @@ def test_missing_environment_is_a_clear_load_error(tmp_path):
 
 def test_tensors_larger_than_the_ring_and_ring_wrap_around():
     # A 4 KiB ring: most of these tensors spill into their own segments, the rest wrap.
-    options = ServerOptions(model_repositories=[str(MODELS)], model_control_mode="explicit",
-                            load_models=["add_sub_flat", "string_identity"],
-                            backend_config={"python": {"shm-default-byte-size": "4096"}})
+    options = ServerOptions(
+        model_repositories=[str(MODELS)],
+        model_control_mode="explicit",
+        load_models=["add_sub_flat", "string_identity"],
+        backend_config={"python": {"shm-default-byte-size": "4096"}},
+    )
     server = ServerThread(options)
     try:
         rng = np.random.default_rng(0)
@@ -116,8 +120,9 @@ def test_tensors_larger_than_the_ring_and_ring_wrap_around():
 
 
 def test_unload_runs_finalize_and_reload_serves_again():
-    options = ServerOptions(model_repositories=[str(MODELS)], model_control_mode="explicit",
-                            load_models=["add_sub_flat"])
+    options = ServerOptions(
+        model_repositories=[str(MODELS)], model_control_mode="explicit", load_models=["add_sub_flat"]
+    )
     server = ServerThread(options)
     a = np.ones(4, dtype=np.float32)
     try:
@@ -138,8 +143,11 @@ def test_unload_runs_finalize_and_reload_serves_again():
 
 @pytest.mark.skipif(not BENCH_MODELS.is_dir(), reason="the shared bench repository is not on this machine")
 def test_bench_repository_answers():
-    server = ServerThread(ServerOptions(model_repositories=[str(BENCH_MODELS)], model_control_mode="explicit",
-                                        load_models=["add_sub", "identity"]))
+    server = ServerThread(
+        ServerOptions(
+            model_repositories=[str(BENCH_MODELS)], model_control_mode="explicit", load_models=["add_sub", "identity"]
+        )
+    )
     try:
         assert server.server.startup_failures == []
         a = np.arange(32, dtype=np.float32).reshape(2, 16)
@@ -156,16 +164,20 @@ def test_bench_repository_answers():
 def test_broken_models_fail_their_load_with_the_reason(tmp_path):
     for name, source in (
         ("syntax_error", "class TritonPythonModel:\n    def execute(self, requests)\n        return []\n"),
-        ("init_raises", "class TritonPythonModel:\n    def initialize(self, args):\n"
-                        "        raise RuntimeError('no weights found')\n"
-                        "    def execute(self, requests):\n        return []\n"),
+        (
+            "init_raises",
+            "class TritonPythonModel:\n    def initialize(self, args):\n"
+            "        raise RuntimeError('no weights found')\n"
+            "    def execute(self, requests):\n        return []\n",
+        ),
         ("no_class", "x = 1\n"),
     ):
         (tmp_path / name / "1").mkdir(parents=True)
         (tmp_path / name / "1" / "model.py").write_text(source)
         (tmp_path / name / "config.pbtxt").write_text(
             f'name: "{name}"\nbackend: "python"\ninput [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]\n'
-            'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
+            'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        )
     shutil.copytree(MODELS / "add_sub_flat", tmp_path / "add_sub_flat")
     server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
     try:
@@ -175,14 +187,16 @@ def test_broken_models_fail_their_load_with_the_reason(tmp_path):
         assert "model 'no_class'" in failures and "defines no class TritonPythonModel" in failures
         # The good model beside them serves.
         a = np.ones(4, dtype=np.float32)
-        np.testing.assert_array_equal(server.infer("add_sub_flat", {"INPUT0": a, "INPUT1": a}).output("OUTPUT0").data, a * 2)
+        np.testing.assert_array_equal(
+            server.infer("add_sub_flat", {"INPUT0": a, "INPUT1": a}).output("OUTPUT0").data, a * 2
+        )
         states = {row["name"]: row.get("state") for row in server.server.repository_index()}
         assert states["init_raises"] == "UNAVAILABLE" and states["add_sub_flat"] == "READY"
     finally:
         server.close()
 
 
-REMEMBER_MODEL = '''
+REMEMBER_MODEL = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -200,7 +214,7 @@ class TritonPythonModel:
             self.previous = current
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", current), pb_utils.Tensor("PREV", previous)]))
         return responses
-'''
+"""
 
 
 def test_large_tensors_kept_by_model_and_caller_stay_intact(tmp_path):
@@ -210,9 +224,11 @@ def test_large_tensors_kept_by_model_and_caller_stay_intact(tmp_path):
     (tmp_path / "remember" / "1" / "model.py").write_text(REMEMBER_MODEL)
     (tmp_path / "remember" / "config.pbtxt").write_text(
         'name: "remember"\nbackend: "python"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "PREV" data_type: TYPE_FP32 dims: [ -1 ] } ]\n')
-    options = ServerOptions(model_repositories=[str(tmp_path)],
-                            backend_config={"python": {"shm-default-byte-size": str(1024 * 1024)}})
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "PREV" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+    )
+    options = ServerOptions(
+        model_repositories=[str(tmp_path)], backend_config={"python": {"shm-default-byte-size": str(1024 * 1024)}}
+    )
     server = ServerThread(options)
     try:
         sent, kept = [], []

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from python_backend_servers import bytes_array
 
 from naiad import ErrorCode
-
-from python_backend_servers import bytes_array
 
 
 def mode(name: str) -> dict[str, np.ndarray]:
@@ -45,11 +44,14 @@ def test_triton_model_exception_is_reported(served):
     assert "TritonModelException: a TritonModelException" in error.message
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("none", "returned None for a batch of 1 requests"),
-    ("too_few", "returned 0 responses for a batch of 1 requests"),
-    ("not_a_response", "returned a str instead of a pb_utils.InferenceResponse"),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("none", "returned None for a batch of 1 requests"),
+        ("too_few", "returned 0 responses for a batch of 1 requests"),
+        ("not_a_response", "returned a str instead of a pb_utils.InferenceResponse"),
+    ],
+)
 def test_wrong_return_values_are_clear_errors(served, name, expected):
     before = pid_of(served)
     error = served.infer_error("misbehaving", mode(name))
@@ -66,7 +68,9 @@ def test_a_crashing_model_fails_its_request_and_is_restarted(served):
     assert "exited unexpectedly (exit code 3)" in error.message
     # Other models never noticed.
     a = np.ones((1, 4), dtype=np.float32)
-    np.testing.assert_array_equal(served.infer("add_sub_fp32", {"INPUT0": a, "INPUT1": a}).output("OUTPUT0").data, a * 2)
+    np.testing.assert_array_equal(
+        served.infer("add_sub_fp32", {"INPUT0": a, "INPUT1": a}).output("OUTPUT0").data, a * 2
+    )
     # And the crashed one serves again, from a new process.
     after = pid_of(served)
     assert after != before
@@ -137,14 +141,14 @@ async def main():
 asyncio.run(main())
 """
 
-STUCK_MODEL = '''
+STUCK_MODEL = """
 import threading
 
 
 class TritonPythonModel:
     def execute(self, requests):
         threading.Event().wait()
-'''
+"""
 
 
 def test_a_model_stuck_in_execute_dies_with_a_killed_server(tmp_path):
@@ -158,9 +162,11 @@ def test_a_model_stuck_in_execute_dies_with_a_killed_server(tmp_path):
     (tmp_path / "stuck" / "1" / "model.py").write_text(STUCK_MODEL)
     (tmp_path / "stuck" / "config.pbtxt").write_text(
         'backend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
-        'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
-    server = subprocess.Popen([sys.executable, "-c", STUCK_SERVER_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
-                              text=True)
+        'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", STUCK_SERVER_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         stub_pid = int(server.stdout.readline())
         os.kill(stub_pid, 0)
@@ -178,7 +184,7 @@ def test_a_model_stuck_in_execute_dies_with_a_killed_server(tmp_path):
     pytest.fail(f"model process {stub_pid}, stuck in execute, outlived its server")
 
 
-ONE_SHOT_MODEL = '''
+ONE_SHOT_MODEL = """
 import os
 
 import numpy as np
@@ -194,19 +200,20 @@ class TritonPythonModel:
 
     def execute(self, requests):
         os._exit(7)
-'''
+"""
 
 
 def test_a_model_that_cannot_restart_answers_unavailable(tmp_path):
-    from naiad import ServerOptions
-
     from python_backend_servers import ServerThread
+
+    from naiad import ServerOptions
 
     (tmp_path / "one_shot" / "1").mkdir(parents=True)
     (tmp_path / "one_shot" / "1" / "model.py").write_text(ONE_SHOT_MODEL)
     (tmp_path / "one_shot" / "config.pbtxt").write_text(
         'name: "one_shot"\nbackend: "python"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
-        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+    )
     server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
     try:
         x = {"X": np.array([1], dtype=np.float32)}

@@ -27,7 +27,7 @@ from naiad.testing import ServerProcess
 # Counts down from IN, one response per execution, keyed by correlation id so that several
 # sequences can share a batch. Each response tells what the model saw: the request's flags,
 # its correlation id and how many requests the execution had.
-COUNTDOWN = '''
+COUNTDOWN = """
 import json
 import time
 
@@ -65,11 +65,11 @@ class TritonPythonModel:
                 request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
                 sender.send(response)
         return None
-'''
+"""
 
 # Not decoupled: the python_backend README's form. A rescheduled request's place in the
 # returned list is None; the answer comes from the third execution.
-THIRD_TIME = '''
+THIRD_TIME = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -93,7 +93,7 @@ class TritonPythonModel:
                 del self.executions[key]
                 responses.append(answer)
         return responses
-'''
+"""
 
 _OUTPUTS = ("OUT", "FLAGS", "CORRID", "BATCH")
 
@@ -126,8 +126,16 @@ MODELS = {
     "countdown_inline": (COUNTDOWN, _config(0, True, _iterative(), extra=_INLINE)),
     "countdown_batched": (COUNTDOWN, _config(4, True, _iterative())),
     "countdown_oldest": (COUNTDOWN, _config(4, True, _iterative("oldest { max_candidate_sequences: 4 }"))),
-    "countdown_string_ids": (COUNTDOWN, _config(0, True, _iterative(
-        'control_input [{ name: "CORRID_IN" control [{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING }] }]'))),
+    "countdown_string_ids": (
+        COUNTDOWN,
+        _config(
+            0,
+            True,
+            _iterative(
+                'control_input [{ name: "CORRID_IN" control [{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING }] }]'
+            ),
+        ),
+    ),
     # Models whose scheduler cannot reschedule.
     "countdown_sequence": (COUNTDOWN, _config(0, True, "sequence_batching { }")),
     "countdown_dynamic": (COUNTDOWN, _config(0, True, "dynamic_batching { }")),
@@ -215,9 +223,15 @@ def test_each_request_is_a_sequence_of_its_own(server):
     # One slot (max_batch_size 0): the sequences run one after another, in arrival order,
     # each under its own correlation id.
     assert [(r.get_response().id, _value(r, "OUT")) for r in responses] == [
-        ("countdown-2", 1), ("countdown-2", 0),
-        ("countdown-3", 2), ("countdown-3", 1), ("countdown-3", 0),
-        ("countdown-4", 3), ("countdown-4", 2), ("countdown-4", 1), ("countdown-4", 0),
+        ("countdown-2", 1),
+        ("countdown-2", 0),
+        ("countdown-3", 2),
+        ("countdown-3", 1),
+        ("countdown-3", 0),
+        ("countdown-4", 3),
+        ("countdown-4", 2),
+        ("countdown-4", 1),
+        ("countdown-4", 0),
     ]
     ids = {}
     for response in responses:
@@ -248,7 +262,9 @@ def test_a_client_correlation_id_with_start_is_kept(server):
     finally:
         stream.close()
     assert [(_value(r, "OUT"), _value(r, "CORRID"), _value(r, "FLAGS")) for r in responses] == [
-        (1, b"4242", 1), (0, b"4242", 0)]
+        (1, b"4242", 1),
+        (0, b"4242", 0),
+    ]
 
 
 @pytest.mark.parametrize("model", ["countdown_batched", "countdown_oldest"])
@@ -275,11 +291,14 @@ def test_rescheduled_requests_batch_with_new_ones(server, model):
     assert long == list(range(11, -1, -1))
 
 
-@pytest.mark.parametrize("model,sequence", [
-    ("countdown_sequence", {"sequence_id": 77, "sequence_start": True}),
-    ("countdown_dynamic", {}),
-    ("countdown_plain", {}),
-])
+@pytest.mark.parametrize(
+    "model,sequence",
+    [
+        ("countdown_sequence", {"sequence_id": 77, "sequence_start": True}),
+        ("countdown_dynamic", {}),
+        ("countdown_plain", {}),
+    ],
+)
 def test_rescheduling_a_model_that_is_not_iterative_fails_with_tritons_error(server, model, sequence):
     stream = Stream(server.grpc_url)
     try:
@@ -291,8 +310,10 @@ def test_rescheduling_a_model_that_is_not_iterative_fails_with_tritons_error(ser
     assert _value(responses[0], "OUT") == 2
     error = responses[-1]
     assert isinstance(error, InferenceServerException)
-    assert ("Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not "
-            "configured to handle such a flag.") in error.message()
+    assert (
+        "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not "
+        "configured to handle such a flag."
+    ) in error.message()
     # The model still serves (a new correlation id: the model keys its count by it).
     stream = Stream(server.grpc_url)
     try:
@@ -317,8 +338,7 @@ def test_a_response_for_a_rescheduled_request_is_an_error(server):
     tensor.set_data_from_numpy(np.array([-1], dtype=np.int32))
     with pytest.raises(InferenceServerException) as caught:
         client.infer("third_time", [tensor])
-    assert "Expected a None object in the execute function return list for reschduled request" in \
-        caught.value.message()
+    assert "Expected a None object in the execute function return list for reschduled request" in caught.value.message()
 
 
 def test_a_non_decoupled_model_that_is_not_iterative_fails_with_tritons_error(server):
@@ -336,8 +356,11 @@ def test_every_execution_counts_in_the_statistics_as_in_triton(server):
 
     def counts():
         stats = client.get_inference_statistics("countdown")["model_stats"][0]
-        return (stats["inference_count"], stats["execution_count"],
-                *(stats["inference_stats"][k]["count"] for k in ("success", "fail", "queue")))
+        return (
+            stats["inference_count"],
+            stats["execution_count"],
+            *(stats["inference_stats"][k]["count"] for k in ("success", "fail", "queue")),
+        )
 
     before = counts()
     stream = Stream(server.grpc_url)

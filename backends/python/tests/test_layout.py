@@ -43,7 +43,11 @@ def test_model_side_and_ipc_import_nothing_of_naiad() -> None:
 
 def test_the_probe_sees_an_import_of_naiad() -> None:
     # The check above could pass by never looking: the server side does import naiad.
-    result = subprocess.run([sys.executable, "-c", _PROBE, "naiad_backend_python.server_side.backend"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, "naiad_backend_python.server_side.backend"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0
     assert "the model side imported naiad" in result.stderr

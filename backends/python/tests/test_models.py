@@ -6,11 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from python_backend_servers import bytes_array
 
 from naiad import ErrorCode
 from naiad.backend import GRPC_STATUS_NAME, HTTP_STATUS
-
-from python_backend_servers import bytes_array
 
 
 def test_add_sub_fp32_batched(served):
@@ -85,8 +84,9 @@ def test_model_keeps_serving_after_an_error_response(served):
 
 
 def test_initialize_args_are_tritons(served):
-    response = served.infer("init_args", {"IN": np.array([1], dtype=np.int32)}, id="req-7",
-                            parameters={"custom": "x", "count": 3})
+    response = served.infer(
+        "init_args", {"IN": np.array([1], dtype=np.int32)}, id="req-7", parameters={"custom": "x", "count": 3}
+    )
     args = json.loads(response.output("ARGS").data[0])
     config = json.loads(args["model_config"])
     assert config == served.server.model_config("init_args").to_json_dict()
@@ -105,8 +105,9 @@ def test_initialize_args_are_tritons(served):
 
 
 def test_sequence_fields_become_request_flags_and_correlation_id(served):
-    response = served.infer("init_args", {"IN": np.array([1], dtype=np.int32)},
-                            parameters={"sequence_id": 42, "sequence_start": True})
+    response = served.infer(
+        "init_args", {"IN": np.array([1], dtype=np.int32)}, parameters={"sequence_id": 42, "sequence_start": True}
+    )
     args = json.loads(response.output("ARGS").data[0])
     assert args["correlation_id"] == 42
     assert args["flags"] == 1  # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
@@ -122,7 +123,9 @@ def test_each_instance_is_its_own_process(served):
     assert len(runners) == 2
     answers = []
     for runner in runners:
-        [response] = served.run(runner.instance.execute([make_request("init_args", {"IN": np.array([1], dtype=np.int32)})]))
+        [response] = served.run(
+            runner.instance.execute([make_request("init_args", {"IN": np.array([1], dtype=np.int32)})])
+        )
         answers.append(json.loads(response.outputs[0].data[0]))
     pids = {answer["pid"] for answer in answers}
     assert len(pids) == 2 and os.getpid() not in pids

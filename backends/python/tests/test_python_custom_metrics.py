@@ -10,7 +10,6 @@ import urllib.request
 
 import numpy as np
 import pytest
-
 from python_backend_servers import MODELS
 
 tritonclient_http = pytest.importorskip("tritonclient.http")
@@ -33,7 +32,7 @@ def server():
         yield process
 
 
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
@@ -45,11 +44,11 @@ def scrape(server) -> dict[str, dict]:
     family: dict = {}
     for line in text.splitlines():
         if line.startswith("# HELP "):
-            name, _, help_text = line[len("# HELP "):].partition(" ")
+            name, _, help_text = line[len("# HELP ") :].partition(" ")
             family = families.setdefault(name, {"samples": {}})
             family["help"] = help_text
         elif line.startswith("# TYPE "):
-            name, _, kind = line[len("# TYPE "):].partition(" ")
+            name, _, kind = line[len("# TYPE ") :].partition(" ")
             family = families.setdefault(name, {"samples": {}})
             family["type"] = kind
         elif line:

@@ -21,13 +21,18 @@ import pytest
 pytest.importorskip("tritonclient.grpc")
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
+
 from naiad.testing import ServerProcess  # noqa: E402
 
 PARITY_MODELS = Path(__file__).parent / "parity_models"
 MODES = ("process", "in_process", "inline")
 # Models also served in other execution modes, as <name>_<mode> (process is the plain name).
-OTHER_MODES = {"async_sleep": MODES[1:], "sender_rules": MODES[1:], "sender_rules_decoupled": MODES[1:],
-               "bls_cancel": ("in_process",)}  # inline refuses blocking BLS (exec) by design
+OTHER_MODES = {
+    "async_sleep": MODES[1:],
+    "sender_rules": MODES[1:],
+    "sender_rules_decoupled": MODES[1:],
+    "bls_cancel": ("in_process",),
+}  # inline refuses blocking BLS (exec) by design
 
 # The public names of Triton's `triton_python_backend_utils` as a model sees them, from
 # triton-inference-server/python_backend at f9088ff: the functions, classes and constants of
@@ -37,33 +42,98 @@ OTHER_MODES = {"async_sleep": MODES[1:], "sender_rules": MODES[1:], "sender_rule
 # PYBIND11_EMBEDDED_MODULE(c_python_backend_utils). Classes a model only reaches through a
 # method (the response sender, the BLS response iterator, the trace) are listed by that name.
 TRITON_MODULE = {
-    "InferenceRequest", "InferenceResponse", "Logger", "MetricFamily", "ModelConfig", "PreferredMemory",
-    "TRITONSERVER_MEMORY_CPU", "TRITONSERVER_MEMORY_GPU", "TRITONSERVER_REQUEST_FLAG_SEQUENCE_END",
-    "TRITONSERVER_REQUEST_FLAG_SEQUENCE_START", "TRITONSERVER_REQUEST_RELEASE_ALL",
-    "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE", "TRITONSERVER_RESPONSE_COMPLETE_FINAL", "TRITON_STRING_TO_NUMPY",
-    "Tensor", "TritonError", "TritonModelException", "deserialize_bytes_tensor", "get_input_config_by_name",
-    "get_input_tensor_by_name", "get_model_dir", "get_output_config_by_name", "get_output_tensor_by_name",
-    "is_model_ready", "json", "load_model", "np", "numpy_to_triton_type", "serialize_byte_tensor", "struct",
-    "triton_string_to_numpy", "triton_to_numpy_type", "unload_model", "using_decoupled_model_transaction_policy",
+    "InferenceRequest",
+    "InferenceResponse",
+    "Logger",
+    "MetricFamily",
+    "ModelConfig",
+    "PreferredMemory",
+    "TRITONSERVER_MEMORY_CPU",
+    "TRITONSERVER_MEMORY_GPU",
+    "TRITONSERVER_REQUEST_FLAG_SEQUENCE_END",
+    "TRITONSERVER_REQUEST_FLAG_SEQUENCE_START",
+    "TRITONSERVER_REQUEST_RELEASE_ALL",
+    "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE",
+    "TRITONSERVER_RESPONSE_COMPLETE_FINAL",
+    "TRITON_STRING_TO_NUMPY",
+    "Tensor",
+    "TritonError",
+    "TritonModelException",
+    "deserialize_bytes_tensor",
+    "get_input_config_by_name",
+    "get_input_tensor_by_name",
+    "get_model_dir",
+    "get_output_config_by_name",
+    "get_output_tensor_by_name",
+    "is_model_ready",
+    "json",
+    "load_model",
+    "np",
+    "numpy_to_triton_type",
+    "serialize_byte_tensor",
+    "struct",
+    "triton_string_to_numpy",
+    "triton_to_numpy_type",
+    "unload_model",
+    "using_decoupled_model_transaction_policy",
 }
 TRITON_CLASSES = {
-    "InferenceRequest": {"async_exec", "correlation_id", "exec", "flags", "get_response_sender", "inputs",
-                         "is_cancelled", "parameters", "request_id", "requested_output_names", "set_flags",
-                         "set_release_flags", "timeout", "trace"},
+    "InferenceRequest": {
+        "async_exec",
+        "correlation_id",
+        "exec",
+        "flags",
+        "get_response_sender",
+        "inputs",
+        "is_cancelled",
+        "parameters",
+        "request_id",
+        "requested_output_names",
+        "set_flags",
+        "set_release_flags",
+        "timeout",
+        "trace",
+    },
     "InferenceResponse": {"error", "has_error", "output_tensors", "parameters"},
     "InferenceResponseSender": {"is_cancelled", "send"},
     "InferenceTrace": {"get_context"},
-    "Logger": {"ERROR", "INFO", "LogLevel", "VERBOSE", "WARNING", "log", "log_error", "log_info", "log_verbose",
-               "log_warn"},
+    "Logger": {
+        "ERROR",
+        "INFO",
+        "LogLevel",
+        "VERBOSE",
+        "WARNING",
+        "log",
+        "log_error",
+        "log_info",
+        "log_verbose",
+        "log_warn",
+    },
     "Logger.LogLevel": {"ERROR", "INFO", "VERBOSE", "WARNING"},
     "MetricFamily": {"COUNTER", "GAUGE", "HISTOGRAM", "Metric"},
-    "ModelConfig": {"add_input", "add_output", "as_dict", "set_dynamic_batching", "set_max_batch_size",
-                    "set_model_transaction_policy"},
+    "ModelConfig": {
+        "add_input",
+        "add_output",
+        "as_dict",
+        "set_dynamic_batching",
+        "set_max_batch_size",
+        "set_model_transaction_policy",
+    },
     "PreferredMemory": set(),
     "ResponseIterator": {"cancel"},
     "Tensor": {"as_numpy", "from_dlpack", "is_cpu", "name", "shape", "to_dlpack", "triton_dtype"},
-    "TritonError": {"ALREADY_EXISTS", "CANCELLED", "INTERNAL", "INVALID_ARG", "NOT_FOUND", "UNAVAILABLE",
-                    "UNKNOWN", "UNSUPPORTED", "code", "message"},
+    "TritonError": {
+        "ALREADY_EXISTS",
+        "CANCELLED",
+        "INTERNAL",
+        "INVALID_ARG",
+        "NOT_FOUND",
+        "UNAVAILABLE",
+        "UNKNOWN",
+        "UNSUPPORTED",
+        "code",
+        "message",
+    },
     "TritonModelException": set(),
 }
 # Triton names naiad does not offer, each explained in docs/backends/python.md.
@@ -196,11 +266,14 @@ NON_DECOUPLED_CASES = {
     "send_and_return": ("sent", "Unable to send response. Non-decoupled model cannot send more than one response."),
     "final_before_response": (
         "returned",
-        "Unable to send response. Non-decoupled model cannot send complete final before sending a response."),
+        "Unable to send response. Non-decoupled model cannot send complete final before sending a response.",
+    ),
     "send_after_final": ("sent", "Unable to send response. Response sender has been closed."),
     "unsupported_flag": ("returned", "Unable to send response. Unsupported flag provided."),
     "no_response_no_flag": (
-        "returned", "Inference Response object must be provided when the response flags is set to zero."),
+        "returned",
+        "Inference Response object must be provided when the response flags is set to zero.",
+    ),
 }
 
 
@@ -214,8 +287,9 @@ def test_non_decoupled_sender_rules(server, mode, case):
     assert result.as_numpy("OUT")[0] == expected.encode()
     if case == "send_and_return":
         # Returned after sending: the model has finished, so the error goes to the log.
-        wait_for_log(server, f"Failed to process the request(s) for model '{model}' instance '{model}_0', "
-                             f"message: {seen}")
+        wait_for_log(
+            server, f"Failed to process the request(s) for model '{model}' instance '{model}_0', message: {seen}"
+        )
     else:
         wait_for_log(server, f"model '{model}' instance '{model}_0': CASE {case}: {seen}")
 
@@ -232,9 +306,11 @@ def test_decoupled_execute_returning_a_value_is_an_error(server, mode):
         assert error is None and result.as_numpy("OUT")[0] == b"sent"
         result, error = answers.get(timeout=10)
         assert result is None
-        assert str(error) == (f"Failed to process the request(s) for model '{model}' instance '{model}_0', "
-                              f"message: Python model '{model}_0' is using the decoupled mode and the execute "
-                              "function must return None.")
+        assert str(error) == (
+            f"Failed to process the request(s) for model '{model}' instance '{model}_0', "
+            f"message: Python model '{model}_0' is using the decoupled mode and the execute "
+            "function must return None."
+        )
     finally:
         client.stop_stream()
         client.close()
@@ -247,13 +323,17 @@ def test_decoupled_send_after_final_is_an_error_the_model_sees(server, mode):
     client = grpcclient.InferenceServerClient(server.grpc_url)
     client.start_stream(callback=lambda result, error: answers.put((result, error)))
     try:
-        client.async_stream_infer(model, [text_input(grpcclient, "CASE", b"send_after_final")],
-                                  enable_empty_final_response=True)
+        client.async_stream_infer(
+            model, [text_input(grpcclient, "CASE", b"send_after_final")], enable_empty_final_response=True
+        )
         result, error = answers.get(timeout=10)
         assert error is None and result.as_numpy("OUT")[0] == b"sent"
         assert result.get_response().parameters["triton_final_response"].bool_param
-        wait_for_log(server, f"model '{model}' instance '{model}_0': CASE send_after_final: "
-                             "Unable to send response. Response sender has been closed.")
+        wait_for_log(
+            server,
+            f"model '{model}' instance '{model}_0': CASE send_after_final: "
+            "Unable to send response. Response sender has been closed.",
+        )
         with pytest.raises(queue.Empty):
             answers.get(timeout=0.5)  # the late response went nowhere
     finally:
@@ -281,8 +361,7 @@ def test_bls_model_name_and_other_strings_as_bytes(server):
 
 
 def act(client, action: str) -> str:
-    return client.infer("model_loader", [text_input(httpclient, "ACTION", action.encode())]) \
-        .as_numpy("OUT")[0].decode()
+    return client.infer("model_loader", [text_input(httpclient, "ACTION", action.encode())]).as_numpy("OUT")[0].decode()
 
 
 def test_model_loading_api_needs_explicit_mode(server):

@@ -10,25 +10,35 @@ from __future__ import annotations
 import importlib.util
 import os
 import queue
-from types import SimpleNamespace
 from functools import partial
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from python_backend_servers import MODELS
 
 EXTERNAL = os.environ.get("PYTHON_BACKEND_E2E_HTTP"), os.environ.get("PYTHON_BACKEND_E2E_GRPC")
 
 pytestmark = pytest.mark.skipif(
-    not all(EXTERNAL) and (importlib.util.find_spec("naiad.frontends.http") is None
-                           or importlib.util.find_spec("naiad.frontends.grpc") is None),
+    not all(EXTERNAL)
+    and (
+        importlib.util.find_spec("naiad.frontends.http") is None
+        or importlib.util.find_spec("naiad.frontends.grpc") is None
+    ),
     reason="naiad.frontends.http/grpc are not installed yet",
 )
 
 # TritonError code -> (HTTP status, gRPC status name), as Triton's frontends answer.
-CODES = {0: (400, "UNKNOWN"), 1: (500, "INTERNAL"), 2: (404, "NOT_FOUND"), 3: (400, "INVALID_ARGUMENT"),
-         4: (503, "UNAVAILABLE"), 5: (501, "UNIMPLEMENTED"), 6: (400, "ALREADY_EXISTS"), 7: (400, "CANCELLED")}
+CODES = {
+    0: (400, "UNKNOWN"),
+    1: (500, "INTERNAL"),
+    2: (404, "NOT_FOUND"),
+    3: (400, "INVALID_ARGUMENT"),
+    4: (503, "UNAVAILABLE"),
+    5: (501, "UNIMPLEMENTED"),
+    6: (400, "ALREADY_EXISTS"),
+    7: (400, "CANCELLED"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +48,18 @@ def naiad_server():
         return
     from naiad.testing import ServerProcess
 
-    models = ["add_sub_fp32", "add_sub_flat", "error_codes", "repeat_decoupled", "string_identity",
-              "optional_input", "bls_sync", "bls_async", "bls_decoupled_sync", "misbehaving"]
+    models = [
+        "add_sub_fp32",
+        "add_sub_flat",
+        "error_codes",
+        "repeat_decoupled",
+        "string_identity",
+        "optional_input",
+        "bls_sync",
+        "bls_async",
+        "bls_decoupled_sync",
+        "misbehaving",
+    ]
     flags = [flag for name in models for flag in ("--load-model", name)]
     with ServerProcess(MODELS, "--model-control-mode", "explicit", *flags) as server:
         yield server
@@ -79,8 +99,10 @@ def test_triton_error_codes_map_to_http_and_grpc_statuses(naiad_server, code):
     from tritonclient.utils import InferenceServerException
 
     http_status, grpc_status = CODES[code]
-    for module, url, expected in ((httpclient, naiad_server.http_url, str(http_status)),
-                                  (grpcclient, naiad_server.grpc_url, f"StatusCode.{grpc_status}")):
+    for module, url, expected in (
+        (httpclient, naiad_server.http_url, str(http_status)),
+        (grpcclient, naiad_server.grpc_url, f"StatusCode.{grpc_status}"),
+    ):
         client = module.InferenceServerClient(url)
         tensor = module.InferInput("CODE", [1], "INT32")
         tensor.set_data_from_numpy(np.array([code], dtype=np.int32))
@@ -107,8 +129,10 @@ def test_decoupled_responses_stream_in_order_over_grpc(naiad_server):
             response = result.get_response()
             if response.outputs:
                 received.append(int(result.as_numpy("OUT")[0]))
-            if response.parameters.get("triton_final_response") and \
-                    response.parameters["triton_final_response"].bool_param:
+            if (
+                response.parameters.get("triton_final_response")
+                and response.parameters["triton_final_response"].bool_param
+            ):
                 break
         assert received == [4, 3, 2, 1]
     finally:
@@ -139,15 +163,18 @@ def test_bls_sync_async_and_decoupled_over_http(naiad_server):
     a = np.array([1, 2, 3, 4], dtype=np.float32)
     b = np.array([10, 20, 30, 40], dtype=np.float32)
     name = np.array([b"add_sub_flat"], dtype=np.object_)
-    result = _http_infer(naiad_server.http_url, "bls_sync",
-                         {"INPUT0": (a, "FP32"), "INPUT1": (b, "FP32"), "MODEL_NAME": (name, "BYTES")})
+    result = _http_infer(
+        naiad_server.http_url, "bls_sync", {"INPUT0": (a, "FP32"), "INPUT1": (b, "FP32"), "MODEL_NAME": (name, "BYTES")}
+    )
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
     result = _http_infer(naiad_server.http_url, "bls_async", {"INPUT0": (a, "FP32"), "INPUT1": (b, "FP32")})
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
     np.testing.assert_array_equal(result.as_numpy("SUM"), [10])
     for items in ([], [4], [1, 2, 3]):
-        result = _http_infer(naiad_server.http_url, "bls_decoupled_sync", {"IN": (np.array(items, dtype=np.int32), "INT32")})
+        result = _http_infer(
+            naiad_server.http_url, "bls_decoupled_sync", {"IN": (np.array(items, dtype=np.int32), "INT32")}
+        )
         assert int(result.as_numpy("COUNT")[0]) == len(items) and int(result.as_numpy("SUM")[0]) == sum(items)
 
 
@@ -156,8 +183,15 @@ def test_bls_error_reaches_the_client_as_internal(naiad_server):
 
     a = np.ones(4, dtype=np.float32)
     with pytest.raises(InferenceServerException) as caught:
-        _http_infer(naiad_server.http_url, "bls_sync", {"INPUT0": (a, "FP32"), "INPUT1": (a, "FP32"),
-                                                        "MODEL_NAME": (np.array([b"no_such_model"], dtype=np.object_), "BYTES")})
+        _http_infer(
+            naiad_server.http_url,
+            "bls_sync",
+            {
+                "INPUT0": (a, "FP32"),
+                "INPUT1": (a, "FP32"),
+                "MODEL_NAME": (np.array([b"no_such_model"], dtype=np.object_), "BYTES"),
+            },
+        )
     assert caught.value.status() == "500"
     assert "no_such_model" in caught.value.message()
 

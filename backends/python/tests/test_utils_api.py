@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
+import naiad_backend_python.model_side.pb_utils as naiad_utils
 import numpy as np
 import pytest
-
-import naiad_backend_python.model_side.pb_utils as naiad_utils
 import triton_python_backend_utils as pb_utils
 
 
@@ -75,8 +74,11 @@ def test_response_and_lookup_helpers():
     assert not response.has_error()
     with pytest.raises(pb_utils.TritonModelException):
         pb_utils.InferenceResponse(output_tensors=out)
-    config = {"input": [{"name": "A", "data_type": "TYPE_FP32"}], "output": [{"name": "B"}],
-              "model_transaction_policy": {"decoupled": True}}
+    config = {
+        "input": [{"name": "A", "data_type": "TYPE_FP32"}],
+        "output": [{"name": "B"}],
+        "model_transaction_policy": {"decoupled": True},
+    }
     assert pb_utils.get_input_config_by_name(config, "A")["data_type"] == "TYPE_FP32"
     assert pb_utils.get_output_config_by_name(config, "A") is None
     assert pb_utils.using_decoupled_model_transaction_policy(config)
@@ -90,8 +92,9 @@ def test_bls_outside_a_model_is_a_clear_error():
 
 
 def test_auto_complete_config_rules():
-    config = pb_utils.ModelConfig({"name": "m", "max_batch_size": 0,
-                                   "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [2]}]})
+    config = pb_utils.ModelConfig(
+        {"name": "m", "max_batch_size": 0, "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [2]}]}
+    )
     config.add_input({"name": "A", "data_type": "TYPE_FP32", "dims": [2]})
     with pytest.raises(ValueError, match="data_type"):
         config.add_input({"name": "A", "data_type": "TYPE_INT32", "dims": [2]})
@@ -130,10 +133,14 @@ def test_response_iterator_works_with_for_and_async_for():
 
 def test_string_arguments_take_bytes_as_tritons_stub_does():
     assert pb_utils.Tensor(b"OUT", np.zeros(1)).name() == "OUT"
-    request = pb_utils.InferenceRequest(model_name=b"add_sub", request_id=b"r1", inputs=[],
-                                        requested_output_names=[b"OUTPUT0"])
-    assert (request.model_name(), request.request_id(), request.requested_output_names()) == \
-        ("add_sub", "r1", ["OUTPUT0"])
+    request = pb_utils.InferenceRequest(
+        model_name=b"add_sub", request_id=b"r1", inputs=[], requested_output_names=[b"OUTPUT0"]
+    )
+    assert (request.model_name(), request.request_id(), request.requested_output_names()) == (
+        "add_sub",
+        "r1",
+        ["OUTPUT0"],
+    )
     assert pb_utils.TritonError(b"bad input", pb_utils.TritonError.INVALID_ARG).message() == "bad input"
     assert pb_utils.ModelConfig(b'{"name": "m"}').as_dict() == {"name": "m"}
     with pytest.raises(pb_utils.TritonModelException, match="Correlation ID must be integer or string"):

@@ -15,8 +15,9 @@ import sys
 import textwrap
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,9 +26,10 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from geventhttpclient.response import HTTPConnectionClosed
 from tritonclient.utils import InferenceServerException
+
 from naiad.testing import ServerProcess
 
-PID_MODEL = textwrap.dedent('''
+PID_MODEL = textwrap.dedent("""
     import os
     import numpy as np
     import triton_python_backend_utils as pb_utils
@@ -36,7 +38,7 @@ PID_MODEL = textwrap.dedent('''
         def execute(self, requests):
             return [pb_utils.InferenceResponse(output_tensors=[
                 pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]) for _ in requests]
-''')
+""")
 
 
 def pid_config(name: str, extra: str = "") -> str:
@@ -53,7 +55,7 @@ parameters {{ key: "execution_mode" value: {{ string_value: "in_process" }} }}
 
 # A running sum per sequence, kept in the model's own memory: only the process that saw the
 # sequence's earlier requests knows it.
-ACCUMULATE_MODEL = textwrap.dedent('''
+ACCUMULATE_MODEL = textwrap.dedent("""
     import os
     import numpy as np
     import triton_python_backend_utils as pb_utils
@@ -74,9 +76,9 @@ ACCUMULATE_MODEL = textwrap.dedent('''
                     pb_utils.Tensor("SUM", np.array([total], dtype=np.int64)),
                     pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]))
             return responses
-''')
+""")
 
-ACCUMULATE_CONFIG = '''
+ACCUMULATE_CONFIG = """
 name: "accumulate"
 backend: "python"
 max_batch_size: 0
@@ -84,7 +86,7 @@ input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
 output [ { name: "SUM" data_type: TYPE_INT64 dims: [ 1 ] }, { name: "PID" data_type: TYPE_INT64 dims: [ 1 ] } ]
 sequence_batching { max_sequence_idle_microseconds: 60000000 }
 parameters { key: "execution_mode" value: { string_value: "in_process" } }
-'''
+"""
 
 # New connections per check: with two workers, all on one happens with probability 2**-(n-1).
 CONNECTIONS = 24
@@ -106,8 +108,21 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def coherent(repo: Path):
     """Two workers, explicit model control, client shared memory allowed."""
-    with ServerProcess(repo, "--workers", "2", "--model-control-mode", "explicit", "--load-model", "pid",
-                       "--load-model", "counted", "--load-model", "accumulate", "--allow-client-shm", "true") as server:
+    with ServerProcess(
+        repo,
+        "--workers",
+        "2",
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "pid",
+        "--load-model",
+        "counted",
+        "--load-model",
+        "accumulate",
+        "--allow-client-shm",
+        "true",
+    ) as server:
         yield server
 
 
@@ -175,18 +190,24 @@ def test_two_workers_share_both_ports_and_stop_together(repo: Path) -> None:
 
 
 def test_explicit_load_over_http_is_seen_through_grpc_by_every_worker(coherent: ServerProcess) -> None:
-    config = {"name": "late", "backend": "python", "max_batch_size": 0,
-              "input": [{"name": "IN", "data_type": "TYPE_INT64", "dims": [1]}],
-              "output": [{"name": "PID", "data_type": "TYPE_INT64", "dims": [1]}],
-              "parameters": {"execution_mode": {"string_value": "in_process"}, "tag": {"string_value": "override"}}}
+    config = {
+        "name": "late",
+        "backend": "python",
+        "max_batch_size": 0,
+        "input": [{"name": "IN", "data_type": "TYPE_INT64", "dims": [1]}],
+        "output": [{"name": "PID", "data_type": "TYPE_INT64", "dims": [1]}],
+        "parameters": {"execution_mode": {"string_value": "in_process"}, "tag": {"string_value": "override"}},
+    }
     on_new_http(coherent.http_url, lambda c: c.load_model("late", config=json.dumps(config)))
     pids = set()
     for _ in range(CONNECTIONS):
+
         def check(client: grpcclient.InferenceServerClient) -> int:
             assert client.is_model_ready("late")
             assert client.get_model_config("late").config.parameters["tag"].string_value == "override"
             assert {m.name for m in client.get_model_repository_index().models if m.state == "READY"} >= {"late"}
             return int(client.infer("late", [_int64(grpcclient, 1)]).as_numpy("PID")[0])
+
         pids.add(on_new_grpc(coherent.grpc_url, check))
     assert len(pids) == 2
 
@@ -197,10 +218,16 @@ def test_explicit_load_over_http_is_seen_through_grpc_by_every_worker(coherent: 
 
 def test_a_model_uploaded_over_grpc_is_served_by_every_worker(coherent: ServerProcess) -> None:
     files = {"file:1/model.py": PID_MODEL.encode()}
-    config = json.dumps({"name": "uploaded", "backend": "python", "max_batch_size": 0,
-                         "input": [{"name": "IN", "data_type": "TYPE_INT64", "dims": [1]}],
-                         "output": [{"name": "PID", "data_type": "TYPE_INT64", "dims": [1]}],
-                         "parameters": {"execution_mode": {"string_value": "in_process"}}})
+    config = json.dumps(
+        {
+            "name": "uploaded",
+            "backend": "python",
+            "max_batch_size": 0,
+            "input": [{"name": "IN", "data_type": "TYPE_INT64", "dims": [1]}],
+            "output": [{"name": "PID", "data_type": "TYPE_INT64", "dims": [1]}],
+            "parameters": {"execution_mode": {"string_value": "in_process"}},
+        }
+    )
     on_new_grpc(coherent.grpc_url, lambda c: c.load_model("uploaded", config=config, files=files))
     assert len({http_pid(coherent.http_url, "uploaded") for _ in range(CONNECTIONS)}) == 2
     on_new_http(coherent.http_url, lambda c: c.unload_model("uploaded"))
@@ -223,8 +250,7 @@ def test_statistics_and_metrics_count_every_worker(coherent: ServerProcess) -> N
     assert len(re.findall(r"^nv_cpu_memory_total_bytes ", metrics, re.M)) <= 1
 
 
-def test_a_shared_memory_region_registered_on_one_connection_serves_every_connection(
-        coherent: ServerProcess) -> None:
+def test_a_shared_memory_region_registered_on_one_connection_serves_every_connection(coherent: ServerProcess) -> None:
     key = f"/naiad_workers_test_{os.getpid()}"
     handle = shm.create_shared_memory_region("workers_input", key, 8)
     try:
@@ -232,11 +258,13 @@ def test_a_shared_memory_region_registered_on_one_connection_serves_every_connec
         on_new_http(coherent.http_url, lambda c: c.register_system_shared_memory("workers_input", key, 8))
         pids = set()
         for _ in range(CONNECTIONS):
+
             def infer(client: grpcclient.InferenceServerClient) -> int:
                 assert [r.name for r in client.get_system_shared_memory_status().regions.values()] == ["workers_input"]
                 tensor = grpcclient.InferInput("IN", [1], "INT64")
                 tensor.set_shared_memory("workers_input", 8)
                 return int(client.infer("pid", [tensor]).as_numpy("PID")[0])
+
             pids.add(on_new_grpc(coherent.grpc_url, infer))
         assert len(pids) == 2
         on_new_grpc(coherent.grpc_url, lambda c: c.unregister_system_shared_memory("workers_input"))
@@ -255,18 +283,22 @@ def test_a_sequence_sent_over_four_connections_keeps_its_state(coherent: ServerP
             start, end = step == 0, step == 3
 
             def send(client: Any, module: Any = grpcclient if step % 2 else httpclient) -> tuple[int, int]:
-                result = client.infer("accumulate", [_int64(module, values[step])], sequence_id=corrid,
-                                      sequence_start=start, sequence_end=end)
+                result = client.infer(
+                    "accumulate",
+                    [_int64(module, values[step])],
+                    sequence_id=corrid,
+                    sequence_start=start,
+                    sequence_end=end,
+                )
                 return int(result.as_numpy("SUM")[0]), int(result.as_numpy("PID")[0])
 
-            total, pid = (on_new_grpc(coherent.grpc_url, send) if step % 2 else on_new_http(coherent.http_url, send))
-            assert total == sum(values[:step + 1]), (corrid, step)
+            total, pid = on_new_grpc(coherent.grpc_url, send) if step % 2 else on_new_http(coherent.http_url, send)
+            assert total == sum(values[: step + 1]), (corrid, step)
             # Every request of a sequence ran in one process, its owner.
             assert owners.setdefault(corrid, pid) == pid
 
 
-def test_log_and_trace_settings_changed_on_one_connection_hold_on_every_connection(
-        coherent: ServerProcess) -> None:
+def test_log_and_trace_settings_changed_on_one_connection_hold_on_every_connection(coherent: ServerProcess) -> None:
     on_new_http(coherent.http_url, lambda c: c.update_log_settings({"log_verbose_level": 2}))
     on_new_grpc(coherent.grpc_url, lambda c: c.update_trace_settings(settings={"trace_rate": "7"}))
     try:
@@ -312,8 +344,17 @@ def test_a_killed_worker_is_started_again_with_what_clients_changed(repo: Path) 
 
 def test_every_worker_traces_into_one_trace_file(repo: Path, tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
-    with ServerProcess(repo, "--workers", "2", "--trace-config", "level=TIMESTAMPS", "--trace-config", "rate=1",
-                       "--trace-config", f"file={path}") as server:
+    with ServerProcess(
+        repo,
+        "--workers",
+        "2",
+        "--trace-config",
+        "level=TIMESTAMPS",
+        "--trace-config",
+        "rate=1",
+        "--trace-config",
+        f"file={path}",
+    ) as server:
         assert len({http_pid(server.http_url) for _ in range(CONNECTIONS)}) == 2
         assert server.stop() == 0
     traces = json.loads(path.read_text())
@@ -325,8 +366,9 @@ def test_poll_mode_follows_the_repository_on_every_worker(tmp_path: Path) -> Non
     (tmp_path / "pid" / "1").mkdir(parents=True)
     (tmp_path / "pid" / "config.pbtxt").write_text(pid_config("pid"))
     (tmp_path / "pid" / "1" / "model.py").write_text(PID_MODEL)
-    with ServerProcess(tmp_path, "--workers", "2", "--model-control-mode", "poll",
-                       "--repository-poll-secs", "0.5") as server:
+    with ServerProcess(
+        tmp_path, "--workers", "2", "--model-control-mode", "poll", "--repository-poll-secs", "0.5"
+    ) as server:
         (tmp_path / "added" / "1").mkdir(parents=True)
         (tmp_path / "added" / "1" / "model.py").write_text(PID_MODEL)
         (tmp_path / "added" / "config.pbtxt").write_text(pid_config("added"))
@@ -341,13 +383,20 @@ def test_poll_mode_follows_the_repository_on_every_worker(tmp_path: Path) -> Non
         assert _wait_for(every_worker_serves_it, 10)
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--workers", "2", "--http-port", "0"], "--workers > 1 needs fixed --http-port and --grpc-port"),
-    (["--workers", "0"], "--workers: must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--workers", "2", "--http-port", "0"], "--workers > 1 needs fixed --http-port and --grpc-port"),
+        (["--workers", "0"], "--workers: must be at least 1"),
+    ],
+)
 def test_workers_refuse_what_they_cannot_keep_coherent(repo: Path, flags: list[str], message: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "naiad.cli", "serve", "--model-repository", str(repo), *flags],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "naiad.cli", "serve", "--model-repository", str(repo), *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert message in result.stderr
 
@@ -356,8 +405,9 @@ def test_the_default_is_one_worker_per_core_and_one_with_an_ephemeral_port(repo:
     cores = len(os.sched_getaffinity(0))
     with ServerProcess(repo, "--model-control-mode", "explicit", "--load-model", "pid", workers=None) as server:
         assert (f"({cores} worker processes)" in server.log()) == (cores > 1)
-    with ServerProcess(repo, "--model-control-mode", "explicit", "--load-model", "pid", "--grpc-port", "0",
-                       workers=None) as server:
+    with ServerProcess(
+        repo, "--model-control-mode", "explicit", "--load-model", "pid", "--grpc-port", "0", workers=None
+    ) as server:
         assert "worker processes)" not in server.log()
         assert "naiad is ready" in server.log()
 

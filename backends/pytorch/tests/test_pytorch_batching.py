@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 import torch_models
-from naiad import BackendContext, InferenceRequest, ModelContext, Tensor
-from naiad.testing import expand_instance_groups
-from naiad.config import parse_config_text, validate_config
 from naiad_backend_pytorch.backend import PyTorchBackend
+
+from naiad import BackendContext, InferenceRequest, ModelContext, Tensor
+from naiad.config import parse_config_text, validate_config
+from naiad.testing import expand_instance_groups
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 

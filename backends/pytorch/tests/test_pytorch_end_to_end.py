@@ -8,7 +8,6 @@ import importlib.util
 import numpy as np
 import pytest
 import torch
-
 import torch_models
 
 pytestmark = [
@@ -56,5 +55,7 @@ def test_scripted_and_exported_mlp_over_http_and_grpc(served):
             result = client.infer(model, [tensor])
             np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), want, rtol=1e-6)
         metadata = client.get_model_metadata("exported")
-        names = [i["name"] for i in metadata["inputs"]] if isinstance(metadata, dict) else [i.name for i in metadata.inputs]
+        names = (
+            [i["name"] for i in metadata["inputs"]] if isinstance(metadata, dict) else [i.name for i in metadata.inputs]
+        )
         assert names == ["x"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
 import torch_models
+
 from naiad import InferenceRequest, Tensor
 
 
@@ -35,9 +35,7 @@ def test_exported_dict_outputs_are_named_by_their_keys(tmp_path):
     b = np.full((2, 3), 2, np.int64)
 
     async def body(server):
-        response = await server.infer(
-            InferenceRequest("d", [Tensor.from_numpy("a", a), Tensor.from_numpy("b", b)])
-        )
+        response = await server.infer(InferenceRequest("d", [Tensor.from_numpy("a", a), Tensor.from_numpy("b", b)]))
         return response, server.model_metadata("d"), server.model_config("d")
 
     response, metadata, config = torch_models.serve(tmp_path, body)
@@ -53,11 +51,15 @@ def test_exported_dict_outputs_are_named_by_their_keys(tmp_path):
 
 def test_exported_program_with_a_config(tmp_path):
     torch_models.export(torch_models.AddSub(), (torch.ones(2, 4), torch.ones(2, 4)), tmp_path / "m" / "1" / "model.pt2")
-    torch_models.write_config(tmp_path, "m", """
+    torch_models.write_config(
+        tmp_path,
+        "m",
+        """
 platform: "pytorch_libtorch" default_model_filename: "model.pt2" max_batch_size: 16
 input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT__1" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT__1" data_type: TYPE_FP32 dims: [ 4 ] } ]
-""")
+""",
+    )
     a = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
     b = np.ones((3, 4), np.float32)
 
@@ -73,17 +75,25 @@ output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT
 
 def test_config_that_contradicts_the_program_fails_the_load(tmp_path):
     torch_models.export(torch_models.AddSub(), (torch.ones(2, 4), torch.ones(2, 4)), tmp_path / "m" / "1" / "model.pt2")
-    torch_models.write_config(tmp_path, "m", """
+    torch_models.write_config(
+        tmp_path,
+        "m",
+        """
 backend: "pytorch" max_batch_size: 16
 input [ { name: "a" data_type: TYPE_INT32 dims: [ 4 ] }, { name: "b" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-""")
+""",
+    )
     torch_models.export(torch_models.AddSub(), (torch.ones(2, 4), torch.ones(2, 4)), tmp_path / "w" / "1" / "model.pt2")
-    torch_models.write_config(tmp_path, "w", """
+    torch_models.write_config(
+        tmp_path,
+        "w",
+        """
 backend: "pytorch" max_batch_size: 16
 input [ { name: "a" data_type: TYPE_FP32 dims: [ 5 ] }, { name: "b" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-""")
+""",
+    )
 
     async def body(server):
         return {row["name"]: row for row in server.repository_index()}

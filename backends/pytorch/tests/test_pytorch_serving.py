@@ -9,8 +9,8 @@ from importlib.metadata import entry_points
 import numpy as np
 import pytest
 import torch
-
 import torch_models
+
 from naiad import ErrorCode, InferenceRequest, NaiadError, RequestedOutput, Tensor
 
 MLP_CONFIG = """
@@ -82,11 +82,15 @@ def test_inputs_by_forward_argument_names_and_indexed_outputs(tmp_path):
 
 def test_dict_outputs_by_name(tmp_path):
     torch_models.script(torch_models.AddSubDict(), tmp_path / "d" / "1" / "model.pt")
-    torch_models.write_config(tmp_path, "d", """
+    torch_models.write_config(
+        tmp_path,
+        "d",
+        """
 backend: "pytorch" max_batch_size: 4
 input [ { name: "INPUT__0" data_type: TYPE_FP64 dims: [ 2 ] }, { name: "INPUT__1" data_type: TYPE_FP64 dims: [ 2 ] } ]
 output [ { name: "difference" data_type: TYPE_FP64 dims: [ 2 ] }, { name: "sum" data_type: TYPE_FP64 dims: [ 2 ] } ]
-""")
+""",
+    )
     a, b = np.array([[1.5, 2.0]]), np.array([[0.5, 4.0]])
 
     async def body(server):
@@ -97,7 +101,21 @@ output [ { name: "difference" data_type: TYPE_FP64 dims: [ 2 ] }, { name: "sum" 
     np.testing.assert_array_equal(response.output("sum").data, a + b)
 
 
-NUMERIC = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64", "BF16"]
+NUMERIC = [
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BF16",
+]
 
 
 def test_every_numeric_datatype_round_trips(tmp_path):
@@ -105,10 +123,14 @@ def test_every_numeric_datatype_round_trips(tmp_path):
         name = f"identity_{datatype.lower()}"
         torch_models.script(torch_models.Identity(), tmp_path / name / "1" / "model.pt")
         config_type = f"TYPE_{datatype}"
-        torch_models.write_config(tmp_path, name, f"""
+        torch_models.write_config(
+            tmp_path,
+            name,
+            f"""
 backend: "pytorch" max_batch_size: 4
 input [ {{ name: "INPUT__0" data_type: {config_type} dims: [ 3 ] }} ]
-output [ {{ name: "OUTPUT__0" data_type: {config_type} dims: [ 3 ] }} ]""")
+output [ {{ name: "OUTPUT__0" data_type: {config_type} dims: [ 3 ] }} ]""",
+        )
     rng = np.random.default_rng(1)
 
     async def body(server):
@@ -134,10 +156,14 @@ output [ {{ name: "OUTPUT__0" data_type: {config_type} dims: [ 3 ] }} ]""")
 
 def test_string_lists_in_and_out(tmp_path):
     scripted = torch_models.script(torch_models.Shout(), tmp_path / "shout" / "1" / "model.pt")
-    torch_models.write_config(tmp_path, "shout", """
+    torch_models.write_config(
+        tmp_path,
+        "shout",
+        """
 backend: "pytorch"
 input [ { name: "INPUT__0" data_type: TYPE_STRING dims: [ -1 ] } ]
-output [ { name: "OUTPUT__0" data_type: TYPE_STRING dims: [ -1 ] } ]""")
+output [ { name: "OUTPUT__0" data_type: TYPE_STRING dims: [ -1 ] } ]""",
+    )
     words = np.array([b"hello", "caf\u00e9".encode()], dtype=object)
 
     async def body(server):
@@ -182,10 +208,14 @@ def test_torchscript_without_config_fails_with_a_reason(tmp_path):
 
 def test_output_type_mismatch_is_a_clear_error(tmp_path):
     torch_models.script(torch_models.Identity(), tmp_path / "m" / "1" / "model.pt")
-    torch_models.write_config(tmp_path, "m", """
+    torch_models.write_config(
+        tmp_path,
+        "m",
+        """
 backend: "pytorch" max_batch_size: 2
 input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
-output [ { name: "OUTPUT__0" data_type: TYPE_INT64 dims: [ 1 ] } ]""")
+output [ { name: "OUTPUT__0" data_type: TYPE_INT64 dims: [ 1 ] } ]""",
+    )
 
     async def body(server):
         with pytest.raises(NaiadError) as info:
@@ -214,10 +244,15 @@ def test_dynamic_batching_answers_every_request_with_its_own_rows(tmp_path):
 
 def test_execution_parameters(tmp_path):
     scripted = torch_models.script(torch_models.MLP(), tmp_path / "tuned" / "1" / "model.pt")
-    torch_models.write_config(tmp_path, "tuned", MLP_CONFIG + """
+    torch_models.write_config(
+        tmp_path,
+        "tuned",
+        MLP_CONFIG
+        + """
 parameters { key: "INFERENCE_MODE" value { string_value: "false" } }
 parameters { key: "DISABLE_OPTIMIZED_EXECUTION" value { string_value: "true" } }
-parameters { key: "INTER_OP_THREAD_COUNT" value { string_value: "1" } }""")
+parameters { key: "INTER_OP_THREAD_COUNT" value { string_value: "1" } }""",
+    )
     torch_models.script(torch_models.MLP(), tmp_path / "bad" / "1" / "model.pt")
     torch_models.write_config(tmp_path, "bad", MLP_CONFIG.replace('string_value: "1"', 'string_value: "lots"'))
     x = np.ones((2, 16), np.float32)

@@ -28,9 +28,20 @@ def test_model_parameters_are_documented():
 
 
 def test_documented_backend_config_values_parse():
-    settings = parse_backend_settings({
-        "intra-op-thread-count": "2", "inter-op-thread-count": "1", "allow-soft-placement": "false",
-        "gpu-memory-fraction": "0.5", "default-max-batch-size": "16", "version": "2",
-    })
-    assert (settings.intra_op_threads, settings.inter_op_threads, settings.allow_soft_placement,
-            settings.gpu_memory_fraction, settings.default_max_batch_size) == (2, 1, False, 0.5, 16)
+    settings = parse_backend_settings(
+        {
+            "intra-op-thread-count": "2",
+            "inter-op-thread-count": "1",
+            "allow-soft-placement": "false",
+            "gpu-memory-fraction": "0.5",
+            "default-max-batch-size": "16",
+            "version": "2",
+        }
+    )
+    assert (
+        settings.intra_op_threads,
+        settings.inter_op_threads,
+        settings.allow_soft_placement,
+        settings.gpu_memory_fraction,
+        settings.default_max_batch_size,
+    ) == (2, 1, False, 0.5, 16)

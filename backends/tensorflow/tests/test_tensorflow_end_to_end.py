@@ -18,8 +18,13 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def process(tf_repo):
     # The thread setting travels from the command line to every session's thread pools.
-    with ServerProcess(tf_repo, "--backend-config", "tensorflow,intra-op-thread-count=1",
-                       "--backend-config", "tensorflow,default-max-batch-size=8") as server:
+    with ServerProcess(
+        tf_repo,
+        "--backend-config",
+        "tensorflow,intra-op-thread-count=1",
+        "--backend-config",
+        "tensorflow,default-max-batch-size=8",
+    ) as server:
         yield server
 
 

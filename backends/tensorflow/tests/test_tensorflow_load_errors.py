@@ -7,36 +7,51 @@ import shutil
 
 import numpy as np
 import pytest
+from tf_models import GRAPHDEF_CONFIG, InProcessServer, write_model
 
 from naiad import NaiadError, ServerOptions
 
-from tf_models import GRAPHDEF_CONFIG, InProcessServer, write_model
-
 BAD_CONFIGS = {
     # name: (config, model kind, words the load error must contain)
-    "wrong_dtype": ('platform: "tensorflow_savedmodel" max_batch_size: 4\n'
-                    'input [{name: "x" data_type: TYPE_INT32 dims: [4]}, {name: "s" data_type: TYPE_STRING dims: [1] reshape {shape: []}}]',
-                    "sm", ["input 'x'", "TYPE_INT32", "DT_FLOAT"]),
-    "wrong_input_name": ('platform: "tensorflow_savedmodel" max_batch_size: 4\n'
-                         'input [{name: "image" data_type: TYPE_FP32 dims: [4]}]',
-                         "sm", ["'image'", "signature 'serving_default'", "s, x"]),
-    "wrong_dims": ('platform: "tensorflow_savedmodel" max_batch_size: 0\n'
-                   'input [{name: "x" data_type: TYPE_FP32 dims: [2, 5]}, {name: "s" data_type: TYPE_STRING dims: [-1]}]',
-                   "sm", ["input 'x'", "dimension 1", "[2, 5]", "[-1, 4]"]),
-    "missing_signature": ('platform: "tensorflow_savedmodel"\n'
-                          'parameters {key: "TF_SIGNATURE_DEF" value {string_value: "predict"}}',
-                          "sm", ["TF_SIGNATURE_DEF", "'predict'", "'double'", "'serving_default'"]),
-    "bad_thread_count": ('platform: "tensorflow_savedmodel"\n'
-                         'parameters {key: "TF_NUM_INTRA_THREADS" value {string_value: "many"}}',
-                         "sm", ["TF_NUM_INTRA_THREADS", "'many'"]),
-    "graphdef_without_io": ('platform: "tensorflow_graphdef" max_batch_size: 8',
-                            "gd", ["GraphDef", "tensor name"]),
-    "graphdef_unknown_output": (GRAPHDEF_CONFIG.replace('"scores"', '"logits"'),
-                                "gd", ["output 'logits'", "GraphDef has no output"]),
+    "wrong_dtype": (
+        'platform: "tensorflow_savedmodel" max_batch_size: 4\n'
+        'input [{name: "x" data_type: TYPE_INT32 dims: [4]}, {name: "s" data_type: TYPE_STRING dims: [1] reshape {shape: []}}]',
+        "sm",
+        ["input 'x'", "TYPE_INT32", "DT_FLOAT"],
+    ),
+    "wrong_input_name": (
+        'platform: "tensorflow_savedmodel" max_batch_size: 4\ninput [{name: "image" data_type: TYPE_FP32 dims: [4]}]',
+        "sm",
+        ["'image'", "signature 'serving_default'", "s, x"],
+    ),
+    "wrong_dims": (
+        'platform: "tensorflow_savedmodel" max_batch_size: 0\n'
+        'input [{name: "x" data_type: TYPE_FP32 dims: [2, 5]}, {name: "s" data_type: TYPE_STRING dims: [-1]}]',
+        "sm",
+        ["input 'x'", "dimension 1", "[2, 5]", "[-1, 4]"],
+    ),
+    "missing_signature": (
+        'platform: "tensorflow_savedmodel"\nparameters {key: "TF_SIGNATURE_DEF" value {string_value: "predict"}}',
+        "sm",
+        ["TF_SIGNATURE_DEF", "'predict'", "'double'", "'serving_default'"],
+    ),
+    "bad_thread_count": (
+        'platform: "tensorflow_savedmodel"\nparameters {key: "TF_NUM_INTRA_THREADS" value {string_value: "many"}}',
+        "sm",
+        ["TF_NUM_INTRA_THREADS", "'many'"],
+    ),
+    "graphdef_without_io": ('platform: "tensorflow_graphdef" max_batch_size: 8', "gd", ["GraphDef", "tensor name"]),
+    "graphdef_unknown_output": (
+        GRAPHDEF_CONFIG.replace('"scores"', '"logits"'),
+        "gd",
+        ["output 'logits'", "GraphDef has no output"],
+    ),
     "graphdef_unfed_placeholder": (
         'platform: "tensorflow_graphdef" max_batch_size: 8\n'
         'input [{name: "x" data_type: TYPE_FP32 dims: [4]}]\noutput [{name: "scores" data_type: TYPE_FP32 dims: [3]}]',
-        "gd", ["placeholder", "['s']"]),
+        "gd",
+        ["placeholder", "['s']"],
+    ),
     "not_a_savedmodel": ('platform: "tensorflow_savedmodel"', "junk", ["model.savedmodel", "saved_model.pb"]),
 }
 
@@ -79,8 +94,9 @@ def test_server_keeps_serving_after_failed_loads(broken):
 
 def test_backend_config_with_a_bad_value_fails_loads_clearly(tf_repo):
     server = InProcessServer(
-        ServerOptions([str(tf_repo)], model_control_mode="explicit",
-                      backend_config={"tensorflow": {"gpu-memory-fraction": "2"}})
+        ServerOptions(
+            [str(tf_repo)], model_control_mode="explicit", backend_config={"tensorflow": {"gpu-memory-fraction": "2"}}
+        )
     )
     try:
         with pytest.raises(NaiadError) as info:
@@ -93,9 +109,9 @@ def test_backend_config_with_a_bad_value_fails_loads_clearly(tf_repo):
 def test_without_auto_complete_a_full_config_serves_and_a_missing_one_is_refused(tmp_path, tf_repo, module):
     shutil.copytree(tf_repo / "sm_auto", tmp_path / "no_config")
     shutil.copytree(tf_repo / "sm_auto", tmp_path / "full_config")
-    (tmp_path / "full_config" / "config.pbtxt").write_text('''backend: "tensorflow" max_batch_size: 2
+    (tmp_path / "full_config" / "config.pbtxt").write_text("""backend: "tensorflow" max_batch_size: 2
 input [{name: "x" data_type: TYPE_FP32 dims: [4]}, {name: "s" data_type: TYPE_STRING dims: [1] reshape {shape: []}}]
-output [{name: "y" data_type: TYPE_FP32 dims: [3]}]''')
+output [{name: "y" data_type: TYPE_FP32 dims: [3]}]""")
     server = InProcessServer(ServerOptions([str(tmp_path)], model_control_mode="explicit", auto_complete_config=False))
     try:
         with pytest.raises(NaiadError) as info:

@@ -92,7 +92,9 @@ def test_backend_only_config_serves_a_graphdef_on_two_instances(served, module):
         return await asyncio.gather(*(served.server.infer(r) for r in requests))
 
     for b, response in zip(batches, served.run(many())):
-        np.testing.assert_allclose(response.output("scores").data, expected(module, b, strings.reshape(-1))[0], rtol=1e-5)
+        np.testing.assert_allclose(
+            response.output("scores").data, expected(module, b, strings.reshape(-1))[0], rtol=1e-5
+        )
 
 
 def test_bf16_in_and_out(served, module):
@@ -113,8 +115,11 @@ def test_bf16_in_and_out(served, module):
 def test_requested_outputs_only(served, module):
     from naiad import RequestedOutput
 
-    request = InferenceRequest("gd_scores", [Tensor.from_numpy("x", X), Tensor.from_numpy("s", S.reshape(2, 1))],
-                               outputs=[RequestedOutput("scores")])
+    request = InferenceRequest(
+        "gd_scores",
+        [Tensor.from_numpy("x", X), Tensor.from_numpy("s", S.reshape(2, 1))],
+        outputs=[RequestedOutput("scores")],
+    )
     response = served.run(served.server.infer(request))
     assert [t.name for t in response.outputs] == ["scores"]
     np.testing.assert_allclose(response.outputs[0].data, expected(module, X, S)[0], rtol=1e-6)

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import numpy as np
+
 from naiad import InferenceRequest, Server, ServerOptions, Tensor
 
 WEIGHTS = np.arange(12, dtype=np.float32).reshape(4, 3) / 10.0
@@ -22,9 +23,12 @@ def build_module():
             super().__init__()
             self.w = tf.Variable(WEIGHTS)
 
-        @tf.function(input_signature=[
-            tf.TensorSpec([None, 4], tf.float32, name="x"), tf.TensorSpec([None], tf.string, name="s"),
-        ])
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec([None, 4], tf.float32, name="x"),
+                tf.TensorSpec([None], tf.string, name="s"),
+            ]
+        )
         def serve(self, x, s):
             scores = tf.identity(tf.matmul(x, self.w) + 1.0, name="scores")
             upper = tf.identity(tf.strings.upper(s), name="upper")
@@ -48,10 +52,16 @@ def build_module():
 def save_savedmodel(module, directory: Path) -> None:
     import tensorflow as tf
 
-    tf.saved_model.save(module, str(directory), signatures={
-        "serving_default": module.serve, "double": module.double, "half": module.half,
-        "parse": module.parse,
-    })
+    tf.saved_model.save(
+        module,
+        str(directory),
+        signatures={
+            "serving_default": module.serve,
+            "double": module.double,
+            "half": module.half,
+            "parse": module.parse,
+        },
+    )
 
 
 def save_graphdef(module, path: Path) -> None:
@@ -72,13 +82,13 @@ def write_model(repo: Path, name: str, config: str | None, version: int = 1) -> 
     return version_dir
 
 
-GRAPHDEF_CONFIG = '''platform: "tensorflow_graphdef"
+GRAPHDEF_CONFIG = """platform: "tensorflow_graphdef"
 max_batch_size: 8
 input [{name: "x" data_type: TYPE_FP32 dims: [4]}, {name: "s" data_type: TYPE_STRING dims: [1]
         reshape: {shape: []}}]
 output [{name: "scores" data_type: TYPE_FP32 dims: [3]}, {name: "upper:0" data_type: TYPE_STRING dims: [1]
         reshape: {shape: []}}]
-'''
+"""
 
 
 class InProcessServer:

@@ -8,9 +8,9 @@ import importlib.util
 
 import numpy as np
 import pytest
+from naiad_backend_tensorrt.cuda_runtime import compute_capability, gpu_count
 
 from naiad import InferenceRequest, Server, ServerOptions, Tensor
-from naiad_backend_tensorrt.cuda_runtime import compute_capability, gpu_count
 
 pytestmark = [
     pytest.mark.skipif(gpu_count()[0] == 0, reason="no NVIDIA GPU"),
@@ -109,4 +109,6 @@ def test_engine_served_matches_onnxruntime(models):
 
     for (model, batch), (x, got) in asyncio.run(go()).items():
         np.testing.assert_allclose(got, onnxruntime_result(onnx_bytes, x), rtol=1e-3, atol=1e-3)
-        print(f"{model} batch {batch}: max abs diff vs onnxruntime {np.abs(got - onnxruntime_result(onnx_bytes, x)).max():.2e}")
+        print(
+            f"{model} batch {batch}: max abs diff vs onnxruntime {np.abs(got - onnxruntime_result(onnx_bytes, x)).max():.2e}"
+        )

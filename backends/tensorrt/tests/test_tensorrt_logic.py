@@ -6,23 +6,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from naiad import ConfigError, ModelConfig, NaiadError
-from naiad.config import parse_config_text
-from naiad_backend_tensorrt.compute_capability import select_plan_filename
 from naiad_backend_tensorrt.auto_complete import auto_complete_from_engine
+from naiad_backend_tensorrt.compute_capability import select_plan_filename
 from naiad_backend_tensorrt.config_check import check_config_against_engine
 from naiad_backend_tensorrt.dtypes import datatype_of_trt, numpy_dtype_of
 from naiad_backend_tensorrt.engine_description import EngineDescription, EngineTensor, ProfileShape
 from naiad_backend_tensorrt.profiles import allowed_profiles, choose_profile
 
+from naiad import ConfigError, ModelConfig, NaiadError
+from naiad.config import parse_config_text
+
 
 def engine(batch_max=(8, 32)) -> EngineDescription:
     """What describe_engine returns for an engine with a dynamic batch dimension and two
     optimization profiles: INPUT0 [-1, 4] FP32, MASK [-1, 4] BOOL -> OUTPUT0 [-1, 3] FP16."""
-    profiles = tuple(
-        ProfileShape((lo, 4), (hi, 4), (hi, 4)) for lo, hi in zip((1, batch_max[0] + 1), batch_max)
-    )
+    profiles = tuple(ProfileShape((lo, 4), (hi, 4), (hi, 4)) for lo, hi in zip((1, batch_max[0] + 1), batch_max))
     return EngineDescription(
         (
             EngineTensor("INPUT0", True, "FLOAT", (-1, 4), profiles=profiles),
@@ -41,6 +39,7 @@ def config(text: str, name: str = "plan") -> ModelConfig:
 
 # -- compute capability ------------------------------------------------------------------
 
+
 def test_engine_file_chosen_by_compute_capability():
     files = {"7.5": "model_t4.plan", " 8.0 ": "model_a100.plan", "9.0": "model_h100.plan"}
     assert select_plan_filename(files, (7, 5), "model.plan") == "model_t4.plan"
@@ -51,11 +50,21 @@ def test_engine_file_chosen_by_compute_capability():
 
 # -- datatypes ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("trt_name,datatype,dtype", [
-    ("FLOAT", "FP32", np.float32), ("HALF", "FP16", np.float16), ("BF16", "BF16", np.uint16),
-    ("INT8", "INT8", np.int8), ("INT32", "INT32", np.int32), ("INT64", "INT64", np.int64),
-    ("BOOL", "BOOL", np.bool_), ("UINT8", "UINT8", np.uint8), ("DataType.FLOAT", "FP32", np.float32),
-])
+
+@pytest.mark.parametrize(
+    "trt_name,datatype,dtype",
+    [
+        ("FLOAT", "FP32", np.float32),
+        ("HALF", "FP16", np.float16),
+        ("BF16", "BF16", np.uint16),
+        ("INT8", "INT8", np.int8),
+        ("INT32", "INT32", np.int32),
+        ("INT64", "INT64", np.int64),
+        ("BOOL", "BOOL", np.bool_),
+        ("UINT8", "UINT8", np.uint8),
+        ("DataType.FLOAT", "FP32", np.float32),
+    ],
+)
 def test_datatype_mapping(trt_name, datatype, dtype):
     assert datatype_of_trt(trt_name) == datatype
     assert numpy_dtype_of(datatype) == np.dtype(dtype)
@@ -67,6 +76,7 @@ def test_types_clients_cannot_carry_have_no_datatype(trt_name):
 
 
 # -- auto-complete -----------------------------------------------------------------------
+
 
 def test_auto_complete_from_engine_without_config():
     cfg = config("")
@@ -105,19 +115,22 @@ def test_engine_with_fixed_first_dimension_does_not_batch():
 
 # -- config check ------------------------------------------------------------------------
 
-GOOD = '''max_batch_size: 8
+GOOD = """max_batch_size: 8
 input [{name: "INPUT0" data_type: TYPE_FP32 dims: [4]}, {name: "MASK" data_type: TYPE_BOOL dims: [4]}]
-output [{name: "OUTPUT0" data_type: TYPE_FP16 dims: [3]}]'''
+output [{name: "OUTPUT0" data_type: TYPE_FP16 dims: [3]}]"""
 
 
-@pytest.mark.parametrize("text,words", [
-    (GOOD.replace('"INPUT0"', '"IMAGE"'), ["input 'IMAGE'", "no input", "INPUT0, MASK"]),
-    (GOOD.replace("TYPE_FP16", "TYPE_FP32"), ["output 'OUTPUT0'", "TYPE_FP32", "HALF"]),
-    (GOOD.replace("dims: [3]", "dims: [5]"), ["output 'OUTPUT0'", "dimension 1 is 5", "3"]),
-    (GOOD.replace("dims: [3]", "dims: [1, 3]"), ["output 'OUTPUT0'", "[-1, 1, 3]", "batch dimension"]),
-    (GOOD.replace(', {name: "MASK" data_type: TYPE_BOOL dims: [4]}', ""), ["needs input(s) ['MASK']"]),
-    (GOOD.replace("max_batch_size: 8", "max_batch_size: 64"), ["max_batch_size", "64", "(32)"]),
-])
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        (GOOD.replace('"INPUT0"', '"IMAGE"'), ["input 'IMAGE'", "no input", "INPUT0, MASK"]),
+        (GOOD.replace("TYPE_FP16", "TYPE_FP32"), ["output 'OUTPUT0'", "TYPE_FP32", "HALF"]),
+        (GOOD.replace("dims: [3]", "dims: [5]"), ["output 'OUTPUT0'", "dimension 1 is 5", "3"]),
+        (GOOD.replace("dims: [3]", "dims: [1, 3]"), ["output 'OUTPUT0'", "[-1, 1, 3]", "batch dimension"]),
+        (GOOD.replace(', {name: "MASK" data_type: TYPE_BOOL dims: [4]}', ""), ["needs input(s) ['MASK']"]),
+        (GOOD.replace("max_batch_size: 8", "max_batch_size: 64"), ["max_batch_size", "64", "(32)"]),
+    ],
+)
 def test_config_mismatch_names_the_fault(text, words):
     with pytest.raises(ConfigError) as info:
         check_config_against_engine(config(text), engine(), "plan")
@@ -135,6 +148,7 @@ def test_instance_profiles_limit_the_batch_size():
 
 
 # -- optimization profiles ---------------------------------------------------------------
+
 
 def test_profile_chosen_by_input_shapes():
     description = engine()

@@ -6,15 +6,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from naiad_backend_tensorrt.cuda_runtime import gpu_count
 
 from naiad import ErrorCode, NaiadError, Server, ServerOptions
-from naiad_backend_tensorrt.cuda_runtime import gpu_count
 
 pytestmark = pytest.mark.skipif(gpu_count()[0] > 0, reason="this machine has a GPU")
 
-CONFIG = '''platform: "tensorrt_plan" max_batch_size: 8
+CONFIG = """platform: "tensorrt_plan" max_batch_size: 8
 input [{name: "INPUT0" data_type: TYPE_FP32 dims: [4]}]
-output [{name: "OUTPUT0" data_type: TYPE_FP32 dims: [3]}]'''
+output [{name: "OUTPUT0" data_type: TYPE_FP32 dims: [3]}]"""
 
 
 def _repo(tmp_path, config):
@@ -26,8 +26,11 @@ def _repo(tmp_path, config):
     return tmp_path
 
 
-@pytest.mark.parametrize("config,auto_complete", [(CONFIG, True), (CONFIG, False), (None, True)],
-                         ids=["config", "no-auto-complete", "no-config"])
+@pytest.mark.parametrize(
+    "config,auto_complete",
+    [(CONFIG, True), (CONFIG, False), (None, True)],
+    ids=["config", "no-auto-complete", "no-config"],
+)
 def test_plan_model_fails_to_load_naming_the_missing_gpu(tmp_path, config, auto_complete):
     repo = _repo(tmp_path, config)
 

@@ -39,9 +39,10 @@ a newer minor version, with a message naming both.
 from __future__ import annotations
 
 import abc
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Any
 
 from ..inference import InferenceRequest, InferenceResponse
 
@@ -88,9 +89,9 @@ class ModelContext:
     version: int
     path: Path
     version_path: Path
-    config: "ModelConfig"
+    config: ModelConfig
     model_filename: str = ""
-    server: "InferenceService | None" = None
+    server: InferenceService | None = None
 
     @property
     def model_file(self) -> Path:
@@ -126,7 +127,7 @@ class Backend(abc.ABC):
         self.context = context
 
     @abc.abstractmethod
-    def create_model(self, context: ModelContext) -> "Model":
+    def create_model(self, context: ModelContext) -> Model:
         """Create (not yet initialize) the Model for one version."""
 
     def finalize(self) -> None:
@@ -139,7 +140,7 @@ class Model(abc.ABC):
     def __init__(self, context: ModelContext) -> None:
         self.context = context
 
-    def auto_complete_config(self, config: "ModelConfig") -> None:
+    def auto_complete_config(self, config: ModelConfig) -> None:
         """Fill in what the config leaves out (inputs, outputs, max_batch_size) from the
         model file. Called before validation, only when auto-complete is enabled; the
         default does nothing."""
@@ -148,7 +149,7 @@ class Model(abc.ABC):
         """Load weights and shared state; raise to fail the load (the message is shown)."""
 
     @abc.abstractmethod
-    def create_instance(self, context: InstanceContext) -> "ModelInstance":
+    def create_instance(self, context: InstanceContext) -> ModelInstance:
         """Create (not yet initialize) one instance."""
 
     def is_ready(self) -> bool:

@@ -9,7 +9,8 @@ as Triton writes scalars. What the config already says is kept.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, cast
+from collections.abc import Sequence
+from typing import Protocol, cast
 
 from ..datatypes import datatype_to_config_type
 from ..protos import model_config_pb2 as pb

@@ -27,19 +27,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..config.model_config import ModelConfig
+from ..config.model_io import model_outputs
 from ..datatypes import config_type_to_datatype, datatype_of, numpy_dtype
 from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
-from ..config.model_config import ModelConfig
-from ..config.model_io import model_outputs
-from .output_reshape import apply_output_reshape
 from ..protos import model_config_pb2 as pb
 from ..tensor import Tensor
+from .output_reshape import apply_output_reshape
 
 __all__ = [
     "Batch",
@@ -120,7 +120,9 @@ def group_stackable(requests: list[InferenceRequest]) -> list[list[int]]:
 
 
 def stack_requests(
-    requests: Sequence[InferenceRequest], names: list[str] | None = None, ragged: frozenset[str] | set[str] = frozenset()
+    requests: Sequence[InferenceRequest],
+    names: list[str] | None = None,
+    ragged: frozenset[str] | set[str] = frozenset(),
 ) -> StackedBatch:
     """Concatenate each input along axis 0 (the batch dimension of batching models).
 
@@ -222,7 +224,7 @@ class Batch:
         return sum(self.sizes)
 
     @classmethod
-    def stack(cls, requests: Sequence[InferenceRequest], config: ModelConfig | None = None) -> "Batch":
+    def stack(cls, requests: Sequence[InferenceRequest], config: ModelConfig | None = None) -> Batch:
         """Stack `requests`. With `config`, ragged inputs, `batch_input` and models
         without a batch dimension are handled as the config says."""
         if not requests:
@@ -265,7 +267,7 @@ class _BatchLayout:
     output_datatypes: dict[str, str]
 
     @classmethod
-    def of(cls, config: ModelConfig) -> "_BatchLayout":
+    def of(cls, config: ModelConfig) -> _BatchLayout:
         return cls(
             name=config.name,
             batched=config.max_batch_size > 0,
@@ -341,11 +343,13 @@ def execute_by_name(
 
     def run_batch(batch_requests: list[InferenceRequest]) -> list[InferenceResponse]:
         batch = Batch.stack(batch_requests, config)
-        wanted_names = {o.name for r in batch_requests for o in r.outputs} if all(
-            r.outputs for r in batch_requests) else None
+        wanted_names = (
+            {o.name for r in batch_requests for o in r.outputs} if all(r.outputs for r in batch_requests) else None
+        )
         # State outputs are always fetched: the sequence batcher keeps them for the next request.
         wanted = [
-            spec.name for spec in model_outputs(config)
+            spec.name
+            for spec in model_outputs(config)
             if wanted_names is None or spec.name in wanted_names or spec.name not in config.output_by_name
         ]
         try:

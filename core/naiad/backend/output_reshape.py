@@ -6,8 +6,8 @@ them); framework backends call `apply_output_reshape` on their responses.
 
 from __future__ import annotations
 
-from ..inference import InferenceResponse
 from ..config.model_config import ModelConfig
+from ..inference import InferenceResponse
 
 __all__ = ["apply_output_reshape"]
 

@@ -7,7 +7,8 @@ itself, so the layers below the server need not import it. `naiad.Server` satisf
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Protocol
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
 
 from ..inference import InferenceRequest, InferenceResponse
 from ..observability.custom_metrics import CustomMetricRegistry

@@ -8,9 +8,7 @@ from ..config.model_config import ConfigError, TensorSpec
 __all__ = ["check_model_shape"]
 
 
-def check_model_shape(
-    model: str, where: str, spec: TensorSpec, actual: list[int], batched: bool, source: str
-) -> None:
+def check_model_shape(model: str, where: str, spec: TensorSpec, actual: list[int], batched: bool, source: str) -> None:
     """Raise ConfigError naming the tensor (`where`, e.g. "input 'x' (input[0]") when the
     config's dims (its `reshape` if set, with a leading -1 when `batched`) cannot describe
     `actual`, the model's shape with -1 for variable dimensions. `source` names the model
@@ -20,8 +18,9 @@ def check_model_shape(
         # Triton's framework backends), whatever the config's dims.
         if actual != [-1]:
             raise ConfigError(
-                model, f"{where}.dims): allow_ragged_batch needs the {source} to take the input as a flat "
-                f"tensor of shape [-1], it has {actual}"
+                model,
+                f"{where}.dims): allow_ragged_batch needs the {source} to take the input as a flat "
+                f"tensor of shape [-1], it has {actual}",
             )
         return
     expected = ([-1] if batched else []) + list(spec.reshape if spec.reshape is not None else spec.dims)
@@ -39,6 +38,7 @@ def check_model_shape(
     for position, (want, have) in enumerate(zip(expected, actual)):
         if want != -1 and have != -1 and want != have:
             raise ConfigError(
-                model, f"{where}.dims): dimension {position} is {want} in the config and {have} in the {source} "
-                f"(config shape {expected}, {source} shape {actual})"
+                model,
+                f"{where}.dims): dimension {position} is {want} in the config and {have} in the {source} "
+                f"(config shape {expected}, {source} shape {actual})",
             )

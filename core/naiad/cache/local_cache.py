@@ -30,7 +30,7 @@ class LocalCache:
         self.insert_ns = 0
 
     @classmethod
-    def from_settings(cls, settings: dict[str, str]) -> "LocalCache":
+    def from_settings(cls, settings: dict[str, str]) -> LocalCache:
         if "size" not in settings:
             raise NaiadError.invalid("Failed to initialize LocalCache: config didn't contain a valid 'size' field.")
         try:
@@ -71,8 +71,11 @@ class LocalCache:
             if key in self._entries:
                 return False
             if len(entry) > self.size:
-                log.error("Failed to insert key into response cache: entry of %d bytes is greater than total "
-                          "cache size: %d", len(entry), self.size)
+                log.error(
+                    "Failed to insert key into response cache: entry of %d bytes is greater than total cache size: %d",
+                    len(entry),
+                    self.size,
+                )
                 return True
             while self._used + len(entry) > self.size:
                 _, evicted = self._entries.popitem(last=False)

@@ -30,7 +30,7 @@ class RedisCache:
         self._client = client
 
     @classmethod
-    async def connect(cls, settings: dict[str, str]) -> "RedisCache":
+    async def connect(cls, settings: dict[str, str]) -> RedisCache:
         if "host" not in settings or "port" not in settings:
             raise NaiadError.invalid(
                 "Failed to initialize RedisCache, didn't specify address. Must at a minimum specify 'host' and "
@@ -56,8 +56,12 @@ class RedisCache:
             "max_connections": _number(settings, "pool_size", 0) or None,
         }
         if settings.get("tls_enabled") == "true":
-            options.update(ssl=True, ssl_certfile=settings.get("cert"), ssl_keyfile=settings.get("key"),
-                           ssl_ca_certs=settings.get("cacert"))
+            options.update(
+                ssl=True,
+                ssl_certfile=settings.get("cert"),
+                ssl_keyfile=settings.get("key"),
+                ssl_ca_certs=settings.get("cacert"),
+            )
         client = aioredis.Redis(**options)
         try:
             await client.ping()

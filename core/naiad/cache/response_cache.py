@@ -61,8 +61,9 @@ def cache_spec_from_flags(items: list[str] | None, byte_size: int | None) -> Cac
             "Please provide one or the other."
         )
     if byte_size is not None:
-        log.warning("--response-cache-byte-size is deprecated; the equivalent is --cache-config local,size=%d",
-                    byte_size)
+        log.warning(
+            "--response-cache-byte-size is deprecated; the equivalent is --cache-config local,size=%d", byte_size
+        )
         return CacheSpec("local", {"size": str(byte_size)})
     if not items:
         return None
@@ -115,7 +116,7 @@ async def open_cache(spec: CacheSpec) -> ResponseCache:
     )
 
 
-def check_cache_config(config: "ModelConfig") -> None:
+def check_cache_config(config: ModelConfig) -> None:
     """Refuse the configs Triton refuses: a response cache on a decoupled model or one with
     a sequence batcher (Triton's words; checked whether or not the server has a cache)."""
     proto = config.proto

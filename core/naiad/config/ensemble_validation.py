@@ -17,12 +17,12 @@ error, not silently computed and thrown away.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from ..errors import ErrorCode, NaiadError
-from .model_config import ModelConfig
 from ..protos import model_config_pb2 as pb
+from .model_config import ModelConfig
 
 __all__ = [
     "EnsembleStep",
@@ -133,7 +133,7 @@ def find_ensemble_cycle(
 
     def visit(model: str) -> list[str] | None:
         if model in path:
-            return path[path.index(model):] + [model]
+            return path[path.index(model) :] + [model]
         if model in done:
             return None
         config = config_of(model)
@@ -163,7 +163,8 @@ def load_order(names: list[str], read_config: Callable[[str], pb.ModelConfig | N
     remaining = [n for n in names if n in ensembles]
     while remaining:
         ready = [
-            n for n in remaining
+            n
+            for n in remaining
             if all(s in placed or s not in ensembles for s in step_model_names(configs[n]))  # type: ignore[arg-type]
         ]
         if not ready:
@@ -221,14 +222,17 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
         if not step.model_name:
             raise _fault(name, label, "model_name is empty")
         if step.model_version < -1:
-            raise _fault(name, label, f"model_version must be -1 (latest) or a version number, got {step.model_version}")
+            raise _fault(
+                name, label, f"model_version must be -1 (latest) or a version number, got {step.model_version}"
+            )
         try:
             step_config = lookup(step.model_name, step.model_version)
         except NaiadError as exc:
             raise _fault(name, label, exc.message, exc.code) from None
         if step_config.max_batch_size > 0 and step_config.max_batch_size < proto.max_batch_size:
             raise _fault(
-                name, label,
+                name,
+                label,
                 f"the ensemble allows max_batch_size {proto.max_batch_size}, but model '{step.model_name}' "
                 f"allows at most {step_config.max_batch_size}; lower the ensemble's max_batch_size",
             )
@@ -263,7 +267,8 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
             where = f"{step.label} output '{output_name}'"
             if tensor in produced:
                 raise _fault(
-                    name, f"{step.label}, tensor '{tensor}'",
+                    name,
+                    f"{step.label}, tensor '{tensor}'",
                     f"{where} writes ensemble tensor '{tensor}', which {produced[tensor].where} already provides; "
                     "every ensemble tensor must have exactly one producer",
                 )
@@ -275,7 +280,8 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
         for input_name, tensor in step.inputs.items():
             if tensor not in produced:
                 raise _fault(
-                    name, f"{step.label}, tensor '{tensor}'",
+                    name,
+                    f"{step.label}, tensor '{tensor}'",
                     f"input '{input_name}' reads ensemble tensor '{tensor}', which is neither an ensemble input "
                     "nor mapped from any step's output",
                 )
@@ -295,7 +301,8 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
             if item.name in ensemble_inputs:
                 raise _fault(name, f"output '{item.name}'", "an ensemble output cannot also be an ensemble input")
             raise _fault(
-                name, f"output '{item.name}'",
+                name,
+                f"output '{item.name}'",
                 "the ensemble output is not produced by any step (map a step output to it in output_map)",
             )
         dims = tuple(item.reshape.shape) if item.HasField("reshape") else tuple(item.dims)
@@ -310,7 +317,8 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
         for output_name, tensor in step.outputs.items():
             if tensor not in consumers and tensor not in ensemble_outputs:
                 raise _fault(
-                    name, f"{step.label}, tensor '{tensor}'",
+                    name,
+                    f"{step.label}, tensor '{tensor}'",
                     f"output '{output_name}' is mapped to ensemble tensor '{tensor}', which no step reads and "
                     "which is not an ensemble output; remove it from output_map",
                 )
@@ -352,27 +360,31 @@ def _check_step_maps(ensemble: str, label: str, step: pb.ModelEnsembling.Step, c
     for input_name, tensor in sorted(step.input_map.items()):
         if input_name not in input_names:
             raise _fault(
-                ensemble, f"{label}, tensor '{tensor}'",
+                ensemble,
+                f"{label}, tensor '{tensor}'",
                 f"input_map maps ensemble tensor '{tensor}' to '{input_name}', which is not an input of model "
                 f"'{model}' (its inputs: {', '.join(input_names) or 'none'})",
             )
     for spec in config.inputs:
         if spec.name not in step.input_map and not spec.optional:
             raise _fault(
-                ensemble, label,
+                ensemble,
+                label,
                 f"input '{spec.name}' of model '{model}' is not mapped to any ensemble tensor (add it to input_map)",
             )
     targets: dict[str, str] = {}
     for output_name, tensor in sorted(step.output_map.items()):
         if output_name not in output_names:
             raise _fault(
-                ensemble, f"{label}, tensor '{tensor}'",
+                ensemble,
+                f"{label}, tensor '{tensor}'",
                 f"output_map maps '{output_name}' to ensemble tensor '{tensor}', but model '{model}' has no output "
                 f"'{output_name}' (its outputs: {', '.join(output_names) or 'none'})",
             )
         if tensor in targets:
             raise _fault(
-                ensemble, f"{label}, tensor '{tensor}'",
+                ensemble,
+                f"{label}, tensor '{tensor}'",
                 f"outputs '{targets[tensor]}' and '{output_name}' of model '{model}' are both mapped to ensemble "
                 f"tensor '{tensor}'",
             )
@@ -395,7 +407,8 @@ def _check_cycles(ensemble: str, steps: list[EnsembleStep], producer: dict[str, 
                 loop = [upstream] + list(reversed(path[path.index(upstream) + 1 :])) + [upstream]
                 chain = " -> ".join(steps[i].label for i in loop)
                 raise _fault(
-                    ensemble, f"{steps[index].label}, tensor '{tensor}'",
+                    ensemble,
+                    f"{steps[index].label}, tensor '{tensor}'",
                     f"the steps form a cycle: {chain}",
                 )
             visit(upstream)
@@ -410,13 +423,15 @@ def _check_cycles(ensemble: str, steps: list[EnsembleStep], producer: dict[str, 
 def _check_agree(ensemble: str, where: str, tensor: str, source: _TensorEnd, reader: _TensorEnd) -> None:
     if source.data_type != reader.data_type:
         raise _fault(
-            ensemble, where,
+            ensemble,
+            where,
             f"data type mismatch: {source.where} is {_type_name(source.data_type)}, "
             f"{reader.where} expects {_type_name(reader.data_type)}",
         )
     if not _dims_agree(source.dims, reader.dims) and not _dims_agree(source.full_dims, reader.full_dims):
         raise _fault(
-            ensemble, where,
+            ensemble,
+            where,
             f"shape mismatch: {source.where} has shape {list(source.full_dims)}, "
             f"{reader.where} expects {list(reader.full_dims)}",
         )
@@ -445,7 +460,8 @@ def _assign_lineages(
         if len(seen) > 1:
             described = ", ".join(f"'{t}' ({_lineage_name(steps, lin)})" for lin, t in sorted(seen.items()))
             raise _fault(
-                ensemble, step.label,
+                ensemble,
+                step.label,
                 f"the step reads tensors that come from different decoupled steps: {described}; their "
                 "responses cannot be paired",
             )
@@ -468,7 +484,9 @@ def _assign_lineages(
     if len(output_lineages) > 1:
         described = ", ".join(f"'{t}' ({_lineage_name(steps, lin)})" for lin, t in sorted(output_lineages.items()))
         raise _fault(
-            ensemble, "", f"the ensemble outputs come from different decoupled steps: {described}; "
+            ensemble,
+            "",
+            f"the ensemble outputs come from different decoupled steps: {described}; "
             "one response could not carry them together",
         )
     for step in steps:

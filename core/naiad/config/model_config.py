@@ -7,9 +7,10 @@ Messages always name the model, the field and the fault, e.g.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from google.protobuf import json_format, text_format
 from google.protobuf.descriptor import FieldDescriptor
@@ -106,7 +107,7 @@ class ModelConfig:
 
     def _refresh(self) -> None:
         p = self.proto
-        self._derived: dict[Callable[["ModelConfig"], Any], Any] = {}
+        self._derived: dict[Callable[[ModelConfig], Any], Any] = {}
         self.inputs: list[TensorSpec] = [
             TensorSpec(
                 name=i.name,
@@ -144,7 +145,7 @@ class ModelConfig:
         """Recompute the typed views after a backend filled the proto in (auto-complete)."""
         self._refresh()
 
-    def derived(self, build: Callable[["ModelConfig"], _Derived]) -> _Derived:
+    def derived(self, build: Callable[[ModelConfig], _Derived]) -> _Derived:
         """`build(self)`, built on first use and kept until the next `refresh`: what the
         request path reads of the config, read once instead of per request (reading a
         protobuf field costs about a microsecond)."""
@@ -176,7 +177,7 @@ class ModelConfig:
 
     @property
     def scheduling(self) -> str:
-        """"dynamic_batching", "sequence_batching", "ensemble_scheduling" or "" (direct)."""
+        """ "dynamic_batching", "sequence_batching", "ensemble_scheduling" or "" (direct)."""
         return self.proto.WhichOneof("scheduling_choice") or ""
 
     def parameter(self, key: str, default: str | None = None) -> str | None:
@@ -227,15 +228,20 @@ class ModelConfig:
         _int64_as_numbers(data, self.proto.DESCRIPTOR)
         return data
 
-    def copy(self) -> "ModelConfig":
+    def copy(self) -> ModelConfig:
         proto = pb.ModelConfig()
         proto.CopyFrom(self.proto)
         return ModelConfig(proto, dict(self._labels))
 
 
 _INT64_TYPES = frozenset(
-    (FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
-     FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64)
+    (
+        FieldDescriptor.TYPE_INT64,
+        FieldDescriptor.TYPE_UINT64,
+        FieldDescriptor.TYPE_SINT64,
+        FieldDescriptor.TYPE_FIXED64,
+        FieldDescriptor.TYPE_SFIXED64,
+    )
 )
 
 
@@ -289,7 +295,8 @@ def resolve_backend(proto: pb.ModelConfig, model: str, version_dirs: list[Path])
             raise ConfigError(
                 model,
                 f"platform: unknown platform '{proto.platform}' (known: "
-                + ", ".join(sorted(PLATFORM_TO_BACKEND)) + ")",
+                + ", ".join(sorted(PLATFORM_TO_BACKEND))
+                + ")",
             )
         proto.backend = "" if backend == "ensemble" else backend
     elif proto.backend and not proto.platform:
@@ -305,8 +312,7 @@ def resolve_backend(proto: pb.ModelConfig, model: str, version_dirs: list[Path])
     raise ConfigError(
         model,
         "backend: the config names neither 'platform' nor 'backend', and no version "
-        "directory holds a model file that identifies one ("
-        + ", ".join(FILENAME_TO_BACKEND) + ")",
+        "directory holds a model file that identifies one (" + ", ".join(FILENAME_TO_BACKEND) + ")",
     )
 
 
@@ -323,12 +329,12 @@ def validate_config(proto: pb.ModelConfig, model: str, model_dir: Path | None = 
     if is_ensemble and not proto.HasField("ensemble_scheduling"):
         raise ConfigError(model, "ensemble_scheduling: an ensemble needs ensemble_scheduling { step [...] }")
     if proto.HasField("ensemble_scheduling") and not is_ensemble:
-        raise ConfigError(model, "ensemble_scheduling: only allowed with platform \"ensemble\"")
+        raise ConfigError(model, 'ensemble_scheduling: only allowed with platform "ensemble"')
 
     if proto.default_model_filename and inside_directory(proto.default_model_filename) is None:
         raise ConfigError(
-            model, f"default_model_filename: '{proto.default_model_filename}' must name a file inside the version "
-            "directory"
+            model,
+            f"default_model_filename: '{proto.default_model_filename}' must name a file inside the version directory",
         )
     _validate_tensors(proto, model)
     _validate_version_policy(proto, model)
@@ -371,7 +377,8 @@ def _validate_reshape(model: str, label: str, dims: list[int], shape: list[int])
         raise ConfigError(model, f"{label}.reshape): each dimension must be >= 1 or -1, got {shape}")
     if dims.count(-1) != shape.count(-1):
         raise ConfigError(
-            model, f"{label}.reshape): dims {dims} and reshape {shape} must have the same number of variable (-1) dimensions"
+            model,
+            f"{label}.reshape): dims {dims} and reshape {shape} must have the same number of variable (-1) dimensions",
         )
     if -1 not in dims:
         count = 1
@@ -455,15 +462,17 @@ def _read_labels(proto: pb.ModelConfig, model: str, model_dir: Path) -> dict[str
         if relative is None:
             # Triton's words; the config may come from a client (a load's config override).
             raise ConfigError(
-                model, f"label file path '{output.label_filename}' for output '{output.name}' in model '{model}' is "
-                "outside model directory"
+                model,
+                f"label file path '{output.label_filename}' for output '{output.name}' in model '{model}' is "
+                "outside model directory",
             )
         path = model_dir / relative
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
             raise ConfigError(
-                model, f"output '{output.name}' (output[{index}].label_filename): cannot read {path.name}: {exc.strerror}"
+                model,
+                f"output '{output.name}' (output[{index}].label_filename): cannot read {path.name}: {exc.strerror}",
             ) from None
         labels[output.name] = tuple(lines)
     return labels

@@ -17,8 +17,8 @@ dimension of its own (its dims here are [-1]).
 from __future__ import annotations
 
 from ..datatypes import config_type_to_datatype
-from .model_config import ModelConfig, TensorSpec
 from ..protos import model_config_pb2 as pb
+from .model_config import ModelConfig, TensorSpec
 from .sequence_controls import SequenceControls
 
 __all__ = ["model_inputs", "model_outputs"]

@@ -35,7 +35,7 @@ class RequestPlan:
     outputs: frozenset[str]
 
     @classmethod
-    def of(cls, config: ModelConfig) -> "RequestPlan":
+    def of(cls, config: ModelConfig) -> RequestPlan:
         proto = config.proto
         sequence = proto.sequence_batching
         provided = {state.input_name for state in sequence.state}

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NaiadError
 from ..datatypes import config_type_to_datatype, numpy_dtype
-from .model_config import ConfigError, ModelConfig
+from ..errors import NaiadError
 from ..protos import model_config_pb2 as pb
 from ..tensor import Tensor
+from .model_config import ConfigError, ModelConfig
 
 __all__ = ["SequenceControls", "Control"]
 
@@ -103,8 +103,9 @@ def _parse_control(model: str, index: int, control_input: pb.ModelSequenceBatchi
         datatype = config_type_to_datatype(pb.DataType.Name(control.data_type)) if control.data_type else ""
         if datatype not in _CORRID_TYPES:
             raise ConfigError(
-                model, f"{where}: CONTROL_SEQUENCE_CORRID needs data_type TYPE_UINT64, TYPE_INT64, TYPE_UINT32, "
-                "TYPE_INT32 or TYPE_STRING"
+                model,
+                f"{where}: CONTROL_SEQUENCE_CORRID needs data_type TYPE_UINT64, TYPE_INT64, TYPE_UINT32, "
+                "TYPE_INT32 or TYPE_STRING",
             )
         return Control(control_input.name, kind, datatype)
     pairs = [
@@ -115,8 +116,9 @@ def _parse_control(model: str, index: int, control_input: pb.ModelSequenceBatchi
     given = [(datatype, values) for datatype, values in pairs if values]
     if len(given) != 1 or len(given[0][1]) != 2:
         raise ConfigError(
-            model, f"{where}: CONTROL_SEQUENCE_{kind} needs exactly one of int32_false_true, fp32_false_true "
-            "or bool_false_true, with two values (false, true)"
+            model,
+            f"{where}: CONTROL_SEQUENCE_{kind} needs exactly one of int32_false_true, fp32_false_true "
+            "or bool_false_true, with two values (false, true)",
         )
     datatype, values = given[0]
     return Control(control_input.name, kind, datatype, (values[0], values[1]))

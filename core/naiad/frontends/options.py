@@ -30,8 +30,15 @@ MAX_INPUT_SIZE: Final = 64 * 1024 * 1024
 COMPRESSION_LEVELS: Final = {"none": 0, "low": 1, "medium": 6, "high": 9}
 
 
-def option(default: T, flag: str, help: str, *, metavar: str | None = None, choices: tuple[str, ...] = (),
-           shown: str | None = None) -> T:
+def option(
+    default: T,
+    flag: str,
+    help: str,
+    *,
+    metavar: str | None = None,
+    choices: tuple[str, ...] = (),
+    shown: str | None = None,
+) -> T:
     """A field with its command-line flag. `shown` is how help states the default where the
     value itself would not say it (None: the value, or nothing when it is None or empty)."""
     metadata = {"flag": flag, "help": help, "metavar": metavar, "choices": choices, "shown": shown}
@@ -47,26 +54,40 @@ class HttpOptions:
     port: int = option(8000, "--http-port", "HTTP port")
     address: str = option("0.0.0.0", "--http-address", "HTTP address")
     reuse_port: bool = option(False, "--reuse-http-port", "let several servers listen on the HTTP port (SO_REUSEPORT)")
-    server: str = option("naiad", "--http-server",
-                         "HTTP server: naiad's own HTTP/1.1 server (fastest), uvicorn, or hypercorn (HTTP/2)",
-                         choices=("naiad", "uvicorn", "hypercorn"))
+    server: str = option(
+        "naiad",
+        "--http-server",
+        "HTTP server: naiad's own HTTP/1.1 server (fastest), uvicorn, or hypercorn (HTTP/2)",
+        choices=("naiad", "uvicorn", "hypercorn"),
+    )
     header_forward_pattern: str | None = option(
-        None, "--http-header-forward-pattern", "request headers whose names match become inference request parameters",
-        metavar="REGEX")
-    max_input_size: int = option(MAX_INPUT_SIZE, "--http-max-input-size", "largest request body accepted",
-                                 metavar="BYTES", shown="64 MiB")
+        None,
+        "--http-header-forward-pattern",
+        "request headers whose names match become inference request parameters",
+        metavar="REGEX",
+    )
+    max_input_size: int = option(
+        MAX_INPUT_SIZE, "--http-max-input-size", "largest request body accepted", metavar="BYTES", shown="64 MiB"
+    )
     restricted_apis: tuple[str, ...] = option(
-        (), "--http-restricted-api",
+        (),
+        "--http-restricted-api",
         "answer the comma-separated API groups (health, metadata, inference, shared-memory, model-config, "
         "model-repository, statistics, trace, logging) only for requests with the header KEY: VALUE (others get "
-        "403); repeatable", metavar="APIS:KEY=VALUE")
+        "403); repeatable",
+        metavar="APIS:KEY=VALUE",
+    )
     # As nginx's client_header_timeout bounds a half-sent head.
     header_read_timeout_s: float = option(
-        30.0, "--http-header-read-timeout",
-        "time a client has to send a request's line and headers; then 408 and close", metavar="SECONDS")
+        30.0,
+        "--http-header-read-timeout",
+        "time a client has to send a request's line and headers; then 408 and close",
+        metavar="SECONDS",
+    )
     # Load tools and tritonclient pools reuse connections: longer than uvicorn's 5 s.
-    keepalive_timeout_s: float = option(75.0, "--http-keepalive-timeout",
-                                        "time an idle keep-alive connection stays open", metavar="SECONDS")
+    keepalive_timeout_s: float = option(
+        75.0, "--http-keepalive-timeout", "time an idle keep-alive connection stays open", metavar="SECONDS"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,53 +99,91 @@ class GrpcOptions:
     port: int = option(8001, "--grpc-port", "gRPC port")
     address: str = option("0.0.0.0", "--grpc-address", "gRPC address")
     reuse_port: bool = option(False, "--reuse-grpc-port", "let several servers listen on the gRPC port (SO_REUSEPORT)")
-    max_message_size: int = option(2**31 - 1, "--grpc-max-message-size", "largest gRPC message received or sent",
-                                   metavar="BYTES", shown="2147483647, Triton's limit")
+    max_message_size: int = option(
+        2**31 - 1,
+        "--grpc-max-message-size",
+        "largest gRPC message received or sent",
+        metavar="BYTES",
+        shown="2147483647, Triton's limit",
+    )
     compression_level: str = option(
-        "none", "--grpc-infer-response-compression-level",
+        "none",
+        "--grpc-infer-response-compression-level",
         "compression of responses (gzip/deflate, as the client accepts); compressed requests are always accepted",
-        choices=tuple(COMPRESSION_LEVELS))
-    keepalive_time_ms: int = option(7_200_000, "--grpc-keepalive-time", "milliseconds between keepalive pings",
-                                    metavar="MS")
-    keepalive_timeout_ms: int = option(20_000, "--grpc-keepalive-timeout",
-                                       "milliseconds to wait for a keepalive ping's acknowledgement", metavar="MS")
+        choices=tuple(COMPRESSION_LEVELS),
+    )
+    keepalive_time_ms: int = option(
+        7_200_000, "--grpc-keepalive-time", "milliseconds between keepalive pings", metavar="MS"
+    )
+    keepalive_timeout_ms: int = option(
+        20_000, "--grpc-keepalive-timeout", "milliseconds to wait for a keepalive ping's acknowledgement", metavar="MS"
+    )
     keepalive_permit_without_calls: bool = option(
-        False, "--grpc-keepalive-permit-without-calls", "allow keepalive pings when no call is in flight")
+        False, "--grpc-keepalive-permit-without-calls", "allow keepalive pings when no call is in flight"
+    )
     http2_max_pings_without_data: int = option(
-        2, "--grpc-http2-max-pings-without-data", "pings sent without data before gRPC stops sending them; 0: no limit",
-        metavar="N")
+        2,
+        "--grpc-http2-max-pings-without-data",
+        "pings sent without data before gRPC stops sending them; 0: no limit",
+        metavar="N",
+    )
     http2_min_recv_ping_interval_without_data_ms: int = option(
-        300_000, "--grpc-http2-min-recv-ping-interval-without-data",
-        "shortest interval between a client's pings without data", metavar="MS")
+        300_000,
+        "--grpc-http2-min-recv-ping-interval-without-data",
+        "shortest interval between a client's pings without data",
+        metavar="MS",
+    )
     http2_max_ping_strikes: int = option(
-        2, "--grpc-http2-max-ping-strikes", "bad pings tolerated before the connection is closed; 0: any",
-        metavar="N")
-    max_connection_age_ms: int | None = option(None, "--grpc-max-connection-age",
-                                               "milliseconds a connection may live", metavar="MS", shown="unlimited")
+        2, "--grpc-http2-max-ping-strikes", "bad pings tolerated before the connection is closed; 0: any", metavar="N"
+    )
+    max_connection_age_ms: int | None = option(
+        None, "--grpc-max-connection-age", "milliseconds a connection may live", metavar="MS", shown="unlimited"
+    )
     max_concurrent_streams: int = option(
-        1000, "--grpc-max-concurrent-streams", "streams (calls) open at once on one connection; more are refused",
-        metavar="N")
+        1000,
+        "--grpc-max-concurrent-streams",
+        "streams (calls) open at once on one connection; more are refused",
+        metavar="N",
+    )
     handshake_timeout_ms: int = option(
-        10_000, "--grpc-handshake-timeout", "time a new connection has to send the HTTP/2 preface and SETTINGS",
-        metavar="MS")
+        10_000,
+        "--grpc-handshake-timeout",
+        "time a new connection has to send the HTTP/2 preface and SETTINGS",
+        metavar="MS",
+    )
     max_connection_idle_ms: int | None = option(
-        300_000, "--grpc-max-connection-idle", "time a connection with no call open stays open; then GOAWAY",
-        metavar="MS")
+        300_000,
+        "--grpc-max-connection-idle",
+        "time a connection with no call open stays open; then GOAWAY",
+        metavar="MS",
+    )
     max_connection_age_grace_ms: int | None = option(
-        None, "--grpc-max-connection-age-grace", "grace period after the maximum connection age", metavar="MS",
-        shown="unlimited")
+        None,
+        "--grpc-max-connection-age-grace",
+        "grace period after the maximum connection age",
+        metavar="MS",
+        shown="unlimited",
+    )
     header_forward_pattern: str | None = option(
-        None, "--grpc-header-forward-pattern", "request headers whose names match become inference request parameters",
-        metavar="REGEX")
+        None,
+        "--grpc-header-forward-pattern",
+        "request headers whose names match become inference request parameters",
+        metavar="REGEX",
+    )
     restricted_protocols: tuple[str, ...] = option(
-        (), "--grpc-restricted-protocol",
+        (),
+        "--grpc-restricted-protocol",
         "answer the comma-separated protocol groups (health, metadata, inference, shared-memory, model-config, "
         "model-repository, statistics, trace, logging) only for calls with the header "
-        "triton-grpc-protocol-KEY: VALUE; repeatable", metavar="PROTOCOLS:KEY=VALUE")
-    use_ssl: bool = option(False, "--grpc-use-ssl",
-                           "serve gRPC over TLS (needs --grpc-server-cert and --grpc-server-key)")
-    use_ssl_mutual: bool = option(False, "--grpc-use-ssl-mutual",
-                                  "TLS with client certificates checked against --grpc-root-cert")
+        "triton-grpc-protocol-KEY: VALUE; repeatable",
+        metavar="PROTOCOLS:KEY=VALUE",
+    )
+    use_ssl: bool = option(
+        False, "--grpc-use-ssl", "serve gRPC over TLS (needs --grpc-server-cert and --grpc-server-key)"
+    )
+    use_ssl_mutual: bool = option(
+        False, "--grpc-use-ssl-mutual", "TLS with client certificates checked against --grpc-root-cert"
+    )
     server_cert: str | None = option(None, "--grpc-server-cert", "server certificate file", metavar="PEM")
     server_key: str | None = option(None, "--grpc-server-key", "server private key file", metavar="PEM")
     root_cert: str | None = option(None, "--grpc-root-cert", "root certificate file", metavar="PEM")

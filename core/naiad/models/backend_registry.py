@@ -30,7 +30,7 @@ RETIRED_BACKENDS: dict[str, str] = {
         "PyTorch 1.x install that still has Caffe2 (convert-caffe2-to-onnx model.netdef "
         "--caffe2-init-net init_model.netdef --value-info '{\"INPUT\": [1, [1, 3, 224, 224]]}' "
         "-o model.onnx), put model.onnx in the version directory and set platform: "
-        "\"onnxruntime_onnx\"; see docs/backends/caffe2.md"
+        '"onnxruntime_onnx"; see docs/backends/caffe2.md'
     ),
 }
 
@@ -105,8 +105,10 @@ class BackendRegistry:
     def initialized(self) -> list[tuple[str, str, dict[str, str]]]:
         """(name, providing module, settings) of each backend initialized so far."""
         with self._lock:
-            return [(name, type(backend).__module__, dict(self._settings[name]))
-                    for name, backend in sorted(self._instances.items())]
+            return [
+                (name, type(backend).__module__, dict(self._settings[name]))
+                for name, backend in sorted(self._instances.items())
+            ]
 
     def finalize(self) -> None:
         with self._lock:

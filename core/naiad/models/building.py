@@ -7,12 +7,21 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..backend.abi import ModelContext
 from ..cache.response_cache import check_cache_config
 from ..config.defaults import fill_config_defaults
-from ..config.model_config import ConfigError, ModelConfig, config_from_dict, parse_config_text, resolve_backend, validate_config
+from ..config.ensemble_validation import validate_ensemble
+from ..config.model_config import (
+    ConfigError,
+    ModelConfig,
+    config_from_dict,
+    parse_config_text,
+    resolve_backend,
+    validate_config,
+)
 from ..config.unacted import unacted_fields
 from ..devices import gpu_ids
 from ..errors import NaiadError
@@ -26,7 +35,6 @@ from ..scheduling.factory import create_scheduler
 from ..scheduling.instance_runner import InstanceRunner
 from ..scheduling.rate_limiter import InstanceGate, RateLimiter
 from .backend_registry import BackendRegistry
-from ..config.ensemble_validation import validate_ensemble
 from .instance_groups import expand_instance_groups
 from .records import LoadedVersion
 
@@ -45,7 +53,7 @@ class VersionBuilder:
     def __init__(
         self,
         backends: BackendRegistry,
-        server: "InferenceService | None",
+        server: InferenceService | None,
         auto_complete: bool,
         config_name: str,
         rate_limiter: RateLimiter,
@@ -156,7 +164,7 @@ class VersionBuilder:
         except BaseException:
             loaded = LoadedVersion(name, version, config, DirectScheduler([]), statistics, model, runners)
             finalize(loaded)
-            for gate in gates[len(runners):]:
+            for gate in gates[len(runners) :]:
                 if gate is not None:
                     gate.close()  # instances that were never created
             raise

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..backend.abi import InstanceContext
-from ..devices import gpu_ids
 from ..config.model_config import ConfigError, ModelConfig
+from ..devices import gpu_ids
 from ..protos import model_config_pb2 as pb
 
 __all__ = ["expand_instance_groups"]

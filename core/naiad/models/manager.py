@@ -12,18 +12,18 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .heap import HeapSettler
-from .backend_registry import BackendRegistry
-from .building import VersionBuilder, finalize
 from ..config.ensemble_validation import find_ensemble_cycle, step_model_names
-from ..errors import ErrorCode, NaiadError
-from .records import LoadedVersion, ModelRecord, ModelState, unknown_model
 from ..config.model_config import ModelConfig, config_from_dict, parse_config_text
+from ..errors import ErrorCode, NaiadError
+from ..observability.metrics_settings import MetricsSettings
+from ..observability.statistics import ModelStatistics
 from ..protos import model_config_pb2 as pb
 from ..repository.local import ModelSource, Repository, find_models
 from ..scheduling.rate_limiter import RateLimiter
-from ..observability.metrics_settings import MetricsSettings
-from ..observability.statistics import ModelStatistics
+from .backend_registry import BackendRegistry
+from .building import VersionBuilder, finalize
+from .heap import HeapSettler
+from .records import LoadedVersion, ModelRecord, ModelState, unknown_model
 from .warmup import warm_up
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class ModelManager:
         self,
         repositories: list[Repository],
         backends: BackendRegistry,
-        server: "InferenceService | None" = None,
+        server: InferenceService | None = None,
         auto_complete: bool = True,
         load_timeout_secs: float | None = None,
         load_retry_count: int = 0,
@@ -164,8 +164,10 @@ class ModelManager:
                     raise NaiadError.invalid(duplicates[name])
                 source = sources.get(name)
             if source is None:
-                message = (f"failed to load '{name}', failed to poll from model repository: no model directory "
-                           f"named '{name}' in the model repositories")
+                message = (
+                    f"failed to load '{name}', failed to poll from model repository: no model directory "
+                    f"named '{name}' in the model repositories"
+                )
                 if not record.serving:
                     self._records.pop(name, None)
                 raise NaiadError.internal(message)
@@ -184,8 +186,7 @@ class ModelManager:
                             record.states[loaded.version] = (ModelState.LOADING, "")
                         # Ready only once warm, as in Triton; an ensemble has no instances to warm.
                         try:
-                            await warm_up(loaded.config, loaded.version, source.path, loaded.runners,
-                                          loaded.statistics)
+                            await warm_up(loaded.config, loaded.version, source.path, loaded.runners, loaded.statistics)
                         except NaiadError as exc:
                             exc.failed_version = loaded.version  # type: ignore[attr-defined]
                             raise
@@ -230,8 +231,13 @@ class ModelManager:
                     raise
                 retries += 1
                 reason = exc.message if isinstance(exc, NaiadError) else f"{type(exc).__name__}: {exc}"
-                log.warning("model '%s' failed to load (%s); trying again (%d of %d)", source.name, reason,
-                            retries, self.load_retry_count)
+                log.warning(
+                    "model '%s' failed to load (%s); trying again (%d of %d)",
+                    source.name,
+                    reason,
+                    retries,
+                    self.load_retry_count,
+                )
 
     async def _build_with_timeout(
         self,
@@ -245,8 +251,9 @@ class ModelManager:
         build = asyncio.ensure_future(asyncio.to_thread(self.builder.build, source, override, serving, statistics))
         try:
             return await asyncio.wait_for(asyncio.shield(build), self.load_timeout_secs)
-        except asyncio.TimeoutError:
-            def discard(task: "asyncio.Future[dict[int, LoadedVersion]]") -> None:
+        except TimeoutError:
+
+            def discard(task: asyncio.Future[dict[int, LoadedVersion]]) -> None:
                 if not task.cancelled() and task.exception() is None:
                     for loaded in task.result().values():
                         if loaded is not serving.get(loaded.version):
@@ -323,7 +330,8 @@ class ModelManager:
         cycle = find_ensemble_cycle(name, proto, self.peek_config)
         if cycle is not None:
             raise NaiadError.invalid(
-                f"ensemble '{name}': its steps lead back to itself through ensembles: " + " -> ".join(cycle)
+                f"ensemble '{name}': its steps lead back to itself through ensembles: "
+                + " -> ".join(cycle)
                 + "; an ensemble cannot contain itself"
             )
         sources, _ = self.sources()
@@ -340,10 +348,13 @@ class ModelManager:
 
     def users(self, name: str) -> list[str]:
         """The loaded ensembles with a step that uses model `name`."""
-        return sorted({
-            loaded.name for loaded in self.ready_models()
-            if loaded.config.platform == "ensemble" and name in step_model_names(loaded.config.proto)
-        })
+        return sorted(
+            {
+                loaded.name
+                for loaded in self.ready_models()
+                if loaded.config.platform == "ensemble" and name in step_model_names(loaded.config.proto)
+            }
+        )
 
     async def unload_unused_steps(self, proto: pb.ModelConfig) -> None:
         """After an ensemble was unloaded with `unload_dependents`: unload its step models
@@ -369,6 +380,7 @@ class ModelManager:
             if model not in sources:
                 raise NaiadError.not_found(f"unknown model '{model}': no such model in the model repository")
         return self.get(model, "" if version in (-1, 0) else str(version)).config
+
 
 class _ChangedWhileLoading(NaiadError):
     """The model's files changed during its load: what was read may be half old, half new,

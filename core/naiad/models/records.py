@@ -4,8 +4,8 @@ and per name what serves, the index's view and the cumulative statistics (`Model
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..backend.abi import Model
 from ..config.model_config import ModelConfig

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config.model_config import ModelConfig
 from ..datatypes import config_type_to_datatype, deserialize_bytes_tensor, element_size, numpy_dtype
 from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
-from ..config.model_config import ModelConfig
+from ..observability.statistics import ModelStatistics, failure_reason
 from ..protos import model_config_pb2 as pb
 from ..safe_names import inside_directory
 from ..scheduling.instance_runner import InstanceRunner
 from ..scheduling.job import Job
-from ..observability.statistics import ModelStatistics, failure_reason
 from ..tensor import Tensor
 
 __all__ = ["warm_up"]
@@ -44,8 +44,13 @@ async def warm_up(
             # Data is drawn once per instance and sample, as in Triton.
             inputs = _sample_inputs(config, sample, model_dir)
             for iteration in range(1, max(sample.count, 1) + 1):
-                log.info("model '%s' instance %s is running warmup sample '%s' for iteration %d",
-                         config.name, runner.name, sample.name, iteration)
+                log.info(
+                    "model '%s' instance %s is running warmup sample '%s' for iteration %d",
+                    config.name,
+                    runner.name,
+                    sample.name,
+                    iteration,
+                )
                 errors = await _run(runner, statistics, config.name, inputs, sample.batch_size)
                 if errors:
                     raise NaiadError.invalid(
@@ -66,8 +71,9 @@ async def _run(
         final: asyncio.Future[InferenceResponse] = loop.create_future()
         started = time.monotonic_ns()
 
-        def deliver(response: InferenceResponse, final: asyncio.Future[InferenceResponse] = final,
-                    started: int = started) -> None:
+        def deliver(
+            response: InferenceResponse, final: asyncio.Future[InferenceResponse] = final, started: int = started
+        ) -> None:
             if (response.final or response.error is not None) and not final.done():
                 final.set_result(response)
             if response.final:
@@ -118,9 +124,7 @@ def _sample_inputs(config: ModelConfig, sample: pb.ModelWarmup, model_dir: Path)
     return tensors
 
 
-def _from_file(
-    model: str, sample: str, name: str, file: str, model_dir: Path, datatype: str, count: int
-) -> np.ndarray:
+def _from_file(model: str, sample: str, name: str, file: str, model_dir: Path, datatype: str, count: int) -> np.ndarray:
     relative = inside_directory(file)
     if relative is None:
         raise NaiadError.invalid(

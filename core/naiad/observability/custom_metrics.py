@@ -23,7 +23,7 @@ import enum
 import math
 import re
 import threading
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..errors import NaiadError
 
@@ -43,7 +43,7 @@ class CustomMetric:
     """One labelled series of a family. Counters only go up; gauges are set or moved;
     histograms observe values into the buckets given when the metric was created."""
 
-    def __init__(self, family: "CustomMetricFamily", labels: dict[str, str], buckets: tuple[float, ...]) -> None:
+    def __init__(self, family: CustomMetricFamily, labels: dict[str, str], buckets: tuple[float, ...]) -> None:
         self.family = family
         self.labels = labels
         self.buckets = buckets
@@ -65,7 +65,9 @@ class CustomMetric:
         if self.kind is MetricKind.HISTOGRAM:
             raise NaiadError.invalid(f"metric '{self.family.name}' is a histogram: use observe(), not increment()")
         if self.kind is MetricKind.COUNTER and value < 0:
-            raise NaiadError.invalid(f"counter '{self.family.name}' cannot be incremented by a negative value ({value})")
+            raise NaiadError.invalid(
+                f"counter '{self.family.name}' cannot be incremented by a negative value ({value})"
+            )
         with self._lock:
             self._value += value
 
@@ -106,7 +108,7 @@ class CustomMetric:
 
 
 class CustomMetricFamily:
-    def __init__(self, registry: "CustomMetricRegistry", name: str, description: str, kind: MetricKind) -> None:
+    def __init__(self, registry: CustomMetricRegistry, name: str, description: str, kind: MetricKind) -> None:
         self.registry = registry
         self.name = name
         self.description = description
@@ -123,8 +125,9 @@ class CustomMetricFamily:
             metric._kept = True
             return metric
 
-    def acquire_metric(self, labels: Mapping[str, str] | None = None,
-                       buckets: Sequence[float] | None = None) -> CustomMetric:
+    def acquire_metric(
+        self, labels: Mapping[str, str] | None = None, buckets: Sequence[float] | None = None
+    ) -> CustomMetric:
         """`metric()`, counted: the series stays until every acquire is released."""
         with self._lock:
             metric = self._metric(labels, buckets)
@@ -145,8 +148,10 @@ class CustomMetricFamily:
                 raise NaiadError.invalid(f"histogram '{self.name}': a metric needs its bucket boundaries")
             bounds = tuple(float(b) for b in buckets)
             if not all(math.isfinite(b) for b in bounds):
-                raise NaiadError.invalid(f"histogram '{self.name}': bucket bounds must be finite numbers (the +Inf "
-                                         f"bucket is always added), got {list(buckets)}")
+                raise NaiadError.invalid(
+                    f"histogram '{self.name}': bucket bounds must be finite numbers (the +Inf "
+                    f"bucket is always added), got {list(buckets)}"
+                )
             if list(bounds) != sorted(set(bounds)):
                 raise NaiadError.invalid(f"histogram '{self.name}': buckets must be increasing, got {list(buckets)}")
         elif buckets:

@@ -19,7 +19,11 @@ __all__ = ["DEFAULT_QUANTILES", "DEFAULT_BUCKETS_MS", "LatencySummary", "Latency
 
 # tritonserver's default `summary_quantiles`: quantile:allowed error pairs.
 DEFAULT_QUANTILES: tuple[tuple[float, float], ...] = (
-    (0.5, 0.05), (0.9, 0.01), (0.95, 0.001), (0.99, 0.001), (0.999, 0.001),
+    (0.5, 0.05),
+    (0.9, 0.01),
+    (0.95, 0.001),
+    (0.99, 0.001),
+    (0.999, 0.001),
 )
 # tritonserver's default buckets of nv_inference_first_response_histogram_ms.
 DEFAULT_BUCKETS_MS: tuple[float, ...] = (100.0, 500.0, 2000.0, 5000.0)

@@ -14,7 +14,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Mapping, TextIO
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 from ..errors import NaiadError
 
@@ -63,10 +64,17 @@ class LogSettings:
         self._values: dict[str, Any] = {}
         self._handler: logging.Handler | None = None
         self._installed = False
-        self._validate_into(self._values, {
-            "log_file": log_file, "log_info": log_info, "log_warning": log_warning, "log_error": log_error,
-            "log_verbose_level": log_verbose_level, "log_format": log_format,
-        })
+        self._validate_into(
+            self._values,
+            {
+                "log_file": log_file,
+                "log_info": log_info,
+                "log_warning": log_warning,
+                "log_error": log_error,
+                "log_verbose_level": log_verbose_level,
+                "log_format": log_format,
+            },
+        )
 
     # -- the extension's view ------------------------------------------------------------
 

@@ -7,8 +7,9 @@ how often it samples CPU and GPU gauges.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from ..errors import NaiadError
 from .latency_summary import DEFAULT_BUCKETS_MS, DEFAULT_QUANTILES, parse_quantiles
@@ -23,19 +24,46 @@ FIRST_RESPONSE_HISTOGRAM = "nv_inference_first_response_histogram_ms"
 
 # The server's own Prometheus families; custom metrics may not take these names.
 BUILTIN_METRIC_FAMILIES = (
-    "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
-    "nv_inference_exec_count", "nv_inference_pending_request_count", "nv_inference_request_duration_us",
-    "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
-    "nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us",
-    "nv_inference_request_summary_us", "nv_inference_queue_summary_us", "nv_inference_compute_input_summary_us",
-    "nv_inference_compute_infer_summary_us", "nv_inference_compute_output_summary_us",
-    "nv_inference_first_response_histogram_ms", "nv_model_load_duration_secs", "nv_cpu_utilization",
-    "nv_cpu_memory_total_bytes", "nv_cpu_memory_used_bytes", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
-    "nv_gpu_memory_used_bytes", "nv_gpu_power_usage", "nv_gpu_power_limit", "nv_energy_consumption",
-    "nv_cache_num_hits_per_model", "nv_cache_num_misses_per_model", "nv_cache_hit_duration_per_model",
-    "nv_cache_miss_duration_per_model", "nv_cache_util", "nv_cache_num_entries", "nv_cache_num_hits",
-    "nv_cache_num_misses", "nv_cache_num_lookups", "nv_cache_num_evictions", "nv_cache_lookup_duration",
-    "nv_cache_insertion_duration", "nv_cache_hit_summary_per_model", "nv_cache_miss_summary_per_model",
+    "nv_inference_request_success",
+    "nv_inference_request_failure",
+    "nv_inference_count",
+    "nv_inference_exec_count",
+    "nv_inference_pending_request_count",
+    "nv_inference_request_duration_us",
+    "nv_inference_queue_duration_us",
+    "nv_inference_compute_input_duration_us",
+    "nv_inference_compute_infer_duration_us",
+    "nv_inference_compute_output_duration_us",
+    "nv_inference_request_summary_us",
+    "nv_inference_queue_summary_us",
+    "nv_inference_compute_input_summary_us",
+    "nv_inference_compute_infer_summary_us",
+    "nv_inference_compute_output_summary_us",
+    "nv_inference_first_response_histogram_ms",
+    "nv_model_load_duration_secs",
+    "nv_cpu_utilization",
+    "nv_cpu_memory_total_bytes",
+    "nv_cpu_memory_used_bytes",
+    "nv_gpu_utilization",
+    "nv_gpu_memory_total_bytes",
+    "nv_gpu_memory_used_bytes",
+    "nv_gpu_power_usage",
+    "nv_gpu_power_limit",
+    "nv_energy_consumption",
+    "nv_cache_num_hits_per_model",
+    "nv_cache_num_misses_per_model",
+    "nv_cache_hit_duration_per_model",
+    "nv_cache_miss_duration_per_model",
+    "nv_cache_util",
+    "nv_cache_num_entries",
+    "nv_cache_num_hits",
+    "nv_cache_num_misses",
+    "nv_cache_num_lookups",
+    "nv_cache_num_evictions",
+    "nv_cache_lookup_duration",
+    "nv_cache_insertion_duration",
+    "nv_cache_hit_summary_per_model",
+    "nv_cache_miss_summary_per_model",
 )
 
 _BOOL = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
@@ -52,7 +80,7 @@ class MetricsSettings:
     allow_gpu_metrics: bool = True
 
     @classmethod
-    def from_config(cls, items: Iterable[str], **fields: object) -> "MetricsSettings":
+    def from_config(cls, items: Iterable[str], **fields: object) -> MetricsSettings:
         """Apply `--metrics-config KEY=VALUE` items (tritonserver's keys) over defaults."""
         settings = cls(**fields)  # type: ignore[arg-type]
         for item in items:
@@ -78,7 +106,7 @@ class MetricsSettings:
             raise NaiadError.invalid(f"--metrics-interval-ms must be positive, got {settings.interval_ms}")
         return settings
 
-    def prepare(self, statistics: "ModelStatistics", config: "ModelConfig") -> None:
+    def prepare(self, statistics: ModelStatistics, config: ModelConfig) -> None:
         """Switch on the distributions these settings ask for on a new version's statistics."""
         if self.summary_latencies:
             statistics.enable_summaries(self.summary_quantiles)
@@ -86,7 +114,7 @@ class MetricsSettings:
             statistics.enable_first_response_histogram(first_response_buckets(config))
 
 
-def first_response_buckets(config: "ModelConfig") -> tuple[float, ...]:
+def first_response_buckets(config: ModelConfig) -> tuple[float, ...]:
     """Buckets a model's `model_metrics` block sets for the first-response histogram."""
     for control in config.proto.model_metrics.metric_control:
         if control.metric_identifier.family == FIRST_RESPONSE_HISTOGRAM and control.histogram_options.buckets:

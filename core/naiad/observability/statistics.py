@@ -7,8 +7,9 @@ lock is needed. Field names follow Triton's statistics extension.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .latency_summary import DEFAULT_BUCKETS_MS, DEFAULT_QUANTILES, LatencyHistogram, LatencySummary
 

@@ -20,8 +20,9 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NaiadError
 
@@ -29,7 +30,12 @@ if TYPE_CHECKING:
     from ..inference import InferenceRequest, InferenceResponse
 
 __all__ = [
-    "TraceSettings", "Tracing", "RequestTrace", "TRACE_LEVELS", "TRACE_MODES", "trace_settings_from_config",
+    "TraceSettings",
+    "Tracing",
+    "RequestTrace",
+    "TRACE_LEVELS",
+    "TRACE_MODES",
+    "trace_settings_from_config",
     "otlp_tracer_provider",
 ]
 
@@ -39,8 +45,12 @@ TRACE_LEVELS = ("OFF", "TIMESTAMPS", "TENSORS")
 TRACE_MODES = ("triton", "opentelemetry")
 _KEYS = ("trace_level", "trace_rate", "trace_count", "log_frequency", "trace_file", "trace_mode")
 _DEFAULTS: dict[str, Any] = {
-    "trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1", "log_frequency": "0",
-    "trace_file": "", "trace_mode": "triton",
+    "trace_level": ["OFF"],
+    "trace_rate": "1000",
+    "trace_count": "-1",
+    "log_frequency": "0",
+    "trace_file": "",
+    "trace_mode": "triton",
 }
 
 
@@ -94,8 +104,9 @@ class TraceSettings:
                 elif key == "trace_level" and isinstance(value, (list, tuple)) and not value:
                     value = None
                 if key == "trace_mode" and value is not None and value != self._global["trace_mode"]:
-                    raise NaiadError.invalid("trace_mode is chosen at start-up (--trace-config mode=...) "
-                                             "and cannot be changed while serving")
+                    raise NaiadError.invalid(
+                        "trace_mode is chosen at start-up (--trace-config mode=...) and cannot be changed while serving"
+                    )
                 if value is None:
                     if model:
                         target.pop(key, None)
@@ -120,8 +131,9 @@ class TraceSettings:
 
     def any_enabled(self) -> bool:
         with self._lock:
-            levels = [self._global["trace_level"]] + [m["trace_level"] for m in self._models.values()
-                                                      if "trace_level" in m]
+            levels = [self._global["trace_level"]] + [
+                m["trace_level"] for m in self._models.values() if "trace_level" in m
+            ]
         return any(level != ["OFF"] for level in levels)
 
 
@@ -175,7 +187,7 @@ class RequestTrace:
     named as Triton names them (REQUEST_START, QUEUE_START, COMPUTE_START, COMPUTE_END,
     REQUEST_END; frontends add HTTP_RECV_START, GRPC_SEND_END...)."""
 
-    tracing: "Tracing"
+    tracing: Tracing
     id: int
     model_name: str
     model_version: str
@@ -200,13 +212,19 @@ class RequestTrace:
             return
         for tensor in tensors:
             data = tensor.data
-            self.tensors.append({
-                "activity": activity, "name": tensor.name, "dtype": tensor.datatype, "shape": list(tensor.shape),
-                "data": [v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-                         for v in data.ravel().tolist()] if data is not None else None,
-            })
+            self.tensors.append(
+                {
+                    "activity": activity,
+                    "name": tensor.name,
+                    "dtype": tensor.datatype,
+                    "shape": list(tensor.shape),
+                    "data": [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in data.ravel().tolist()]
+                    if data is not None
+                    else None,
+                }
+            )
 
-    def request_done(self, response: "InferenceResponse | None" = None) -> None:
+    def request_done(self, response: InferenceResponse | None = None) -> None:
         """The server's end of the request; exports unless a frontend still owns it."""
         self.mark("REQUEST_END")
         if response is not None and response.error is None:
@@ -221,7 +239,9 @@ class RequestTrace:
 
     def to_json(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
-            "id": self.id, "model_name": self.model_name, "model_version": self.model_version,
+            "id": self.id,
+            "model_name": self.model_name,
+            "model_version": self.model_version,
             "request_id": self.request_id,
             "timestamps": [{"name": name, "ns": ns} for name, ns in sorted(self.timestamps, key=lambda t: t[1])],
         }
@@ -259,8 +279,9 @@ class Tracing:
     def get(self, model: str = "") -> dict[str, Any]:
         return self.settings.get(model)
 
-    def begin(self, request: "InferenceRequest", model_name: str, model_version: str,
-              protocol: str = "") -> RequestTrace | None:
+    def begin(
+        self, request: InferenceRequest, model_name: str, model_version: str, protocol: str = ""
+    ) -> RequestTrace | None:
         """A trace for this request if sampling picks it, else None. Frontends may call
         this before `Server.infer` (and then own the trace's end); the server calls it
         otherwise."""
@@ -282,8 +303,16 @@ class Tracing:
             return None
         if remaining > 0:
             self._remaining[scope] = remaining - 1
-        trace = RequestTrace(self, next(self._ids), model_name, model_version, request.id, settings, protocol,
-                             owned_by_frontend=bool(protocol))
+        trace = RequestTrace(
+            self,
+            next(self._ids),
+            model_name,
+            model_version,
+            request.id,
+            settings,
+            protocol,
+            owned_by_frontend=bool(protocol),
+        )
         trace.mark("REQUEST_START")
         trace.record_tensors("TENSOR_QUEUE_INPUT", request.inputs)
         request.trace = trace
@@ -345,11 +374,17 @@ class Tracing:
         to_epoch = self._epoch_offset_ns
         start = min(ns for _, ns in trace.timestamps) + to_epoch
         end = max(ns for _, ns in trace.timestamps) + to_epoch
-        root = tracer.start_span("InferRequest", start_time=start, attributes={
-            "triton.model_name": trace.model_name, "triton.model_version": trace.model_version,
-            "triton.trace_id": trace.id, "triton.request_id": trace.request_id,
-            **({"naiad.protocol": trace.protocol} if trace.protocol else {}),
-        })
+        root = tracer.start_span(
+            "InferRequest",
+            start_time=start,
+            attributes={
+                "triton.model_name": trace.model_name,
+                "triton.model_version": trace.model_version,
+                "triton.trace_id": trace.id,
+                "triton.request_id": trace.request_id,
+                **({"naiad.protocol": trace.protocol} if trace.protocol else {}),
+            },
+        )
         for name, ns in sorted(trace.timestamps, key=lambda t: t[1]):
             root.add_event(name, timestamp=ns + to_epoch)
         context = otel.set_span_in_context(root)
@@ -375,8 +410,14 @@ class Tracing:
 
 
 # `--trace-config` keys (tritonserver's) and the settings keys they set.
-_CONFIG_KEYS = {"level": "trace_level", "rate": "trace_rate", "count": "trace_count",
-                "log_frequency": "log_frequency", "file": "trace_file", "mode": "trace_mode"}
+_CONFIG_KEYS = {
+    "level": "trace_level",
+    "rate": "trace_rate",
+    "count": "trace_count",
+    "log_frequency": "log_frequency",
+    "file": "trace_file",
+    "mode": "trace_mode",
+}
 
 
 def trace_settings_from_config(items: list[str]) -> tuple[TraceSettings, dict[str, str]]:
@@ -391,8 +432,13 @@ def trace_settings_from_config(items: list[str]) -> tuple[TraceSettings, dict[st
             raise NaiadError.invalid(f"--trace-config: expected [MODE,]KEY=VALUE, got '{item}'")
         if scope and scope not in TRACE_MODES:
             raise NaiadError.invalid(f"--trace-config: unknown mode '{scope}' in '{item}' (triton or opentelemetry)")
-        if scope == "opentelemetry" and key in ("url", "resource", "bsp_max_queue_size",
-                                                "bsp_schedule_delay", "bsp_max_export_batch_size"):
+        if scope == "opentelemetry" and key in (
+            "url",
+            "resource",
+            "bsp_max_queue_size",
+            "bsp_schedule_delay",
+            "bsp_max_export_batch_size",
+        ):
             otel[key] = value if key != "resource" else ",".join(filter(None, [otel.get("resource"), value]))
             continue
         if key not in _CONFIG_KEYS:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import NaiadError
 from ..config.model_config import ConfigError
+from ..errors import NaiadError
 from ..protos import model_config_pb2 as pb
 
 __all__ = ["ModelSource", "LocalRepository", "Repository", "find_models", "select_versions"]
@@ -118,7 +118,7 @@ class Repository(Protocol):
     def refresh(self) -> None: ...
 
 
-def find_models(repositories: "list[Repository]") -> tuple[dict[str, ModelSource], dict[str, str]]:
+def find_models(repositories: list[Repository]) -> tuple[dict[str, ModelSource], dict[str, str]]:
     """Every model of every repository, and the models found twice with why they fail."""
     found: dict[str, ModelSource] = {}
     first_location: dict[str, str] = {}
@@ -130,8 +130,7 @@ def find_models(repositories: "list[Repository]") -> tuple[dict[str, ModelSource
                 where = [first_location[name]] if first else []
                 previous = duplicates.get(name, "")
                 duplicates[name] = (
-                    previous or f"model '{name}' appears in more than one model repository: "
-                    + ", ".join(where)
+                    previous or f"model '{name}' appears in more than one model repository: " + ", ".join(where)
                 ) + f", {repository.location}"
                 continue
             found[name] = source

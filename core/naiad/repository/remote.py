@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NaiadError
-from .local import LocalRepository, ModelSource
 from ..safe_names import inside_directory
+from .local import LocalRepository, ModelSource
 
 __all__ = ["RemoteRepository", "is_remote", "open_repository"]
 
@@ -36,7 +36,7 @@ def is_remote(location: str) -> bool:
     return location.split("://", 1)[0] in SCHEMES and "://" in location
 
 
-def open_repository(location: str, cache_root: Path | None = None) -> "LocalRepository | RemoteRepository":
+def open_repository(location: str, cache_root: Path | None = None) -> LocalRepository | RemoteRepository:
     return RemoteRepository(location, cache_root) if is_remote(location) else LocalRepository(location)
 
 
@@ -105,7 +105,7 @@ class RemoteRepository:
         for path, info in listing.items():
             if info.get("type") == "directory":
                 continue
-            relative = path[len(self._root):].lstrip("/") if path.startswith(self._root) else None
+            relative = path[len(self._root) :].lstrip("/") if path.startswith(self._root) else None
             # An object key is not ours to trust: one that would land outside the mirror is skipped.
             if not relative or inside_directory(relative) is None:
                 continue

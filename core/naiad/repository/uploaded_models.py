@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 from ..errors import NaiadError
-from .local import ModelSource
 from ..safe_names import check_model_file, check_model_name
+from .local import ModelSource
 
 __all__ = ["UploadedModels"]
 

@@ -9,7 +9,7 @@ those values are equal. Requests must also carry the same set of (optional) inpu
 
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 from ..config.model_config import ModelConfig
 from .job import Job

@@ -24,8 +24,8 @@ With no `preferred_batch_size` in the config, the config defaults make it
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable
 
 from .job import Job
 

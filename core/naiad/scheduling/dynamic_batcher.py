@@ -13,9 +13,9 @@ import asyncio
 import time
 from collections import deque
 
+from ..config.model_config import ModelConfig
 from ..errors import NaiadError
 from ..inference import InferenceResponse
-from ..config.model_config import ModelConfig
 from .batch_compatibility import BatchSignature
 from .batch_policy import BatchPolicy
 from .instance_runner import InstanceRunner
@@ -55,8 +55,9 @@ class DynamicBatcher(Scheduler):
 
     def enqueue(self, job: Job) -> None:
         if not self._accepting:
-            job.reject(InferenceResponse(error=NaiadError.unavailable(
-                f"model '{self._model_name}' is not accepting requests")))
+            job.reject(
+                InferenceResponse(error=NaiadError.unavailable(f"model '{self._model_name}' is not accepting requests"))
+            )
             return
         if self._ordering is not None:
             self._ordering.track(job)
@@ -116,8 +117,13 @@ class DynamicBatcher(Scheduler):
     def _fail_head(self, exc: Exception) -> None:
         head = next(iter(self._queue))
         self._queue.take(1)
-        head.finish(InferenceResponse(error=NaiadError.internal(
-            f"model '{self._model_name}' could not batch a request: {type(exc).__name__}: {exc}")))
+        head.finish(
+            InferenceResponse(
+                error=NaiadError.internal(
+                    f"model '{self._model_name}' could not batch a request: {type(exc).__name__}: {exc}"
+                )
+            )
+        )
 
     async def _execute(self, runner: InstanceRunner, jobs: list[Job]) -> None:
         try:

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config.ensemble_validation import EnsemblePlan, EnsembleStep, StepConfigLookup, validate_ensemble
+from ..config.model_config import ModelConfig
 from ..errors import ErrorCode, NaiadError
 from ..inference import InferenceRequest, InferenceResponse, RequestedOutput
-from ..config.model_config import ModelConfig
-from ..request_validation import shape_matches
 from ..observability.statistics import ModelStatistics
+from ..request_validation import shape_matches
 from ..tensor import Tensor
 from .job import Job
 from .scheduler import Scheduler
@@ -45,7 +45,7 @@ class EnsembleScheduler(Scheduler):
 
     def __init__(
         self,
-        server: "InferenceService",
+        server: InferenceService,
         config: ModelConfig,
         plan: EnsemblePlan,
         statistics: ModelStatistics,
@@ -214,8 +214,13 @@ class _EnsembleRun:
                 await asyncio.wait(list(self.tasks))
         except asyncio.CancelledError:
             self._cancel_steps()
-            self._finish(InferenceResponse(error=NaiadError.unavailable(
-                f"in ensemble '{self.name}', the ensemble was unloaded before the request finished")))
+            self._finish(
+                InferenceResponse(
+                    error=NaiadError.unavailable(
+                        f"in ensemble '{self.name}', the ensemble was unloaded before the request finished"
+                    )
+                )
+            )
             raise
         except Exception as exc:  # noqa: BLE001 - a bug here must still answer the client
             log.exception("ensemble '%s' failed", self.name)
@@ -282,8 +287,13 @@ class _EnsembleRun:
                     # As Triton: the first override holds, and the conflict is logged.
                     log.error(
                         "ensemble '%s': different sequence parameters reach step %d (model '%s'); correlation ID "
-                        "%r, start %s, end %s are used", self.name, step.index, step.model_name,
-                        sequence.correlation_id, sequence.start, sequence.end,
+                        "%r, start %s, end %s are used",
+                        self.name,
+                        step.index,
+                        step.model_name,
+                        sequence.correlation_id,
+                        sequence.start,
+                        sequence.end,
                     )
                 elif not overridden:
                     sequence, overridden = override, True
@@ -392,9 +402,16 @@ class _EnsembleRun:
             return
         missing = [name for name in self.requested if name not in self.root.values]
         if missing:
-            self._finish(InferenceResponse(error=NaiadError(ErrorCode.INTERNAL,
-                f"in ensemble '{self.name}', no step is left to run but output(s) "
-                + ", ".join(f"'{m}'" for m in missing) + " were not produced")))
+            self._finish(
+                InferenceResponse(
+                    error=NaiadError(
+                        ErrorCode.INTERNAL,
+                        f"in ensemble '{self.name}', no step is left to run but output(s) "
+                        + ", ".join(f"'{m}'" for m in missing)
+                        + " were not produced",
+                    )
+                )
+            )
             return
         self._record(statistics)
         self._finish(self._response(self.root, True))
@@ -448,7 +465,7 @@ class _SequenceOverride:
     end: bool
 
     @classmethod
-    def of(cls, response: InferenceResponse, request: InferenceRequest) -> "_SequenceOverride | None":
+    def of(cls, response: InferenceResponse, request: InferenceRequest) -> _SequenceOverride | None:
         parameters = response.parameters
         if not any(key in parameters for key in ("sequence_id", "sequence_start", "sequence_end")):
             return None

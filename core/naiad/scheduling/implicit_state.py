@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config.model_config import ConfigError, ModelConfig
 from ..datatypes import config_type_to_datatype, deserialize_bytes_tensor, numpy_dtype
 from ..inference import InferenceResponse
-from ..config.model_config import ConfigError, ModelConfig
 from ..protos import model_config_pb2 as pb
 from ..tensor import Tensor
 
@@ -40,9 +40,7 @@ class _StateSpec:
 class ImplicitState:
     def __init__(self, config: ModelConfig, model_dirs: list[Path]) -> None:
         self.batched = config.max_batch_size > 0
-        self._specs = [
-            _parse_state(config.name, state, model_dirs) for state in config.proto.sequence_batching.state
-        ]
+        self._specs = [_parse_state(config.name, state, model_dirs) for state in config.proto.sequence_batching.state]
         self._declared_outputs = set(config.output_by_name)
         self._by_output = {spec.output_name: spec for spec in self._specs}
 
@@ -81,7 +79,9 @@ def _parse_state(model: str, state: pb.ModelSequenceBatching.State, model_dirs: 
     datatype = config_type_to_datatype(pb.DataType.Name(state.data_type))
     where = f"sequence_batching.state '{state.input_name}'"
     if len(state.initial_state) > 1:
-        raise ConfigError(model, f"{where}.initial_state: at most one initial state per state, got {len(state.initial_state)}")
+        raise ConfigError(
+            model, f"{where}.initial_state: at most one initial state per state, got {len(state.initial_state)}"
+        )
     dtype = numpy_dtype(datatype)
     if not state.initial_state:
         # As in Triton, a variable dim is 1 in the starting request's state.

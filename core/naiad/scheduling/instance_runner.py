@@ -109,8 +109,7 @@ class InstanceRunner:
             elif self._inline is None:
                 result, phases = await loop.run_in_executor(self._thread, self._execute_timed, requests)
             else:
-                result, phases = await loop.run_in_executor(
-                    self._thread, self._execute_measured, requests, elements)
+                result, phases = await loop.run_in_executor(self._thread, self._execute_measured, requests, elements)
         except Exception as exc:  # noqa: BLE001 - a backend failure fails its batch, not the server
             return self._failed(jobs, start, counts, exc)
         return self._finish(jobs, start, counts, result, phases, reschedulable)
@@ -146,8 +145,10 @@ class InstanceRunner:
 
     def _failed(self, jobs: list[Job], start: int, counts: tuple[int, int], exc: Exception) -> list[Job]:
         log.warning("model '%s' instance %s failed a batch: %s", self.model_name, self.name, exc)
-        error = exc if isinstance(exc, NaiadError) else NaiadError.internal(
-            f"model '{self.model_name}' failed to execute: {type(exc).__name__}: {exc}"
+        error = (
+            exc
+            if isinstance(exc, NaiadError)
+            else NaiadError.internal(f"model '{self.model_name}' failed to execute: {type(exc).__name__}: {exc}")
         )
         failed_ns = time.monotonic_ns() - start
         self.statistics.record_failed_execution(counts[0], failed_ns)
@@ -157,7 +158,12 @@ class InstanceRunner:
         return []
 
     def _finish(
-        self, jobs: list[Job], start: int, counts: tuple[int, int], result: Any, phases: tuple[int, int],
+        self,
+        jobs: list[Job],
+        start: int,
+        counts: tuple[int, int],
+        result: Any,
+        phases: tuple[int, int],
         reschedulable: bool,
     ) -> list[Job]:
         elapsed = time.monotonic_ns() - start
@@ -190,8 +196,10 @@ class InstanceRunner:
 
     def _deliver(self, result: Any, jobs: list[Job]) -> None:
         if not isinstance(result, (list, tuple)) or len(result) != len(jobs):
-            got = "None" if result is None else (
-                f"{len(result)} responses" if isinstance(result, (list, tuple)) else type(result).__name__
+            got = (
+                "None"
+                if result is None
+                else (f"{len(result)} responses" if isinstance(result, (list, tuple)) else type(result).__name__)
             )
             error = NaiadError.internal(
                 f"model '{self.model_name}' returned {got} for a batch of {len(jobs)} requests; "

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..inference import InferenceRequest, InferenceResponse
 
@@ -34,7 +34,7 @@ class Job:
     # Set when an instance takes the job: it no longer counts as pending.
     executed: bool = False
     deadline_ns: int = 0
-    on_cancel: Callable[["Job"], None] | None = None
+    on_cancel: Callable[[Job], None] | None = None
 
     def finish(self, response: InferenceResponse) -> None:
         if self.done:

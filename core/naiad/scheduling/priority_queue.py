@@ -13,8 +13,8 @@ every request of its level that has not timed out (DELAY).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from ..errors import NaiadError
 from ..inference import InferenceResponse
@@ -32,7 +32,7 @@ class QueuePolicy:
     delay_on_timeout: bool = False
 
     @classmethod
-    def from_proto(cls, policy: pb.ModelQueuePolicy) -> "QueuePolicy":
+    def from_proto(cls, policy: pb.ModelQueuePolicy) -> QueuePolicy:
         return cls(
             max_queue_size=policy.max_queue_size,
             default_timeout_us=policy.default_timeout_microseconds,
@@ -70,7 +70,12 @@ class PriorityQueue:
         count = max(int(batching.priority_levels), 1)
         self.default_level = int(batching.default_priority_level) if batching.priority_levels else 1
         self._levels = [
-            _Level(n, QueuePolicy.from_proto(batching.priority_queue_policy[n]) if n in batching.priority_queue_policy else default)
+            _Level(
+                n,
+                QueuePolicy.from_proto(batching.priority_queue_policy[n])
+                if n in batching.priority_queue_policy
+                else default,
+            )
             for n in range(1, count + 1)
         ]
         self._size = 0

@@ -21,8 +21,8 @@ import heapq
 import itertools
 import threading
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from ..errors import NaiadError
 from ..protos import model_config_pb2 as pb
@@ -72,7 +72,7 @@ class InstanceGate:
     """One model instance's place in the rate limiter: `acquire` before each execution,
     `release` after it, `close` when the instance is finalized."""
 
-    def __init__(self, limiter: "RateLimiter", needs: dict[_Pool, int], priority: int) -> None:
+    def __init__(self, limiter: RateLimiter, needs: dict[_Pool, int], priority: int) -> None:
         self._limiter = limiter
         self.needs = needs
         self.priority = max(priority, 1)
@@ -91,7 +91,7 @@ class InstanceGate:
 @dataclass(eq=False)
 class _Waiter:
     gate: InstanceGate
-    future: "asyncio.Future[None]"
+    future: asyncio.Future[None]
     loop: asyncio.AbstractEventLoop
 
 
@@ -164,8 +164,10 @@ class RateLimiter:
         available = {}
         for (device, name), needed in most.items():
             # A global resource takes the largest count given for its name on any device.
-            count = max((r.count for r in self.resources
-                         if r.name == name and (device is None or r.device in (None, device))), default=0)
+            count = max(
+                (r.count for r in self.resources if r.name == name and (device is None or r.device in (None, device))),
+                default=0,
+            )
             if count < needed:
                 raise NaiadError.invalid(
                     f'Resource count for "{name}" is limited to {count} which will prevent scheduling of one or '
@@ -214,6 +216,6 @@ class RateLimiter:
             waiter.loop.call_soon_threadsafe(_grant, waiter.future)
 
 
-def _grant(future: "asyncio.Future[None]") -> None:
+def _grant(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)

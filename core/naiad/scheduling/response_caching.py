@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Coroutine
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from ..inference import InferenceResponse
 from ..cache.response_cache import ResponseCache, decode_response, encode_response, request_key
+from ..inference import InferenceResponse
 from ..observability.statistics import ModelStatistics
 from .job import Job
 
@@ -34,14 +35,14 @@ def enqueue_through_cache(
     model_name: str,
     version: str,
     enqueue: Callable[[Job], None],
-    tasks: set["asyncio.Task[None]"],
+    tasks: set[asyncio.Task[None]],
 ) -> None:
     """Answer `job` from `cache`, or `enqueue` it and store what it answers. The lookup and
     insertion run as tasks held in `tasks` until done (a task nobody holds may be collected)."""
     _hold(tasks, _through_cache(cache, statistics, job, model_name, version, enqueue, tasks))
 
 
-def _hold(tasks: set["asyncio.Task[None]"], work: Coroutine[Any, Any, None]) -> None:
+def _hold(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None]) -> None:
     task = asyncio.get_running_loop().create_task(work)
     tasks.add(task)
     task.add_done_callback(tasks.discard)
@@ -54,7 +55,7 @@ async def _through_cache(
     model_name: str,
     version: str,
     enqueue: Callable[[Job], None],
-    tasks: set["asyncio.Task[None]"],
+    tasks: set[asyncio.Task[None]],
 ) -> None:
     key = request_key(job.request, model_name, version)
     started = time.monotonic_ns()

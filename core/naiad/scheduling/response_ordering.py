@@ -9,8 +9,8 @@ nothing waits forever.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..inference import InferenceResponse
 from .job import Job

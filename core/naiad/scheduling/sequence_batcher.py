@@ -43,9 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config.model_config import ModelConfig
+from ..config.sequence_controls import SequenceControls
 from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
-from ..config.model_config import ModelConfig
 from ..tensor import Tensor
 from .batch_compatibility import BatchSignature
 from .batch_policy import BatchPolicy
@@ -54,7 +55,6 @@ from .instance_runner import InstanceRunner
 from .job import Job
 from .response_ordering import ResponseOrdering
 from .scheduler import Scheduler
-from ..config.sequence_controls import SequenceControls
 
 __all__ = ["SequenceBatcher"]
 
@@ -68,7 +68,7 @@ class _Sequence:
     correlation_id: int | str
     pending: deque[Job] = field(default_factory=deque)
     state: StateValues = field(default_factory=dict)
-    slot: "_Slot | None" = None
+    slot: _Slot | None = None
     last_seen_ns: int = field(default_factory=time.monotonic_ns)
     in_flight: bool = False
     # The END request is queued: only a new START may follow.
@@ -79,7 +79,7 @@ class _Sequence:
 
 @dataclass(eq=False)
 class _Slot:
-    worker: "_InstanceWorker"
+    worker: _InstanceWorker
     index: int
     sequence: _Sequence | None = None
 
@@ -361,7 +361,7 @@ class SequenceBatcher(Scheduler):
             again = await worker.runner.run(batch, reschedulable=self._iterative)
         finally:
             now = time.monotonic_ns()
-            for (slot, job), sequence in zip(chosen, sequences):
+            for (_slot, job), sequence in zip(chosen, sequences):
                 assert sequence is not None
                 sequence.in_flight = False
                 sequence.last_seen_ns = now
@@ -412,8 +412,14 @@ class SequenceBatcher(Scheduler):
     def _padding(self, template: InferenceRequest) -> Job:
         """A not-READY request filling an empty slot's batch position (direct strategy)."""
         inputs = [
-            Tensor(t.name, t.datatype, t.shape, np.zeros(t.shape, dtype=t.data.dtype) if t.data.dtype != object
-                   else np.full(t.shape, b"", dtype=object))
+            Tensor(
+                t.name,
+                t.datatype,
+                t.shape,
+                np.zeros(t.shape, dtype=t.data.dtype)
+                if t.data.dtype != object
+                else np.full(t.shape, b"", dtype=object),
+            )
             for t in template.inputs
         ]
         request = InferenceRequest(self._model_name, inputs)

@@ -4,5 +4,13 @@ from .supervisor import WorkerPool, is_worker, signal_worker_ready, wait_orphane
 from .topology import WORKER_INDEX_ENV, Topology, worker_count
 from .worker_server import WorkerServer
 
-__all__ = ["WorkerPool", "WorkerServer", "Topology", "WORKER_INDEX_ENV", "worker_count",
-           "signal_worker_ready", "is_worker", "wait_orphaned"]
+__all__ = [
+    "WorkerPool",
+    "WorkerServer",
+    "Topology",
+    "WORKER_INDEX_ENV",
+    "worker_count",
+    "signal_worker_ready",
+    "is_worker",
+    "wait_orphaned",
+]

@@ -9,7 +9,8 @@ gauge one copy of the model) except the pending-request count, which adds up.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..frontends.metrics.exposition import Family
 

@@ -22,8 +22,9 @@ import socket
 import socketserver
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ErrorCode, NaiadError
 
@@ -95,8 +96,10 @@ class ControlServer:
                     except OSError:
                         return  # the caller went away
                     except (pickle.PicklingError, TypeError, AttributeError) as exc:
-                        _send(sock, (False, (ErrorCode.INTERNAL.name, f"{operation}: the answer could not be "
-                                                                      f"sent: {exc}")))
+                        _send(
+                            sock,
+                            (False, (ErrorCode.INTERNAL.name, f"{operation}: the answer could not be sent: {exc}")),
+                        )
 
         class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
@@ -107,8 +110,7 @@ class ControlServer:
             pass
         self._server = _Server(path, _Connection)
         os.chmod(path, 0o600)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="naiad-control-plane",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="naiad-control-plane", daemon=True)
 
     def start(self) -> None:
         self._thread.start()

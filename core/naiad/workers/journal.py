@@ -8,7 +8,8 @@ Every worker keeps one; a restarted worker asks worker 0 for its entries before 
 from __future__ import annotations
 
 import threading
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 __all__ = ["Journal"]
 

@@ -5,11 +5,12 @@ it on the other workers before the client gets its answer."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..observability.log_settings import LogSettings
-from ..shared_memory import SharedMemoryRegistry
 from ..observability.tracing import TraceSettings, Tracing
+from ..shared_memory import SharedMemoryRegistry
 
 __all__ = ["Replicate", "ReplicatedSharedMemory", "ReplicatedTracing", "ReplicatedLogSettings"]
 
@@ -44,8 +45,12 @@ class ReplicatedTracing(Tracing):
     """Settings replicated; with `write_elsewhere`, the traces of a trace file go to the
     worker that writes them (worker 0: one file, as one server writes)."""
 
-    def __init__(self, settings: TraceSettings | None, replicate: Replicate,
-                 write_elsewhere: Callable[[str, dict[str, Any], int], None] | None) -> None:
+    def __init__(
+        self,
+        settings: TraceSettings | None,
+        replicate: Replicate,
+        write_elsewhere: Callable[[str, dict[str, Any], int], None] | None,
+    ) -> None:
         super().__init__(settings)
         self._replicate = replicate
         self._write_elsewhere = write_elsewhere

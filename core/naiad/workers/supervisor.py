@@ -21,12 +21,19 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .topology import WORKER_INDEX_ENV, Topology
 
-__all__ = ["WorkerPool", "WORKER_READY_FD_ENV", "WORKER_INDEX_ENV", "worker_arguments", "signal_worker_ready",
-           "is_worker", "wait_orphaned"]
+__all__ = [
+    "WorkerPool",
+    "WORKER_READY_FD_ENV",
+    "WORKER_INDEX_ENV",
+    "worker_arguments",
+    "signal_worker_ready",
+    "is_worker",
+    "wait_orphaned",
+]
 
 log = logging.getLogger("naiad")
 
@@ -42,8 +49,17 @@ def worker_arguments(argv: Sequence[str]) -> list[str]:
     """The command-line of an extra worker: the user's flags, then overrides (argparse keeps
     the last occurrence): one process, shared ports (the OpenAI port too); the metrics port is
     worker 0's."""
-    return [*argv, "--workers", "1", "--reuse-http-port", "true", "--reuse-grpc-port", "true",
-            "--allow-metrics", "false"]
+    return [
+        *argv,
+        "--workers",
+        "1",
+        "--reuse-http-port",
+        "true",
+        "--reuse-grpc-port",
+        "true",
+        "--allow-metrics",
+        "false",
+    ]
 
 
 def is_worker() -> bool:
@@ -81,8 +97,7 @@ class _Worker:
         self.ready_read = read_end
         env = dict(os.environ, **topology.environment_of(index, restarted), **{WORKER_READY_FD_ENV: str(write_end)})
         try:
-            self.process = subprocess.Popen([sys.executable, "-m", "naiad.cli", *argv], env=env,
-                                            pass_fds=(write_end,))
+            self.process = subprocess.Popen([sys.executable, "-m", "naiad.cli", *argv], env=env, pass_fds=(write_end,))
         finally:
             os.close(write_end)
 
@@ -113,15 +128,21 @@ class WorkerPool:
     def start(self) -> None:
         for index in range(1, self._topology.count):
             self._workers[index] = _Worker(self._argv, self._topology, index, restarted=False)
-        log.info("started %d extra worker process(es): %s", len(self._workers),
-                 ", ".join(str(w.process.pid) for w in self._workers.values()))
+        log.info(
+            "started %d extra worker process(es): %s",
+            len(self._workers),
+            ", ".join(str(w.process.pid) for w in self._workers.values()),
+        )
 
     async def wait_ready(self) -> None:
         """Returns once every worker serves; raises RuntimeError if one exits first."""
         ready = await asyncio.gather(*(worker.wait_ready() for worker in self._workers.values()))
         if not all(ready):
-            exits = ", ".join(f"worker {w.index} (pid {w.process.pid}) exit {w.process.poll()}"
-                              for w, ok in zip(self._workers.values(), ready) if not ok)
+            exits = ", ".join(
+                f"worker {w.index} (pid {w.process.pid}) exit {w.process.poll()}"
+                for w, ok in zip(self._workers.values(), ready)
+                if not ok
+            )
             raise RuntimeError(f"worker process(es) exited before serving: {exits}")
 
     async def supervise(self) -> None:

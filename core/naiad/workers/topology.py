@@ -26,7 +26,7 @@ class Topology:
     restarted: bool = False
 
     @classmethod
-    def create(cls, count: int) -> "Topology":
+    def create(cls, count: int) -> Topology:
         """Worker 0's topology, with a fresh socket directory only this user can enter."""
         return cls(0, count, tempfile.mkdtemp(prefix="naiad-workers-"))
 
@@ -34,18 +34,26 @@ class Topology:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     @classmethod
-    def from_environment(cls) -> "Topology | None":
+    def from_environment(cls) -> Topology | None:
         """The topology worker 0 gave this process; None when it is not an extra worker."""
         directory = os.environ.get(WORKER_DIR_ENV)
         if not directory:
             return None
-        return cls(int(os.environ[WORKER_INDEX_ENV]), int(os.environ[WORKER_COUNT_ENV]), directory,
-                   os.environ.get(WORKER_RESTARTED_ENV) == "1")
+        return cls(
+            int(os.environ[WORKER_INDEX_ENV]),
+            int(os.environ[WORKER_COUNT_ENV]),
+            directory,
+            os.environ.get(WORKER_RESTARTED_ENV) == "1",
+        )
 
     def environment_of(self, index: int, restarted: bool) -> dict[str, str]:
         """The variables that make worker `index` of this topology."""
-        return {WORKER_INDEX_ENV: str(index), WORKER_COUNT_ENV: str(self.count), WORKER_DIR_ENV: self.directory,
-                WORKER_RESTARTED_ENV: "1" if restarted else "0"}
+        return {
+            WORKER_INDEX_ENV: str(index),
+            WORKER_COUNT_ENV: str(self.count),
+            WORKER_DIR_ENV: self.directory,
+            WORKER_RESTARTED_ENV: "1" if restarted else "0",
+        }
 
 
 def worker_count(requested: int | None, shared_ports: list[tuple[str, int]], rate_limited: bool) -> int:

@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from ..errors import NaiadError
 from ..frontends.metrics.exposition import Family
@@ -44,12 +45,15 @@ class WorkerServer(Server):
         self.topology = topology
         self.journal = Journal()
         self.shared_memory: ReplicatedSharedMemory = ReplicatedSharedMemory(
-            self.options.allow_client_shm, self._replicate)
+            self.options.allow_client_shm, self._replicate
+        )
         self.tracing: ReplicatedTracing = ReplicatedTracing(
-            self.options.trace_settings, self._replicate, self._send_trace if topology.index else None)
+            self.options.trace_settings, self._replicate, self._send_trace if topology.index else None
+        )
         self.log_settings = ReplicatedLogSettings(self.log_settings, self._replicate)  # type: ignore[assignment]
-        self._peers = [Peer(i, socket_path(topology.directory, i)) for i in range(topology.count)
-                       if i != topology.index]
+        self._peers = [
+            Peer(i, socket_path(topology.directory, i)) for i in range(topology.count) if i != topology.index
+        ]
         self._control: ControlServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._settings_changes: dict[tuple[str, str], dict[str, Any]] = {}
@@ -158,8 +162,12 @@ class WorkerServer(Server):
         """Worker 0's metric families with every peer's counts added (the metrics frontend
         calls this; only worker 0 serves the metrics port)."""
         shares = await asyncio.gather(
-            *(asyncio.to_thread(peer.call, "metrics", counter_latencies, timeout_s=_QUICK_CALL_S)
-              for peer in self._peers), return_exceptions=True)
+            *(
+                asyncio.to_thread(peer.call, "metrics", counter_latencies, timeout_s=_QUICK_CALL_S)
+                for peer in self._peers
+            ),
+            return_exceptions=True,
+        )
         return merge_families(own, [share for share in shares if not isinstance(share, BaseException)])
 
     # -- sequences: every request of one runs on its owner --------------------------------
@@ -168,7 +176,7 @@ class WorkerServer(Server):
         if "sequence_id" in request.parameters:
             owner = self._remote_owner(request)
             if owner is not None:
-                response, = restore_responses(await self._forward(owner, "infer", request))
+                (response,) = restore_responses(await self._forward(owner, "infer", request))
                 return response
         return await super().infer(request)
 
@@ -202,7 +210,8 @@ class WorkerServer(Server):
         except PeerUnreachable:
             raise NaiadError.unavailable(
                 f"the worker that holds sequence {request.parameters.get('sequence_id')!r} is restarting; its "
-                "state is lost: start the sequence again") from None
+                "state is lost: start the sequence again"
+            ) from None
 
     # -- this worker's side of the control plane ------------------------------------------
 
@@ -211,11 +220,13 @@ class WorkerServer(Server):
             def handle(*arguments: Any) -> Any:
                 work = self._apply_here(operation, arguments)
                 return asyncio.run_coroutine_threadsafe(work, self._running_loop()).result()
+
             return handle
 
         def here(operation: str) -> Callable[..., Any]:
             def handle(*arguments: Any) -> Any:
                 self._apply_quick_here(operation, arguments)
+
             return handle
 
         return {
@@ -226,7 +237,8 @@ class WorkerServer(Server):
             "journal": self.journal.entries,
             # Worker 0's loop owns its pending trace files; the sender need not wait.
             "trace_entry": lambda path, entry, frequency: self._running_loop().call_soon_threadsafe(
-                self.tracing.add_file_entry, path, entry, frequency),
+                self.tracing.add_file_entry, path, entry, frequency
+            ),
         }
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
@@ -291,8 +303,9 @@ class WorkerServer(Server):
             await asyncio.sleep(self.poller.interval_secs)
             try:
                 await self.poller.poll_once()
-                await asyncio.gather(*(asyncio.to_thread(peer.call, "poll") for peer in self._peers),
-                                     return_exceptions=True)
+                await asyncio.gather(
+                    *(asyncio.to_thread(peer.call, "poll") for peer in self._peers), return_exceptions=True
+                )
             except Exception:  # noqa: BLE001 - one bad scan must not stop polling
                 log.exception("repository poll failed")
 
@@ -311,8 +324,11 @@ def _read(read: Callable[[], Any]) -> Any:
 def _raise_refusals(operation: str, results: Any) -> None:
     """A worker that refused what this one applied leaves the server incoherent: say so.
     A worker that cannot be reached is restarting and replays the journal when it is back."""
-    refusals = [(peer.index, result) for peer, result in results
-                if isinstance(result, BaseException) and not isinstance(result, PeerUnreachable)]
+    refusals = [
+        (peer.index, result)
+        for peer, result in results
+        if isinstance(result, BaseException) and not isinstance(result, PeerUnreachable)
+    ]
     if not refusals:
         return
     for _, error in refusals:
@@ -320,4 +336,3 @@ def _raise_refusals(operation: str, results: Any) -> None:
             raise error
     text = "; ".join(f"worker {index}: {error.message}" for index, error in refusals)
     raise NaiadError(refusals[0][1].code, f"{operation} was applied by this worker but refused by {text}")
-

@@ -56,7 +56,11 @@ def test_chat_completion(client):
     chat = client.chat.completions.create(model="echo", messages=messages)
     assert chat.object == "chat.completion"
     choice = chat.choices[0]
-    assert (choice.message.role, choice.message.content, choice.finish_reason) == ("assistant", "hello there world", "stop")
+    assert (choice.message.role, choice.message.content, choice.finish_reason) == (
+        "assistant",
+        "hello there world",
+        "stop",
+    )
 
 
 def test_streaming_chat_completion(client):
@@ -109,7 +113,12 @@ def test_an_error_mid_stream_reaches_the_client(client):
 def test_the_curl_line_of_the_docs(served):
     doc = (Path(__file__).resolve().parents[3] / "docs" / "openai.md").read_text()
     line, shown = doc.split("\n$ ", 1)[1].split("\n")[:2]
-    result = subprocess.run(shlex.split(line.replace("localhost:9000/v1", served[1])),
-                            capture_output=True, text=True, timeout=30, check=True)
+    result = subprocess.run(
+        shlex.split(line.replace("localhost:9000/v1", served[1])),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     answer = re.sub(r'"id":"cmpl-[0-9a-f]+","created":\d+', '"id":"cmpl-...","created":...', result.stdout)
     assert answer == shown

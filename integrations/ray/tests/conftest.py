@@ -4,7 +4,7 @@ proxy on a free loopback port, shared by the tests of this directory."""
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -27,8 +27,12 @@ def serve_url() -> Iterator[str]:
     from ray import serve
 
     ray.init(
-        address="local", num_cpus=2, num_gpus=1, include_dashboard=False,
-        object_store_memory=80 * 1024 * 1024, log_to_driver=False,
+        address="local",
+        num_cpus=2,
+        num_gpus=1,
+        include_dashboard=False,
+        object_store_memory=80 * 1024 * 1024,
+        log_to_driver=False,
     )
     try:
         port = free_port()

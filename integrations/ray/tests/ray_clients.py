@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -75,14 +75,22 @@ class Load:
 
     RESENDS = 5
 
-    def __init__(self, url: str, clients: int, model: str = "pid_add", limit_s: float = 90.0,
-                 connect: Callable[[str], Client] = http_client, retry_connection_failures: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        clients: int,
+        model: str = "pid_add",
+        limit_s: float = 90.0,
+        connect: Callable[[str], Client] = http_client,
+        retry_connection_failures: bool = False,
+    ) -> None:
         self.outcomes: list[Outcome] = []
         self._stop = threading.Event()
         self._deadline = time.monotonic() + limit_s
         self._resends = self.RESENDS if retry_connection_failures else 0
-        self._threads = [threading.Thread(target=self._run, args=(url, model, connect), daemon=True)
-                         for _ in range(clients)]
+        self._threads = [
+            threading.Thread(target=self._run, args=(url, model, connect), daemon=True) for _ in range(clients)
+        ]
 
     def _run(self, url: str, model: str, connect: Callable[[str], Client]) -> None:
         client = connect(url)
@@ -103,7 +111,7 @@ class Load:
         finally:
             client.close()
 
-    def __enter__(self) -> "Load":
+    def __enter__(self) -> Load:
         for thread in self._threads:
             thread.start()
         return self

@@ -7,20 +7,19 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
-
-import numpy as np
-import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
-from ray import serve
-from tritonclient.utils import InferenceServerException
 
 import naiad_ray
-from naiad.testing import free_port
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from ray import serve
 from ray_clients import Load, grpc_client, http_client, infer_pid, replica_states, running_replicas, wait_for
 from ray_models import write_identity_model, write_pid_model
+from tritonclient.utils import InferenceServerException
+
+from naiad.testing import free_port
 
 APP = "direct"
 
@@ -37,8 +36,15 @@ class Ports:
         self.http, self.grpc = free_port(), free_port()
 
     def deploy(self, replicas: int) -> None:
-        app = naiad_ray.build_app(str(self.repository), host="127.0.0.1", http_port=self.http, grpc_port=self.grpc,
-                                  min_replicas=replicas, max_replicas=replicas, num_cpus=0.5)
+        app = naiad_ray.build_app(
+            str(self.repository),
+            host="127.0.0.1",
+            http_port=self.http,
+            grpc_port=self.grpc,
+            min_replicas=replicas,
+            max_replicas=replicas,
+            num_cpus=0.5,
+        )
         serve.run(app, name=APP, route_prefix=None)  # nothing through Ray Serve's proxy
 
     @property
@@ -128,8 +134,9 @@ def test_a_killed_replica_loses_only_its_connections(ports: Ports) -> None:
         os.kill(victim, signal.SIGKILL)
         wait_for(lambda: running_replicas(APP) == 2, 60, "Ray Serve to replace the killed replica")
         restarted_at = time.monotonic()
-        wait_for(lambda: len([o for o in load.outcomes if o.started > restarted_at]) >= 50, 30,
-                 "requests after the restart")
+        wait_for(
+            lambda: len([o for o in load.outcomes if o.started > restarted_at]) >= 50, 30, "requests after the restart"
+        )
     assert not load.errors(), load.errors()[:5]
     retried = [round(o.started - killed_at, 3) for o in load.outcomes if o.retried]
     # Only requests on the victim's connections were lost: at most one per client, sent
@@ -154,8 +161,7 @@ def test_a_taken_port_fails_the_deployment_with_the_address(serve_url: str, tmp_
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        app = naiad_ray.build_app(str(tmp_path), host="127.0.0.1", http_port=port, grpc_port=free_port(),
-                                  num_cpus=0.5)
+        app = naiad_ray.build_app(str(tmp_path), host="127.0.0.1", http_port=port, grpc_port=free_port(), num_cpus=0.5)
         with pytest.raises(RuntimeError, match="Deploying application taken failed"):
             serve.run(app, name="taken", route_prefix=None)
     try:
@@ -174,10 +180,20 @@ def test_a_replica_the_autoscaler_removes_drains_its_connections(serve_url: str,
     write_pid_model(tmp_path, "pid_add")
     ports = Ports(tmp_path)
     app = naiad_ray.build_app(
-        str(tmp_path), host="127.0.0.1", http_port=ports.http, grpc_port=ports.grpc, min_replicas=1,
-        max_replicas=2, target_pending_requests=1000, num_cpus=0.5,
-        autoscaling_options={"initial_replicas": 2, "downscale_delay_s": 5, "metrics_interval_s": 0.5,
-                             "look_back_period_s": 1},
+        str(tmp_path),
+        host="127.0.0.1",
+        http_port=ports.http,
+        grpc_port=ports.grpc,
+        min_replicas=1,
+        max_replicas=2,
+        target_pending_requests=1000,
+        num_cpus=0.5,
+        autoscaling_options={
+            "initial_replicas": 2,
+            "downscale_delay_s": 5,
+            "metrics_interval_s": 0.5,
+            "look_back_period_s": 1,
+        },
     )
     serve.run(app, name="shrinking", route_prefix=None)
     try:
@@ -186,8 +202,11 @@ def test_a_replica_the_autoscaler_removes_drains_its_connections(serve_url: str,
         with grpc_load, http_load:
             wait_for(lambda: replica_states("shrinking") == {"RUNNING": 1}, 60, "Ray Serve to remove a replica")
             stopped_at = time.monotonic()
-            wait_for(lambda: len([o for o in grpc_load.outcomes if o.started > stopped_at + 1]) >= 50, 30,
-                     "gRPC requests after the removal")
+            wait_for(
+                lambda: len([o for o in grpc_load.outcomes if o.started > stopped_at + 1]) >= 50,
+                30,
+                "gRPC requests after the removal",
+            )
         assert not grpc_load.errors(), grpc_load.errors()[:5]
         assert not http_load.errors(), http_load.errors()[:5]
         before, after = grpc_load.pids_since(0), grpc_load.pids_since(stopped_at + 1)

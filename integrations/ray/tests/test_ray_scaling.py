@@ -7,17 +7,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import naiad_ray
 import pytest
 import ray
 import tritonclient.http as httpclient
 from ray import serve
-from tritonclient.utils import InferenceServerException
-
-import naiad_ray
-from naiad import ConfigError, NaiadError, ServerOptions
-from naiad.testing import free_port
 from ray_clients import THROUGH_PROXY, Load, infer_pid, running_replicas, wait_for
 from ray_models import write_pid_model
+from tritonclient.utils import InferenceServerException
+
+from naiad import ConfigError, NaiadError, ServerOptions
+from naiad.testing import free_port
 
 
 def test_scales_on_naiads_queue_on_the_direct_path(serve_url: str, tmp_path: Path) -> None:
@@ -28,12 +28,24 @@ def test_scales_on_naiads_queue_on_the_direct_path(serve_url: str, tmp_path: Pat
     write_pid_model(tmp_path, "pid_add", sleep_s=0.05)
     http_port = free_port()
     # Built as `serve run naiad_ray:app_builder` or a Serve config file's `args:` build it.
-    args = naiad_ray.AppArgs.model_validate({
-        "model_repository": str(tmp_path), "host": "127.0.0.1", "http_port": str(http_port), "grpc_port": None,
-        "min_replicas": "1", "max_replicas": "2", "target_pending_requests": "2", "num_cpus": "0.5",
-        "autoscaling_options": {"upscale_delay_s": 0, "downscale_delay_s": 0, "metrics_interval_s": 0.5,
-                                "look_back_period_s": 1},
-    })
+    args = naiad_ray.AppArgs.model_validate(
+        {
+            "model_repository": str(tmp_path),
+            "host": "127.0.0.1",
+            "http_port": str(http_port),
+            "grpc_port": None,
+            "min_replicas": "1",
+            "max_replicas": "2",
+            "target_pending_requests": "2",
+            "num_cpus": "0.5",
+            "autoscaling_options": {
+                "upscale_delay_s": 0,
+                "downscale_delay_s": 0,
+                "metrics_interval_s": 0.5,
+                "look_back_period_s": 1,
+            },
+        }
+    )
     serve.run(naiad_ray.app_builder(args), name="naiad", route_prefix=None)
     try:
         assert running_replicas() == 1
@@ -51,10 +63,12 @@ def test_a_full_queue_refuses_at_once(serve_url: str, tmp_path: Path) -> None:
     # the second arrives before the first has reached the replica, both count as queued in
     # the proxy for a moment and the second is refused too: one or two are answered.)
     write_pid_model(tmp_path, "pid_add", sleep_s=0.5)
-    app = naiad_ray.build_app(str(tmp_path), max_ongoing_requests=1, max_queued_requests=1, num_cpus=0.5,
-                              **THROUGH_PROXY)
+    app = naiad_ray.build_app(
+        str(tmp_path), max_ongoing_requests=1, max_queued_requests=1, num_cpus=0.5, **THROUGH_PROXY
+    )
     serve.run(app, name="naiad", route_prefix="/")
     try:
+
         def one(_: int) -> tuple[str, float]:
             client = httpclient.InferenceServerClient(serve_url)
             started = time.monotonic()
@@ -131,8 +145,14 @@ def test_gpus_per_replica_names_a_bad_config(tmp_path: Path) -> None:
         ({"model_repository": "m", "min_replicas": 0}, "min_replicas 0 needs http_port and grpc_port None"),
         ({"model_repository": "m", "http_port": 0}, "http_port must be a port number from 1 to 65535"),
         ({"model_repository": "m", "http_port": 9000, "grpc_port": 9000}, "must differ"),
-        ({"model_repository": "m", "max_replicas": 2, "server_options": ServerOptions(model_control_mode="explicit")},
-         "would reach one replica only"),
+        (
+            {
+                "model_repository": "m",
+                "max_replicas": 2,
+                "server_options": ServerOptions(model_control_mode="explicit"),
+            },
+            "would reach one replica only",
+        ),
     ],
 )
 def test_build_app_refuses_bad_arguments(arguments: dict, message: str) -> None:

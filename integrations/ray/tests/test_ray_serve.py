@@ -6,18 +6,17 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
+import naiad_ray
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from ray import serve
-from tritonclient.utils import InferenceServerException
-
-import naiad_ray
 from ray_clients import THROUGH_PROXY, Load, infer_pid, running_replicas, wait_for
 from ray_models import write_identity_model, write_pid_model
+from tritonclient.utils import InferenceServerException
 
 
 def process_title(pid: int) -> str:
@@ -56,8 +55,10 @@ def test_kserve_v2_through_the_ray_proxy(client: httpclient.InferenceServerClien
     assert infer_pid(client, binary=True) > 0
     # naiad's errors reach the client as naiad (and Triton) word them.
     with pytest.raises(InferenceServerException, match="unknown model"):
-        client.infer("no_such_model", [httpclient.InferInput("INPUT0", [1, 4], "FP32").set_data_from_numpy(
-            np.zeros((1, 4), np.float32))])
+        client.infer(
+            "no_such_model",
+            [httpclient.InferInput("INPUT0", [1, 4], "FP32").set_data_from_numpy(np.zeros((1, 4), np.float32))],
+        )
     assert client.is_server_ready()
 
 
@@ -90,11 +91,15 @@ def test_a_killed_replica_loses_only_the_requests_it_was_running(two_replicas: s
         killed_at = time.monotonic()
         os.kill(victim, signal.SIGKILL)
         # Ray Serve replaces the replica; meanwhile its proxy routes to the survivor.
-        wait_for(lambda: running_replicas() == 2 and load.pids_since(killed_at) - {victim, survivor},
-                 60, "Ray Serve to replace the killed replica and route to it")
+        wait_for(
+            lambda: running_replicas() == 2 and load.pids_since(killed_at) - {victim, survivor},
+            60,
+            "Ray Serve to replace the killed replica and route to it",
+        )
         restarted_at = time.monotonic()
-        wait_for(lambda: len([o for o in load.outcomes if o.started > restarted_at]) >= 50, 30,
-                 "requests after the restart")
+        wait_for(
+            lambda: len([o for o in load.outcomes if o.started > restarted_at]) >= 50, 30, "requests after the restart"
+        )
     # A SIGKILL takes the requests the victim was running with it: Ray Serve's proxy answers
     # those 500 (it does not resend a request a replica may have half run). Every request
     # sent after the kill is answered, by the survivor until the replacement is up.
@@ -114,8 +119,9 @@ def test_a_model_that_fails_to_load_fails_the_deployment(serve_url: str, tmp_pat
     write_pid_model(tmp_path, "broken")
     (tmp_path / "broken" / "config.pbtxt").write_text('name: "broken"\nbackend: "no_such_backend"\n')
     with pytest.raises(RuntimeError, match="Deploying application broken failed"):
-        serve.run(naiad_ray.build_app(str(tmp_path), num_cpus=0.5, **THROUGH_PROXY), name="broken",
-                  route_prefix="/broken")
+        serve.run(
+            naiad_ray.build_app(str(tmp_path), num_cpus=0.5, **THROUGH_PROXY), name="broken", route_prefix="/broken"
+        )
     try:
         message = serve.status().applications["broken"].deployments["naiad"].message
         assert "1 model(s) failed to load: backend 'no_such_backend' is not installed" in message, message

@@ -4,7 +4,8 @@ does not lose the last answer, and a drain of every connection at shutdown."""
 from __future__ import annotations
 
 import asyncio
-from typing import Iterable, Protocol
+from collections.abc import Iterable
+from typing import Protocol
 
 __all__ = ["Connection", "close_lingering", "stop_serving"]
 
@@ -34,7 +35,9 @@ def close_lingering(transport: asyncio.Transport) -> None:
         transport.close()
 
 
-async def stop_serving(listener: asyncio.AbstractServer | None, connections: Iterable[Connection], grace_s: float) -> None:
+async def stop_serving(
+    listener: asyncio.AbstractServer | None, connections: Iterable[Connection], grace_s: float
+) -> None:
     """Stop listening, let every connection finish what it is answering for up to
     `grace_s`, then abort the rest."""
     if listener is not None:

@@ -8,8 +8,15 @@ import zlib
 
 from .grpc_status import RpcError, StatusCode
 
-__all__ = ["ACCEPT_ENCODING", "ENCODINGS", "percent_encode", "parse_timeout", "message_at", "decompress",
-           "frame_message"]
+__all__ = [
+    "ACCEPT_ENCODING",
+    "ENCODINGS",
+    "percent_encode",
+    "parse_timeout",
+    "message_at",
+    "decompress",
+    "frame_message",
+]
 
 # zlib window bits per grpc-encoding: gzip framing, and "deflate", which gRPC means as zlib.
 ENCODINGS = {"gzip": 31, "deflate": 15}

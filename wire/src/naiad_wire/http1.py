@@ -30,7 +30,8 @@ import collections
 import email.utils
 import logging
 import time
-from typing import Any, Awaitable, Callable, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 import httptools
@@ -38,15 +39,33 @@ import orjson
 
 from .connections import close_lingering, stop_serving
 
-__all__ = ["Http1Server", "Http1Connection", "Request", "DirectAnswer", "DirectRoute", "RequestRejected",
-           "ASGIApp", "Scope", "ErrorApp"]
+__all__ = [
+    "Http1Server",
+    "Http1Connection",
+    "Request",
+    "DirectAnswer",
+    "DirectRoute",
+    "RequestRejected",
+    "ASGIApp",
+    "Scope",
+    "ErrorApp",
+]
 
 log = logging.getLogger("naiad.http")
 
 _REASONS = {
-    200: b"OK", 204: b"No Content", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
-    408: b"Request Timeout", 413: b"Payload Too Large", 422: b"Unprocessable Entity", 429: b"Too Many Requests",
-    500: b"Internal Server Error", 501: b"Not Implemented", 503: b"Service Unavailable",
+    200: b"OK",
+    204: b"No Content",
+    400: b"Bad Request",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    408: b"Request Timeout",
+    413: b"Payload Too Large",
+    422: b"Unprocessable Entity",
+    429: b"Too Many Requests",
+    500: b"Internal Server Error",
+    501: b"Not Implemented",
+    503: b"Service Unavailable",
 }
 # Pipelined requests waiting behind the one being answered, and their bodies' bytes, before
 # reading pauses.
@@ -84,7 +103,7 @@ class DirectRoute(Protocol):
     """Requests answered without ASGI: returns the answer's awaitable for a request it takes,
     None for one the ASGI app answers. What the awaitable raises goes to the `ErrorApp`."""
 
-    def __call__(self, request: "Request") -> Awaitable[DirectAnswer] | None: ...
+    def __call__(self, request: Request) -> Awaitable[DirectAnswer] | None: ...
 
 
 def _head_too_large() -> RequestRejected:
@@ -115,8 +134,15 @@ class Request:
 
     __slots__ = ("method", "url", "headers", "body", "keep_alive", "http_version")
 
-    def __init__(self, method: bytes, url: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
-                 keep_alive: bool, http_version: str) -> None:
+    def __init__(
+        self,
+        method: bytes,
+        url: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        keep_alive: bool,
+        http_version: str,
+    ) -> None:
         self.method = method
         self.url = url
         self.headers = headers
@@ -126,7 +152,7 @@ class Request:
 
 
 class Http1Connection(asyncio.Protocol):
-    def __init__(self, server: "Http1Server") -> None:
+    def __init__(self, server: Http1Server) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
@@ -240,8 +266,14 @@ class Http1Connection(asyncio.Protocol):
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         parser = self.parser
         self._queue.append(
-            Request(parser.get_method(), self._url, self._headers, body, parser.should_keep_alive(),
-                     parser.get_http_version())
+            Request(
+                parser.get_method(),
+                self._url,
+                self._headers,
+                body,
+                parser.should_keep_alive(),
+                parser.get_http_version(),
+            )
         )
         self._queued_bytes += len(body)
         if self._task is None and self._writing:
@@ -320,7 +352,11 @@ class Http1Connection(asyncio.Protocol):
         elif request.http_version == "1.0":
             connection = b"connection: keep-alive\r\n"
         return b"HTTP/1.1 %d %s\r\n%s%s%s\r\n" % (
-            status, _REASONS.get(status, b""), _DateHeader.get(), connection, headers
+            status,
+            _REASONS.get(status, b""),
+            _DateHeader.get(),
+            connection,
+            headers,
         )
 
     # -- everything else: the ASGI app -------------------------------------------------------
@@ -357,7 +393,7 @@ class Http1Connection(asyncio.Protocol):
 
         return receive
 
-    def _sender(self, request: Request) -> "_AsgiResponse":
+    def _sender(self, request: Request) -> _AsgiResponse:
         return _AsgiResponse(self, request)
 
     async def _asgi(self, request: Request) -> None:
@@ -482,9 +518,17 @@ class Http1Server:
     """Serves `app` (and `direct`) on a listening socket. A body over `max_input_size` is
     refused with `body_limit_message(size)`."""
 
-    def __init__(self, app: ASGIApp, max_input_size: int, keep_alive_s: float, header_timeout_s: float, *,
-                 error_app: ErrorApp, direct: DirectRoute | None = None,
-                 body_limit_message: Callable[[int], str] | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_input_size: int,
+        keep_alive_s: float,
+        header_timeout_s: float,
+        *,
+        error_app: ErrorApp,
+        direct: DirectRoute | None = None,
+        body_limit_message: Callable[[int], str] | None = None,
+    ) -> None:
         self.app = app
         self.direct = direct
         self.error_app = error_app

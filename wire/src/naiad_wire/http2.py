@@ -29,14 +29,27 @@ import logging
 import os
 import struct
 import time
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Callable, Generator, Protocol
+from typing import Protocol
 
 from .header_compression import TABLE_SIZE_ZERO, HeaderCompressionError, HeaderDecoder
 from .request_headers import MalformedRequest, check_request, check_trailers
 
-__all__ = ["Http2Limits", "Http2State", "Stream", "StreamEvents", "ErrorCode", "Event", "RequestReceived",
-           "DataReceived", "StreamReset", "HandshakeDone", "PingAcknowledged", "PREFACE"]
+__all__ = [
+    "Http2Limits",
+    "Http2State",
+    "Stream",
+    "StreamEvents",
+    "ErrorCode",
+    "Event",
+    "RequestReceived",
+    "DataReceived",
+    "StreamReset",
+    "HandshakeDone",
+    "PingAcknowledged",
+    "PREFACE",
+]
 
 log = logging.getLogger("naiad.grpc")
 
@@ -122,7 +135,7 @@ RequestHandler = Callable[["Stream", list[tuple[str, str]], bool], StreamEvents]
 class RequestReceived:
     """A new request stream: its handler's `StreamEvents` go to `stream.events`."""
 
-    stream: "Stream"
+    stream: Stream
     headers: list[tuple[str, str]]
     end_stream: bool
 
@@ -132,7 +145,7 @@ class DataReceived:
     """Body data for the stream's handler, if it has one (b"" with end_stream when trailers
     end the body)."""
 
-    stream: "Stream"
+    stream: Stream
     data: bytes
     end_stream: bool
 
@@ -162,11 +175,21 @@ class Stream:
     waits in `pending` and leaves when the peer opens its window."""
 
     __slots__ = (
-        "id", "connection", "events", "send_window", "recv_window", "recv_unacked",
-        "remote_closed", "local_closed", "pending", "_drain", "content_length", "manual_acknowledgement",
+        "id",
+        "connection",
+        "events",
+        "send_window",
+        "recv_window",
+        "recv_unacked",
+        "remote_closed",
+        "local_closed",
+        "pending",
+        "_drain",
+        "content_length",
+        "manual_acknowledgement",
     )
 
-    def __init__(self, stream_id: int, connection: "Http2State") -> None:
+    def __init__(self, stream_id: int, connection: Http2State) -> None:
         self.id = stream_id
         self.connection = connection
         self.events: StreamEvents | None = None

@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, cast
+from collections.abc import Callable
+from typing import cast
 
 from .connections import close_lingering
 from .http2 import (
-    DataReceived, HandshakeDone, Http2Limits, Http2State, PingAcknowledged, RequestHandler, RequestReceived,
+    DataReceived,
+    HandshakeDone,
+    Http2Limits,
+    Http2State,
+    PingAcknowledged,
+    RequestHandler,
+    RequestReceived,
     StreamReset,
 )
 
@@ -23,7 +30,7 @@ class Http2Connection(asyncio.Protocol):
     """One client connection. `connections` (the server's set) holds it while it is open;
     `on_request(stream, headers, end_stream)` returns the `StreamEvents` of a new stream."""
 
-    def __init__(self, on_request: RequestHandler, limits: Http2Limits, connections: set["Http2Connection"]) -> None:
+    def __init__(self, on_request: RequestHandler, limits: Http2Limits, connections: set[Http2Connection]) -> None:
         self.on_request = on_request
         self.limits = limits
         self.connections = connections

@@ -8,7 +8,9 @@ import socket
 __all__ = ["listen"]
 
 
-def listen(host: str, port: int, *, reuse_port: bool = False, backlog: int = 2048, name: str = "server") -> socket.socket:
+def listen(
+    host: str, port: int, *, reuse_port: bool = False, backlog: int = 2048, name: str = "server"
+) -> socket.socket:
     """A non-blocking socket listening on host:port (port 0: one the kernel picks).
 
     With `reuse_port` (SO_REUSEPORT) several processes listen on the same port and the kernel

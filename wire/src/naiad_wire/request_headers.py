@@ -14,8 +14,9 @@ __all__ = ["MalformedRequest", "check_request", "check_trailers"]
 _PSEUDO_REQUEST = frozenset({":method", ":scheme", ":path", ":authority"})
 # Regular fields with a rule of their own: those that mean something only to one HTTP/1.1 hop
 # (RFC 9113 8.2.2), `te`, and `content-length`.
-_SPECIAL = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te",
-                      "content-length"})
+_SPECIAL = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "content-length"}
+)
 # A field name is a token in lowercase (RFC 9113 8.2.1, RFC 9110 5.1).
 _VALID_NAME = re.compile(r"[a-z0-9!#$%&'*+\-.^_`|~]+")
 # Names a connection has seen valid, remembered up to this many: clients send the same few

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from naiad.backend import complete_tensors, model_config_pb2 as pb
+from naiad.backend import complete_tensors
+from naiad.backend import model_config_pb2 as pb
 
 from .dtypes import datatype_of_ort_type
 
@@ -32,9 +33,9 @@ class ModelTensor:
         return datatype_of_ort_type(self.ort_type)
 
     @classmethod
-    def from_node_arg(cls, arg: object) -> "ModelTensor":
+    def from_node_arg(cls, arg: object) -> ModelTensor:
         shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in (getattr(arg, "shape", None) or []))
-        return cls(getattr(arg, "name"), getattr(arg, "type"), shape)
+        return cls(arg.name, arg.type, shape)
 
 
 def model_supports_batching(inputs: list[ModelTensor], outputs: list[ModelTensor]) -> bool:

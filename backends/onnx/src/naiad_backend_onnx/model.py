@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnxruntime as ort
+
 from naiad.backend import (
     Batch,
     ConfigError,
@@ -41,9 +42,7 @@ log = logging.getLogger("naiad.backends.onnxruntime")
 
 # ORT's own error classes; the ones that mean "these inputs are wrong" become INVALID_ARG.
 _ORT_ERRORS = ort.capi.onnxruntime_pybind11_state
-_INPUT_ERRORS = tuple(
-    getattr(_ORT_ERRORS, name) for name in ("InvalidArgument",) if hasattr(_ORT_ERRORS, name)
-)
+_INPUT_ERRORS = tuple(getattr(_ORT_ERRORS, name) for name in ("InvalidArgument",) if hasattr(_ORT_ERRORS, name))
 
 
 # TensorProto.BFLOAT16; onnx itself is not a runtime dependency.
@@ -60,7 +59,7 @@ def _ort_message(exc: BaseException) -> str:
 
 
 class OnnxModel(Model):
-    def __init__(self, context: ModelContext, backend: "OnnxRuntimeBackend") -> None:
+    def __init__(self, context: ModelContext, backend: OnnxRuntimeBackend) -> None:
         super().__init__(context)
         self.backend = backend
         self._sessions: dict[tuple[str, int], Any] = {}
@@ -103,10 +102,14 @@ class OnnxModel(Model):
                 session = self._create_session(options, providers)
             except RuntimeError as exc:
                 if "use_per_session_threads must be false" not in str(exc):
-                    raise ConfigError(self.context.name, f"onnxruntime cannot load {self.model_path.name}: {_ort_message(exc)}") from None
+                    raise ConfigError(
+                        self.context.name, f"onnxruntime cannot load {self.model_path.name}: {_ort_message(exc)}"
+                    ) from None
                 # Once anything in this process created ORT's global thread pools, every
                 # later session must use them.
-                log.info("model '%s': onnxruntime's global thread pools exist; the session uses them", self.context.name)
+                log.info(
+                    "model '%s': onnxruntime's global thread pools exist; the session uses them", self.context.name
+                )
                 options.use_per_session_threads = False
                 session = self._create_session(options, providers)
             wanted = [name for name, _ in providers if name != "CPUExecutionProvider"]
@@ -138,7 +141,9 @@ class OnnxModel(Model):
         except RuntimeError:
             raise
         except Exception as exc:  # noqa: BLE001 - ORT raises its own classes
-            raise ConfigError(self.context.name, f"onnxruntime cannot load {self.model_path.name}: {_ort_message(exc)}") from None
+            raise ConfigError(
+                self.context.name, f"onnxruntime cannot load {self.model_path.name}: {_ort_message(exc)}"
+            ) from None
 
     # -- the Model ABI -------------------------------------------------------------------
 
@@ -157,7 +162,10 @@ class OnnxModel(Model):
         """Refuse configs that disagree with the model, naming the tensor and the fault."""
         name = config.name
         batching = config.max_batch_size > 0
-        for kind, specs, found_list in (("input", config.inputs, self.inputs), ("output", config.outputs, self.outputs)):
+        for kind, specs, found_list in (
+            ("input", config.inputs, self.inputs),
+            ("output", config.outputs, self.outputs),
+        ):
             found_by_name = {t.name: t for t in found_list}
             for index, spec in enumerate(specs):
                 found = found_by_name.get(spec.name)
@@ -168,7 +176,9 @@ class OnnxModel(Model):
                         + ", ".join(f"'{t}'" for t in found_by_name),
                     )
                 if found.datatype is None:
-                    raise ConfigError(name, f"{kind} '{spec.name}': the model's type {found.ort_type} has no Triton datatype")
+                    raise ConfigError(
+                        name, f"{kind} '{spec.name}': the model's type {found.ort_type} has no Triton datatype"
+                    )
                 if found.datatype != spec.datatype:
                     raise ConfigError(
                         name,
@@ -181,7 +191,8 @@ class OnnxModel(Model):
 
         # Sequence controls, implicit state and batch inputs are fed by name too.
         for kind, specs, found_list in (
-            ("input", model_inputs(config), self.inputs), ("output", model_outputs(config), self.outputs)
+            ("input", model_inputs(config), self.inputs),
+            ("output", model_outputs(config), self.outputs),
         ):
             found_names = {t.name for t in found_list}
             for spec in specs:
@@ -189,7 +200,8 @@ class OnnxModel(Model):
                     raise ConfigError(
                         name,
                         f"{kind} '{spec.name}' (a sequence control, state or batch input of the config): not an "
-                        f"{kind} of {self.model_path.name}, whose {kind}s are " + ", ".join(f"'{t}'" for t in sorted(found_names)),
+                        f"{kind} of {self.model_path.name}, whose {kind}s are "
+                        + ", ".join(f"'{t}'" for t in sorted(found_names)),
                     )
 
     def create_instance(self, context: InstanceContext) -> ModelInstance:
@@ -228,12 +240,12 @@ class OnnxInstance(ModelInstance):
         try:
             arrays = self._run_bf16(wanted, feed) if self.uses_bf16 else self.session.run(wanted, feed)
         except _INPUT_ERRORS as exc:
-            raise NaiadError.invalid(f"model '{self.config.name}': onnxruntime rejected the input: {_ort_message(exc)}") from None
+            raise NaiadError.invalid(
+                f"model '{self.config.name}': onnxruntime rejected the input: {_ort_message(exc)}"
+            ) from None
         except Exception as exc:  # noqa: BLE001 - ORT raises its own classes
             raise NaiadError.internal(f"model '{self.config.name}': onnxruntime failed: {_ort_message(exc)}") from None
-        outputs = {
-            name: self._from_ort(array, self.output_datatypes[name]) for name, array in zip(wanted, arrays)
-        }
+        outputs = {name: self._from_ort(array, self.output_datatypes[name]) for name, array in zip(wanted, arrays)}
         responses = batch.responses(outputs)
         apply_output_reshape(responses, self.config)
         return responses

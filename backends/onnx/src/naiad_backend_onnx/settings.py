@@ -23,7 +23,13 @@ from typing import Any
 
 from naiad.backend import ConfigError, ModelConfig
 
-__all__ = ["OnnxBackendSettings", "read_backend_settings", "SessionSettings", "read_session_settings", "choose_providers"]
+__all__ = [
+    "OnnxBackendSettings",
+    "read_backend_settings",
+    "SessionSettings",
+    "read_session_settings",
+    "choose_providers",
+]
 
 _LEVELS = {"disable": 0, "basic": 1, "extended": 2, "all": 99}
 
@@ -43,7 +49,9 @@ def _int_setting(config: dict[str, str], key: str, default: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise ConfigError("onnxruntime", f"--backend-config onnxruntime,{key}: expected an integer, got '{text}'") from None
+        raise ConfigError(
+            "onnxruntime", f"--backend-config onnxruntime,{key}: expected an integer, got '{text}'"
+        ) from None
     if value < 0:
         raise ConfigError("onnxruntime", f"--backend-config onnxruntime,{key}: must not be negative, got {value}")
     return value
@@ -121,7 +129,9 @@ def read_session_settings(config: ModelConfig, backend: OnnxBackendSettings) -> 
     """Validate and collect the session settings; ConfigError names the bad field."""
     mode = config.int_parameter("execution_mode", 0)
     if mode not in (0, 1):
-        raise ConfigError(config.name, f"parameters.execution_mode: expected 0 (sequential) or 1 (parallel), got {mode}")
+        raise ConfigError(
+            config.name, f"parameters.execution_mode: expected 0 (sequential) or 1 (parallel), got {mode}"
+        )
     entries = {k: v for k, v in config.parameters.items() if k.startswith("session.")}
     return SessionSettings(
         graph_level=_graph_level(config),
@@ -172,11 +182,15 @@ def choose_providers(
     has_accelerators = proto.HasField("optimization") and proto.optimization.HasField("execution_accelerators")
     if kind != "GPU":
         providers_cpu: list[tuple[str, dict[str, str]]] = []
-        cpu_accelerators = proto.optimization.execution_accelerators.cpu_execution_accelerator if has_accelerators else []
+        cpu_accelerators = (
+            proto.optimization.execution_accelerators.cpu_execution_accelerator if has_accelerators else []
+        )
         for index, accelerator in enumerate(cpu_accelerators):
             where = f"optimization.execution_accelerators.cpu_execution_accelerator[{index}]"
             if accelerator.name.lower() != "openvino":
-                raise ConfigError(config.name, f"{where}.name: unknown accelerator '{accelerator.name}' (known: openvino)")
+                raise ConfigError(
+                    config.name, f"{where}.name: unknown accelerator '{accelerator.name}' (known: openvino)"
+                )
             if "OpenVINOExecutionProvider" not in available:
                 raise ConfigError(
                     config.name,

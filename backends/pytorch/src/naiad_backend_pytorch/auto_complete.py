@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from naiad.backend import complete_tensors, model_config_pb2 as pb
+
+from naiad.backend import complete_tensors
+from naiad.backend import model_config_pb2 as pb
 
 from .dtypes import datatype_of_dtype
 

@@ -53,18 +53,22 @@ def bind_inputs(model: str, names: list[str], arg_names: list[str]) -> InputBind
                 f"({', '.join(arg_names) or 'none found'})",
             )
         if position in positions:
-            raise ConfigError(model, f"input '{name}' and input '{positions[position]}' both bind forward's argument {position}")
+            raise ConfigError(
+                model, f"input '{name}' and input '{positions[position]}' both bind forward's argument {position}"
+            )
         positions[position] = name
     if arg_names and len(names) > len(arg_names):
         raise ConfigError(
-            model, f"input: the config feeds {len(names)} tensors ({', '.join(names)}), forward takes "
-            f"{len(arg_names)} ({', '.join(arg_names)})"
+            model,
+            f"input: the config feeds {len(names)} tensors ({', '.join(names)}), forward takes "
+            f"{len(arg_names)} ({', '.join(arg_names)})",
         )
     unbound = [position for position in range(len(names)) if position not in positions]
     if unbound:
         which = f"'{arg_names[unbound[0]]}'" if unbound[0] < len(arg_names) else str(unbound[0])
         raise ConfigError(
-            model, f"input: forward's argument {which} (position {unbound[0]}) is fed by no input; the config "
-            f"feeds {', '.join(names)}"
+            model,
+            f"input: forward's argument {which} (position {unbound[0]}) is fed by no input; the config "
+            f"feeds {', '.join(names)}",
         )
     return InputBinding([positions[i] for i in range(len(names))])

@@ -72,7 +72,11 @@ def _load(path: Path, device: torch.device, model: str) -> LoadedModule:
             if device.type != "cpu":
                 module = module.to(device)
             signature = program.module_call_graph[0].signature
-            names = list(signature.forward_arg_names) if signature is not None else list(program.graph_signature.user_inputs)
+            names = (
+                list(signature.forward_arg_names)
+                if signature is not None
+                else list(program.graph_signature.user_inputs)
+            )
             return LoadedModule(module, "export", names, program)
         with warnings.catch_warnings():
             # torch 2.9+ deprecates TorchScript; Triton repositories are full of it.

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
 from naiad.backend import (
     Batch,
     ConfigError,
@@ -36,8 +37,8 @@ from naiad.backend import (
 
 from .auto_complete import auto_complete, program_signature
 from .binding import InputBinding, bind_inputs, output_index
-from .loading import LoadedModule, find_model_file, load_module
 from .dtypes import datatype_of_dtype, to_numpy, to_torch
+from .loading import LoadedModule, find_model_file, load_module
 
 if TYPE_CHECKING:
     from .backend import PyTorchBackend
@@ -51,6 +52,7 @@ def _key(config: ModelConfig, key: str) -> str:
     """Triton's parameter name, or its lower-case spelling when the config uses that."""
     return key if config.parameter(key) is not None or config.parameter(key.lower()) is None else key.lower()
 
+
 def _torch_message(exc: BaseException) -> str:
     """TorchScript errors carry the scripted traceback; the last line says what broke."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
@@ -58,7 +60,7 @@ def _torch_message(exc: BaseException) -> str:
 
 
 class TorchModel(Model):
-    def __init__(self, context: ModelContext, backend: "PyTorchBackend") -> None:
+    def __init__(self, context: ModelContext, backend: PyTorchBackend) -> None:
         super().__init__(context)
         self.backend = backend
         self._modules: dict[str, LoadedModule] = {}
@@ -92,7 +94,8 @@ class TorchModel(Model):
                 config.name,
                 f"{self.model_path.name} is TorchScript, which records no input or output types: declare "
                 "input and output in config.pbtxt (names INPUT__0, OUTPUT__0..., or forward's argument names: "
-                + (", ".join(loaded.arg_names) or "none") + ")"
+                + (", ".join(loaded.arg_names) or "none")
+                + ")"
                 if loaded.kind == "torchscript"
                 else "the config declares no inputs or outputs",
             )
@@ -119,14 +122,17 @@ class TorchModel(Model):
         batch = [-1] if config.max_batch_size > 0 else []
         pairs = [
             ("input", config.input_by_name[name], found)
-            for name, found in zip(self.binding.order, inputs) if name in config.input_by_name
+            for name, found in zip(self.binding.order, inputs)
+            if name in config.input_by_name
         ]
         by_name = {t.name: t for t in outputs}
         for position, spec in enumerate(config.outputs):
             found = by_name.get(spec.name)
-            if found is None and output_index(spec.name, position) < len(outputs) and not by_name.keys() - {
-                f"OUTPUT__{i}" for i in range(len(outputs))
-            }:
+            if (
+                found is None
+                and output_index(spec.name, position) < len(outputs)
+                and not by_name.keys() - {f"OUTPUT__{i}" for i in range(len(outputs))}
+            ):
                 found = outputs[output_index(spec.name, position)]
             if found is not None:
                 pairs.append(("output", spec, found))
@@ -238,7 +244,8 @@ class TorchInstance(ModelInstance):
                 if spec.name not in result:
                     raise NaiadError.internal(
                         f"{model}: forward returned a dict without output '{spec.name}' (keys: "
-                        + ", ".join(map(str, result)) + ")"
+                        + ", ".join(map(str, result))
+                        + ")"
                     )
                 value = result[spec.name]
             elif isinstance(result, (tuple, list)) and not _is_string_list(result):

@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from naiad.backend import ConfigError, ModelConfig, datatype_to_config_type, model_config_pb2 as pb
+from naiad.backend import ConfigError, ModelConfig, datatype_to_config_type
+from naiad.backend import model_config_pb2 as pb
 
 from .model_tensors import ModelSignature, ModelTensor
 
@@ -64,7 +65,8 @@ def _complete(model: str, kind: str, listed, tensors: dict[str, ModelTensor], ba
         if not entry.dims and not entry.HasField("reshape"):
             if tensor.shape is None:
                 raise ConfigError(
-                    model, f"{where}.dims): the model leaves the rank of '{tensor.key}' open; list its dims in config.pbtxt"
+                    model,
+                    f"{where}.dims): the model leaves the rank of '{tensor.key}' open; list its dims in config.pbtxt",
                 )
             dims = list(tensor.shape[1:] if batching else tensor.shape)
             if dims:

@@ -34,7 +34,9 @@ def check_config_against_model(
             tensor = tensors.get(spec.name)
             if tensor is None:
                 known = ", ".join(sorted(tensors)) or "none"
-                raise ConfigError(config.name, f"{where}.name): the {source} has no {kind} '{spec.name}' ({kind}s: {known})")
+                raise ConfigError(
+                    config.name, f"{where}.name): the {source} has no {kind} '{spec.name}' ({kind}s: {known})"
+                )
             _check_tensor(config.name, where, spec, tensor, batching, source)
     # Sequence controls, implicit state and batch inputs: fed and fetched by name too.
     fed = model_inputs(config)

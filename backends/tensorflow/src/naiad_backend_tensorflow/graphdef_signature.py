@@ -63,9 +63,7 @@ def graphdef_signature(graph: Any, config: ModelConfig) -> ModelSignature:
 def unfed_placeholders(graph: Any, config: ModelConfig) -> list[str]:
     """Placeholders without a default that no config input feeds: every run would fail."""
     fed = {tensor_name_of(spec.name) for spec in model_inputs(config)}
-    return sorted(
-        op.name for op in graph.get_operations() if op.type == "Placeholder" and f"{op.name}:0" not in fed
-    )
+    return sorted(op.name for op in graph.get_operations() if op.type == "Placeholder" and f"{op.name}:0" not in fed)
 
 
 def require_graph_inputs(graph: Any, config: ModelConfig) -> None:

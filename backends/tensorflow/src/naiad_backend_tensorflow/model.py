@@ -19,9 +19,11 @@ from naiad.backend import (
     ModelInstance,
     NaiadError,
     execute_by_name,
-    model_config_pb2 as pb,
     model_inputs,
     model_outputs,
+)
+from naiad.backend import (
+    model_config_pb2 as pb,
 )
 
 from .auto_complete import auto_complete_from_signature
@@ -67,7 +69,10 @@ def choose_platform(config: ModelConfig, version_path: Path) -> str:
     filename = config.proto.default_model_filename
     if filename:
         return SAVEDMODEL if (version_path / filename).is_dir() else GRAPHDEF
-    if not (version_path / DEFAULT_FILENAMES[SAVEDMODEL]).exists() and (version_path / DEFAULT_FILENAMES[GRAPHDEF]).exists():
+    if (
+        not (version_path / DEFAULT_FILENAMES[SAVEDMODEL]).exists()
+        and (version_path / DEFAULT_FILENAMES[GRAPHDEF]).exists()
+    ):
         return GRAPHDEF
     return SAVEDMODEL
 
@@ -174,7 +179,8 @@ def _readable_tf_message(message: str) -> str:
     failing node named once instead of its `[[{{node ...}}]]` annotation."""
     nodes = re.findall(r"\{\{node ([^}]+)\}\}", message)
     lines = [
-        line.strip() for line in message.replace("Graph execution error:", "").splitlines()
+        line.strip()
+        for line in message.replace("Graph execution error:", "").splitlines()
         if line.strip() and not line.strip().startswith("[[")
     ]
     text = "; ".join(lines) or message
@@ -209,8 +215,11 @@ class TensorFlowInstance(ModelInstance):
                     "or use KIND_CPU"
                 )
             else:
-                log.info("model '%s': TensorFlow sees no GPU, instance %s runs on the CPU",
-                         self.model.context.name, self.context.name)
+                log.info(
+                    "model '%s': TensorFlow sees no GPU, instance %s runs on the CPU",
+                    self.model.context.name,
+                    self.context.name,
+                )
         self.session = self.model.session_for(self.context, gpu_id)
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:

@@ -37,8 +37,9 @@ def read_saved_model(directory: Path, model: str) -> Any:
     else:
         what = "is not a directory" if not directory.is_dir() else "holds no saved_model.pb"
         raise ConfigError(
-            model, f"platform tensorflow_savedmodel: {directory} {what}; a SavedModel is a directory "
-            "written by tf.saved_model.save"
+            model,
+            f"platform tensorflow_savedmodel: {directory} {what}; a SavedModel is a directory "
+            "written by tf.saved_model.save",
         )
     return message
 
@@ -67,8 +68,9 @@ def signature_of(meta_graph: Any, name: str, model: str) -> ModelSignature:
     if wanted not in signatures:
         usable = sorted(k for k in signatures if not k.startswith("__"))
         raise ConfigError(
-            model, f"parameters TF_SIGNATURE_DEF: the SavedModel has no signature '{wanted}' "
-            f"(signatures: {usable}); name one with the TF_SIGNATURE_DEF parameter"
+            model,
+            f"parameters TF_SIGNATURE_DEF: the SavedModel has no signature '{wanted}' "
+            f"(signatures: {usable}); name one with the TF_SIGNATURE_DEF parameter",
         )
     signature = signatures[wanted]
     return ModelSignature(

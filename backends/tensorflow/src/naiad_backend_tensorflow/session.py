@@ -17,7 +17,12 @@ from naiad.backend import ConfigError
 from .settings import BackendSettings, ModelSettings
 
 __all__ = [
-    "ModelSession", "session_config", "open_savedmodel", "open_graphdef", "import_graphdef", "read_graphdef",
+    "ModelSession",
+    "session_config",
+    "open_savedmodel",
+    "open_graphdef",
+    "import_graphdef",
+    "read_graphdef",
     "read_init_ops",
 ]
 
@@ -124,7 +129,11 @@ def import_graphdef(graph_def: Any, gpu_id: int | None) -> Any:
 
 
 def open_graphdef(
-    graph_def: Any, feeds: dict[str, str], fetches: dict[str, str], config: Any, gpu_id: int | None,
+    graph_def: Any,
+    feeds: dict[str, str],
+    fetches: dict[str, str],
+    config: Any,
+    gpu_id: int | None,
     init_ops: list[str],
 ) -> ModelSession:
     import tensorflow as tf
@@ -156,9 +165,7 @@ def read_init_ops(filename: str, version_path: Path, model_path: Path, model: st
             except (ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(model, f"parameters TF_INIT_OPS_FILE: {path} is not valid: {exc}") from None
             return ops
-    raise ConfigError(
-        model, f"parameters TF_INIT_OPS_FILE: '{filename}' is in neither {version_path} nor {model_path}"
-    )
+    raise ConfigError(model, f"parameters TF_INIT_OPS_FILE: '{filename}' is in neither {version_path} nor {model_path}")
 
 
 class _QuietDeprecations:

@@ -110,9 +110,7 @@ def parse_backend_settings(config: dict[str, str]) -> BackendSettings:
                 raise ValueError(f"gpu-memory-fraction: must be between 0 and 1, got {fraction}")
             values["gpu_memory_fraction"] = fraction
         if "default-max-batch-size" in config:
-            values["default_max_batch_size"] = _parse_int(
-                config["default-max-batch-size"], "default-max-batch-size", 0
-            )
+            values["default_max_batch_size"] = _parse_int(config["default-max-batch-size"], "default-max-batch-size", 0)
     except ValueError as exc:
         raise NaiadError.invalid(f"--backend-config tensorflow,{exc}") from None
     return BackendSettings(**{**_as_dict(settings), **values})

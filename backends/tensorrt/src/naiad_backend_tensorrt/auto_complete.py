@@ -8,7 +8,8 @@ inputs/outputs are added; listed ones get missing types and dims.
 
 from __future__ import annotations
 
-from naiad.backend import ConfigError, ModelConfig, datatype_to_config_type, model_config_pb2 as pb
+from naiad.backend import ConfigError, ModelConfig, datatype_to_config_type
+from naiad.backend import model_config_pb2 as pb
 
 from .engine_description import EngineDescription, EngineTensor
 
@@ -51,7 +52,9 @@ def _complete(model: str, kind: str, listed, tensors: dict[str, EngineTensor], b
         where = f"{kind} '{entry.name}' ({kind}[{index}]"
         if entry.data_type == pb.TYPE_INVALID:
             if tensor.datatype is None:
-                raise ConfigError(model, f"{where}.data_type): the engine's type {tensor.trt_dtype} has no Triton datatype")
+                raise ConfigError(
+                    model, f"{where}.data_type): the engine's type {tensor.trt_dtype} has no Triton datatype"
+                )
             entry.data_type = pb.DataType.Value(datatype_to_config_type(tensor.datatype))
         if tensor.is_shape_tensor:
             entry.is_shape_tensor = True

@@ -57,8 +57,12 @@ def set_device(device: int) -> None:
 def compute_capability(device: int) -> tuple[int, int]:
     runtime = cudart()
     attr = runtime.cudaDeviceAttr
-    major = _check(runtime.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute")
-    minor = _check(runtime.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute")
+    major = _check(
+        runtime.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute"
+    )
+    minor = _check(
+        runtime.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute"
+    )
     return int(major), int(minor)
 
 
@@ -104,16 +108,18 @@ class DeviceBuffer:
     def upload(self, host_pointer: int, nbytes: int, stream: Stream) -> None:
         runtime = cudart()
         _check(
-            runtime.cudaMemcpyAsync(self.pointer, host_pointer, nbytes,
-                                    runtime.cudaMemcpyKind.cudaMemcpyHostToDevice, stream.raw),
+            runtime.cudaMemcpyAsync(
+                self.pointer, host_pointer, nbytes, runtime.cudaMemcpyKind.cudaMemcpyHostToDevice, stream.raw
+            ),
             "cudaMemcpyAsync(host to device)",
         )
 
     def download(self, host_pointer: int, nbytes: int, stream: Stream) -> None:
         runtime = cudart()
         _check(
-            runtime.cudaMemcpyAsync(host_pointer, self.pointer, nbytes,
-                                    runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost, stream.raw),
+            runtime.cudaMemcpyAsync(
+                host_pointer, self.pointer, nbytes, runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost, stream.raw
+            ),
             "cudaMemcpyAsync(device to host)",
         )
 

@@ -7,6 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from naiad.backend import (
     ConfigError,
     InferenceRequest,
@@ -20,8 +21,8 @@ from naiad.backend import (
     execute_by_name,
 )
 
-from .compute_capability import format_compute_capability, select_plan_filename
 from .auto_complete import auto_complete_from_engine
+from .compute_capability import format_compute_capability, select_plan_filename
 from .config_check import check_config_against_engine
 from .cuda_runtime import (
     CudaError,
@@ -52,7 +53,7 @@ class TensorRTModel(Model):
     """Deserializes the engine once per GPU that has instances (an engine belongs to one
     device); the file comes from `cc_model_filenames` for that GPU's compute capability."""
 
-    def __init__(self, context: ModelContext, backend: "TensorRTBackend") -> None:
+    def __init__(self, context: ModelContext, backend: TensorRTBackend) -> None:
         super().__init__(context)
         self.backend = backend
         self._engines: dict[int, tuple[Any, EngineDescription]] = {}
@@ -81,8 +82,10 @@ class TensorRTModel(Model):
         )
         path = self.context.version_path / filename
         if not path.is_file():
-            hint = "" if self.context.config.proto.cc_model_filenames else (
-                "; list per-GPU engines with cc_model_filenames { key: \"" + cc + "\" value: \"...\" }"
+            hint = (
+                ""
+                if self.context.config.proto.cc_model_filenames
+                else ('; list per-GPU engines with cc_model_filenames { key: "' + cc + '" value: "..." }')
             )
             raise ConfigError(name, f"no engine file {path} for GPU {device} (compute capability {cc}){hint}")
         runtime = self.backend.runtime(self._trt)
@@ -132,7 +135,9 @@ class TensorRTInstance(ModelInstance):
         set_device(self.device)
         engine, self.description = self.model.engine_for(self.device)
         config = self.model.context.config
-        self.profiles = allowed_profiles(config, self.context.group_name, self.description.num_profiles, self.model.context.name)
+        self.profiles = allowed_profiles(
+            config, self.context.group_name, self.description.num_profiles, self.model.context.name
+        )
         check_config_against_engine(config, self.description, self.model.context.name, self.profiles)
         self.execution = engine.create_execution_context()
         if self.execution is None:

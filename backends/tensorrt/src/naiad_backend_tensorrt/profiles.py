@@ -24,8 +24,9 @@ def allowed_profiles(config: ModelConfig, group_name: str, num_profiles: int, mo
                 value = -1
             if not 0 <= value < num_profiles:
                 raise ConfigError(
-                    model, f"instance_group[{index}].profile: '{text}' is not a profile of the engine "
-                    f"(it has {num_profiles}: 0..{num_profiles - 1})"
+                    model,
+                    f"instance_group[{index}].profile: '{text}' is not a profile of the engine "
+                    f"(it has {num_profiles}: 0..{num_profiles - 1})",
                 )
             chosen.append(value)
         return chosen
@@ -43,9 +44,11 @@ def choose_profile(engine: EngineDescription, allowed: list[int], shapes: dict[s
         ):
             return index
     ranges = "; ".join(
-        f"profile {i}: " + ", ".join(
+        f"profile {i}: "
+        + ", ".join(
             f"'{t.name}' {list(t.profiles[i].min)}..{list(t.profiles[i].max)}"
-            for t in engine.inputs if t.profiles and i < len(t.profiles)
+            for t in engine.inputs
+            if t.profiles and i < len(t.profiles)
         )
         for i in allowed
     )

@@ -10,7 +10,8 @@ reads them. Shared-memory inputs and outputs go through the server's one registr
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,8 @@ from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...protos import grpc_service_pb2 as pb
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
-from ..kserve.repository_requests import LoadRequest, load_request as shared_load_request
+from ..kserve.repository_requests import LoadRequest
+from ..kserve.repository_requests import load_request as shared_load_request
 
 __all__ = [
     "decode_parameters",
@@ -170,8 +172,7 @@ def _from_contents(
     present = [f.name for f, _ in contents.ListFields()]
     if field is None:
         raise NaiadError.invalid(
-            f"input '{name}' for model '{model}': {datatype} has no typed contents field; send it in "
-            "raw_input_contents"
+            f"input '{name}' for model '{model}': {datatype} has no typed contents field; send it in raw_input_contents"
         )
     if any(other != field for other in present):
         raise NaiadError.invalid(

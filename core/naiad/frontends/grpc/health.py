@@ -9,7 +9,8 @@ whenever it changes.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from ...protos import health_pb2 as pb
 from ...server import Server

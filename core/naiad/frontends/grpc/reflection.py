@@ -10,15 +10,17 @@ servicer answers it too.
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import FileDescriptor
 
+from naiad_wire.grpc_status import StatusCode
+
 from ...protos import reflection_pb2 as pb
 from ...protos._pool import POOL
 from .rpc import RpcMethod
-from naiad_wire.grpc_status import StatusCode
 from .service import methods_from_descriptor
 
 __all__ = ["REFLECTION_SERVICE_NAME", "ReflectionServicer", "reflection_methods"]
@@ -107,6 +109,7 @@ def reflection_methods(servicer: ReflectionServicer) -> dict[str, RpcMethod]:
     methods = methods_from_descriptor(pb.DESCRIPTOR.services_by_name["ServerReflection"], pb, servicer)
     for path, method in list(methods.items()):
         alias = path.replace(REFLECTION_SERVICE_NAME, _V1_SERVICE_NAME)
-        methods[alias] = RpcMethod(alias, method.implementation, method.request_type,
-                                   method.client_streaming, method.server_streaming)
+        methods[alias] = RpcMethod(
+            alias, method.implementation, method.request_type, method.client_streaming, method.server_streaming
+        )
     return methods

@@ -6,7 +6,8 @@ answers a call without the header `triton-grpc-protocol-KEY: VALUE` with UNAVAIL
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from naiad_wire.grpc_status import RpcError, StatusCode
 
@@ -22,8 +23,12 @@ RPCS: dict[str, tuple[str, ...]] = {
     "metadata": ("ServerMetadata", "ModelMetadata"),
     "inference": ("ModelInfer", "ModelStreamInfer"),
     "shared-memory": (
-        "SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
-        "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
+        "SystemSharedMemoryStatus",
+        "SystemSharedMemoryRegister",
+        "SystemSharedMemoryUnregister",
+        "CudaSharedMemoryStatus",
+        "CudaSharedMemoryRegister",
+        "CudaSharedMemoryUnregister",
     ),
     "model-config": ("ModelConfig",),
     "model-repository": ("RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload"),

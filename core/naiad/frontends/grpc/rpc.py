@@ -15,13 +15,20 @@ import asyncio
 import base64
 import logging
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, NoReturn
+from typing import Any, NoReturn
 
 from google.protobuf.message import DecodeError, Message
 
 from naiad_wire.grpc_framing import (
-    ACCEPT_ENCODING, ENCODINGS, decompress, frame_message, message_at, parse_timeout, percent_encode,
+    ACCEPT_ENCODING,
+    ENCODINGS,
+    decompress,
+    frame_message,
+    message_at,
+    parse_timeout,
+    percent_encode,
 )
 from naiad_wire.grpc_status import RpcError, StatusCode
 from naiad_wire.header_compression import encode_headers
@@ -34,9 +41,7 @@ __all__ = ["RpcMethod", "RpcSettings", "RpcDispatcher", "Call"]
 log = logging.getLogger("naiad.grpc")
 
 # Request headers that are the protocol's, not the application's metadata.
-_RESERVED = frozenset(
-    {"content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "content-length"}
-)
+_RESERVED = frozenset({"content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "content-length"})
 # How long a client-streaming call's messages are handed to its method before the event loop
 # serves everyone else.
 _TURN_S = 0.001
@@ -62,7 +67,7 @@ _NOT_GRPC = (
 @dataclass(frozen=True)
 class RpcMethod:
     name: str  # "/package.Service/Method", for logs
-    implementation: Callable[[Any, "Call"], Any]
+    implementation: Callable[[Any, Call], Any]
     request_type: type[Message]
     client_streaming: bool = False
     server_streaming: bool = False
@@ -87,7 +92,7 @@ class RpcDispatcher:
         self.settings = settings
         self.calls: set[Call] = set()
 
-    def __call__(self, stream: Stream, headers: list[tuple[str, str]], end_stream: bool) -> "Call":
+    def __call__(self, stream: Stream, headers: list[tuple[str, str]], end_stream: bool) -> Call:
         path = method = content_type = encoding = accept = None
         timeout = None
         metadata: list[tuple[str, str | bytes]] = []
@@ -136,9 +141,26 @@ class Call:
     """One gRPC call: the StreamEvents of its HTTP/2 stream, and the servicer's context."""
 
     __slots__ = (
-        "dispatcher", "stream", "method", "metadata", "_encoding", "_response_encoding", "_buffer",
-        "_request", "_task", "_deadline", "_deadline_timer", "_deadline_hit", "_headers_sent", "_done",
-        "_http_answer", "_head_request", "_streaming", "_received", "_ended", "_more",
+        "dispatcher",
+        "stream",
+        "method",
+        "metadata",
+        "_encoding",
+        "_response_encoding",
+        "_buffer",
+        "_request",
+        "_task",
+        "_deadline",
+        "_deadline_timer",
+        "_deadline_hit",
+        "_headers_sent",
+        "_done",
+        "_http_answer",
+        "_head_request",
+        "_streaming",
+        "_received",
+        "_ended",
+        "_more",
     )
 
     def __init__(self, dispatcher: RpcDispatcher, stream: Stream, method: RpcMethod | None, metadata: tuple) -> None:
@@ -349,8 +371,9 @@ class Call:
 
     def _encode(self, response: Message) -> bytes:
         settings = self.dispatcher.settings
-        return frame_message(response.SerializeToString(), settings.max_send_size, self._response_encoding,
-                             settings.compression_level)
+        return frame_message(
+            response.SerializeToString(), settings.max_send_size, self._response_encoding, settings.compression_level
+        )
 
     def _respond(self, response: Message) -> None:
         try:

@@ -44,8 +44,10 @@ def http2_limits(options: GrpcOptions) -> Http2Limits:
 
     if options.max_concurrent_streams < 1:
         raise ValueError(f"--grpc-max-concurrent-streams must be at least 1, got {options.max_concurrent_streams}")
-    for flag, value in (("--grpc-handshake-timeout", options.handshake_timeout_ms),
-                        ("--grpc-max-connection-idle", options.max_connection_idle_ms)):
+    for flag, value in (
+        ("--grpc-handshake-timeout", options.handshake_timeout_ms),
+        ("--grpc-max-connection-idle", options.max_connection_idle_ms),
+    ):
         if value is not None and value < 0:
             raise ValueError(f"{flag} must not be negative, got {value}")
 
@@ -108,7 +110,9 @@ class GrpcServer:
         except OSError as exc:
             raise RuntimeError(f"gRPC: unable to listen on {options.address}:{options.port}: {exc}") from None
         self._listener = await loop.create_server(
-            lambda: Http2Connection(self.dispatcher, self.limits, self.connections), sock=sock, ssl=self.ssl,
+            lambda: Http2Connection(self.dispatcher, self.limits, self.connections),
+            sock=sock,
+            ssl=self.ssl,
             backlog=1024,
         )
         return self._listener.sockets[0].getsockname()[1]

@@ -13,17 +13,18 @@ import asyncio
 import contextlib
 import logging
 import re
-from typing import Any, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from ...errors import NaiadError
 from ...inference import InferenceRequest, InferenceResponse
 from ...protos import grpc_service_pb2 as pb
 from ...server import Server
-from . import codec
 from ..kserve.infer_parameters import forward_headers, take_empty_final_response
 from ..kserve.repository_requests import index_request, unload_request
 from ..kserve.restrictions import Restriction
-from ..kserve.shared_memory_requests import register_request, region_selector
+from ..kserve.shared_memory_requests import region_selector, register_request
+from . import codec
 from .restrictions import guard
 from .rpc import RpcMethod
 
@@ -44,9 +45,7 @@ STREAM_IN_FLIGHT = 64
 class InferenceServicer:
     """One method per RPC of `inference.GRPCInferenceService`."""
 
-    def __init__(
-        self, server: Server, forward_headers: re.Pattern[str] | None = None
-    ) -> None:
+    def __init__(self, server: Server, forward_headers: re.Pattern[str] | None = None) -> None:
         self.server = server
         # --grpc-header-forward-pattern: matching request headers become request parameters.
         self.forward_headers = forward_headers
@@ -83,9 +82,7 @@ class InferenceServicer:
         response.config.CopyFrom(config.proto)
         return response
 
-    async def ModelStatistics(
-        self, request: pb.ModelStatisticsRequest, context: Any
-    ) -> pb.ModelStatisticsResponse:
+    async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Any) -> pb.ModelStatisticsResponse:
         return codec.statistics_response(self.server.statistics(request.name, request.version))
 
     # -- inference -------------------------------------------------------------------------
@@ -95,8 +92,11 @@ class InferenceServicer:
         if self.forward_headers is not None:
             # Binary (-bin) metadata values are bytes: only text ones are forwarded.
             metadata = context.invocation_metadata() or ()
-            forward_headers(request.parameters, self.forward_headers,
-                            ((key, value) for key, value in metadata if isinstance(value, str)))
+            forward_headers(
+                request.parameters,
+                self.forward_headers,
+                ((key, value) for key, value in metadata if isinstance(value, str)),
+            )
         if request.outputs:
             codec.check_output_placements(request, self.server.shared_memory)
         return request
@@ -207,8 +207,9 @@ class InferenceServicer:
         self.server.check_repository_control()
         # A value that is not a bool_param reads as false, as before the parameters were shared.
         dependents = request.parameters.get("unload_dependents")
-        unload = unload_request(request.model_name,
-                                {"unload_dependents": dependents is not None and dependents.bool_param})
+        unload = unload_request(
+            request.model_name, {"unload_dependents": dependents is not None and dependents.bool_param}
+        )
         await self.server.unload_model(unload.model, unload.unload_dependents)
         return pb.RepositoryModelUnloadResponse()
 

@@ -14,13 +14,13 @@ from naiad_wire.listen import listen
 
 from ...server import Server
 from ..kserve.restrictions import parse_restrictions
-from ..options import MAX_INPUT_SIZE as DEFAULT_MAX_INPUT_SIZE, HttpOptions
+from ..options import MAX_INPUT_SIZE as DEFAULT_MAX_INPUT_SIZE
+from ..options import HttpOptions
 from .app import create_app
 from .generate_mapping import generate_request
 from .server import serve_hypercorn, serve_naiad, serve_uvicorn
 
-__all__ = ["run", "create_app", "DEFAULT_MAX_INPUT_SIZE", "HttpOptions", "generate_request",
-           "serve_uvicorn"]
+__all__ = ["run", "create_app", "DEFAULT_MAX_INPUT_SIZE", "HttpOptions", "generate_request", "serve_uvicorn"]
 
 log = logging.getLogger("naiad.http")
 

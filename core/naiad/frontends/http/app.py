@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -22,7 +23,7 @@ from ...errors import NaiadError
 from ...server import Server
 from ..kserve.repository_requests import FILE_PREFIX, index_request, load_request, unload_request
 from ..kserve.restrictions import Restriction
-from ..kserve.shared_memory_requests import register_request, region_selector
+from ..kserve.shared_memory_requests import region_selector, register_request
 from ..options import MAX_INPUT_SIZE
 from .body import BodyReader
 from .codec import decode_json
@@ -103,8 +104,13 @@ class _Routes:
     async def infer(self, request: Request) -> Response:
         headers = request.headers
         content, extra, media_type = await self.infer_endpoint.answer(
-            request.path_params["model"], _version(request), await self.body(request),
-            headers.get(HEADER_LENGTH), headers.get("accept-encoding"), request.receive, headers.raw,
+            request.path_params["model"],
+            _version(request),
+            await self.body(request),
+            headers.get(HEADER_LENGTH),
+            headers.get("accept-encoding"),
+            request.receive,
+            headers.raw,
         )
         return Response(content, headers=extra, media_type=media_type)
 
@@ -139,8 +145,10 @@ class _Routes:
         document = await self.json_body(request, "repository index request")
         index = index_request(document.get("ready", False))
         # Triton's JSON leaves out the reason of a row that has none.
-        rows = [{key: value for key, value in row.items() if key != "reason" or value}
-                for row in self.server.repository_index(index.ready)]
+        rows = [
+            {key: value for key, value in row.items() if key != "reason" or value}
+            for row in self.server.repository_index(index.ready)
+        ]
         return json_response(rows)
 
     async def repository_parameters(self, request: Request, action: str) -> dict[str, Any]:
@@ -182,8 +190,9 @@ class _Routes:
 
     async def shm_register(self, request: Request) -> Response:
         document = await self.json_body(request, "shared memory register request")
-        region = register_request(request.path_params["region"], document.get("key"), document.get("offset", 0),
-                                  document.get("byte_size"))
+        region = register_request(
+            request.path_params["region"], document.get("key"), document.get("offset", 0), document.get("byte_size")
+        )
         self.server.shared_memory.register(region.name, region.key, region.offset, region.byte_size)
         return empty_response()
 
@@ -235,7 +244,9 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
 
 
 def create_app(
-    server: Server, max_input_size: int = MAX_INPUT_SIZE, restrictions: Mapping[str, Restriction] | None = None,
+    server: Server,
+    max_input_size: int = MAX_INPUT_SIZE,
+    restrictions: Mapping[str, Restriction] | None = None,
     forward_headers: re.Pattern[str] | None = None,
 ) -> NaiadHttpApp:
     """The ASGI app serving `server`; bodies over `max_input_size` bytes get 400.
@@ -286,6 +297,8 @@ def create_app(
         ("/v2/cudasharedmemory/region/{region}/unregister", r.cuda_shm_unregister, post, "shared-memory"),
         ("/v2/cudasharedmemory/unregister", r.cuda_shm_unregister, post, "shared-memory"),
     ]
-    routes = [Route(path, _guarded(handler, restrictions.get(group)), methods=methods)
-              for path, handler, methods, group in table]
+    routes = [
+        Route(path, _guarded(handler, restrictions.get(group)), methods=methods)
+        for path, handler, methods, group in table
+    ]
     return NaiadHttpApp(r.infer_endpoint, Starlette(routes=routes, exception_handlers={HTTPException: _http_exception}))

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import orjson
 
+from ...config.model_config import ModelConfig
 from ...datatypes import DATATYPES, input_from_raw, numpy_dtype, tensor_to_raw
 from ...errors import NaiadError
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
-from ...config.model_config import ModelConfig
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
 from ..kserve.infer_parameters import take_binary_data_output
@@ -65,9 +65,7 @@ def split_body(body: bytes, header_length: str | None) -> tuple[memoryview, memo
     try:
         length = int(header_length)
     except ValueError:
-        raise NaiadError.invalid(
-            f"Inference-Header-Content-Length must be an integer, got '{header_length}'"
-        ) from None
+        raise NaiadError.invalid(f"Inference-Header-Content-Length must be an integer, got '{header_length}'") from None
     if length <= 0 or length > len(body):
         raise NaiadError.invalid(
             f"Inference-Header-Content-Length is {length}, but the body holds {len(body)} bytes; "
@@ -210,8 +208,15 @@ def _decode_input(
     shape = _shape(raw.get("shape"), name)
     parameters = _parameters(raw, f"input '{name}'")
 
-    sources = [s for s, present in (("'data'", "data" in raw), ("'binary_data_size'", "binary_data_size" in parameters),
-                                    (f"'{_SHM_REGION}'", _SHM_REGION in parameters)) if present]
+    sources = [
+        s
+        for s, present in (
+            ("'data'", "data" in raw),
+            ("'binary_data_size'", "binary_data_size" in parameters),
+            (f"'{_SHM_REGION}'", _SHM_REGION in parameters),
+        )
+        if present
+    ]
     if len(sources) != 1:
         found = " and ".join(sources) if sources else "none of them"
         raise NaiadError.invalid(

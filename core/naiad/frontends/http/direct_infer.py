@@ -3,7 +3,7 @@ direct route: answered straight from the parsed request, without the ASGI app.""
 
 from __future__ import annotations
 
-from typing import Awaitable
+from collections.abc import Awaitable
 
 from naiad_wire.http1 import DirectAnswer, Request
 
@@ -20,8 +20,12 @@ class DirectInfer:
 
     def __call__(self, request: Request) -> Awaitable[DirectAnswer] | None:
         # Restricted inference (--http-restricted-api) goes through the ASGI app, which checks headers.
-        if (request.method != b"POST" or b"%" in request.url or b"?" in request.url
-                or self.infer.restriction is not None):
+        if (
+            request.method != b"POST"
+            or b"%" in request.url
+            or b"?" in request.url
+            or self.infer.restriction is not None
+        ):
             return None
         target = infer_target(request.url.decode("latin-1"))
         return None if target is None else self._answer(request, *target)
@@ -37,6 +41,7 @@ class DirectInfer:
                 accept = value.decode("latin-1")
         infer = self.infer
         body = infer.body.decoded(request.body, encoding)
-        content, extra, media_type = await infer.answer(name, version, body, header_length, accept,
-                                                        headers=request.headers)
+        content, extra, media_type = await infer.answer(
+            name, version, body, header_length, accept, headers=request.headers
+        )
         return content, media_type, extra

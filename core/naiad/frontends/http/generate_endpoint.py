@@ -8,7 +8,8 @@ line was decided by the first response), and the stream ends on the final respon
 
 from __future__ import annotations
 
-from typing import Any, AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
 
 import orjson
 from starlette.responses import Response, StreamingResponse

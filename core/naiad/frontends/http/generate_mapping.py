@@ -13,11 +13,12 @@ parameters and every output as a top-level key: one element as a scalar, more as
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
+from ...config.model_config import ModelConfig, TensorSpec
 from ...errors import NaiadError
 from ...inference import InferenceRequest, InferenceResponse
-from ...config.model_config import ModelConfig, TensorSpec
 from ...tensor import Tensor
 from .json_tensors import array_from_json, json_from_tensor
 

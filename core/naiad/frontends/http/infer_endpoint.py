@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Awaitable, Iterable
+from collections.abc import Awaitable, Iterable
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
@@ -35,7 +36,10 @@ class InferEndpoint:
     """Decodes an infer body, runs it on the server, encodes the answer."""
 
     def __init__(
-        self, server: Server, body: BodyReader, restriction: Restriction | None = None,
+        self,
+        server: Server,
+        body: BodyReader,
+        restriction: Restriction | None = None,
         forward_headers: re.Pattern[str] | None = None,
     ) -> None:
         self.server = server
@@ -47,8 +51,14 @@ class InferEndpoint:
         self.forward_headers = forward_headers
 
     async def answer(
-        self, name: str, version: str, body: bytes, header_length: str | None, accept_encoding: str | None,
-        receive: Receive | None = None, headers: Iterable[tuple[bytes, bytes]] = (),
+        self,
+        name: str,
+        version: str,
+        body: bytes,
+        header_length: str | None,
+        accept_encoding: str | None,
+        receive: Receive | None = None,
+        headers: Iterable[tuple[bytes, bytes]] = (),
     ) -> tuple[bytes, dict[str, str], str]:
         """Body, extra headers and media type of the answer to one infer body. With the
         ASGI `receive` channel, a client that disconnects first cancels the inference."""
@@ -98,7 +108,7 @@ _WATCH_AFTER_S = 0.02
 class _DisconnectWatch:
     """Cancels `task` when the client disconnects while its inference waits."""
 
-    def __init__(self, receive: Receive, task: "asyncio.Task[Any] | None") -> None:
+    def __init__(self, receive: Receive, task: asyncio.Task[Any] | None) -> None:
         self._receive = receive
         self._task = task
         self.fired = False
@@ -171,7 +181,12 @@ class NaiadHttpApp:
         try:
             body = await self.infer.body.read(receive, found[b"content-length"], found[b"content-encoding"])
             content, extra, media_type = await self.infer.answer(
-                name, version, body, found[b"inference-header-content-length"], found[b"accept-encoding"], receive,
+                name,
+                version,
+                body,
+                found[b"inference-header-content-length"],
+                found[b"accept-encoding"],
+                receive,
                 scope["headers"],
             )
         except ClientDisconnect:

@@ -4,7 +4,8 @@ numpy arrays natively). BYTES travel as UTF-8 strings; FP16 and BF16 as numbers.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,9 @@ def _numbers_from_json(name: str, datatype: str, data: list[Any]) -> np.ndarray:
     try:
         parsed = np.array(data)
     except ValueError:
-        raise NaiadError.invalid(f"input '{name}': 'data' is a ragged nested list; every row must have the same length") from None
+        raise NaiadError.invalid(
+            f"input '{name}': 'data' is a ragged nested list; every row must have the same length"
+        ) from None
     kind = parsed.dtype.kind
     if datatype == "BOOL":
         allowed = "b"
@@ -76,8 +79,7 @@ def _numbers_from_json(name: str, datatype: str, data: list[Any]) -> np.ndarray:
     else:
         allowed = "iu"
     if parsed.size and kind not in allowed and not (kind in "fO" and "i" in allowed and "f" not in allowed):
-        wanted = "true/false values" if datatype == "BOOL" else (
-            "numbers" if "f" in allowed else "integers")
+        wanted = "true/false values" if datatype == "BOOL" else ("numbers" if "f" in allowed else "integers")
         raise NaiadError.invalid(f"input '{name}': {datatype} data must be {wanted}")
     if datatype == "BF16":
         return bf16_words(parsed.astype(np.float32))
@@ -103,7 +105,6 @@ def _require_integers(name: str, datatype: str, data: list[Any]) -> None:
     for item in _leaves(data):
         if isinstance(item, bool) or not isinstance(item, int):
             raise NaiadError.invalid(f"input '{name}': {datatype} data must be integers, got {item!r}")
-
 
 
 def json_from_tensor(tensor: Tensor) -> Any:

@@ -15,8 +15,17 @@ from starlette.types import Scope
 from ...errors import HTTP_STATUS, NaiadError
 from ..kserve.restrictions import Restriction
 
-__all__ = ["JSON", "BINARY", "json_response", "empty_response", "health_response", "error_response",
-           "error_for", "forbidden", "compress"]
+__all__ = [
+    "JSON",
+    "BINARY",
+    "json_response",
+    "empty_response",
+    "health_response",
+    "error_response",
+    "error_for",
+    "forbidden",
+    "compress",
+]
 
 log = logging.getLogger("naiad.http")
 

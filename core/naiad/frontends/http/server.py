@@ -12,7 +12,8 @@ import asyncio
 import contextlib
 import logging
 import socket
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from starlette.types import ASGIApp
 
@@ -26,11 +27,25 @@ __all__ = ["serve_naiad", "serve_uvicorn", "serve_hypercorn"]
 
 log = logging.getLogger("naiad.http")
 
-async def serve_naiad(app: NaiadHttpApp, sock: socket.socket, started: asyncio.Event, grace_s: float,
-                      keep_alive_s: float, header_timeout_s: float) -> None:
+
+async def serve_naiad(
+    app: NaiadHttpApp,
+    sock: socket.socket,
+    started: asyncio.Event,
+    grace_s: float,
+    keep_alive_s: float,
+    header_timeout_s: float,
+) -> None:
     body = app.infer.body
-    server = Http1Server(app, body.max_input_size, keep_alive_s, header_timeout_s, error_app=error_for,
-                         direct=DirectInfer(app.infer), body_limit_message=lambda size: body.too_large(size).message)
+    server = Http1Server(
+        app,
+        body.max_input_size,
+        keep_alive_s,
+        header_timeout_s,
+        error_app=error_for,
+        direct=DirectInfer(app.infer),
+        body_limit_message=lambda size: body.too_large(size).message,
+    )
     await server.start(sock)
     started.set()
     try:

@@ -6,12 +6,18 @@ forwarded as parameters. Sequence, priority and timeout parameters are the core'
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ...errors import NaiadError
 
-__all__ = ["BINARY_DATA_OUTPUT", "EMPTY_FINAL_RESPONSE", "forward_headers", "take_binary_data_output",
-           "take_empty_final_response"]
+__all__ = [
+    "BINARY_DATA_OUTPUT",
+    "EMPTY_FINAL_RESPONSE",
+    "forward_headers",
+    "take_binary_data_output",
+    "take_empty_final_response",
+]
 
 # HTTP: every output travels as binary data unless it says otherwise.
 BINARY_DATA_OUTPUT = "binary_data_output"
@@ -33,8 +39,7 @@ def take_empty_final_response(parameters: dict[str, Any]) -> bool:
     return bool(parameters.pop(EMPTY_FINAL_RESPONSE, False))
 
 
-def forward_headers(parameters: dict[str, Any], pattern: re.Pattern[str],
-                    headers: Iterable[tuple[str, str]]) -> None:
+def forward_headers(parameters: dict[str, Any], pattern: re.Pattern[str], headers: Iterable[tuple[str, str]]) -> None:
     """Request headers whose names match `pattern` become request parameters
     (--http-header-forward-pattern, --grpc-header-forward-pattern); a parameter the request
     sets itself wins."""

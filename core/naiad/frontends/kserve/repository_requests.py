@@ -4,13 +4,22 @@ wire form is decoded into plain values: the checks and Triton's wording live her
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ...errors import NaiadError
 
-__all__ = ["FILE_PREFIX", "IndexRequest", "LoadRequest", "UnloadRequest", "index_request", "load_request",
-           "unload_request", "parse_config_override"]
+__all__ = [
+    "FILE_PREFIX",
+    "IndexRequest",
+    "LoadRequest",
+    "UnloadRequest",
+    "index_request",
+    "load_request",
+    "unload_request",
+    "parse_config_override",
+]
 
 # A load parameter with this prefix carries one model file: `file:<path in the model directory>`.
 FILE_PREFIX = "file:"

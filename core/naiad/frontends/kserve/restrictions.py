@@ -7,14 +7,23 @@ how it refuses (HTTP 403, gRPC UNAVAILABLE, as Triton does)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 __all__ = ["GROUPS", "Restriction", "parse_restrictions"]
 
 # Triton's restricted categories, in its order.
-GROUPS = ("health", "metadata", "inference", "shared-memory", "model-config", "model-repository", "statistics",
-          "trace", "logging")
+GROUPS = (
+    "health",
+    "metadata",
+    "inference",
+    "shared-memory",
+    "model-config",
+    "model-repository",
+    "statistics",
+    "trace",
+    "logging",
+)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from naiad_wire.listen import listen
 
@@ -30,15 +31,19 @@ log = logging.getLogger("naiad.metrics")
 class MetricsEndpoint:
     """The ASGI app plus the CPU/GPU sampler of one server."""
 
-    def __init__(self, server: "Server") -> None:
+    def __init__(self, server: Server) -> None:
         self.server = server
         settings = server.metrics_settings
         self.gauges = SystemGauges(settings.allow_cpu_metrics, settings.allow_gpu_metrics)
 
     def families(self) -> list[Family]:
         settings = self.server.metrics_settings
-        return [*model_families(self.server, settings.counter_latencies), *cache_families(self.server),
-                *self.gauges.families(), *custom_families(self.server)]
+        return [
+            *model_families(self.server, settings.counter_latencies),
+            *cache_families(self.server),
+            *self.gauges.families(),
+            *custom_families(self.server),
+        ]
 
     async def scrape(self) -> bytes:
         # Reading the counters is quick and must happen on the loop that updates them;
@@ -70,12 +75,17 @@ class MetricsEndpoint:
 
 
 async def _respond(send: Any, status: int, body: bytes, content_type: str, head: bool = False) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": b"" if head else body})
 
 
-async def run(server: "Server", options: MetricsOptions, started: asyncio.Event) -> None:
+async def run(server: Server, options: MetricsOptions, started: asyncio.Event) -> None:
     """Serve `/metrics` until cancelled (the frontend contract of `naiad serve`)."""
     import uvicorn
 
@@ -93,8 +103,9 @@ async def run(server: "Server", options: MetricsOptions, started: asyncio.Event)
     interval = server.metrics_settings.interval_ms / 1000.0
     sampler = asyncio.create_task(endpoint.gauges.run(interval), name="naiad-metrics-sampler")
     # uvicorn's own info lines ("Started server process") would speak for naiad under its name.
-    config = uvicorn.Config(endpoint, log_config=None, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=1)
+    config = uvicorn.Config(
+        endpoint, log_config=None, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+    )
     web = _Server(config)
     serving = asyncio.create_task(web.serve(sockets=[sock]), name="naiad-metrics-uvicorn")
     try:

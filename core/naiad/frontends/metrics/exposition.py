@@ -8,8 +8,8 @@ their exact names, so naiad writes the text itself.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 __all__ = ["Family", "render", "CONTENT_TYPE"]
 

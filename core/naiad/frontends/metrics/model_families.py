@@ -19,42 +19,73 @@ FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 
 # (family, help, ModelStatistics duration, summary family, summary help)
 _LATENCIES = (
-    ("nv_inference_request_duration_us", "Total time of successful inference requests in the server, microseconds",
-     "success", "nv_inference_request_summary_us", "Inference request time, microseconds (sliding window)"),
-    ("nv_inference_queue_duration_us", "Total time requests waited in the queue for an instance, microseconds",
-     "queue", "nv_inference_queue_summary_us", "Queue time of requests, microseconds (sliding window)"),
-    ("nv_inference_compute_input_duration_us", "Total time spent preparing inputs for executions, microseconds",
-     "compute_input", "nv_inference_compute_input_summary_us",
-     "Input preparation time, microseconds (sliding window)"),
-    ("nv_inference_compute_infer_duration_us", "Total time models spent executing requests, microseconds",
-     "compute_infer", "nv_inference_compute_infer_summary_us", "Model execution time, microseconds (sliding window)"),
-    ("nv_inference_compute_output_duration_us", "Total time spent gathering outputs of executions, microseconds",
-     "compute_output", "nv_inference_compute_output_summary_us",
-     "Output gathering time, microseconds (sliding window)"),
+    (
+        "nv_inference_request_duration_us",
+        "Total time of successful inference requests in the server, microseconds",
+        "success",
+        "nv_inference_request_summary_us",
+        "Inference request time, microseconds (sliding window)",
+    ),
+    (
+        "nv_inference_queue_duration_us",
+        "Total time requests waited in the queue for an instance, microseconds",
+        "queue",
+        "nv_inference_queue_summary_us",
+        "Queue time of requests, microseconds (sliding window)",
+    ),
+    (
+        "nv_inference_compute_input_duration_us",
+        "Total time spent preparing inputs for executions, microseconds",
+        "compute_input",
+        "nv_inference_compute_input_summary_us",
+        "Input preparation time, microseconds (sliding window)",
+    ),
+    (
+        "nv_inference_compute_infer_duration_us",
+        "Total time models spent executing requests, microseconds",
+        "compute_infer",
+        "nv_inference_compute_infer_summary_us",
+        "Model execution time, microseconds (sliding window)",
+    ),
+    (
+        "nv_inference_compute_output_duration_us",
+        "Total time spent gathering outputs of executions, microseconds",
+        "compute_output",
+        "nv_inference_compute_output_summary_us",
+        "Output gathering time, microseconds (sliding window)",
+    ),
 )
 
 
-def model_families(server: "Server", counter_latencies: bool = True) -> list[Family]:
+def model_families(server: Server, counter_latencies: bool = True) -> list[Family]:
     versions: list[ModelStatistics] = []
     if server.models is not None:
         versions = [v.statistics for v in sorted(server.models.ready_models(), key=lambda v: (v.name, v.version))]
     success = Family("nv_inference_request_success", "Inference requests that succeeded, all batch sizes", "counter")
-    failure = Family("nv_inference_request_failure", "Inference requests that failed, by reason, all batch sizes",
-                     "counter")
+    failure = Family(
+        "nv_inference_request_failure", "Inference requests that failed, by reason, all batch sizes", "counter"
+    )
     count = Family("nv_inference_count", "Inferences performed (a batch of 8 counts 8)", "counter")
     executions = Family("nv_inference_exec_count", "Model executions performed (a batch of 8 counts 1)", "counter")
-    pending = Family("nv_inference_pending_request_count", "Requests received and waiting for an instance, now", "gauge")
+    pending = Family(
+        "nv_inference_pending_request_count", "Requests received and waiting for an instance, now", "gauge"
+    )
     load = Family("nv_model_load_duration_secs", "Seconds the last load of the model version took", "gauge")
     durations = [Family(name, text, "counter") for name, text, _, _, _ in _LATENCIES]
     summaries = [Family(name, text, "summary") for _, _, _, name, text in _LATENCIES]
-    histogram = Family("nv_inference_first_response_histogram_ms",
-                       "Time from a request's arrival to its first response, milliseconds", "histogram")
+    histogram = Family(
+        "nv_inference_first_response_histogram_ms",
+        "Time from a request's arrival to its first response, milliseconds",
+        "histogram",
+    )
     for stats in versions:
         labels = (("model", stats.name), ("version", stats.version))
         success.add(stats.success.count, labels)
         for reason in FAILURE_REASONS:
-            failure.add(stats.failures_by_reason.get(reason, 0),
-                        (("model", stats.name), ("reason", reason), ("version", stats.version)))
+            failure.add(
+                stats.failures_by_reason.get(reason, 0),
+                (("model", stats.name), ("reason", reason), ("version", stats.version)),
+            )
         count.add(stats.inference_count, labels)
         executions.add(stats.execution_count, labels)
         pending.add(stats.pending, labels)
@@ -86,17 +117,20 @@ def model_families(server: "Server", counter_latencies: bool = True) -> list[Fam
 _CACHE_COUNTERS = (
     ("nv_cache_num_hits_per_model", "Number of cache hits per model", "cache_hit", "count", 1),
     ("nv_cache_num_misses_per_model", "Number of cache misses per model", "cache_miss", "count", 1),
-    ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", "cache_hit", "ns",
-     1000),
-    ("nv_cache_miss_duration_per_model", "Total cache miss (insert+lookup) duration per model, in microseconds",
-     "cache_miss", "ns", 1000),
+    ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", "cache_hit", "ns", 1000),
+    (
+        "nv_cache_miss_duration_per_model",
+        "Total cache miss (insert+lookup) duration per model, in microseconds",
+        "cache_miss",
+        "ns",
+        1000,
+    ),
 )
 
 # With --metrics-config summary_latencies=true.
 _CACHE_SUMMARIES = (
     ("nv_cache_hit_summary_per_model", "Summary of cache hit durations per model, in microseconds", "cache_hit"),
-    ("nv_cache_miss_summary_per_model", "Summary of cache miss durations per model, in microseconds",
-     "cache_miss"),
+    ("nv_cache_miss_summary_per_model", "Summary of cache miss durations per model, in microseconds", "cache_miss"),
 )
 
 # Triton's local-cache gauges, server-wide.
@@ -112,14 +146,17 @@ _CACHE_GAUGES = {
 }
 
 
-def cache_families(server: "Server") -> list[Family]:
+def cache_families(server: Server) -> list[Family]:
     """The response-cache families: per model for the models using the cache, and the
     cache's own server-wide gauges. None without a cache, as Triton writes none."""
     cache = server.response_cache
     if cache is None or server.models is None:
         return []
-    using = [v.statistics for v in sorted(server.models.ready_models(), key=lambda v: (v.name, v.version))
-             if v.config.proto.response_cache.enable]
+    using = [
+        v.statistics
+        for v in sorted(server.models.ready_models(), key=lambda v: (v.name, v.version))
+        if v.config.proto.response_cache.enable
+    ]
     out = []
     for name, text, key, part, scale in _CACHE_COUNTERS:
         family = Family(name, text, "counter")
@@ -150,7 +187,7 @@ def _add_summary(family: Family, stats: ModelStatistics, key: str, labels: tuple
         family.add(value, (*labels, ("quantile", bound_label(q))))
 
 
-def custom_families(server: "Server") -> list[Family]:
+def custom_families(server: Server) -> list[Family]:
     out = []
     for custom in server.custom_metrics.families():
         family = Family(custom.name, custom.description, custom.kind.value)

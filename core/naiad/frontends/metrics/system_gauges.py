@@ -144,15 +144,22 @@ class SystemGauges:
             uuid = nvml.nvmlDeviceGetUUID(handle)
             uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
             memory = nvml.nvmlDeviceGetMemoryInfo(handle)
-            readings.append(GpuReading(
-                uuid=uuid,
-                utilization=_optional(lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100.0) or 0.0,
-                memory_total=int(memory.total),
-                memory_used=int(memory.used),
-                power_usage_w=_optional(lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0),
-                power_limit_w=_optional(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0),
-                energy_j=self._energy(uuid, _optional(lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle))),
-            ))
+            readings.append(
+                GpuReading(
+                    uuid=uuid,
+                    utilization=_optional(lambda handle=handle: nvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100.0)
+                    or 0.0,
+                    memory_total=int(memory.total),
+                    memory_used=int(memory.used),
+                    power_usage_w=_optional(lambda handle=handle: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0),
+                    power_limit_w=_optional(
+                        lambda handle=handle: nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
+                    ),
+                    energy_j=self._energy(
+                        uuid, _optional(lambda handle=handle: nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+                    ),
+                )
+            )
         self.gpus = readings
 
     def _energy(self, uuid: str, millijoules: float | None) -> float | None:

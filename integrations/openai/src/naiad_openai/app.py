@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any
 
 import orjson
 from starlette.applications import Starlette
@@ -105,7 +106,13 @@ class _Api:
         return await self._answer(body, prompt, "chatcmpl", "chat.completion", "chat.completion.chunk", choice, opening)
 
     async def _answer(
-        self, body: dict[str, Any], prompt: str, prefix: str, kind: str, chunk_kind: str, choice: ChoiceOf,
+        self,
+        body: dict[str, Any],
+        prompt: str,
+        prefix: str,
+        kind: str,
+        chunk_kind: str,
+        choice: ChoiceOf,
         opening: dict[str, Any] | None,
     ) -> Response:
         stream = body.get("stream", False)
@@ -115,8 +122,12 @@ class _Api:
             raise NaiadError.invalid("only 'n': 1 is supported")
         config = self._text_model(body.get("model"))
         inference = text_request(config, prompt, stream, body)
-        head = {"id": f"{prefix}-{uuid.uuid4().hex}", "created": int(time.time()), "model": config.name,
-                "system_fingerprint": None}
+        head = {
+            "id": f"{prefix}-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": config.name,
+            "system_fingerprint": None,
+        }
         responses = self.server.infer_stream(inference)
         if not stream:
             texts = []
@@ -133,12 +144,16 @@ class _Api:
         if first is not None and first.error is not None:
             await responses.aclose()
             raise first.error
-        return StreamingResponse(_chunks(first, responses, {**head, "object": chunk_kind}, choice, opening),
-                                 media_type="text/event-stream")
+        return StreamingResponse(
+            _chunks(first, responses, {**head, "object": chunk_kind}, choice, opening), media_type="text/event-stream"
+        )
 
 
 async def _chunks(
-    first: InferenceResponse | None, rest: AsyncGenerator[InferenceResponse, None], head: dict[str, Any], choice: ChoiceOf,
+    first: InferenceResponse | None,
+    rest: AsyncGenerator[InferenceResponse, None],
+    head: dict[str, Any],
+    choice: ChoiceOf,
     opening: dict[str, Any] | None,
 ) -> AsyncIterator[bytes]:
     try:
@@ -196,9 +211,11 @@ def _guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
 def create_app(server: Server) -> Starlette:
     """The OpenAI-compatible ASGI app serving `server`'s text models."""
     api = _Api(server)
-    return Starlette(routes=[
-        Route("/v1/models", _guarded(api.models), methods=["GET"]),
-        Route("/v1/models/{model}", _guarded(api.model), methods=["GET"]),
-        Route("/v1/completions", _guarded(api.completions), methods=["POST"]),
-        Route("/v1/chat/completions", _guarded(api.chat_completions), methods=["POST"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/v1/models", _guarded(api.models), methods=["GET"]),
+            Route("/v1/models/{model}", _guarded(api.model), methods=["GET"]),
+            Route("/v1/completions", _guarded(api.completions), methods=["POST"]),
+            Route("/v1/chat/completions", _guarded(api.chat_completions), methods=["POST"]),
+        ]
+    )

@@ -17,7 +17,8 @@ so shapes and datatypes follow the model's config exactly as `/generate` would f
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from naiad import InferenceRequest, InferenceResponse, ModelConfig, NaiadError
 from naiad.frontends.http import generate_request
@@ -49,7 +50,9 @@ def text_request(config: ModelConfig, prompt: str, stream: bool, body: Mapping[s
     stop = body.get("stop")
     if stop is not None:
         if _STOP_WORDS not in config.input_by_name:
-            raise NaiadError.invalid(f"model '{config.name}' takes no '{_STOP_WORDS}' input, so 'stop' is not supported")
+            raise NaiadError.invalid(
+                f"model '{config.name}' takes no '{_STOP_WORDS}' input, so 'stop' is not supported"
+            )
         document[_STOP_WORDS] = [stop] if isinstance(stop, str) else stop
     return generate_request(document, config)
 
@@ -59,5 +62,6 @@ def text_of(response: InferenceResponse) -> str:
     tensor = response.output(TEXT_OUTPUT)
     if tensor is None:
         return ""
-    return "".join(item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
-                   for item in tensor.data.reshape(-1))
+    return "".join(
+        item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item) for item in tensor.data.reshape(-1)
+    )

@@ -6,10 +6,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from naiad import ServerOptions
-from naiad.frontends.http import DEFAULT_MAX_INPUT_SIZE
 from pydantic import BaseModel
 from ray.serve import Application
+
+from naiad import ServerOptions
+from naiad.frontends.http import DEFAULT_MAX_INPUT_SIZE
 
 from .autoscaling import POLICY
 from .gpus import gpus_per_replica
@@ -72,8 +73,10 @@ def build_app(
     if http_port is not None or grpc_port is not None:
         direct = DirectPorts(host, http_port, grpc_port, max_input_size)
         if min_replicas < 1:
-            raise ValueError("min_replicas 0 needs http_port and grpc_port None: with no replica running, "
-                             "nothing listens on the direct ports to wake the deployment")
+            raise ValueError(
+                "min_replicas 0 needs http_port and grpc_port None: with no replica running, "
+                "nothing listens on the direct ports to wake the deployment"
+            )
     options = dataclasses.replace(server_options or ServerOptions(), model_repositories=repositories)
     if options.model_control_mode == "explicit" and max_replicas > 1:
         # As `naiad serve --workers`: a load or unload request reaches the one replica it is routed to.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from naiad.config import parse_config_text
 from naiad.backend import model_config_pb2 as pb
+from naiad.config import parse_config_text
 from naiad.repository import LocalRepository, is_remote
 
 __all__ = ["gpus_per_replica"]

@@ -43,8 +43,9 @@ class DirectPorts:
 
     def http_options(self) -> HttpOptions:
         """The HTTP frontend's options: `naiad serve`'s defaults on this node's shared port."""
-        return HttpOptions(address=self.host, port=self.http_port or 0, reuse_port=True,
-                           max_input_size=self.max_input_size)
+        return HttpOptions(
+            address=self.host, port=self.http_port or 0, reuse_port=True, max_input_size=self.max_input_size
+        )
 
     def grpc_options(self) -> GrpcOptions:
         """The gRPC frontend's options: `naiad serve`'s defaults on this node's shared port."""
@@ -58,7 +59,7 @@ class Listeners:
         self._tasks = tasks  # one `run` of a `naiad serve` frontend per protocol
 
     @classmethod
-    async def start(cls, server: Server, ports: DirectPorts) -> "Listeners":
+    async def start(cls, server: Server, ports: DirectPorts) -> Listeners:
         """Listen on `ports`; raises (naming the address) when a port cannot be bound."""
         frontends: list[tuple[str, Any, int | None, Any]] = [
             ("http", http_frontend, ports.http_port, ports.http_options()),

@@ -13,10 +13,11 @@ policy (`record_autoscaling_stats`, read by `autoscaling.queue_pressure_policy`)
 
 from __future__ import annotations
 
-from naiad import Server, ServerOptions
-from naiad.frontends.http import DEFAULT_MAX_INPUT_SIZE, create_app
 from ray import serve
 from starlette.types import ASGIApp
+
+from naiad import Server, ServerOptions
+from naiad.frontends.http import DEFAULT_MAX_INPUT_SIZE, create_app
 
 from .autoscaling import PENDING_REQUESTS
 from .listeners import DirectPorts, Listeners
@@ -29,8 +30,9 @@ __all__ = ["NaiadReplica"]
 class NaiadReplica:
     """A naiad server answering the KServe v2 protocol."""
 
-    async def __init__(self, options: ServerOptions, max_input_size: int = DEFAULT_MAX_INPUT_SIZE,
-                       direct: DirectPorts | None = None) -> None:
+    async def __init__(
+        self, options: ServerOptions, max_input_size: int = DEFAULT_MAX_INPUT_SIZE, direct: DirectPorts | None = None
+    ) -> None:
         self._listeners: Listeners | None = None
         self._max_input_size = max_input_size
         self._server = Server(options)

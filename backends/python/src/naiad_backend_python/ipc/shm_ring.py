@@ -172,8 +172,9 @@ class RingReader:
         tensors (reserved until the array is garbage), a private copy otherwise."""
         if location[0] == "r" and location[2] >= ZERO_COPY_BYTES:
             start, size, first = location[1], location[2], location[3]
-            array = np.frombuffer(self._map, dtype=dtype, count=size // dtype.itemsize,
-                                  offset=HEADER_BYTES + start).reshape(shape)
+            array = np.frombuffer(
+                self._map, dtype=dtype, count=size // dtype.itemsize, offset=HEADER_BYTES + start
+            ).reshape(shape)
             with self._lock:
                 self._held[first] = self._held.get(first, 0) + 1
                 self._publish()

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .shm_ring import RingReader, RingWriter
 from .bytes_elements import decode_bytes_elements, encode_bytes_elements
+from .shm_ring import RingReader, RingWriter
 
 __all__ = [
     "FRAME_HEADER",
@@ -34,9 +34,18 @@ __all__ = [
 FRAME_HEADER = struct.Struct("<I")
 
 _NUMPY_OF: dict[str, Any] = {
-    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
-    "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
-    "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
     "BF16": np.uint16,
 }
 

@@ -16,13 +16,13 @@ import contextvars
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .response_iterator import ResponseIterator
     from .pb_utils import InferenceRequest, InferenceResponse
+    from .response_iterator import ResponseIterator
 
 __all__ = ["Bridge", "current_bridge", "use_bridge", "set_default_bridge"]
 
-_CURRENT: contextvars.ContextVar["Bridge | None"] = contextvars.ContextVar("naiad_python_bridge", default=None)
-_DEFAULT: list["Bridge"] = []
+_CURRENT: contextvars.ContextVar[Bridge | None] = contextvars.ContextVar("naiad_python_bridge", default=None)
+_DEFAULT: list[Bridge] = []
 
 
 class Bridge(abc.ABC):
@@ -30,27 +30,27 @@ class Bridge(abc.ABC):
     model_dir: str = ""
 
     @abc.abstractmethod
-    def send_response(self, request: "InferenceRequest", response: "InferenceResponse | None", final: bool) -> None:
+    def send_response(self, request: InferenceRequest, response: InferenceResponse | None, final: bool) -> None:
         """Deliver one response of a received request (from any thread)."""
 
     @abc.abstractmethod
-    def is_cancelled(self, request: "InferenceRequest") -> bool:
+    def is_cancelled(self, request: InferenceRequest) -> bool:
         """Whether the client of a received request went away."""
 
     @abc.abstractmethod
-    def bls(self, request: "InferenceRequest") -> "InferenceResponse":
+    def bls(self, request: InferenceRequest) -> InferenceResponse:
         """Run a BLS request and block until its one response."""
 
     @abc.abstractmethod
-    def bls_stream(self, request: "InferenceRequest") -> "ResponseIterator":
+    def bls_stream(self, request: InferenceRequest) -> ResponseIterator:
         """Run a BLS request on a decoupled model; its responses as they arrive."""
 
     @abc.abstractmethod
-    async def bls_async(self, request: "InferenceRequest") -> "InferenceResponse":
+    async def bls_async(self, request: InferenceRequest) -> InferenceResponse:
         """`bls` for coroutines running on the model's event loop."""
 
     @abc.abstractmethod
-    async def bls_stream_async(self, request: "InferenceRequest") -> "ResponseIterator":
+    async def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
         """`bls_stream` for coroutines running on the model's event loop (the iterator
         works with `for`, as in Triton, and with `async for`)."""
 
@@ -89,17 +89,17 @@ class Bridge(abc.ABC):
         """A counter's or gauge's current value, after every update made before the call."""
 
 
-def current_bridge() -> "Bridge | None":
+def current_bridge() -> Bridge | None:
     bridge = _CURRENT.get()
     if bridge is None and _DEFAULT:
         return _DEFAULT[-1]
     return bridge
 
 
-def use_bridge(bridge: "Bridge") -> contextvars.Token[Any]:
+def use_bridge(bridge: Bridge) -> contextvars.Token[Any]:
     return _CURRENT.set(bridge)
 
 
-def set_default_bridge(bridge: "Bridge") -> None:
+def set_default_bridge(bridge: Bridge) -> None:
     _DEFAULT.clear()
     _DEFAULT.append(bridge)

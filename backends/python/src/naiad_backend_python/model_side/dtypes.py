@@ -24,15 +24,37 @@ __all__ = [
 # TRITONSERVER_DataType numbers <-> datatype names <-> numpy dtypes. BF16 has no numpy
 # dtype; its tensors hold the raw uint16 words.
 _TYPE_NUMBERS: dict[str, int] = {
-    "BOOL": 1, "UINT8": 2, "UINT16": 3, "UINT32": 4, "UINT64": 5, "INT8": 6, "INT16": 7,
-    "INT32": 8, "INT64": 9, "FP16": 10, "FP32": 11, "FP64": 12, "BYTES": 13, "BF16": 14,
+    "BOOL": 1,
+    "UINT8": 2,
+    "UINT16": 3,
+    "UINT32": 4,
+    "UINT64": 5,
+    "INT8": 6,
+    "INT16": 7,
+    "INT32": 8,
+    "INT64": 9,
+    "FP16": 10,
+    "FP32": 11,
+    "FP64": 12,
+    "BYTES": 13,
+    "BF16": 14,
 }
 _NUMBER_TO_TYPE = {number: name for name, number in _TYPE_NUMBERS.items()}
 _NUMPY_OF_TYPE: dict[str, Any] = {
-    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
-    "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
-    "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
-    "BYTES": np.object_, "BF16": np.uint16,
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+    "BF16": np.uint16,
 }
 TRITON_STRING_TO_NUMPY: dict[str, Any] = {
     ("TYPE_STRING" if name == "BYTES" else f"TYPE_{name}"): dtype

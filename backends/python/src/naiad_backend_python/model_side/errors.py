@@ -7,6 +7,7 @@ from typing import Any
 
 __all__ = ["TritonError", "TritonModelException", "text_argument"]
 
+
 def text_argument(value: Any, what: str) -> str:
     """A string argument of the API as Triton's stub takes it: `str`, or `bytes` read as UTF-8
     (its C++ binding turns both into a std::string and hands back `str`)."""
@@ -33,8 +34,16 @@ class TritonError(Exception):
     ALREADY_EXISTS = 6
     CANCELLED = 7
 
-    CODE_NAMES = ("UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARG", "UNAVAILABLE",
-                  "UNSUPPORTED", "ALREADY_EXISTS", "CANCELLED")
+    CODE_NAMES = (
+        "UNKNOWN",
+        "INTERNAL",
+        "NOT_FOUND",
+        "INVALID_ARG",
+        "UNAVAILABLE",
+        "UNSUPPORTED",
+        "ALREADY_EXISTS",
+        "CANCELLED",
+    )
 
     def __init__(self, message: str = "", code: int = INTERNAL) -> None:
         message = text_argument(message, "TritonError message")
@@ -54,7 +63,7 @@ class TritonError(Exception):
         return self.CODE_NAMES[self._code]
 
     @classmethod
-    def from_code_name(cls, name: str, message: str) -> "TritonError":
+    def from_code_name(cls, name: str, message: str) -> TritonError:
         code = cls.CODE_NAMES.index(name) if name in cls.CODE_NAMES else cls.INTERNAL
         return cls(message, code)
 

@@ -13,6 +13,7 @@ from .tensor import Tensor
 
 __all__ = ["InferenceRequest", "InferenceTrace"]
 
+
 class InferenceTrace:
     """What `InferenceRequest.trace()` returns, as in Triton; naiad passes no trace context
     to Python models, so `get_context()` is always None (Triton's answer for an untraced
@@ -31,7 +32,7 @@ class InferenceRequest:
         request_id: str = "",
         correlation_id: int | str = 0,
         inputs: list[Tensor] | None = None,
-        requested_output_names: "list[str] | set[str] | None" = None,
+        requested_output_names: list[str] | set[str] | None = None,
         model_name: str = "",
         model_version: int = -1,
         flags: int = 0,
@@ -49,8 +50,11 @@ class InferenceRequest:
         self._inputs = list(inputs or [])
         # A received request holds a set (as Triton's does); a BLS request keeps the list given.
         self._requested_output_names: Any = (
-            requested_output_names if isinstance(requested_output_names, set) else
-            [text_argument(name, "InferenceRequest requested_output_names") for name in requested_output_names or []]
+            requested_output_names
+            if isinstance(requested_output_names, set)
+            else [
+                text_argument(name, "InferenceRequest requested_output_names") for name in requested_output_names or []
+            ]
         )
         self._model_name = text_argument(model_name, "InferenceRequest model_name")
         self._model_version = model_version
@@ -92,7 +96,7 @@ class InferenceRequest:
     def timeout(self) -> int:
         return self._timeout
 
-    def trace(self) -> "InferenceTrace":
+    def trace(self) -> InferenceTrace:
         return InferenceTrace()
 
     def parameters(self) -> str:

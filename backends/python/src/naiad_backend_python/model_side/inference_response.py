@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["InferenceResponse", "InferenceResponseSender"]
 
+
 class InferenceResponse:
     """What a model returns for one request: output tensors, or an error."""
 
@@ -67,7 +68,7 @@ class InferenceResponseSender:
     one response (a final flag alone may only follow it), and nothing goes after the final
     flag. The model sees a broken rule as a TritonModelException from `send`."""
 
-    def __init__(self, request: "InferenceRequest", decoupled: bool) -> None:
+    def __init__(self, request: InferenceRequest, decoupled: bool) -> None:
         self._request = request
         self._decoupled = decoupled
         self._lock = threading.Lock()
@@ -79,7 +80,8 @@ class InferenceResponseSender:
             raise TritonModelException("Unable to send response. Unsupported flag provided.")
         if response is None and flags == 0:
             raise TritonModelException(
-                "Inference Response object must be provided when the response flags is set to zero.")
+                "Inference Response object must be provided when the response flags is set to zero."
+            )
         if response is not None and not isinstance(response, InferenceResponse):
             raise TypeError(f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}")
         final = flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -93,10 +95,13 @@ class InferenceResponseSender:
             if not self._decoupled:
                 if has_response and self._sent:
                     raise TritonModelException(
-                        "Unable to send response. Non-decoupled model cannot send more than one response.")
+                        "Unable to send response. Non-decoupled model cannot send more than one response."
+                    )
                 if not has_response and final and not self._sent:
-                    raise TritonModelException("Unable to send response. Non-decoupled model cannot send "
-                                               "complete final before sending a response.")
+                    raise TritonModelException(
+                        "Unable to send response. Non-decoupled model cannot send "
+                        "complete final before sending a response."
+                    )
             if self._closed:
                 raise TritonModelException("Unable to send response. Response sender has been closed.")
             self._closed = final

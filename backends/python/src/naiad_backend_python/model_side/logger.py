@@ -9,6 +9,7 @@ from .errors import text_argument
 
 __all__ = ["Logger", "LogLevel"]
 
+
 class Logger:
     """Log lines that appear in the server's log, tagged with the model. The levels are
     Triton's: the enum `Logger.LogLevel` and its members on `Logger` itself

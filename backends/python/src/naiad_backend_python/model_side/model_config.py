@@ -6,7 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["ModelConfig", "get_input_config_by_name", "get_output_config_by_name", "using_decoupled_model_transaction_policy"]
+__all__ = [
+    "ModelConfig",
+    "get_input_config_by_name",
+    "get_output_config_by_name",
+    "using_decoupled_model_transaction_policy",
+]
+
 
 def get_input_config_by_name(model_config: dict[str, Any], name: str) -> dict[str, Any] | None:
     for spec in model_config.get("input", []):
@@ -54,8 +60,9 @@ class ModelConfig:
     def set_dynamic_batching(self) -> None:
         for other in ("sequence_batching", "ensemble_scheduling"):
             if other in self._config:
-                raise ValueError(f"model '{self._name()}' configures {other}; auto_complete_config cannot "
-                                 "set dynamic_batching")
+                raise ValueError(
+                    f"model '{self._name()}' configures {other}; auto_complete_config cannot set dynamic_batching"
+                )
         self._config.setdefault("dynamic_batching", {})
 
     def set_model_transaction_policy(self, policy: dict[str, Any]) -> None:
@@ -77,8 +84,10 @@ class ModelConfig:
     def _add(self, kind: str, spec: dict[str, Any]) -> None:
         unknown = [key for key in spec if key not in self._TENSOR_KEYS]
         if unknown:
-            raise ValueError(f"{kind} {spec.get('name')!r} of model '{self._name()}' has properties "
-                             f"other than {', '.join(self._TENSOR_KEYS)}: {unknown}")
+            raise ValueError(
+                f"{kind} {spec.get('name')!r} of model '{self._name()}' has properties "
+                f"other than {', '.join(self._TENSOR_KEYS)}: {unknown}"
+            )
         for key in ("name", "data_type", "dims"):
             if key not in spec:
                 raise ValueError(f"{kind} {spec.get('name')!r} of model '{self._name()}' has no '{key}'")
@@ -88,11 +97,15 @@ class ModelConfig:
                 continue
             # The config file wins; auto-complete only fills in what it left out.
             if entry.get("data_type", "TYPE_INVALID") not in ("TYPE_INVALID", spec["data_type"]):
-                raise ValueError(f"{kind} '{spec['name']}' of model '{self._name()}' has data_type "
-                                 f"{entry['data_type']} in the config, auto_complete_config says {spec['data_type']}")
+                raise ValueError(
+                    f"{kind} '{spec['name']}' of model '{self._name()}' has data_type "
+                    f"{entry['data_type']} in the config, auto_complete_config says {spec['data_type']}"
+                )
             if entry.get("dims") and [int(d) for d in entry["dims"]] != [int(d) for d in spec["dims"]]:
-                raise ValueError(f"{kind} '{spec['name']}' of model '{self._name()}' has dims {entry['dims']} "
-                                 f"in the config, auto_complete_config says {spec['dims']}")
+                raise ValueError(
+                    f"{kind} '{spec['name']}' of model '{self._name()}' has dims {entry['dims']} "
+                    f"in the config, auto_complete_config says {spec['dims']}"
+                )
             entry.setdefault("data_type", spec["data_type"])
             if not entry.get("dims"):
                 entry["dims"] = list(spec["dims"])

@@ -10,6 +10,7 @@ from .errors import TritonModelException, text_argument
 
 __all__ = ["get_model_dir", "load_model", "unload_model", "is_model_ready"]
 
+
 def get_model_dir() -> str:
     """The directory of the running model's file (its version directory), as Triton gives it."""
     bridge = current_bridge()
@@ -23,21 +24,31 @@ def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None
     config in JSON that replaces the model's own, `files` ({"file:1/model.onnx": content})
     its directory (and then needs `config`). Only in explicit model control mode, as in
     Triton; a failure raises TritonModelException with the server's reason."""
-    _manage_model("load", model_name=text_argument(model_name, "load_model model_name"),
-                  config=text_argument(config, "load_model config"), files=dict(files or {}))
+    _manage_model(
+        "load",
+        model_name=text_argument(model_name, "load_model model_name"),
+        config=text_argument(config, "load_model config"),
+        files=dict(files or {}),
+    )
 
 
 def unload_model(model_name: str, unload_dependents: bool = False) -> None:
     """Unload a model (with `unload_dependents`, an ensemble's unused steps too)."""
-    _manage_model("unload", model_name=text_argument(model_name, "unload_model model_name"),
-                  unload_dependents=bool(unload_dependents))
+    _manage_model(
+        "unload",
+        model_name=text_argument(model_name, "unload_model model_name"),
+        unload_dependents=bool(unload_dependents),
+    )
 
 
 def is_model_ready(model_name: str, model_version: str = "") -> bool:
     """Whether the model (the version given, or the one its policy serves) is ready."""
     version = model_version if isinstance(model_version, int) else text_argument(model_version, "model_version")
-    return bool(_manage_model("ready", model_name=text_argument(model_name, "is_model_ready model_name"),
-                              model_version=str(version)))
+    return bool(
+        _manage_model(
+            "ready", model_name=text_argument(model_name, "is_model_ready model_name"), model_version=str(version)
+        )
+    )
 
 
 def _manage_model(action: str, **arguments: Any) -> Any:

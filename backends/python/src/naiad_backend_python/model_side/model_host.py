@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from .bridge import Bridge, use_bridge
-from .response_iterator import ResponseIterator
 from .pb_utils import (
-    TRITONSERVER_RESPONSE_COMPLETE_FINAL,
     TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
+    TRITONSERVER_RESPONSE_COMPLETE_FINAL,
     InferenceRequest,
     InferenceResponse,
     Logger,
@@ -30,9 +29,17 @@ from .pb_utils import (
     TritonError,
     TritonModelException,
 )
+from .response_iterator import ResponseIterator
 
-__all__ = ["ModelHost", "PendingExecute", "ExecuteFailure", "batch_failure_message", "load_model_module", "rescheduled",
-           "run_auto_complete"]
+__all__ = [
+    "ModelHost",
+    "PendingExecute",
+    "ExecuteFailure",
+    "batch_failure_message",
+    "load_model_module",
+    "rescheduled",
+    "run_auto_complete",
+]
 
 _module_numbers = itertools.count()
 
@@ -98,8 +105,15 @@ def rescheduled(requests: list[InferenceRequest]) -> list[int]:
 
 
 class ModelHost:
-    def __init__(self, model_file: Path, args: dict[str, str], bridge: Bridge, decoupled: bool,
-                 label: str, in_server: bool = False) -> None:
+    def __init__(
+        self,
+        model_file: Path,
+        args: dict[str, str],
+        bridge: Bridge,
+        decoupled: bool,
+        label: str,
+        in_server: bool = False,
+    ) -> None:
         self.model_file = model_file
         self.args = args
         self.bridge = bridge
@@ -134,7 +148,7 @@ class ModelHost:
             return await outcome.finish()
         return outcome
 
-    def start_execute(self, requests: list[InferenceRequest]) -> "list[InferenceResponse | None] | None | PendingExecute":
+    def start_execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse | None] | None | PendingExecute:
         """`execute` without an event loop hop: a plain `def execute` runs to its result here
         (the stub calls it straight from the socket's read callback); an `async def execute`
         of a non-decoupled model comes back as a PendingExecute to await."""
@@ -160,20 +174,29 @@ class ModelHost:
             return self._failed(exc, requests, collector)
         return self._checked(requests, result, collector)
 
-    def _failed(self, exc: Exception, requests: list[InferenceRequest],
-                collector: "_CollectingBridge | None") -> list[InferenceResponse | None]:
+    def _failed(
+        self, exc: Exception, requests: list[InferenceRequest], collector: _CollectingBridge | None
+    ) -> list[InferenceResponse | None]:
         failure = self._failure(exc)
         if collector is not None and collector.responses:
-            return list(collector.answered_or(requests, TritonError.from_code_name(
-                failure.code_name, batch_failure_message(self.label, failure.text))))
+            return list(
+                collector.answered_or(
+                    requests,
+                    TritonError.from_code_name(failure.code_name, batch_failure_message(self.label, failure.text)),
+                )
+            )
         raise failure from None
 
-    def _checked(self, requests: list[InferenceRequest], result: Any,
-                 collector: "_CollectingBridge | None") -> list[InferenceResponse | None] | None:
+    def _checked(
+        self, requests: list[InferenceRequest], result: Any, collector: _CollectingBridge | None
+    ) -> list[InferenceResponse | None] | None:
         if self.decoupled:
             if result is not None:
-                raise ExecuteFailure("INTERNAL", f"Python model '{self.args.get('model_instance_name', '')}' is "
-                                     "using the decoupled mode and the execute function must return None.")
+                raise ExecuteFailure(
+                    "INTERNAL",
+                    f"Python model '{self.args.get('model_instance_name', '')}' is "
+                    "using the decoupled mode and the execute function must return None.",
+                )
             return None
         assert collector is not None
         return self._returned(requests, result, collector)
@@ -183,8 +206,9 @@ class ModelHost:
         code = exc.code_name() if isinstance(exc, TritonError) else "INTERNAL"
         return ExecuteFailure(code, f"{type(exc).__name__}: {exc}")
 
-    def _returned(self, requests: list[InferenceRequest], result: Any,
-                  collector: "_CollectingBridge") -> list[InferenceResponse | None] | None:
+    def _returned(
+        self, requests: list[InferenceRequest], result: Any, collector: _CollectingBridge
+    ) -> list[InferenceResponse | None] | None:
         """What a non-decoupled execute returned, with what it sent, as one list."""
         if result is None:
             if requests and all(r._key in collector.responses for r in requests):
@@ -215,8 +239,13 @@ class ModelHost:
             elif item is None and sent is not None:
                 checked.append(sent)  # answered through the sender, as Triton allows
             elif not isinstance(item, InferenceResponse):
-                checked.append(InferenceResponse(error=TritonError(
-                    f"execute returned a {type(item).__name__} instead of a pb_utils.InferenceResponse")))
+                checked.append(
+                    InferenceResponse(
+                        error=TritonError(
+                            f"execute returned a {type(item).__name__} instead of a pb_utils.InferenceResponse"
+                        )
+                    )
+                )
             else:
                 try:
                     # A returned response counts as the final one the sender sends.
@@ -235,20 +264,24 @@ class ModelHost:
         self._background.add(task)
         task.add_done_callback(lambda done: self._background_done(done, requests))
 
-    def _background_done(self, task: "asyncio.Task[Any]", requests: list[InferenceRequest]) -> None:
+    def _background_done(self, task: asyncio.Task[Any], requests: list[InferenceRequest]) -> None:
         self._background.discard(task)
         if task.cancelled():
             return
         exc = task.exception()
         if exc is None:
             if task.result() is not None:
-                self.bridge.log(Logger.WARNING, "a decoupled model's async execute returned a value; it is "
-                                "ignored, as in Triton (send responses with the response sender)")
+                self.bridge.log(
+                    Logger.WARNING,
+                    "a decoupled model's async execute returned a value; it is "
+                    "ignored, as in Triton (send responses with the response sender)",
+                )
             return
         # Triton only logs this; ending the streams still open tells their clients too.
         failure = self._failure(exc)
-        error = InferenceResponse(error=TritonError.from_code_name(
-            failure.code_name, batch_failure_message(self.label, failure.text)))
+        error = InferenceResponse(
+            error=TritonError.from_code_name(failure.code_name, batch_failure_message(self.label, failure.text))
+        )
         for request in requests:
             try:
                 request.get_response_sender().send(error, TRITONSERVER_RESPONSE_COMPLETE_FINAL)
@@ -270,8 +303,9 @@ class ModelHost:
 class PendingExecute:
     """The rest of an `async def execute` of a non-decoupled model, to await on the loop."""
 
-    def __init__(self, host: ModelHost, requests: list[InferenceRequest], collector: "_CollectingBridge",
-                 awaitable: Any) -> None:
+    def __init__(
+        self, host: ModelHost, requests: list[InferenceRequest], collector: _CollectingBridge, awaitable: Any
+    ) -> None:
         self._host = host
         self._requests = requests
         self._collector = collector

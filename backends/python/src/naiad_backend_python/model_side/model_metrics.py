@@ -79,17 +79,25 @@ class MetricFamily:
     def __init__(self, name: str, description: str, kind: MetricKind) -> None:
         name, description = _text(name, "MetricFamily name"), _text(description, "MetricFamily description")
         if not isinstance(name, str) or not name:
-            raise TritonModelException(f"Error when creating MetricFamily: name must be a non-empty string, got {name!r}")
+            raise TritonModelException(
+                f"Error when creating MetricFamily: name must be a non-empty string, got {name!r}"
+            )
         if not isinstance(description, str):
-            raise TritonModelException(f"Error when creating MetricFamily '{name}': description must be a string, "
-                             f"got {type(description).__name__}")
+            raise TritonModelException(
+                f"Error when creating MetricFamily '{name}': description must be a string, "
+                f"got {type(description).__name__}"
+            )
         if isinstance(kind, bool) or kind not in tuple(MetricKind):
-            raise TritonModelException(f"Error when creating MetricFamily '{name}': kind must be MetricFamily.COUNTER, "
-                             f"MetricFamily.GAUGE or MetricFamily.HISTOGRAM, got {kind!r}")
+            raise TritonModelException(
+                f"Error when creating MetricFamily '{name}': kind must be MetricFamily.COUNTER, "
+                f"MetricFamily.GAUGE or MetricFamily.HISTOGRAM, got {kind!r}"
+            )
         bridge = current_bridge()
         if bridge is None:
-            raise TritonModelException(f"Error when creating MetricFamily '{name}': metrics can only be created while "
-                             "the model is loaded (in initialize, execute or finalize)")
+            raise TritonModelException(
+                f"Error when creating MetricFamily '{name}': metrics can only be created while "
+                "the model is loaded (in initialize, execute or finalize)"
+            )
         self._state = _FamilyState(name, MetricKind(kind), _new_handle())
         self._description = description
         self._metrics: list[Metric] = []
@@ -108,27 +116,33 @@ class MetricFamily:
     def kind(self) -> MetricKind:
         return self._state.kind
 
-    def Metric(self, labels: dict[str, str] | None = None, buckets: list[float] | None = None) -> "Metric":  # noqa: N802 - Triton's name
+    def Metric(self, labels: dict[str, str] | None = None, buckets: list[float] | None = None) -> Metric:  # noqa: N802 - Triton's name
         """A metric of this family with these labels (histograms: and bucket boundaries)."""
         name, kind = self._state.name, self._state.kind
         if labels is None:
             labels = {}
         if not isinstance(labels, dict):
-            raise TritonModelException(f"Failed to create metric of family '{name}': labels must be a dictionary, "
-                             f"got {type(labels).__name__}")
+            raise TritonModelException(
+                f"Failed to create metric of family '{name}': labels must be a dictionary, got {type(labels).__name__}"
+            )
         labels = {_text(key, "metric label name"): _text(value, "metric label value") for key, value in labels.items()}
         for key, value in labels.items():
             if not isinstance(key, str) or not isinstance(value, str):
-                raise TritonModelException(f"Failed to create metric of family '{name}': label names and values must be "
-                                 f"strings, got {key!r}: {value!r}")
+                raise TritonModelException(
+                    f"Failed to create metric of family '{name}': label names and values must be "
+                    f"strings, got {key!r}: {value!r}"
+                )
         bounds: list[float] | None = None
         if buckets is not None:
             if kind is not MetricKind.HISTOGRAM:
-                raise TritonModelException(f"Failed to create metric of family '{name}': buckets are for histograms, "
-                                 f"this family is a {kind.name.lower()}")
+                raise TritonModelException(
+                    f"Failed to create metric of family '{name}': buckets are for histograms, "
+                    f"this family is a {kind.name.lower()}"
+                )
             if not isinstance(buckets, (list, tuple)) or not all(_is_number(b) for b in buckets):
-                raise TritonModelException(f"Failed to create metric of family '{name}': buckets must be a list of numbers, "
-                                 f"got {buckets!r}")
+                raise TritonModelException(
+                    f"Failed to create metric of family '{name}': buckets must be a list of numbers, got {buckets!r}"
+                )
             bounds = [float(b) for b in buckets]
         elif kind is MetricKind.HISTOGRAM:
             raise TritonModelException(f"Failed to create metric of family '{name}': a histogram metric needs buckets")
@@ -169,8 +183,9 @@ class Metric:
         raise TypeError("pb_utils.Metric cannot be created directly: use MetricFamily(...).Metric(labels)")
 
     @classmethod
-    def _create(cls, state: _FamilyState, bridge: Bridge, labels: dict[str, str],
-                buckets: list[float] | None) -> "Metric":
+    def _create(
+        cls, state: _FamilyState, bridge: Bridge, labels: dict[str, str], buckets: list[float] | None
+    ) -> Metric:
         metric = cls.__new__(cls)
         metric._state = state
         metric._bridge = bridge
@@ -179,29 +194,38 @@ class Metric:
         try:
             bridge.metric_new(metric._handle, state.handle, labels, buckets)
         except Exception as exc:  # noqa: BLE001
-            raise TritonModelException(f"Failed to create metric of family '{state.name}' with labels {labels}: {exc}") from None
+            raise TritonModelException(
+                f"Failed to create metric of family '{state.name}' with labels {labels}: {exc}"
+            ) from None
         return metric
 
     def _check(self, operation: str, value: Any, allowed: tuple[MetricKind, ...]) -> float:
         state = self._state
         if state.deleted:
-            raise TritonModelException(f"Invalid metric operation {operation}() on '{state.name}': its MetricFamily has been "
-                             "deleted. Keep the MetricFamily object alive as long as its metrics are used.")
+            raise TritonModelException(
+                f"Invalid metric operation {operation}() on '{state.name}': its MetricFamily has been "
+                "deleted. Keep the MetricFamily object alive as long as its metrics are used."
+            )
         if state.kind not in allowed:
             action = "get the value of" if operation == "value" else operation
-            raise TritonModelException(f"Failed to {action} metric '{state.name}': a {state.kind.name.lower()} does not "
-                             f"support {operation}()")
+            raise TritonModelException(
+                f"Failed to {action} metric '{state.name}': a {state.kind.name.lower()} does not support {operation}()"
+            )
         if operation == "value":
             return 0.0
         if not _is_number(value):
-            raise TritonModelException(f"Failed to {operation} metric '{state.name}': the value must be a number, got {value!r}")
+            raise TritonModelException(
+                f"Failed to {operation} metric '{state.name}': the value must be a number, got {value!r}"
+            )
         return float(value)
 
     def increment(self, value: float) -> None:
         number = self._check("increment", value, (MetricKind.COUNTER, MetricKind.GAUGE))
         if self._state.kind is MetricKind.COUNTER and number < 0:
-            raise TritonModelException(f"Failed to increment metric '{self._state.name}': a counter can only be incremented "
-                             f"by non-negative values, got {number}")
+            raise TritonModelException(
+                f"Failed to increment metric '{self._state.name}': a counter can only be incremented "
+                f"by non-negative values, got {number}"
+            )
         self._bridge.metric_update(self._handle, "increment", number)
 
     def set(self, value: float) -> None:

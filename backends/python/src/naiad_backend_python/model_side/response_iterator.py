@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import queue
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .pb_utils import InferenceResponse
@@ -24,7 +25,7 @@ class ResponseIterator:
         # How a blocking `next` waits for a response that is not there yet, when the thread
         # that waits must also fetch it (the stub's Channel.wait_until); else a plain wait.
         self._wait_until = wait_until
-        self._queue: queue.Queue[tuple["InferenceResponse", bool]] = queue.Queue()
+        self._queue: queue.Queue[tuple[InferenceResponse, bool]] = queue.Queue()
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -33,7 +34,7 @@ class ResponseIterator:
         self._done = False
         self._complete = False  # the final response has been put
 
-    def put(self, response: "InferenceResponse", final: bool) -> None:
+    def put(self, response: InferenceResponse, final: bool) -> None:
         """Called from any thread with each response; `final` marks the last."""
         self._queue.put((response, final))
         if final:
@@ -53,10 +54,10 @@ class ResponseIterator:
         if hook is not None and not self._complete:
             hook()
 
-    def __iter__(self) -> "ResponseIterator":
+    def __iter__(self) -> ResponseIterator:
         return self
 
-    def __next__(self) -> "InferenceResponse":
+    def __next__(self) -> InferenceResponse:
         if self._done:
             raise StopIteration
         if self._wait_until is not None:
@@ -65,7 +66,7 @@ class ResponseIterator:
         self._done = final
         return response
 
-    async def complete(self) -> "ResponseIterator":
+    async def complete(self) -> ResponseIterator:
         """Wait until every response has arrived: for a caller that will then iterate with a
         plain `for` on the very loop that produces them (inline execution)."""
         while not self._complete:
@@ -73,10 +74,10 @@ class ResponseIterator:
             await self._waiter
         return self
 
-    def __aiter__(self) -> "ResponseIterator":
+    def __aiter__(self) -> ResponseIterator:
         return self
 
-    async def __anext__(self) -> "InferenceResponse":
+    async def __anext__(self) -> InferenceResponse:
         if self._done:
             raise StopAsyncIteration
         while True:

@@ -30,8 +30,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..ipc.shm_ring import RingReader, RingWriter
 from ..ipc.wire import FrameReader, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
@@ -165,8 +166,10 @@ def decode_response(ring: RingReader, data: dict[str, Any] | None) -> InferenceR
     if data is None:
         return InferenceResponse()
     error = data.get("error")
-    outputs = [Tensor(name, array, datatype) for name, datatype, array in
-               (decode_array(ring, d) for d in data.get("outputs", []))]
+    outputs = [
+        Tensor(name, array, datatype)
+        for name, datatype, array in (decode_array(ring, d) for d in data.get("outputs", []))
+    ]
     return InferenceResponse(
         outputs,
         None if error is None else TritonError.from_code_name(error[0], error[1]),
@@ -221,15 +224,25 @@ class StubBridge(Bridge):
             sinks = list(self.waiters.values())
             self.waiters.clear()
         for sink in sinks:
-            sink({"final": True, "error": reason,
-                  "response": InferenceResponse(error=TritonError(reason, TritonError.UNAVAILABLE))})
+            sink(
+                {
+                    "final": True,
+                    "error": reason,
+                    "response": InferenceResponse(error=TritonError(reason, TritonError.UNAVAILABLE)),
+                }
+            )
 
     # -- responses of received requests --------------------------------------------------
 
     def send_response(self, request: InferenceRequest, response: InferenceResponse | None, final: bool) -> None:
-        self.channel.send_with(lambda ring: {
-            "op": "respond", "key": request._key, "final": final, "response": encode_response(ring, response),
-        })
+        self.channel.send_with(
+            lambda ring: {
+                "op": "respond",
+                "key": request._key,
+                "final": final,
+                "response": encode_response(ring, response),
+            }
+        )
 
     def is_cancelled(self, request: InferenceRequest) -> bool:
         replies: list[dict[str, Any]] = []
@@ -243,9 +256,14 @@ class StubBridge(Bridge):
 
     def _start_bls(self, request: InferenceRequest, decoupled: bool, sink: Callable[[dict[str, Any]], None]) -> int:
         query = self._register(sink)
-        self.channel.send_with(lambda ring: {
-            "op": "bls", "qid": query, "decoupled": decoupled, "request": encode_bls_request(ring, request),
-        })
+        self.channel.send_with(
+            lambda ring: {
+                "op": "bls",
+                "qid": query,
+                "decoupled": decoupled,
+                "request": encode_bls_request(ring, request),
+            }
+        )
         return query
 
     def bls(self, request: InferenceRequest) -> InferenceResponse:
@@ -297,8 +315,7 @@ class StubBridge(Bridge):
         return reply
 
     def metric_family_new(self, handle: int, name: str, description: str, kind: str) -> None:
-        self._ask({"op": "metric_family_new", "handle": handle, "name": name, "description": description,
-                   "kind": kind})
+        self._ask({"op": "metric_family_new", "handle": handle, "name": name, "description": description, "kind": kind})
 
     def metric_family_delete(self, handle: int) -> None:
         # Called from MetricFamily.__del__, which garbage collection may run at any allocation,
@@ -414,12 +431,14 @@ class ModelProcess:
 
     async def _initialize(self, message: dict[str, Any]) -> None:
         try:
-            self.host = ModelHost(Path(message["model_file"]), message["args"], self.bridge, message["decoupled"],
-                                  message["label"])
+            self.host = ModelHost(
+                Path(message["model_file"]), message["args"], self.bridge, message["decoupled"], message["label"]
+            )
             await self.host.initialize()
         except BaseException as exc:  # noqa: BLE001 - reported to the server, then exit
-            self.channel.send({"op": "init_error", "message": f"{type(exc).__name__}: {exc}",
-                               "traceback": traceback.format_exc()})
+            self.channel.send(
+                {"op": "init_error", "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+            )
             self._exit(1)
             return
         # What initialize built lives as long as the process: keep the cyclic collector off
@@ -441,8 +460,7 @@ class ModelProcess:
         else:
             self._send_result(message, requests, outcome)
 
-    async def _finish(self, message: dict[str, Any], requests: list[InferenceRequest],
-                      pending: PendingExecute) -> None:
+    async def _finish(self, message: dict[str, Any], requests: list[InferenceRequest], pending: PendingExecute) -> None:
         try:
             responses = await pending.finish()
         except BaseException as exc:  # noqa: BLE001
@@ -457,17 +475,29 @@ class ModelProcess:
             error = ("INTERNAL", f"{type(exc).__name__}: {exc}")
         self.channel.send({"op": "result", "id": message["id"], "error": error})
 
-    def _send_result(self, message: dict[str, Any], requests: list[InferenceRequest],
-                     responses: list[InferenceResponse | None] | None) -> None:
+    def _send_result(
+        self,
+        message: dict[str, Any],
+        requests: list[InferenceRequest],
+        responses: list[InferenceResponse | None] | None,
+    ) -> None:
         try:
-            self.channel.send_with(lambda ring: {
-                "op": "result", "id": message["id"],
-                "responses": None if responses is None else [encode_response(ring, r) for r in responses],
-                "rescheduled": rescheduled(requests),
-            })
+            self.channel.send_with(
+                lambda ring: {
+                    "op": "result",
+                    "id": message["id"],
+                    "responses": None if responses is None else [encode_response(ring, r) for r in responses],
+                    "rescheduled": rescheduled(requests),
+                }
+            )
         except Exception as exc:  # noqa: BLE001 - e.g. an output numpy cannot encode
-            self.channel.send({"op": "result", "id": message["id"],
-                               "error": ("INTERNAL", f"cannot send the responses: {type(exc).__name__}: {exc}")})
+            self.channel.send(
+                {
+                    "op": "result",
+                    "id": message["id"],
+                    "error": ("INTERNAL", f"cannot send the responses: {type(exc).__name__}: {exc}"),
+                }
+            )
 
     async def _finalize(self) -> None:
         if self.host is not None:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Tensor", "PreferredMemory", "get_input_tensor_by_name", "get_output_tensor_by_name"]
 
+
 class Tensor:
     """A named input or output: a numpy array and its Triton datatype."""
 
@@ -27,9 +28,7 @@ class Tensor:
         if datatype is None:
             datatype = datatype_of_dtype(array.dtype)
             if datatype is None:
-                raise TritonModelException(
-                    f"tensor '{name}': numpy dtype {array.dtype} has no Triton datatype"
-                )
+                raise TritonModelException(f"tensor '{name}': numpy dtype {array.dtype} has no Triton datatype")
         if datatype == "BYTES" and array.dtype.kind in ("U", "S"):
             # Fixed-width string arrays pad and strip; BYTES elements are exact bytes.
             converted = np.empty(array.shape, dtype=object)
@@ -74,7 +73,7 @@ class Tensor:
         return (1, 0)  # kDLCPU: tensors always live in host memory here
 
     @staticmethod
-    def from_dlpack(name: str, dlpack_tensor: Any) -> "Tensor":
+    def from_dlpack(name: str, dlpack_tensor: Any) -> Tensor:
         """A Tensor from an object with `__dlpack__` (torch, cupy, numpy...) or a DLPack
         capsule; device tensors are copied to host memory."""
         if str(getattr(dlpack_tensor, "dtype", "")) == "torch.bfloat16":
@@ -112,14 +111,14 @@ class _CapsuleHolder:
         return (1, 0)
 
 
-def get_input_tensor_by_name(inference_request: "InferenceRequest", name: str) -> Tensor | None:
+def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
     for tensor in inference_request.inputs():
         if tensor.name() == name:
             return tensor
     return None
 
 
-def get_output_tensor_by_name(inference_response: "InferenceResponse", name: str) -> Tensor | None:
+def get_output_tensor_by_name(inference_response: InferenceResponse, name: str) -> Tensor | None:
     for tensor in inference_response.output_tensors():
         if tensor.name() == name:
             return tensor

@@ -26,8 +26,8 @@ from naiad.backend import (
     ModelInstance,
 )
 
-from .in_process_instance import InProcessInstance
 from ..model_side.model_host import run_auto_complete
+from .in_process_instance import InProcessInstance
 from .process_instance import ProcessInstance
 from .settings import ModelSettings, read_settings
 from .stub_connection import StubLaunch
@@ -59,11 +59,12 @@ class PythonBackend(Backend):
                 package = Path(naiad_backend_python.__file__).resolve().parent
                 (directory / "naiad_backend_python").symlink_to(package)
                 (directory / "triton_python_backend_utils.py").symlink_to(
-                    package.parent / "triton_python_backend_utils.py")
+                    package.parent / "triton_python_backend_utils.py"
+                )
                 self._stub_path = str(directory)
             return self._stub_path
 
-    def create_model(self, context: ModelContext) -> "PythonModel":
+    def create_model(self, context: ModelContext) -> PythonModel:
         return PythonModel(context, self)
 
     def finalize(self) -> None:
@@ -105,8 +106,9 @@ class PythonModel(Model):
             raise ConfigError(config.name, f"auto_complete_config produced an invalid config: {exc}") from None
         config.refresh()
 
-    def _auto_complete_in_process_of_model(self, model_file: Path, current: dict, settings: ModelSettings,
-                                           name: str) -> dict:
+    def _auto_complete_in_process_of_model(
+        self, model_file: Path, current: dict, settings: ModelSettings, name: str
+    ) -> dict:
         import os
 
         env = dict(os.environ)
@@ -114,7 +116,9 @@ class PythonModel(Model):
         env["PYTHONPATH"] = path + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         done = subprocess.run(
             [settings.python, "-m", "naiad_backend_python.model_side.stub", "--auto-complete", str(model_file)],
-            input=json.dumps(current).encode(), capture_output=True, env=env,
+            input=json.dumps(current).encode(),
+            capture_output=True,
+            env=env,
             timeout=settings.start_timeout_s or None,
         )
         try:
@@ -170,6 +174,8 @@ def _defines_auto_complete(model_file: Path) -> bool:
         return False
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel":
-            return any(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "auto_complete_config"
-                       for item in node.body)
+            return any(
+                isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "auto_complete_config"
+                for item in node.body
+            )
     return False

@@ -6,7 +6,8 @@ message is the called model's."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,9 +25,18 @@ _SEQUENCE_END = 2
 class BlsCall:
     """A BLS request in protocol-free form: what both modes hand to `run_bls`."""
 
-    def __init__(self, model_name: str, model_version: int, inputs: list[tuple[str, str, np.ndarray]],
-                 requested_output_names: list[str], request_id: str = "", correlation_id: Any = 0,
-                 flags: int = 0, timeout: int = 0, parameters: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        model_version: int,
+        inputs: list[tuple[str, str, np.ndarray]],
+        requested_output_names: list[str],
+        request_id: str = "",
+        correlation_id: Any = 0,
+        flags: int = 0,
+        timeout: int = 0,
+        parameters: dict[str, Any] | None = None,
+    ) -> None:
         self.model_name = model_name
         self.model_version = model_version
         self.inputs = inputs
@@ -67,7 +77,7 @@ def cancelled_response() -> InferenceResponse:
     return error_response(_as_bls_error(NaiadError.cancelled_request()))
 
 
-async def run_bls(server: "Server | None", call: BlsCall, decoupled: bool) -> AsyncIterator[InferenceResponse]:
+async def run_bls(server: Server | None, call: BlsCall, decoupled: bool) -> AsyncIterator[InferenceResponse]:
     """Every response of the call; the last has `final=True`."""
     if server is None:
         yield error_response(NaiadError.unavailable("BLS is not available: the model has no server"))

@@ -6,14 +6,20 @@ from typing import Any
 
 from naiad.backend import (
     ErrorCode,
-    InferenceRequest as CoreRequest,
-    InferenceResponse as CoreResponse,
     NaiadError,
+)
+from naiad.backend import (
+    InferenceRequest as CoreRequest,
+)
+from naiad.backend import (
+    InferenceResponse as CoreResponse,
+)
+from naiad.backend import (
     Tensor as CoreTensor,
 )
 
-from ..model_side import pb_utils as utils
 from ..ipc.wire import plain_parameters
+from ..model_side import pb_utils as utils
 
 __all__ = [
     "sequence_flags",
@@ -51,8 +57,9 @@ def core_error(code_name: str, message: str) -> NaiadError:
     return NaiadError(code, message)
 
 
-def core_response_from_parts(outputs: list[tuple[str, str, Any]], error: tuple[str, str] | None,
-                             parameters: dict[str, Any] | None) -> CoreResponse:
+def core_response_from_parts(
+    outputs: list[tuple[str, str, Any]], error: tuple[str, str] | None, parameters: dict[str, Any] | None
+) -> CoreResponse:
     return CoreResponse(
         outputs=[CoreTensor(name, datatype, tuple(array.shape), array) for name, datatype, array in outputs],
         parameters=dict(parameters or {}),
@@ -72,8 +79,10 @@ def core_response_from_utils(response: utils.InferenceResponse) -> CoreResponse:
 def utils_response_from_core(response: CoreResponse) -> utils.InferenceResponse:
     """A BLS response as the calling model sees it; a bare final marker is an empty one."""
     if response.error is not None:
-        return utils.InferenceResponse(error=utils.TritonError.from_code_name(response.error.code.name,
-                                                                              response.error.message))
+        return utils.InferenceResponse(
+            error=utils.TritonError.from_code_name(response.error.code.name, response.error.message)
+        )
     parameters = {k: v for k, v in response.parameters.items() if k != FINAL_MARKER}
-    return utils.InferenceResponse([utils.Tensor(t.name, t.data, t.datatype) for t in response.outputs],
-                                   parameters=parameters)
+    return utils.InferenceResponse(
+        [utils.Tensor(t.name, t.data, t.datatype) for t in response.outputs], parameters=parameters
+    )

@@ -25,19 +25,26 @@ import itertools
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from naiad.backend import (
     InferenceRequest as CoreRequest,
+)
+from naiad.backend import (
     InferenceResponse as CoreResponse,
+)
+from naiad.backend import (
     InstanceContext,
     ModelInstance,
     NaiadError,
 )
 
 from ..model_side import pb_utils as utils
-from .bls_runner import BlsCall, cancelled_response, run_bls
 from ..model_side.bridge import Bridge
+from ..model_side.model_host import ExecuteFailure, ModelHost, batch_failure_message, rescheduled
+from ..model_side.response_iterator import ResponseIterator
+from .bls_runner import BlsCall, cancelled_response, run_bls
 from .conversions import (
     core_error,
     core_response_from_utils,
@@ -47,8 +54,6 @@ from .conversions import (
 )
 from .metric_owner import MetricOwner
 from .model_control import manage_model
-from ..model_side.model_host import ExecuteFailure, ModelHost, batch_failure_message, rescheduled
-from ..model_side.response_iterator import ResponseIterator
 
 if TYPE_CHECKING:
     from .backend import PythonModel
@@ -60,7 +65,7 @@ _LOG_LEVELS = {0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR, 3: logging
 
 
 class InProcessBridge(Bridge):
-    def __init__(self, instance: "InProcessInstance") -> None:
+    def __init__(self, instance: InProcessInstance) -> None:
         self.instance = instance
         self.requests: dict[int, CoreRequest] = {}
         self.server_loop: asyncio.AbstractEventLoop | None = None
@@ -69,8 +74,9 @@ class InProcessBridge(Bridge):
         self._metrics_lock = threading.Lock()
         self._doomed: collections.deque[int] = collections.deque()
 
-    def send_response(self, request: utils.InferenceRequest, response: utils.InferenceResponse | None,
-                      final: bool) -> None:
+    def send_response(
+        self, request: utils.InferenceRequest, response: utils.InferenceResponse | None, final: bool
+    ) -> None:
         core = self.requests.get(request._key)
         if core is None or core.response_sender is None:
             return
@@ -83,10 +89,17 @@ class InProcessBridge(Bridge):
         return bool(core and core.cancelled)
 
     def _call(self, request: utils.InferenceRequest) -> BlsCall:
-        return BlsCall(request.model_name(), request.model_version(),
-                       [(t.name(), t.datatype(), t.as_numpy()) for t in request.inputs()],
-                       request.requested_output_names(), request.request_id(), request.correlation_id(),
-                       request.flags(), request.timeout(), request.parameters_dict())
+        return BlsCall(
+            request.model_name(),
+            request.model_version(),
+            [(t.name(), t.datatype(), t.as_numpy()) for t in request.inputs()],
+            request.requested_output_names(),
+            request.request_id(),
+            request.correlation_id(),
+            request.flags(),
+            request.timeout(),
+            request.parameters_dict(),
+        )
 
     def _server_loop(self) -> asyncio.AbstractEventLoop:
         if self.server_loop is None:
@@ -150,7 +163,8 @@ class InProcessBridge(Bridge):
         if self.server_loop is not None and asyncio._get_running_loop() is self.server_loop:
             raise utils.TritonModelException(
                 "the model loading API waits for the server's event loop, where execute runs in execution_mode "
-                "'inline'; use execution_mode 'in_process'")
+                "'inline'; use execution_mode 'in_process'"
+            )
         work = manage_model(self.instance.model.context.server, action, arguments)
         try:
             return asyncio.run_coroutine_threadsafe(work, self._server_loop()).result()
@@ -212,20 +226,20 @@ class InProcessBridge(Bridge):
 
 
 class InProcessInstance(ModelInstance):
-    model: "PythonModel"
+    model: PythonModel
 
-    def __init__(self, model: "PythonModel", context: InstanceContext) -> None:
+    def __init__(self, model: PythonModel, context: InstanceContext) -> None:
         super().__init__(model, context)
         self.label = f"model '{model.context.name}' instance '{context.name}'"
         launch = model.stub_launch(context, self.label)
         self._settings = launch.settings
         self._decoupled = launch.decoupled
         self._bridge = InProcessBridge(self)
-        self._host = ModelHost(launch.model_file, launch.args, self._bridge, launch.decoupled, self.label,
-                               in_server=True)
+        self._host = ModelHost(
+            launch.model_file, launch.args, self._bridge, launch.decoupled, self.label, in_server=True
+        )
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name=f"naiad-python-{context.name}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"naiad-python-{context.name}", daemon=True)
         self._keys = itertools.count(1)
         self._output_names = [spec.name for spec in model.context.config.outputs]
         self._version = int(model.context.version)
@@ -269,10 +283,11 @@ class InProcessInstance(ModelInstance):
             else:
                 future = asyncio.run_coroutine_threadsafe(self._host.execute(model_requests), self._loop)
                 result = await asyncio.wait_for(asyncio.wrap_future(future), timeout or None)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise NaiadError.internal(
                 f"{self.label}: execute did not finish within {timeout:g} s (parameter execute_timeout_seconds); "
-                "in-process models cannot be stopped, so the model keeps its thread") from None
+                "in-process models cannot be stopped, so the model keeps its thread"
+            ) from None
         except ExecuteFailure as failure:
             if self._decoupled:
                 # The core ends these streams with the error; stop routing to them.

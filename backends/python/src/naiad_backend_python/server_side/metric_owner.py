@@ -23,12 +23,11 @@ __all__ = ["MetricOwner", "METRIC_OPS"]
 log = logging.getLogger("naiad.backends.python")
 
 # The stub's metric messages; those with a "qid" get a "metric_reply".
-METRIC_OPS = frozenset({"metric_family_new", "metric_family_delete", "metric_new", "metric_update",
-                        "metric_value"})
+METRIC_OPS = frozenset({"metric_family_new", "metric_family_delete", "metric_new", "metric_update", "metric_value"})
 
 
 class MetricOwner:
-    def __init__(self, registry: "CustomMetricRegistry | None", label: str) -> None:
+    def __init__(self, registry: CustomMetricRegistry | None, label: str) -> None:
         self.registry = registry
         self.label = label
         self._lock = threading.Lock()
@@ -36,7 +35,7 @@ class MetricOwner:
         # metric handle -> (family handle, series)
         self._metrics: dict[int, tuple[int, CustomMetric]] = {}
 
-    def _registry(self) -> "CustomMetricRegistry":
+    def _registry(self) -> CustomMetricRegistry:
         if self.registry is None:
             raise NaiadError.unavailable("custom metrics are not available (the model is not served by a server)")
         return self.registry
@@ -67,7 +66,7 @@ class MetricOwner:
         with self._lock:
             self._metrics[handle] = (family_handle, metric)
 
-    def _metric(self, handle: int) -> "CustomMetric":
+    def _metric(self, handle: int) -> CustomMetric:
         with self._lock:
             entry = self._metrics.get(handle)
         if entry is None:

@@ -19,7 +19,7 @@ __all__ = ["manage_model"]
 _FILE_PREFIX = "file:"
 
 
-async def manage_model(server: "Server | None", action: str, arguments: dict[str, Any]) -> bool:
+async def manage_model(server: Server | None, action: str, arguments: dict[str, Any]) -> bool:
     """Run `action` ("ready", "load" or "unload"); "ready" answers whether the model is
     ready, the others True. Failures raise NaiadError with the server's reason."""
     if server is None:
@@ -37,8 +37,9 @@ async def manage_model(server: "Server | None", action: str, arguments: dict[str
         files = arguments.get("files") or {}
         unnamed = [key for key in files if not key.startswith(_FILE_PREFIX)]
         if unnamed:
-            raise NaiadError.invalid(f"failed to load '{name}': file keys must start with '{_FILE_PREFIX}', "
-                                     f"got {unnamed}")
+            raise NaiadError.invalid(
+                f"failed to load '{name}': file keys must start with '{_FILE_PREFIX}', got {unnamed}"
+            )
         await server.load_model(name, config, {k.removeprefix(_FILE_PREFIX): v for k, v in files.items()} or None)
     elif action == "unload":
         await server.unload_model(name, bool(arguments.get("unload_dependents", False)))

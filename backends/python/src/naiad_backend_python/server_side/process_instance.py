@@ -16,16 +16,20 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.backend import (
     InferenceRequest as CoreRequest,
+)
+from naiad.backend import (
     InferenceResponse as CoreResponse,
+)
+from naiad.backend import (
     InstanceContext,
     ModelInstance,
     NaiadError,
 )
 
-from .conversions import core_error, requested_output_names, sequence_flags
-from ..model_side.model_host import batch_failure_message
-from .stub_connection import StubConnection, StubLaunch
 from ..ipc.wire import encode_array, plain_parameters
+from ..model_side.model_host import batch_failure_message
+from .conversions import core_error, requested_output_names, sequence_flags
+from .stub_connection import StubConnection, StubLaunch
 
 if TYPE_CHECKING:
     from .backend import PythonModel
@@ -41,9 +45,9 @@ RESTART_BACKOFF_S = 5.0
 
 
 class ProcessInstance(ModelInstance):
-    model: "PythonModel"
+    model: PythonModel
 
-    def __init__(self, model: "PythonModel", context: InstanceContext) -> None:
+    def __init__(self, model: PythonModel, context: InstanceContext) -> None:
         super().__init__(model, context)
         self.label = f"model '{model.context.name}' instance '{context.name}'"
         self._launch: StubLaunch = model.stub_launch(context, self.label)
@@ -124,21 +128,25 @@ class ProcessInstance(ModelInstance):
                 connection.decoupled_keys.add(key)
 
         def build(ring: Any) -> dict[str, Any]:
-            return {"op": "execute", "id": call_id, "requests": [
-                {
-                    "key": key,
-                    "id": request.id,
-                    "correlation_id": request.correlation_id,
-                    "flags": sequence_flags(request),
-                    "timeout": request.timeout_us,
-                    "parameters": plain_parameters(request.parameters),
-                    "requested_output_names": requested_output_names(request, self._output_names),
-                    "model_name": request.model_name,
-                    "model_version": self._version,
-                    "inputs": [encode_array(ring, t.name, t.datatype, t.data) for t in request.inputs],
-                }
-                for key, request in zip(keys, requests)
-            ]}
+            return {
+                "op": "execute",
+                "id": call_id,
+                "requests": [
+                    {
+                        "key": key,
+                        "id": request.id,
+                        "correlation_id": request.correlation_id,
+                        "flags": sequence_flags(request),
+                        "timeout": request.timeout_us,
+                        "parameters": plain_parameters(request.parameters),
+                        "requested_output_names": requested_output_names(request, self._output_names),
+                        "model_name": request.model_name,
+                        "model_version": self._version,
+                        "inputs": [encode_array(ring, t.name, t.datatype, t.data) for t in request.inputs],
+                    }
+                    for key, request in zip(keys, requests)
+                ],
+            }
 
         connection.calls[call_id] = future
         try:
@@ -146,9 +154,11 @@ class ProcessInstance(ModelInstance):
             timeout = self._launch.settings.execute_timeout_s
             try:
                 message = await asyncio.wait_for(asyncio.shield(future), timeout) if timeout else await future
-            except asyncio.TimeoutError:
-                reason = (f"{self.label}: execute did not finish within {timeout:g} s "
-                          "(parameter execute_timeout_seconds); the model's process was killed and is being restarted")
+            except TimeoutError:
+                reason = (
+                    f"{self.label}: execute did not finish within {timeout:g} s "
+                    "(parameter execute_timeout_seconds); the model's process was killed and is being restarted"
+                )
                 log.error("%s", reason)
                 connection.exit_reason = reason
                 connection.kill()

@@ -80,8 +80,11 @@ def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str
     env_path = config.parameter(EXECUTION_ENV_PATH)
     if env_path:
         if mode != PROCESS:
-            raise ConfigError(name, f"parameters.{EXECUTION_ENV_PATH}: cannot be used with {EXECUTION_MODE} "
-                              f"'{mode}' (the server's own interpreter runs the model)")
+            raise ConfigError(
+                name,
+                f"parameters.{EXECUTION_ENV_PATH}: cannot be used with {EXECUTION_MODE} "
+                f"'{mode}' (the server's own interpreter runs the model)",
+            )
         # Triton's placeholder for the model's directory.
         env_path = env_path.replace("$$TRITON_MODEL_DIRECTORY", str(model_dir))
         env_dir = Path(env_path)
@@ -90,8 +93,11 @@ def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str
         if env_dir.is_file() and env_dir.name.endswith(_ARCHIVE_SUFFIXES):
             env_dir = _unpacked(env_dir, name)
         if not env_dir.is_dir():
-            raise ConfigError(name, f"parameters.{EXECUTION_ENV_PATH}: '{env_dir}' is neither a directory nor a "
-                              ".tar.gz archive (name a Python virtual environment or a conda environment)")
+            raise ConfigError(
+                name,
+                f"parameters.{EXECUTION_ENV_PATH}: '{env_dir}' is neither a directory nor a "
+                ".tar.gz archive (name a Python virtual environment or a conda environment)",
+            )
         python = _interpreter_in(env_dir)
         if not python:
             raise ConfigError(name, f"parameters.{EXECUTION_ENV_PATH}: '{env_dir}' has no bin/python3 or bin/python")

@@ -17,19 +17,30 @@ import os
 import signal
 import socket
 import subprocess
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
-from naiad.backend import InferenceRequest as CoreRequest, InferenceResponse as CoreResponse, NaiadError
+from naiad.backend import InferenceRequest as CoreRequest
+from naiad.backend import InferenceResponse as CoreResponse
+from naiad.backend import NaiadError
 
+from ..ipc.shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
+from ..ipc.wire import (
+    FRAME_HEADER,
+    FrameReader,
+    decode_array,
+    encode_array,
+    pack_frame,
+    plain_parameters,
+    unpack_message,
+)
 from .bls_runner import BlsCall, cancelled_response, run_bls
 from .conversions import FINAL_MARKER, core_response_from_parts
 from .metric_owner import METRIC_OPS, MetricOwner
 from .model_control import manage_model
 from .settings import ModelSettings
-from ..ipc.shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
-from ..ipc.wire import FRAME_HEADER, FrameReader, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
 
 if TYPE_CHECKING:
     from naiad.backend import InferenceService as Server
@@ -51,7 +62,7 @@ class StubLaunch:
     decoupled: bool
     settings: ModelSettings
     python_path: str  # directory holding naiad_backend_python for the stub's interpreter
-    server: "Server | None"
+    server: Server | None
     cwd: Path = field(default_factory=Path.cwd)
 
 
@@ -67,8 +78,14 @@ def describe_exit(returncode: int | None) -> str:
 
 
 class StubConnection:
-    def __init__(self, launch: StubLaunch, process: subprocess.Popen[bytes], sock: socket.socket,
-                 to_stub: RingWriter, from_stub: RingReader) -> None:
+    def __init__(
+        self,
+        launch: StubLaunch,
+        process: subprocess.Popen[bytes],
+        sock: socket.socket,
+        to_stub: RingWriter,
+        from_stub: RingReader,
+    ) -> None:
         self.launch = launch
         self.process = process
         self.sock = sock
@@ -93,7 +110,7 @@ class StubConnection:
         self.accepting = True
         # Why the process is going away, when the server decided it (timeout, unload).
         self.exit_reason: str | None = None
-        self.on_exit: Callable[["StubConnection"], None] | None = None
+        self.on_exit: Callable[[StubConnection], None] | None = None
         self._finalized: asyncio.Event | None = None  # created on the loop, in attach
         # The custom metrics this process's model created; released when the process goes.
         self.metrics = MetricOwner(launch.server.custom_metrics if launch.server is not None else None, launch.label)
@@ -101,7 +118,7 @@ class StubConnection:
     # -- start-up (worker thread) ----------------------------------------------------------
 
     @classmethod
-    def start(cls, launch: StubLaunch) -> "StubConnection":
+    def start(cls, launch: StubLaunch) -> StubConnection:
         settings = launch.settings
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         to_fd = create_ring_fd(settings.ring_bytes)
@@ -113,11 +130,25 @@ class StubConnection:
             env["PATH"] = f"{settings.env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
             env["LD_LIBRARY_PATH"] = f"{settings.env_dir / 'lib'}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
             env.pop("PYTHONHOME", None)
-        command = [settings.python, "-m", "naiad_backend_python.model_side.stub", "--socket-fd", str(child.fileno()),
-                   "--inbound-fd", str(to_fd), "--outbound-fd", str(from_fd)]
+        command = [
+            settings.python,
+            "-m",
+            "naiad_backend_python.model_side.stub",
+            "--socket-fd",
+            str(child.fileno()),
+            "--inbound-fd",
+            str(to_fd),
+            "--outbound-fd",
+            str(from_fd),
+        ]
         try:
-            process = subprocess.Popen(command, pass_fds=(child.fileno(), to_fd, from_fd), env=env,
-                                       stdin=subprocess.DEVNULL, cwd=str(launch.cwd))
+            process = subprocess.Popen(
+                command,
+                pass_fds=(child.fileno(), to_fd, from_fd),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                cwd=str(launch.cwd),
+            )
         except OSError as exc:
             parent.close()
             raise NaiadError.unavailable(f"{launch.label}: cannot start '{settings.python}': {exc}") from None
@@ -140,19 +171,29 @@ class StubConnection:
         """Send `init` and wait (blocking) until the model's initialize has run."""
         launch = self.launch
         self.sock.settimeout(launch.settings.start_timeout_s or None)
-        self.sock.sendall(pack_frame({"op": "init", "model_file": str(launch.model_file), "args": launch.args,
-                                      "decoupled": launch.decoupled, "label": launch.label}))
+        self.sock.sendall(
+            pack_frame(
+                {
+                    "op": "init",
+                    "model_file": str(launch.model_file),
+                    "args": launch.args,
+                    "decoupled": launch.decoupled,
+                    "label": launch.label,
+                }
+            )
+        )
         while True:
             try:
                 message = self._receive_blocking()
-            except socket.timeout:
+            except TimeoutError:
                 raise NaiadError.unavailable(
-                    f"{launch.label}: the model did not finish initialize within "
-                    f"{launch.settings.start_timeout_s:g} s") from None
+                    f"{launch.label}: the model did not finish initialize within {launch.settings.start_timeout_s:g} s"
+                ) from None
             if message is None:
                 code = self.process.wait()
                 raise NaiadError.unavailable(
-                    f"{launch.label}: the model's process ended during initialize ({describe_exit(code)})")
+                    f"{launch.label}: the model's process ended during initialize ({describe_exit(code)})"
+                )
             op = message["op"]
             if op == "ready":
                 break
@@ -164,15 +205,33 @@ class StubConnection:
             elif op == "bls":
                 # Serving BLS needs the event loop; initialize runs before it is attached.
                 self.from_stub.consumed(message.get("mark"))
-                self.sock.sendall(pack_frame({"op": "bls_response", "qid": message["qid"], "final": True, "response": {
-                    "outputs": [], "parameters": {},
-                    "error": ("UNAVAILABLE", "BLS requests are not available during initialize")}}))
+                self.sock.sendall(
+                    pack_frame(
+                        {
+                            "op": "bls_response",
+                            "qid": message["qid"],
+                            "final": True,
+                            "response": {
+                                "outputs": [],
+                                "parameters": {},
+                                "error": ("UNAVAILABLE", "BLS requests are not available during initialize"),
+                            },
+                        }
+                    )
+                )
             elif op == "is_cancelled":
                 self.sock.sendall(pack_frame({"op": "cancelled", "qid": message["qid"], "value": False}))
             elif op == "model_control":
                 # As BLS: serving it needs the event loop, not attached yet.
-                self.sock.sendall(pack_frame({"op": "control_reply", "qid": message["qid"],
-                                              "error": "the model loading API is not available during initialize"}))
+                self.sock.sendall(
+                    pack_frame(
+                        {
+                            "op": "control_reply",
+                            "qid": message["qid"],
+                            "error": "the model loading API is not available during initialize",
+                        }
+                    )
+                )
             elif op in METRIC_OPS:
                 # Models create their metric families in initialize.
                 self._serve_metric_blocking(message)
@@ -257,9 +316,17 @@ class StubConnection:
             data = message["request"]
             inputs = [decode_array(self.from_stub, d) for d in data["inputs"]]
             self.from_stub.consumed(message.get("mark"))
-            call = BlsCall(data["model_name"], data["model_version"], inputs, data["requested_output_names"],
-                           data["request_id"], data["correlation_id"], data["flags"], data["timeout"],
-                           data["parameters"])
+            call = BlsCall(
+                data["model_name"],
+                data["model_version"],
+                inputs,
+                data["requested_output_names"],
+                data["request_id"],
+                data["correlation_id"],
+                data["flags"],
+                data["timeout"],
+                data["parameters"],
+            )
             self._serve_query(message["qid"], self._serve_bls(message["qid"], call, bool(message.get("decoupled"))))
         elif op == "bls_cancel":
             cancelled = self._query_tasks.get(message["qid"])
@@ -314,8 +381,14 @@ class StubConnection:
         final = response.final
         bare = final and not response.outputs and response.error is None and FINAL_MARKER in response.parameters
         try:
-            self.send_with(lambda ring: {"op": "bls_response", "qid": qid, "final": final,
-                                         "response": None if bare else _encode_core_response(ring, response)})
+            self.send_with(
+                lambda ring: {
+                    "op": "bls_response",
+                    "qid": qid,
+                    "final": final,
+                    "response": None if bare else _encode_core_response(ring, response),
+                }
+            )
         except NaiadError:
             return False
         return True
@@ -329,8 +402,12 @@ class StubConnection:
         self.send(reply)
 
     def _log(self, message: dict[str, Any]) -> None:
-        log.log(_LOG_LEVELS.get(message.get("level", 0), logging.INFO), "%s: %s", self.launch.label,
-                message.get("message", ""))
+        log.log(
+            _LOG_LEVELS.get(message.get("level", 0), logging.INFO),
+            "%s: %s",
+            self.launch.label,
+            message.get("message", ""),
+        )
 
     # -- shutdown ------------------------------------------------------------------------
 
@@ -384,16 +461,16 @@ class StubConnection:
             assert self._finalized is not None
             try:
                 await asyncio.wait_for(self._finalized.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("%s: finalize did not finish within %g s; killing the process", self.launch.label, timeout)
             try:
                 await asyncio.wait_for(asyncio.to_thread(self.process.wait), 5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.kill()
         if self._cleaned_up is not None:
             try:
                 await asyncio.wait_for(self._cleaned_up.wait(), 15)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("%s: the model's socket stayed open after its process ended", self.launch.label)
 
     def finalize_blocking(self, timeout: float) -> None:

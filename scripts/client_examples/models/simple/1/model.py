@@ -10,8 +10,12 @@ class TritonPythonModel:
         for request in requests:
             a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            responses.append(pb_utils.InferenceResponse([
-                pb_utils.Tensor("OUTPUT0", a + b),
-                pb_utils.Tensor("OUTPUT1", a - b),
-            ]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("OUTPUT0", a + b),
+                        pb_utils.Tensor("OUTPUT1", a - b),
+                    ]
+                )
+            )
         return responses

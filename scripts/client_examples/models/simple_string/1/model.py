@@ -18,8 +18,12 @@ class TritonPythonModel:
         for request in requests:
             a = _as_ints(pb_utils.get_input_tensor_by_name(request, "INPUT0"))
             b = _as_ints(pb_utils.get_input_tensor_by_name(request, "INPUT1"))
-            responses.append(pb_utils.InferenceResponse([
-                pb_utils.Tensor("OUTPUT0", _as_strings(a + b)),
-                pb_utils.Tensor("OUTPUT1", _as_strings(a - b)),
-            ]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("OUTPUT0", _as_strings(a + b)),
+                        pb_utils.Tensor("OUTPUT1", _as_strings(a - b)),
+                    ]
+                )
+            )
         return responses

@@ -31,8 +31,9 @@ class TritonPythonModel:
                         break
                 if index == fail_after:
                     error = pb_utils.TritonError(f"the model failed after {index} words")
-                    sender.send(pb_utils.InferenceResponse(error=error),
-                                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                    sender.send(
+                        pb_utils.InferenceResponse(error=error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+                    )
                     break
                 token = np.array([word.encode()], dtype=object)
                 sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", token)]))

@@ -1,4 +1,3 @@
-import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
@@ -11,5 +10,9 @@ class TritonPythonModel:
         return auto_complete_model_config
 
     def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor(
-            "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * 2)]) for r in requests]
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * 2)]
+            )
+            for r in requests
+        ]

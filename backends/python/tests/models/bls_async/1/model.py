@@ -14,8 +14,10 @@ class TritonPythonModel:
             add = pb_utils.InferenceRequest(
                 model_name="add_sub_fp32",
                 requested_output_names=["OUTPUT0"],
-                inputs=[pb_utils.Tensor("INPUT0", pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()[None]),
-                        pb_utils.Tensor("INPUT1", pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()[None])],
+                inputs=[
+                    pb_utils.Tensor("INPUT0", pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()[None]),
+                    pb_utils.Tensor("INPUT1", pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()[None]),
+                ],
             )
             repeat = pb_utils.InferenceRequest(
                 model_name="repeat_decoupled",
@@ -34,8 +36,12 @@ class TritonPythonModel:
             if added.has_error():
                 raise pb_utils.TritonModelException(added.error().message())
             output0 = pb_utils.get_output_tensor_by_name(added, "OUTPUT0").as_numpy()[0]
-            responses.append(pb_utils.InferenceResponse([
-                pb_utils.Tensor("OUTPUT0", output0),
-                pb_utils.Tensor("SUM", np.array([total], dtype=np.int32)),
-            ]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("OUTPUT0", output0),
+                        pb_utils.Tensor("SUM", np.array([total], dtype=np.int32)),
+                    ]
+                )
+            )
         return responses

@@ -22,8 +22,12 @@ class TritonPythonModel:
                     break
                 count += 1
                 total += int(pb_utils.get_output_tensor_by_name(infer_response, "OUT").as_numpy()[0])
-            responses.append(pb_utils.InferenceResponse([
-                pb_utils.Tensor("COUNT", np.array([count], dtype=np.int32)),
-                pb_utils.Tensor("SUM", np.array([total], dtype=np.int32)),
-            ]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("COUNT", np.array([count], dtype=np.int32)),
+                        pb_utils.Tensor("SUM", np.array([total], dtype=np.int32)),
+                    ]
+                )
+            )
         return responses

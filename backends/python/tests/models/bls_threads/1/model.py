@@ -18,8 +18,9 @@ class TritonPythonModel:
             b = pb_utils.get_input_tensor_by_name(request, "INPUT1")
 
             def call(_):
-                reply = pb_utils.InferenceRequest(model_name="add_sub_flat", inputs=[a, b],
-                                                  requested_output_names=["OUTPUT0"]).exec()
+                reply = pb_utils.InferenceRequest(
+                    model_name="add_sub_flat", inputs=[a, b], requested_output_names=["OUTPUT0"]
+                ).exec()
                 assert not reply.has_error(), reply.error()
                 assert not request.is_cancelled()
                 return pb_utils.get_output_tensor_by_name(reply, "OUTPUT0").as_numpy()

@@ -21,5 +21,7 @@ class TritonPythonModel:
         while not sender.is_cancelled() and time.monotonic() < deadline:
             time.sleep(0.01)
         seen = -1 if request.is_cancelled() else 0
-        sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([seen], dtype=np.int32))]),
-                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        sender.send(
+            pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([seen], dtype=np.int32))]),
+            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+        )

@@ -42,13 +42,15 @@ CASES = {
     "set_counter": lambda: _counter().Metric().set(3),
     "observe_counter": lambda: _counter().Metric().observe(1),
     "observe_gauge": lambda: MetricFamily("pyerr_gauge", "g", MetricFamily.GAUGE).Metric().observe(1),
-    "increment_histogram": lambda: MetricFamily("pyerr_hist", "h", MetricFamily.HISTOGRAM).Metric(
-        buckets=[1]).increment(1),
+    "increment_histogram": lambda: (
+        MetricFamily("pyerr_hist", "h", MetricFamily.HISTOGRAM).Metric(buckets=[1]).increment(1)
+    ),
     "value_histogram": lambda: MetricFamily("pyerr_hist", "h", MetricFamily.HISTOGRAM).Metric(buckets=[1]).value(),
     "histogram_without_buckets": lambda: MetricFamily("pyerr_hist", "h", MetricFamily.HISTOGRAM).Metric(),
     "buckets_on_gauge": lambda: MetricFamily("pyerr_gauge", "g", MetricFamily.GAUGE).Metric(buckets=[1, 2]),
     "unsorted_buckets": lambda: MetricFamily("pyerr_hist", "h", MetricFamily.HISTOGRAM).Metric(
-        labels={"x": "1"}, buckets=[5, 1]),
+        labels={"x": "1"}, buckets=[5, 1]
+    ),
     "labels_not_dict": lambda: _counter().Metric(labels=["a"]),
     "invalid_label": lambda: _counter().Metric(labels={"bad-label": "1"}),
     "not_a_number": lambda: _counter().Metric().increment("1"),
@@ -69,6 +71,7 @@ class TritonPythonModel:
                 message = f"TritonModelException: {exc.message()}"
             except Exception as exc:  # noqa: BLE001 - anything else is reported as such
                 message = f"{type(exc).__name__}: {exc}"
-            responses.append(pb_utils.InferenceResponse([
-                pb_utils.Tensor("MESSAGE", np.array([message.encode()], dtype=np.object_))]))
+            responses.append(
+                pb_utils.InferenceResponse([pb_utils.Tensor("MESSAGE", np.array([message.encode()], dtype=np.object_))])
+            )
         return responses

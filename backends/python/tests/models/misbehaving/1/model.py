@@ -35,6 +35,7 @@ class TritonPythonModel:
             # Default (non-decoupled) mode may answer through the response sender too.
             for request in requests:
                 request.get_response_sender().send(
-                    pb_utils.InferenceResponse([out]), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                    pb_utils.InferenceResponse([out]), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+                )
             return None
         return [pb_utils.InferenceResponse([out]) for _ in requests]

@@ -10,5 +10,7 @@ class TritonPythonModel:
         for request in requests:
             delay = pb_utils.get_input_tensor_by_name(request, "DELAY").as_numpy()
             await asyncio.sleep(float(delay[0]))
-            request.get_response_sender().send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", delay)]),
-                                               pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            request.get_response_sender().send(
+                pb_utils.InferenceResponse([pb_utils.Tensor("OUT", delay)]),
+                pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )

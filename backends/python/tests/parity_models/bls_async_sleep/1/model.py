@@ -13,4 +13,5 @@ class TritonPythonModel:
                 raise pb_utils.TritonModelException(answer.error().message())
             request.get_response_sender().send(
                 pb_utils.InferenceResponse([pb_utils.get_output_tensor_by_name(answer, "OUT")]),
-                pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )

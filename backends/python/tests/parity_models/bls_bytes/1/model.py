@@ -12,12 +12,17 @@ class TritonPythonModel:
             model_name = pb_utils.get_input_tensor_by_name(request, "MODEL_NAME").as_numpy()[0]
             delay = pb_utils.get_input_tensor_by_name(request, "DELAY").as_numpy()
             pb_utils.Logger.log_info(b"bls_bytes calls " + model_name)
-            call = pb_utils.InferenceRequest(model_name=model_name, request_id=b"from-bytes",
-                                             inputs=[pb_utils.Tensor(b"DELAY", delay)],
-                                             requested_output_names=[b"OUT"])
+            call = pb_utils.InferenceRequest(
+                model_name=model_name,
+                request_id=b"from-bytes",
+                inputs=[pb_utils.Tensor(b"DELAY", delay)],
+                requested_output_names=[b"OUT"],
+            )
             answer = call.exec()
             if answer.has_error():
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(answer.error().message().encode())))
+                responses.append(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(answer.error().message().encode()))
+                )
                 continue
             out = pb_utils.get_output_tensor_by_name(answer, "OUT")
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor(b"OUT", out.as_numpy() + 1)]))

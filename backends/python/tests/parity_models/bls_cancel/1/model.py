@@ -9,8 +9,11 @@ class TritonPythonModel:
     def execute(self, requests):
         responses = []
         for request in requests:
-            call = pb_utils.InferenceRequest(model_name="ticker", inputs=[pb_utils.get_input_tensor_by_name(request, "COUNT")],
-                                             requested_output_names=["OUT"])
+            call = pb_utils.InferenceRequest(
+                model_name="ticker",
+                inputs=[pb_utils.get_input_tensor_by_name(request, "COUNT")],
+                requested_output_names=["OUT"],
+            )
             stream = call.exec(decoupled=True)
             seen, last = 0, ""
             for response in stream:
@@ -20,7 +23,12 @@ class TritonPythonModel:
                 if response.output_tensors():
                     seen += 1
                     stream.cancel()
-            responses.append(pb_utils.InferenceResponse([
-                pb_utils.Tensor("SEEN", np.array([seen], dtype=np.int32)),
-                pb_utils.Tensor("LAST", np.array([last.encode()], dtype=object))]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("SEEN", np.array([seen], dtype=np.int32)),
+                        pb_utils.Tensor("LAST", np.array([last.encode()], dtype=object)),
+                    ]
+                )
+            )
         return responses

@@ -14,11 +14,14 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy() * 2)])
                 for r in requests]
 """
-DOUBLER_CONFIG = json.dumps({
-    "backend": "python", "max_batch_size": 0,
-    "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [1]}],
-    "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [1]}],
-})
+DOUBLER_CONFIG = json.dumps(
+    {
+        "backend": "python",
+        "max_batch_size": 0,
+        "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [1]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [1]}],
+    }
+)
 
 
 def act(action, name):
@@ -42,5 +45,7 @@ class TritonPythonModel:
                 text = act(action, name)
             except pb_utils.TritonModelException as exc:
                 text = f"error: {exc}"
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([text.encode()], dtype=object))]))
+            responses.append(
+                pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([text.encode()], dtype=object))])
+            )
         return responses

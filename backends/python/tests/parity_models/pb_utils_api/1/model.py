@@ -30,11 +30,18 @@ class TritonPythonModel:
             "argv": sys.argv,
             "argparse": vars(namespace),
             "unittest": [program.result.testsRun, program.result.wasSuccessful()],
-            "levels": [int(pb_utils.Logger.INFO), int(pb_utils.Logger.WARNING), int(pb_utils.Logger.ERROR),
-                       int(pb_utils.Logger.VERBOSE)],
+            "levels": [
+                int(pb_utils.Logger.INFO),
+                int(pb_utils.Logger.WARNING),
+                int(pb_utils.Logger.ERROR),
+                int(pb_utils.Logger.VERBOSE),
+            ],
             "module": public(pb_utils),
-            "classes": {name: public(getattr(pb_utils, name)) for name in public(pb_utils)
-                        if inspect.isclass(getattr(pb_utils, name))},
+            "classes": {
+                name: public(getattr(pb_utils, name))
+                for name in public(pb_utils)
+                if inspect.isclass(getattr(pb_utils, name))
+            },
             "model_dir": pb_utils.get_model_dir(),
         }
         self.report["classes"]["Logger.LogLevel"] = [level.name for level in pb_utils.Logger.LogLevel]

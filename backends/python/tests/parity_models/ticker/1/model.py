@@ -18,8 +18,10 @@ class TritonPythonModel:
         for n in range(count):
             if request.is_cancelled():
                 pb_utils.Logger.log_info(f"ticker cancelled after {n}")
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError("cancelled", pb_utils.TritonError.CANCELLED)),
-                            pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                sender.send(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError("cancelled", pb_utils.TritonError.CANCELLED)),
+                    pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
                 return
             sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([n], dtype=np.int32))]))
             time.sleep(0.1)

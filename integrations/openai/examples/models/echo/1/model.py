@@ -26,7 +26,7 @@ class TritonPythonModel:
         for request in requests:
             sender = request.get_response_sender()
             prompt = _input(request, "text_input").decode()
-            users = [line[len("user: "):] for line in prompt.splitlines() if line.startswith("user: ")]
+            users = [line[len("user: ") :] for line in prompt.splitlines() if line.startswith("user: ")]
             words = (users[-1] if users else prompt).split()
             max_tokens = _input(request, "max_tokens")
             if max_tokens is not None:
