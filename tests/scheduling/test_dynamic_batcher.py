@@ -418,3 +418,33 @@ def test_unloading_runs_queued_requests_without_waiting_for_the_delay(tmp_path):
             np.testing.assert_array_equal(response.output("OUTPUT0").data, np.full((1, 4), 6, np.float32))
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_a_sub_millisecond_delay_is_one_turn_of_the_loop_not_a_spin(tmp_path, monkeypatch, loop_kind):
+    """The loop's timers count milliseconds: uvloop turned a 300 us wait into a timer due at
+    once, over and over, until the delay was over (the dispatcher ran dozens of times per
+    request, burning a core at low load). A sub-millisecond delay is now one turn of the
+    loop: requests received together still form one batch, and a lone request costs the
+    dispatcher a pass or two."""
+    from naiad.scheduling.batch_policy import BatchPolicy
+
+    write_model(tmp_path, "m", add_sub_config("dynamic_batching { max_queue_delay_microseconds: 300 }"))
+    decisions = []
+    decide = BatchPolicy.decide
+    monkeypatch.setattr(BatchPolicy, "decide", lambda self, *a: decisions.append(1) or decide(self, *a))
+
+    async def go():
+        async with serving(tmp_path) as server:
+            await asyncio.gather(*(server.infer(add_sub_request(i, str(i))) for i in range(6)))
+            assert batch_sizes(server.statistics("m")[0]) == {6: 1}
+            for i in range(5):
+                decisions.clear()
+                await server.infer(add_sub_request(i))
+                assert len(decisions) <= 3, decisions
+
+    if loop_kind == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        uvloop.run(go())
+    else:
+        asyncio.run(go())

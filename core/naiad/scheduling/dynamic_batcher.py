@@ -28,6 +28,11 @@ __all__ = ["DynamicBatcher"]
 
 # A time after every queue delay: what the batch policy is asked at shutdown.
 _FLUSH = 2**63
+# The event loop's timers count whole milliseconds (uvloop rounds a shorter delay down to 0,
+# so waiting for one spins the loop until it is due; asyncio rounds it up to 1 ms). A queue
+# delay that ends sooner than this is waited for as one turn of the loop, which lets the
+# requests already received join the batch, and then counts as over.
+_TIMER_RESOLUTION_NS = 1_000_000
 
 
 class DynamicBatcher(Scheduler):
@@ -75,6 +80,7 @@ class DynamicBatcher(Scheduler):
 
     async def _dispatch(self) -> None:
         loop = asyncio.get_running_loop()
+        delay_over_at = 0  # a queue delay waited for as one turn of the loop ends here
         while True:
             now = time.monotonic_ns()
             if self._sweep_requested or self._queue.needs_sweep(now):
@@ -82,14 +88,17 @@ class DynamicBatcher(Scheduler):
                 self._queue.sweep(now)
             # Wake up for the next timeout even while every instance is busy.
             wake = self._queue.next_deadline()
+            delay_wake = None
             while self._free and len(self._queue):
                 try:
                     # Once stopping, nothing waits for more requests: flush what is queued.
-                    decision = self._policy.decide(self._queue, now if self._accepting else _FLUSH)
+                    decide_at = max(now, delay_over_at) if self._accepting else _FLUSH
+                    decision = self._policy.decide(self._queue, decide_at)
                 except Exception as exc:  # noqa: BLE001 - one bad request must not stop the batcher
                     self._fail_head(exc)
                     continue
                 if not decision.jobs:
+                    delay_wake = decision.wake_ns
                     wake = decision.wake_ns if wake is None else min(wake, decision.wake_ns or wake)
                     break
                 self._queue.take(len(decision.jobs))
@@ -108,8 +117,14 @@ class DynamicBatcher(Scheduler):
             decision = None
             self._changed.clear()
             timer = None
+            delay_over_at = 0
             if wake is not None:
-                timer = loop.call_later(max(wake - time.monotonic_ns(), 0) / 1e9, self._changed.set)
+                wait_ns = wake - time.monotonic_ns()
+                if wait_ns < _TIMER_RESOLUTION_NS and wake == delay_wake:
+                    delay_over_at = wake
+                    timer = loop.call_soon(self._changed.set)
+                else:
+                    timer = loop.call_later(max(wait_ns, 0) / 1e9, self._changed.set)
             await self._changed.wait()
             if timer is not None:
                 timer.cancel()
