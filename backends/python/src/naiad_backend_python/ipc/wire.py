@@ -23,6 +23,7 @@ from .shm_ring import RingReader, RingWriter
 
 __all__ = [
     "FRAME_HEADER",
+    "NUMPY_OF_DATATYPE",
     "FrameReader",
     "pack_frame",
     "unpack_message",
@@ -33,7 +34,8 @@ __all__ = [
 
 FRAME_HEADER = struct.Struct("<I")
 
-_NUMPY_OF: dict[str, Any] = {
+# The numpy dtype of each fixed-size KServe datatype (BYTES travels as length-prefixed elements).
+NUMPY_OF_DATATYPE: dict[str, Any] = {
     "BOOL": np.bool_,
     "UINT8": np.uint8,
     "UINT16": np.uint16,
@@ -115,7 +117,7 @@ def decode_array(ring: RingReader, descriptor: tuple[Any, ...]) -> tuple[str, st
         if isinstance(raw, memoryview):
             raw.release()
         return name, datatype, array
-    dtype = np.dtype(_NUMPY_OF[datatype])
+    dtype = np.dtype(NUMPY_OF_DATATYPE[datatype])
     size = location[2] if location[0] != "e" else 0
     if size != count * dtype.itemsize:
         raise ValueError(f"tensor '{name}': {size} bytes for {datatype} of shape {list(shape)}")

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..ipc.bytes_elements import decode_bytes_elements, encode_bytes_elements
+from ..ipc.wire import NUMPY_OF_DATATYPE
 from .errors import TritonModelException
 
 __all__ = [
@@ -40,22 +41,7 @@ _TYPE_NUMBERS: dict[str, int] = {
     "BF16": 14,
 }
 _NUMBER_TO_TYPE = {number: name for name, number in _TYPE_NUMBERS.items()}
-_NUMPY_OF_TYPE: dict[str, Any] = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-    "BYTES": np.object_,
-    "BF16": np.uint16,
-}
+_NUMPY_OF_TYPE: dict[str, Any] = {**NUMPY_OF_DATATYPE, "BYTES": np.object_}
 TRITON_STRING_TO_NUMPY: dict[str, Any] = {
     ("TYPE_STRING" if name == "BYTES" else f"TYPE_{name}"): dtype
     for name, dtype in _NUMPY_OF_TYPE.items()
