@@ -41,15 +41,19 @@ class DirectPorts:
         if self.http_port is not None and self.http_port == self.grpc_port:
             raise ValueError(f"http_port and grpc_port must differ, both are {self.http_port}")
 
-    def http_options(self) -> HttpOptions:
-        """The HTTP frontend's options: `naiad serve`'s defaults on this node's shared port."""
-        return HttpOptions(
-            address=self.host, port=self.http_port or 0, reuse_port=True, max_input_size=self.max_input_size
-        )
+    def http_options(self) -> HttpOptions | None:
+        """The HTTP frontend's options, `naiad serve`'s defaults on this node's shared port;
+        None without an HTTP port."""
+        if self.http_port is None:
+            return None
+        return HttpOptions(address=self.host, port=self.http_port, reuse_port=True, max_input_size=self.max_input_size)
 
-    def grpc_options(self) -> GrpcOptions:
-        """The gRPC frontend's options: `naiad serve`'s defaults on this node's shared port."""
-        return GrpcOptions(address=self.host, port=self.grpc_port or 0, reuse_port=True)
+    def grpc_options(self) -> GrpcOptions | None:
+        """The gRPC frontend's options, `naiad serve`'s defaults on this node's shared port;
+        None without a gRPC port."""
+        if self.grpc_port is None:
+            return None
+        return GrpcOptions(address=self.host, port=self.grpc_port, reuse_port=True)
 
 
 class Listeners:
@@ -61,14 +65,14 @@ class Listeners:
     @classmethod
     async def start(cls, server: Server, ports: DirectPorts) -> Listeners:
         """Listen on `ports`; raises (naming the address) when a port cannot be bound."""
-        frontends: list[tuple[str, Any, int | None, Any]] = [
-            ("http", http_frontend, ports.http_port, ports.http_options()),
-            ("grpc", grpc_frontend, ports.grpc_port, ports.grpc_options()),
+        frontends: list[tuple[str, Any, HttpOptions | GrpcOptions | None]] = [
+            ("http", http_frontend, ports.http_options()),
+            ("grpc", grpc_frontend, ports.grpc_options()),
         ]
         tasks: dict[str, asyncio.Task[None]] = {}
         listeners = cls(tasks)
-        for name, frontend, port, options in frontends:
-            if port is None:
+        for name, frontend, options in frontends:
+            if options is None:
                 continue
             started = asyncio.Event()
             task = asyncio.create_task(frontend.run(server, options, started), name=f"naiad-ray-{name}")
