@@ -60,6 +60,7 @@ class RingWriter:
         self._map = mmap.mmap(fd, size)
         self._capacity = size - HEADER_BYTES
         self._head = 0  # monotonic byte position of the next write
+        self._marked = 0  # _head at the last mark()
         self.lock = threading.Lock()
         # Spill files written but maybe not yet read (the reader deletes them); whatever is
         # left when this side closes (the reader died) is deleted then.
@@ -88,8 +89,13 @@ class RingWriter:
         self._segments.append(path)
         return ("f", path, size)
 
-    def mark(self) -> int:
-        """The position the reader publishes once it has consumed everything put so far."""
+    def mark(self) -> int | None:
+        """The position the reader publishes once it has consumed everything put so far;
+        None when nothing went into the ring since the last mark (the message carries its
+        tensors inline, or has none), so the reader has nothing to publish."""
+        if self._head == self._marked:
+            return None
+        self._marked = self._head
         return self._head
 
     @staticmethod

@@ -1,10 +1,12 @@
 """The control messages between the server and a model's process.
 
 A message is a 4-byte little-endian length and a pickled dict of plain values (str, int,
-float, bool, None, bytes, lists, tuples, dicts); the unpickler refuses anything that
-would import code, so a message can never run code on the reader's side. Tensor data is
-never pickled: a tensor travels as ``(name, datatype, shape, location)`` with its bytes in
-a shared-memory ring (see shm_ring.py).
+float, bool, None, bytes, bytearray, lists, tuples, dicts); the unpickler refuses anything
+that would import code, so a message can never run code on the reader's side. A tensor
+travels as ``(name, datatype, shape, location)``. A small one carries its bytes in the
+message itself (``("i", bytes)``): for a few hundred bytes, a ring's bookkeeping on both
+sides costs more than the copy. A larger one has its bytes in a shared-memory ring (see
+shm_ring.py).
 
 Shared by the stub and the server, so it needs only numpy and the standard library.
 """
@@ -33,6 +35,8 @@ __all__ = [
 ]
 
 FRAME_HEADER = struct.Struct("<I")
+# Tensors smaller than this travel inside the control message, larger ones in the ring.
+INLINE_BYTES = 8 * 1024
 
 # The numpy dtype of each fixed-size KServe datatype (BYTES travels as length-prefixed elements).
 NUMPY_OF_DATATYPE: dict[str, Any] = {
@@ -94,20 +98,28 @@ class FrameReader:
 
 
 def encode_array(ring: RingWriter, name: str, datatype: str, array: np.ndarray) -> tuple[Any, ...]:
-    """Copy an array into the ring; returns its descriptor. Call under `ring.lock`."""
+    """A tensor's descriptor, its bytes inline or copied into the ring. Call under
+    `ring.lock`."""
     if datatype == "BYTES":
         data: Any = encode_bytes_elements(array) if array.size else b""
+        size = len(data)
     else:
         # A C-contiguous array is placed straight from its buffer (the common case: no copy
         # on this side, no intermediate array objects).
         data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+        size = data.nbytes
+    if size < INLINE_BYTES:
+        # Pickled in-band, a PickleBuffer is one copy of the array's bytes.
+        return (name, datatype, array.shape, ("i", pickle.PickleBuffer(data) if size else b""))
     return (name, datatype, array.shape, ring.put(data))
 
 
 def decode_array(ring: RingReader, descriptor: tuple[Any, ...]) -> tuple[str, str, np.ndarray]:
-    """A tensor out of the ring: BYTES and small tensors are copied, large ones viewed in
-    place (see RingReader.array)."""
+    """A tensor out of its message or the ring: small tensors are the reader's own (and
+    writable), large ones view the ring in place (see RingReader.array)."""
     name, datatype, shape, location = descriptor
+    if location[0] == "i":
+        return name, datatype, _inline_array(name, datatype, shape, location[1])
     count = 1
     for dim in shape:
         count *= dim
@@ -124,6 +136,20 @@ def decode_array(ring: RingReader, descriptor: tuple[Any, ...]) -> tuple[str, st
     if size == 0:
         return name, datatype, np.empty(shape, dtype=dtype)
     return name, datatype, ring.array(location, dtype, tuple(shape))
+
+
+def _inline_array(name: str, datatype: str, shape: tuple[int, ...], raw: bytes | bytearray) -> np.ndarray:
+    count = 1
+    for dim in shape:
+        count *= dim
+    if datatype == "BYTES":
+        return _decode_bytes(raw, count).reshape(shape)
+    dtype = np.dtype(NUMPY_OF_DATATYPE[datatype])
+    if len(raw) != count * dtype.itemsize:
+        raise ValueError(f"tensor '{name}': {len(raw)} bytes for {datatype} of shape {list(shape)}")
+    # A writable array pickles in-band as a bytearray, which the array can own as it is.
+    array = np.frombuffer(raw, dtype=dtype).reshape(shape)
+    return array if array.flags.writeable else array.copy()
 
 
 def _decode_bytes(raw: Any, count: int) -> np.ndarray:

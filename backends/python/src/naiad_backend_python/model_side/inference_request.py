@@ -67,6 +67,44 @@ class InferenceRequest:
         self._key: int = 0
         self._decoupled = False
         self._sender: InferenceResponseSender | None = None
+        # True once execute returned this request's response with no sender created: a
+        # sender made afterwards starts closed.
+        self._answered = False
+
+    @classmethod
+    def _received(
+        cls,
+        bridge: Bridge,
+        key: int,
+        request_id: str,
+        correlation_id: int | str,
+        inputs: list[Tensor],
+        requested_output_names: set[str],
+        model_name: str,
+        model_version: int,
+        flags: int,
+        timeout: int,
+        parameters: dict[str, Any],
+    ) -> InferenceRequest:
+        """A request the model receives, from parts the server has checked: none of the
+        constructor's argument checks apply (the stub builds one per request served)."""
+        request = cls.__new__(cls)
+        request._request_id = request_id
+        request._correlation_id = correlation_id
+        request._inputs = inputs
+        request._requested_output_names = requested_output_names
+        request._model_name = model_name
+        request._model_version = model_version
+        request._flags = flags
+        request._timeout = timeout
+        request._parameters = parameters
+        request._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        request._bridge = bridge
+        request._key = key
+        request._decoupled = False
+        request._sender = None
+        request._answered = False
+        return request
 
     def inputs(self) -> list[Tensor]:
         return self._inputs
@@ -120,6 +158,8 @@ class InferenceRequest:
             raise TritonModelException("only a request the model received has a response sender")
         if self._sender is None:
             self._sender = InferenceResponseSender(self, self._decoupled)
+            if self._answered:
+                self._sender._record(True, True)
         return self._sender
 
     def is_cancelled(self) -> bool:

@@ -247,11 +247,15 @@ class ModelHost:
                     )
                 )
             else:
-                try:
-                    # A returned response counts as the final one the sender sends.
-                    request.get_response_sender()._record(True, True)
-                except TritonModelException as exc:
-                    broken = broken or exc.message()
+                # A returned response counts as the final one the sender sends.
+                sender = request._sender
+                if sender is None:
+                    request._answered = True  # a sender made later starts closed
+                else:
+                    try:
+                        sender._record(True, True)
+                    except TritonModelException as exc:
+                        broken = broken or exc.message()
                 checked.append(item)
         if broken is not None:
             error = TritonError(batch_failure_message(self.label, broken))

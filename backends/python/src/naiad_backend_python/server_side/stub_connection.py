@@ -211,11 +211,7 @@ class StubConnection:
                             "op": "bls_response",
                             "qid": message["qid"],
                             "final": True,
-                            "response": {
-                                "outputs": [],
-                                "parameters": {},
-                                "error": ("UNAVAILABLE", "BLS requests are not available during initialize"),
-                            },
+                            "response": ([], ("UNAVAILABLE", "BLS requests are not available during initialize"), {}),
                         }
                     )
                 )
@@ -285,7 +281,9 @@ class StubConnection:
         if self.closed or self._transport is None:
             raise NaiadError.unavailable(f"{self.launch.label}: the model's process is not running")
         message = build(self.to_stub)
-        message["mark"] = self.to_stub.mark()
+        mark = self.to_stub.mark()
+        if mark is not None:
+            message["mark"] = mark
         self._transport.write(pack_frame(message))
 
     def new_id(self) -> int:
@@ -343,11 +341,12 @@ class StubConnection:
         elif op == "finalized" and self._finalized is not None:
             self._finalized.set()
 
-    def _decode_response(self, data: dict[str, Any] | None) -> CoreResponse | None:
+    def _decode_response(self, data: tuple[Any, ...] | None) -> CoreResponse | None:
+        """A response as the stub sends it: ``(outputs, error, parameters)``."""
         if data is None:
             return None
-        outputs = [decode_array(self.from_stub, d) for d in data.get("outputs", [])]
-        return core_response_from_parts(outputs, data.get("error"), data.get("parameters"))
+        outputs, error, parameters = data
+        return core_response_from_parts([decode_array(self.from_stub, d) for d in outputs], error, parameters)
 
     def _respond(self, key: int, response: CoreResponse | None, final: bool) -> None:
         request = self.requests.get(key)
@@ -536,9 +535,10 @@ class _StubProtocol(asyncio.Protocol):
         self._connection._lost()
 
 
-def _encode_core_response(ring: RingWriter, response: CoreResponse) -> dict[str, Any]:
-    return {
-        "outputs": [encode_array(ring, t.name, t.datatype, t.data) for t in response.outputs],
-        "error": None if response.error is None else (response.error.code.name, response.error.message),
-        "parameters": plain_parameters({k: v for k, v in response.parameters.items() if k != FINAL_MARKER}),
-    }
+def _encode_core_response(ring: RingWriter, response: CoreResponse) -> tuple[Any, ...]:
+    """A BLS response as the stub's decode_response reads it: ``(outputs, error, parameters)``."""
+    return (
+        [encode_array(ring, t.name, t.datatype, t.data) for t in response.outputs],
+        None if response.error is None else (response.error.code.name, response.error.message),
+        plain_parameters({k: v for k, v in response.parameters.items() if k != FINAL_MARKER}),
+    )
