@@ -529,6 +529,17 @@ def _auto_complete_main(model_file: str) -> int:
     return 0
 
 
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop where the model's interpreter has it (the server's always does): each
+    execute costs the stub one wake-up of its loop, which uvloop turns several microseconds
+    faster than asyncio's own. An EXECUTION_ENV_PATH environment without it gets asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="naiad_backend_python.model_side.stub")
     parser.add_argument("--socket-fd", type=int)
@@ -543,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         return _auto_complete_main(args.auto_complete)
     sock = socket.socket(fileno=args.socket_fd)
     channel = Channel(sock, RingReader(args.inbound_fd), RingWriter(args.outbound_fd))
-    loop = asyncio.new_event_loop()
+    loop = _new_event_loop()
     asyncio.set_event_loop(loop)
     bridge = StubBridge(channel, loop)
     set_default_bridge(bridge)
