@@ -164,7 +164,8 @@ class ModelHost:
                 request._bridge = collector
         try:
             result = self.model.execute(requests)
-            if inspect.isawaitable(result):
+            # A list is what a plain execute returns; only anything else may be awaitable.
+            if type(result) is not list and inspect.isawaitable(result):
                 if self.decoupled:
                     self._run_in_background(result, requests)
                     return None

@@ -61,6 +61,8 @@ class Channel:
         self._frames = FrameReader()
         self._turn = threading.Condition(threading.Lock())
         self._reading = False
+        self._waiting = 0  # threads waiting on _turn: giving the role back wakes them
+
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLIN)
 
@@ -84,7 +86,7 @@ class Channel:
         woke the loop); returning at once would have the loop spin on a readable socket."""
         with self._turn:
             while self._reading:
-                self._turn.wait()
+                self._wait_turn(None)
             self._reading = True
         try:
             self._read(wait_s=0.0)
@@ -106,17 +108,26 @@ class Channel:
                     if not self._reading:
                         self._reading = True
                         break
-                    self._turn.wait(remaining)
+                    self._wait_turn(remaining)
             try:
                 if not done():
                     self._read(wait_s=remaining)
             finally:
                 self._give_back()
 
+    def _wait_turn(self, timeout: float | None) -> None:
+        """Wait for the read role to be given back; call holding `_turn`."""
+        self._waiting += 1
+        try:
+            self._turn.wait(timeout)
+        finally:
+            self._waiting -= 1
+
     def _give_back(self) -> None:
         with self._turn:
             self._reading = False
-            self._turn.notify_all()
+            if self._waiting:  # the common case, the loop reading alone, notifies nobody
+                self._turn.notify_all()
 
     def _read(self, wait_s: float | None) -> None:
         if wait_s != 0.0 and not self._poll.poll(None if wait_s is None else max(1, int(wait_s * 1000))):
