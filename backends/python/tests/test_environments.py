@@ -259,3 +259,49 @@ def test_a_model_py_without_config_loads_through_auto_complete(tmp_path):
         np.testing.assert_array_equal(out, [[2, 4]])
     finally:
         server.close()
+
+
+INCREMENT_MODEL = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            x += 1  # in place: every input a model receives is its own, writable array
+            words = pb_utils.get_input_tensor_by_name(request, "S").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x), pb_utils.Tensor("T", words)]))
+        return responses
+"""
+
+
+def test_inputs_of_every_size_arrive_whole_and_writable(tmp_path):
+    """Small tensors travel inside the control message, larger ones in the ring (copied,
+    or read in place from 64 KiB): on either side of each boundary a model gets whole,
+    writable inputs and its outputs come back whole."""
+    from naiad_backend_python.ipc.shm_ring import ZERO_COPY_BYTES
+    from naiad_backend_python.ipc.wire import INLINE_BYTES
+
+    (tmp_path / "increment" / "1").mkdir(parents=True)
+    (tmp_path / "increment" / "1" / "model.py").write_text(INCREMENT_MODEL)
+    (tmp_path / "increment" / "config.pbtxt").write_text(
+        'name: "increment"\nbackend: "python"\n'
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "S" data_type: TYPE_STRING dims: [ -1 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "T" data_type: TYPE_STRING dims: [ -1 ] } ]\n'
+    )
+    server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
+    try:
+        rng = np.random.default_rng(1)
+        byte_sizes = (0, 4, INLINE_BYTES - 4, INLINE_BYTES, INLINE_BYTES + 4, ZERO_COPY_BYTES, 2 * ZERO_COPY_BYTES)
+        for size in byte_sizes:
+            x = rng.standard_normal(size // 4).astype(np.float32)
+            # BYTES elements carry a 4-byte length each: one element of size - 4 bytes makes
+            # the encoded tensor exactly `size` bytes.
+            words = bytes_array(rng.bytes(max(size - 4, 0)))
+            response = server.infer("increment", {"X": x, "S": words})
+            np.testing.assert_array_equal(response.output("Y").data, x + 1)
+            assert list(response.output("T").data) == list(words)
+    finally:
+        server.close()
