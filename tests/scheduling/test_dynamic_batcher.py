@@ -448,3 +448,31 @@ def test_a_sub_millisecond_delay_is_one_turn_of_the_loop_not_a_spin(tmp_path, mo
         uvloop.run(go())
     else:
         asyncio.run(go())
+
+
+def test_requests_arriving_while_every_instance_is_busy_do_not_wake_the_dispatcher(tmp_path, monkeypatch):
+    """Under load most requests arrive while the instances are busy: the dispatcher can do
+    nothing with them until one is free (which wakes it), so they must not cost it a pass
+    each. (A request with a queue deadline still wakes it; the queue timeout tests cover
+    those deadlines firing while the instance is busy.)"""
+    from naiad.scheduling.priority_queue import PriorityQueue
+
+    write_model(tmp_path, "m", sleep_config("dynamic_batching { max_queue_delay_microseconds: 100 }", sleep_ms=300))
+    passes = []
+    next_deadline = PriorityQueue.next_deadline  # read once per pass of the dispatcher
+    monkeypatch.setattr(PriorityQueue, "next_deadline", lambda self: passes.append(1) or next_deadline(self))
+
+    async def go():
+        async with serving(tmp_path) as server:
+            first = asyncio.ensure_future(server.infer(one_input("busy")))
+            scheduler = server.model("m").scheduler
+            await wait_until(lambda: not scheduler._free, "the instance is busy")
+            passes.clear()
+            queued = [asyncio.ensure_future(server.infer(one_input(str(i)))) for i in range(10)]
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert passes == [], "arrivals while the instance is busy woke the dispatcher"
+            responses = await asyncio.gather(first, *queued)
+            assert [r.id for r in responses] == ["busy", *map(str, range(10))]
+
+    asyncio.run(go())

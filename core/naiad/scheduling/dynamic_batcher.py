@@ -67,7 +67,10 @@ class DynamicBatcher(Scheduler):
         if self._ordering is not None:
             self._ordering.track(job)
         job.on_cancel = self._cancelled
-        if self._queue.push(job):
+        # While every instance is busy the dispatcher has nothing to do with a new request
+        # until one is free (that wakes it), unless the request's deadline may need an
+        # earlier wake-up; not waking it spares a pass per request under load.
+        if self._queue.push(job) and (self._free or job.deadline_ns):
             self._changed.set()
 
     def _cancelled(self, job: Job) -> None:

@@ -116,7 +116,9 @@ class ProcessInstance(ModelInstance):
     # -- execution -----------------------------------------------------------------------
 
     async def execute(self, requests: list[CoreRequest]) -> list[CoreResponse] | None:
-        connection = await self._live_connection()
+        connection = self._connection
+        if connection is None or connection.closed or not connection.accepting or not connection.attached:
+            connection = await self._live_connection()  # (re)start or attach it first
         loop = asyncio.get_running_loop()
         call_id = connection.new_id()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
