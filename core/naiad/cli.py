@@ -15,6 +15,9 @@ import typing
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from naiad_wire.balance import ConnectionBalancer
+from naiad_wire.balance import install as install_balancer
+
 from .cache.response_cache import cache_spec_from_flags
 from .errors import NaiadError
 from .flag_values import parse_bool as _bool
@@ -541,9 +544,17 @@ async def serve(args: argparse.Namespace, options: ServerOptions | None = None, 
         topology = Topology.create(args.workers)
         pool = WorkerPool(argv, topology)
         pool.start()
+    # The workers share their ports: they also even out the connections the kernel gives them.
+    balancer = ConnectionBalancer(topology.directory, topology.index, topology.count) if topology else None
+    if balancer is not None:
+        balancer.start()
+        install_balancer(balancer)
     try:
         return await _serve(args, options, pool, topology)
     finally:
+        if balancer is not None:
+            install_balancer(None)
+            balancer.close()
         if pool is not None:
             await pool.stop(args.exit_timeout_secs)
             assert topology is not None

@@ -189,6 +189,31 @@ def test_two_workers_share_both_ports_and_stop_together(repo: Path) -> None:
     assert not _alive(worker)
 
 
+def test_open_connections_are_spread_evenly_over_the_workers(coherent: ServerProcess) -> None:
+    """The kernel hashes each new connection to a worker, which splits 8 clients 6/2 or worse
+    as often as 4/4; a worker holding more connections than another passes the new one on.
+    Clients opened one after another, and held open, end up 4 and 4 on each protocol, and
+    again once the first ones have closed."""
+    for _ in range(2):
+        http_clients = [httpclient.InferenceServerClient(coherent.http_url) for _ in range(8)]
+        # grpcio shares one connection between channels to the same target unless told not to.
+        grpc_clients = [
+            grpcclient.InferenceServerClient(coherent.grpc_url, channel_args=[("grpc.use_local_subchannel_pool", 1)])
+            for _ in range(8)
+        ]
+        try:
+            http_pids = [int(c.infer("pid", [_int64(httpclient, 1)]).as_numpy("PID")[0]) for c in http_clients]
+            grpc_pids = [int(c.infer("pid", [_int64(grpcclient, 1)]).as_numpy("PID")[0]) for c in grpc_clients]
+            assert sorted(http_pids.count(pid) for pid in set(http_pids)) == [4, 4], http_pids
+            assert sorted(grpc_pids.count(pid) for pid in set(grpc_pids)) == [4, 4], grpc_pids
+            # A connection passed on serves every later request where it landed.
+            assert [int(c.infer("pid", [_int64(httpclient, 1)]).as_numpy("PID")[0]) for c in http_clients] == http_pids
+        finally:
+            for client in (*http_clients, *grpc_clients):
+                client.close()
+        time.sleep(0.5)  # the workers see the connections close
+
+
 def test_explicit_load_over_http_is_seen_through_grpc_by_every_worker(coherent: ServerProcess) -> None:
     config = {
         "name": "late",

@@ -6,7 +6,8 @@
 - `header_compression`: HPACK. `request_headers`: RFC 9113's rules for request headers.
 - `grpc_framing`, `grpc_status`: gRPC's messages, compression, timeouts and status codes.
 - `connections`: closing without losing the last answer, draining at shutdown.
-- `listen`: binds every listening socket.
+- `listen`: binds every listening socket; `balance`: evens out the connections of the
+  processes that share a port.
 """
 
 from .listen import listen

@@ -37,6 +37,7 @@ from urllib.parse import unquote
 import httptools
 import orjson
 
+from .balance import balanced
 from .connections import close_lingering, stop_serving
 
 __all__ = [
@@ -544,7 +545,9 @@ class Http1Server:
 
     async def start(self, sock: Any) -> None:
         loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(lambda: Http1Connection(self), sock=sock, backlog=2048)
+        self._listener = await loop.create_server(
+            balanced(b"h", lambda: Http1Connection(self)), sock=sock, backlog=2048
+        )
         self._sweeper = loop.call_later(self._sweep_s, self._sweep)
 
     def _sweep(self) -> None:

@@ -7,6 +7,7 @@ import logging
 import re
 import ssl
 
+from naiad_wire.balance import balanced
 from naiad_wire.connections import stop_serving
 from naiad_wire.http2 import Http2Limits
 from naiad_wire.http2_protocol import Http2Connection
@@ -109,8 +110,10 @@ class GrpcServer:
             sock = listen(options.address, options.port, reuse_port=options.reuse_port, backlog=1024, name="gRPC")
         except OSError as exc:
             raise RuntimeError(f"gRPC: unable to listen on {options.address}:{options.port}: {exc}") from None
+        connection = lambda: Http2Connection(self.dispatcher, self.limits, self.connections)  # noqa: E731
         self._listener = await loop.create_server(
-            lambda: Http2Connection(self.dispatcher, self.limits, self.connections),
+            # A TLS connection has begun its handshake before it can be passed on.
+            connection if self.ssl is not None else balanced(b"g", connection),
             sock=sock,
             ssl=self.ssl,
             backlog=1024,

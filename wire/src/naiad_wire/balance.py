@@ -1,0 +1,228 @@
+"""Even connection counts across the processes that share a port with SO_REUSEPORT.
+
+The kernel hashes each new connection to one of the listening processes. With few clients
+that is far from even: 8 connections over 2 processes split 6/2 or worse more often than
+4/4 (p = 0.30 against 0.27), and the busier process sets the pace of every client it holds.
+So a process that accepts a connection while it holds more of that kind than another one
+passes the socket on, before reading a byte of it: the file descriptor travels over a Unix
+datagram socket (SCM_RIGHTS) to the other process, which adopts it as if it had accepted it.
+Clients see nothing of this; the kernel's hash still does most of the work, so few sockets
+move. TLS listeners are not balanced (the handshake has begun by the time a protocol sees
+the connection).
+
+Each process counts in a small shared file, in slots only it writes: its open connections
+of each kind, how many it passed to each other process, and how many it adopted from each.
+A process reads the others' slots to decide, counting what it passed that is not adopted
+yet as already there (a burst of connections must not all go to one process before it has
+adopted the first). A process started again clears its slots. A handoff that cannot be
+delivered (the other process is gone) keeps the connection where it is.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import logging
+import mmap
+import os
+import socket
+import struct
+from collections.abc import Callable
+from typing import cast
+
+__all__ = ["ConnectionBalancer", "install", "balanced"]
+
+log = logging.getLogger("naiad.wire")
+
+# The kinds of connection balanced, each with its slots in the count file.
+_KINDS = (b"h", b"g")  # HTTP, gRPC
+_SLOT = struct.Struct("<q")
+
+ProtocolFactory = Callable[[], asyncio.BaseProtocol]
+
+
+class ConnectionBalancer:
+    """Process `index` of `count`, with its count file and inbox in `directory`."""
+
+    def __init__(self, directory: str, index: int, count: int) -> None:
+        self.index = index
+        self.count = count
+        self._directory = directory
+        self._factories: dict[bytes, ProtocolFactory] = {}
+        # Per kind: `count` open-connection slots, then count x count passed, then adopted.
+        self._per_kind = count + 2 * count * count
+        size = _SLOT.size * self._per_kind * len(_KINDS)
+        fd = os.open(os.path.join(directory, "connections"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_size < size:
+                os.ftruncate(fd, size)
+            self._counts = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        # A process started again: nothing of its predecessor is open, passed or adopted.
+        for kind in _KINDS:
+            self._write(self._open(kind, index), 0)
+            for other in range(count):
+                self._write(self._passed(kind, index, other), 0)
+                self._write(self._adopted(kind, index, other), 0)
+        self._inbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        path = self._inbox_path(index)
+        if os.path.exists(path):
+            os.unlink(path)
+        self._inbox.bind(path)
+        self._inbox.setblocking(False)
+        self._outbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._outbox.setblocking(False)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _inbox_path(self, index: int) -> str:
+        return os.path.join(self._directory, f"handoff-{index}.sock")
+
+    # The byte offsets of the slots: open connections of process `index`; how many
+    # `sender` passed to `receiver`; how many `receiver` adopted from `sender`.
+    def _open(self, kind: bytes, index: int) -> int:
+        return (_KINDS.index(kind) * self._per_kind + index) * _SLOT.size
+
+    def _passed(self, kind: bytes, sender: int, receiver: int) -> int:
+        return self._open(kind, self.count + sender * self.count + receiver)
+
+    def _adopted(self, kind: bytes, receiver: int, sender: int) -> int:
+        return self._open(kind, self.count + self.count * self.count + receiver * self.count + sender)
+
+    def _read(self, offset: int) -> int:
+        return int(_SLOT.unpack_from(self._counts, offset)[0])
+
+    def _write(self, offset: int, value: int) -> None:
+        _SLOT.pack_into(self._counts, offset, value)
+
+    def _add(self, offset: int, delta: int) -> None:
+        self._write(offset, self._read(offset) + delta)
+
+    def _load(self, kind: bytes, index: int) -> int:
+        """Process `index`'s connections of `kind`, with those this process passed it that
+        it has not adopted yet."""
+        load = self._read(self._open(kind, index))
+        if index != self.index:
+            load += self._read(self._passed(kind, self.index, index)) - self._read(
+                self._adopted(kind, index, self.index)
+            )
+        return load
+
+    def start(self) -> None:
+        """Adopt what other processes pass, on the running loop."""
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self._inbox.fileno(), self._receive)
+
+    def wrap(self, kind: bytes, factory: ProtocolFactory) -> ProtocolFactory:
+        """The factory to give the listener: it keeps or passes on each new connection, and
+        `factory` serves those kept and those adopted."""
+        self._factories[kind] = factory
+        return lambda: _Arrival(self, kind)
+
+    # -- a connection accepted here ------------------------------------------------------------
+
+    def _arrived(self, kind: bytes, transport: asyncio.Transport) -> None:
+        loads = [self._load(kind, i) for i in range(self.count)]
+        target = loads.index(min(loads))
+        if loads[target] < loads[self.index] and self._pass(kind, transport, target):
+            return
+        self._serve(kind, transport)
+
+    def _pass(self, kind: bytes, transport: asyncio.Transport, target: int) -> bool:
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            self._outbox.sendmsg(
+                [kind + bytes([self.index])],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [sock.fileno()]))],
+                0,
+                self._inbox_path(target),
+            )
+        except OSError:
+            return False  # that process is gone or its inbox is full: keep it
+        self._add(self._passed(kind, self.index, target), 1)
+        # The other process holds the socket now: closing ours sends nothing to the client.
+        transport.abort()
+        return True
+
+    def _serve(self, kind: bytes, transport: asyncio.Transport) -> None:
+        protocol = self._counted(kind, self._factories[kind]())
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+
+    def _counted(self, kind: bytes, protocol: asyncio.BaseProtocol) -> asyncio.BaseProtocol:
+        slot = self._open(kind, self.index)
+        self._add(slot, 1)
+        lost = protocol.connection_lost
+
+        def connection_lost(exc: Exception | None) -> None:
+            self._add(slot, -1)
+            lost(exc)
+
+        protocol.connection_lost = connection_lost  # type: ignore[method-assign]
+        return protocol
+
+    # -- a connection passed here --------------------------------------------------------------
+
+    def _receive(self) -> None:
+        while True:
+            try:
+                message, fds, _, _ = socket.recv_fds(self._inbox, 16, 1)
+            except (BlockingIOError, InterruptedError):
+                return
+            kind, sender = message[:1], message[1]
+            for fd in fds:
+                sock = socket.socket(fileno=fd)
+                factory = self._factories.get(kind)
+                if factory is None or self._loop is None:
+                    sock.close()  # this process does not serve that kind (any more)
+                    continue
+                sock.setblocking(False)
+                asyncio.ensure_future(self._adopt(kind, sender, sock, factory))
+
+    async def _adopt(self, kind: bytes, sender: int, sock: socket.socket, factory: ProtocolFactory) -> None:
+        assert self._loop is not None
+        try:
+            await self._loop.connect_accepted_socket(lambda: self._counted(kind, factory()), sock)
+        except OSError as exc:
+            log.debug("a connection passed from another process was already closed: %s", exc)
+            sock.close()
+        finally:
+            self._add(self._adopted(kind, self.index, sender), 1)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self._inbox.fileno())
+        self._inbox.close()
+        self._outbox.close()
+        self._counts.close()
+
+
+class _Arrival(asyncio.Protocol):
+    """What the listener makes for a new connection: it is kept here (served by the real
+    protocol, which takes the transport over) or passed on, in `connection_made`."""
+
+    def __init__(self, balancer: ConnectionBalancer, kind: bytes) -> None:
+        self._balancer = balancer
+        self._kind = kind
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
+        self._balancer._arrived(self._kind, cast(asyncio.Transport, transport))
+
+
+_installed: ConnectionBalancer | None = None
+
+
+def install(balancer: ConnectionBalancer | None) -> None:
+    """The balancer the listeners of this process use (None: none)."""
+    global _installed
+    _installed = balancer
+
+
+def balanced(kind: bytes, factory: ProtocolFactory) -> ProtocolFactory:
+    """`factory` balanced by the installed balancer, or as it is when none is installed."""
+    if _installed is None:
+        return factory
+    return _installed.wrap(kind, factory)
