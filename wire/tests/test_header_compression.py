@@ -43,3 +43,21 @@ def test_header_decoder_refuses_broken_blocks():
     for block in (b"\x80", b"\xff\xff\xff\xff\xff\xff\x01", b"\x40\x05ab", b"\xbe", b"\x3f\xe2\x1f"):
         with pytest.raises(HeaderCompressionError):
             HeaderDecoder().decode(block)
+
+
+def test_a_repeated_block_decodes_the_same_until_the_dynamic_table_changes():
+    """A client sends the same all-indexed block for every call, and the decoder keeps
+    what it decoded; a block that changes the dynamic table shifts every index in it, so
+    the same bytes then name other headers, and the decoder must see that."""
+    encoder = hpack.Encoder()
+    decoder = HeaderDecoder()
+    first = [(":method", "POST"), (":path", "/a"), ("x-call", "one")]
+    assert decoder.decode(encoder.encode(first)) == first
+    repeated = encoder.encode(first)  # all indexed now: the same bytes every time
+    assert encoder.encode(first) == repeated
+    for _ in range(3):
+        assert decoder.decode(repeated) == first
+    # A new entry at the front of the dynamic table shifts the others down by one: the
+    # repeated block's indexes (62: x-call one, 63: :path /a) now name other fields.
+    assert decoder.decode(encoder.encode([("x-call", "two")])) == [("x-call", "two")]
+    assert decoder.decode(repeated) == [(":method", "POST"), ("x-call", "one"), ("x-call", "two")]

@@ -34,6 +34,9 @@ TABLE_SIZE_ZERO = b"\x20"
 
 _ENTRY_OVERHEAD = 32  # RFC 7541 section 4.1
 _HUFFMAN_CACHE_LIMIT = 4096
+# At most this many decoded blocks of at most this many bytes each, per connection.
+_BLOCK_CACHE_ENTRIES = 64
+_BLOCK_CACHE_BYTES = 1024
 
 
 class HeaderCompressionError(Exception):
@@ -50,8 +53,16 @@ class HeaderDecoder:
         self._dynamic: deque[tuple[str, str, int]] = deque()  # newest first; (name, value, size)
         self._dynamic_bytes = 0
         self._huffman: dict[bytes, str] = {}
+        # Blocks that changed nothing in the dynamic table, decoded: a client repeats the
+        # same block (all indexed fields) for every call, and while the table stays as it
+        # is, the same bytes mean the same headers. Any change to the table empties it.
+        self._blocks: dict[bytes, tuple[tuple[str, str], ...]] = {}
 
     def decode(self, block: bytes) -> list[tuple[str, str]]:
+        known = self._blocks.get(block)
+        if known is not None:
+            return list(known)
+        table_changed = False
         headers: list[tuple[str, str]] = []
         append = headers.append
         dynamic = self._dynamic
@@ -75,6 +86,7 @@ class HeaderDecoder:
                 elif first & 0x40:  # literal with incremental indexing
                     name, value, position = self._literal(block, position, 0x3F)
                     self._add(name, value)
+                    table_changed = True
                 elif first & 0x20:  # dynamic table size update
                     if headers:  # RFC 7541 4.2: only at the start of a block
                         raise HeaderCompressionError("dynamic table size update after a header field")
@@ -85,6 +97,7 @@ class HeaderDecoder:
                         )
                     self._table_size = new_size
                     self._evict()
+                    table_changed = True
                     continue
                 else:  # literal without indexing (0000) or never indexed (0001)
                     name, value, position = self._literal(block, position, 0x0F)
@@ -96,6 +109,10 @@ class HeaderDecoder:
             raise HeaderCompressionError(
                 f"header list of {size} bytes exceeds the limit of {self.max_header_list_size}"
             )
+        if table_changed:
+            self._blocks.clear()
+        elif len(block) <= _BLOCK_CACHE_BYTES and len(self._blocks) < _BLOCK_CACHE_ENTRIES:
+            self._blocks[block] = tuple(headers)
         return headers
 
     @staticmethod
