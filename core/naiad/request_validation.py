@@ -19,6 +19,8 @@ __all__ = ["validate_request", "shape_matches"]
 
 def shape_matches(shape: tuple[int, ...], dims: tuple[int, ...]) -> bool:
     """Whether a concrete shape fits config dims (-1 matches any size)."""
+    if shape == dims:  # the common case: fixed dims, a request that fits them
+        return True
     return len(shape) == len(dims) and all(d == -1 or d == s for s, d in zip(shape, dims))
 
 
@@ -66,6 +68,8 @@ def _check_input_count(request: InferenceRequest, plan: RequestPlan, label: str)
     """Triton's first check: a request carries every required input and no more inputs
     than the model has (implicit-state and control inputs come from the sequence batcher)."""
     given = [t.name for t in request.inputs]
+    if tuple(given) == plan.input_names:
+        return  # the common case: every input, once each, in the config's order
     names = set(given)
     if len(names) != len(given):
         for index, name in enumerate(given):

@@ -184,9 +184,17 @@ def _list(document: dict[str, Any], key: str) -> list[Any]:
     return value
 
 
-def _parameters(document: dict[str, Any], where: str) -> dict[str, Any]:
-    value = document.get("parameters", {})
+_ABSENT = object()
+
+
+def _parameters(document: dict[str, Any], kind: str, name: str = "") -> dict[str, Any]:
+    """The `parameters` object of the request, or of its input or output `name` (`kind`
+    "the request", "input" or "output"), as a dict of its own."""
+    value = document.get("parameters", _ABSENT)
+    if value is _ABSENT:
+        return {}
     if not isinstance(value, dict):
+        where = f"{kind} '{name}'" if name else kind
         raise NaiadError.invalid(f"'parameters' of {where} must be a JSON object")
     return dict(value)
 
@@ -206,18 +214,10 @@ def _decode_input(
     if datatype not in DATATYPES:
         raise NaiadError.invalid(f"input '{name}': unknown datatype '{datatype}'; expected one of {_DATATYPE_NAMES}")
     shape = _shape(raw.get("shape"), name)
-    parameters = _parameters(raw, f"input '{name}'")
-
-    sources = [
-        s
-        for s, present in (
-            ("'data'", "data" in raw),
-            ("'binary_data_size'", "binary_data_size" in parameters),
-            (f"'{_SHM_REGION}'", _SHM_REGION in parameters),
-        )
-        if present
-    ]
-    if len(sources) != 1:
+    parameters = _parameters(raw, "input", name)
+    present = ("data" in raw, "binary_data_size" in parameters, _SHM_REGION in parameters)
+    if sum(present) != 1:
+        sources = [s for s, there in zip(("'data'", "'binary_data_size'", f"'{_SHM_REGION}'"), present) if there]
         found = " and ".join(sources) if sources else "none of them"
         raise NaiadError.invalid(
             f"input '{name}' must carry its data in exactly one of 'data', the 'binary_data_size' parameter "
@@ -248,11 +248,15 @@ def _decode_input(
 
 
 def _shape(value: Any, name: str) -> tuple[int, ...]:
+    if type(value) is list:
+        for d in value:
+            if type(d) is not int or d < 0:  # (bool is not int here: JSON true is no dimension)
+                break
+        else:
+            return tuple(value)
     if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in value):
         raise NaiadError.invalid(f"input '{name}' needs a 'shape' list of integers, got {value!r}")
-    if any(d < 0 for d in value):
-        raise NaiadError.invalid(f"input '{name}': shape {value} has a negative dimension")
-    return tuple(value)
+    raise NaiadError.invalid(f"input '{name}': shape {value} has a negative dimension")
 
 
 def _non_negative_int(value: Any, what: str) -> int:
@@ -274,7 +278,7 @@ def _decode_output(raw: Any, index: int) -> RequestedOutput:
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise NaiadError.invalid(f"outputs[{index}] needs a 'name' string")
-    parameters = _parameters(raw, f"output '{name}'")
+    parameters = _parameters(raw, "output", name)
     binary = parameters.get("binary_data")
     if binary is not None and not isinstance(binary, bool):
         raise NaiadError.invalid(f"output '{name}': 'binary_data' must be true or false, got {binary!r}")
