@@ -118,38 +118,27 @@ def decode_array(ring: RingReader, descriptor: tuple[Any, ...]) -> tuple[str, st
     """A tensor out of its message or the ring: small tensors are the reader's own (and
     writable), large ones view the ring in place (see RingReader.array)."""
     name, datatype, shape, location = descriptor
-    if location[0] == "i":
-        return name, datatype, _inline_array(name, datatype, shape, location[1])
     count = 1
     for dim in shape:
         count *= dim
+    inline = location[0] == "i"
     if datatype == "BYTES":
-        raw = ring.view(location)
+        raw = location[1] if inline else ring.view(location)
         array = _decode_bytes(raw, count).reshape(shape)
         if isinstance(raw, memoryview):
             raw.release()
         return name, datatype, array
     dtype = np.dtype(NUMPY_OF_DATATYPE[datatype])
-    size = location[2] if location[0] != "e" else 0
+    size = len(location[1]) if inline else location[2] if location[0] != "e" else 0
     if size != count * dtype.itemsize:
         raise ValueError(f"tensor '{name}': {size} bytes for {datatype} of shape {list(shape)}")
+    if inline:
+        # A writable array pickles in-band as a bytearray, which the array can own as it is.
+        array = np.frombuffer(location[1], dtype=dtype).reshape(shape)
+        return name, datatype, array if array.flags.writeable else array.copy()
     if size == 0:
         return name, datatype, np.empty(shape, dtype=dtype)
     return name, datatype, ring.array(location, dtype, tuple(shape))
-
-
-def _inline_array(name: str, datatype: str, shape: tuple[int, ...], raw: bytes | bytearray) -> np.ndarray:
-    count = 1
-    for dim in shape:
-        count *= dim
-    if datatype == "BYTES":
-        return _decode_bytes(raw, count).reshape(shape)
-    dtype = np.dtype(NUMPY_OF_DATATYPE[datatype])
-    if len(raw) != count * dtype.itemsize:
-        raise ValueError(f"tensor '{name}': {len(raw)} bytes for {datatype} of shape {list(shape)}")
-    # A writable array pickles in-band as a bytearray, which the array can own as it is.
-    array = np.frombuffer(raw, dtype=dtype).reshape(shape)
-    return array if array.flags.writeable else array.copy()
 
 
 def _decode_bytes(raw: Any, count: int) -> np.ndarray:

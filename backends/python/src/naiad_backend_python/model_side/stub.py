@@ -62,7 +62,6 @@ class Channel:
         self._turn = threading.Condition(threading.Lock())
         self._reading = False
         self._waiting = 0  # threads waiting on _turn: giving the role back wakes them
-
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLIN)
 
