@@ -12,9 +12,9 @@ the connection).
 
 Each process counts in a small shared file, in slots only it writes: its open connections
 of each kind, how many it passed to each other process, and how many it adopted from each.
-A process reads the others' slots to decide, counting what it passed that is not adopted
-yet as already there (a burst of connections must not all go to one process before it has
-adopted the first). A process started again clears its slots. A handoff that cannot be
+A process reads every slot to decide, counting a connection passed and not adopted yet as
+already where it goes (in a burst of connections both processes accept at once, and what
+one passed must weigh on the other's choices before it is adopted). A process started again clears its slots. A handoff that cannot be
 delivered (the other process is gone) keeps the connection where it is.
 """
 
@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import array
 import asyncio
+import contextlib
+import fcntl
 import logging
 import mmap
 import os
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import cast
 
 __all__ = ["ConnectionBalancer", "install", "balanced"]
@@ -52,13 +54,12 @@ class ConnectionBalancer:
         # Per kind: `count` open-connection slots, then count x count passed, then adopted.
         self._per_kind = count + 2 * count * count
         size = _SLOT.size * self._per_kind * len(_KINDS)
-        fd = os.open(os.path.join(directory, "connections"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            if os.fstat(fd).st_size < size:
-                os.ftruncate(fd, size)
-            self._counts = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
+        # The file is also the lock that makes a decision and its count one step: two
+        # processes accepting at once must not both decide on the same stale counts.
+        self._file = os.open(os.path.join(directory, "connections"), os.O_RDWR | os.O_CREAT, 0o600)
+        if os.fstat(self._file).st_size < size:
+            os.ftruncate(self._file, size)
+        self._counts = mmap.mmap(self._file, size)
         # A process started again: nothing of its predecessor is open, passed or adopted.
         for kind in _KINDS:
             self._write(self._open(kind, index), 0)
@@ -99,14 +100,21 @@ class ConnectionBalancer:
         self._write(offset, self._read(offset) + delta)
 
     def _load(self, kind: bytes, index: int) -> int:
-        """Process `index`'s connections of `kind`, with those this process passed it that
-        it has not adopted yet."""
+        """Process `index`'s connections of `kind`, with those passed to it and not adopted
+        yet (by any process: this one's own inbox may hold some)."""
         load = self._read(self._open(kind, index))
-        if index != self.index:
-            load += self._read(self._passed(kind, self.index, index)) - self._read(
-                self._adopted(kind, index, self.index)
-            )
+        for sender in range(self.count):
+            if sender != index:
+                load += self._read(self._passed(kind, sender, index)) - self._read(self._adopted(kind, index, sender))
         return load
+
+    @contextlib.contextmanager
+    def _decision(self) -> Iterator[None]:
+        fcntl.flock(self._file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
 
     def start(self) -> None:
         """Adopt what other processes pass, on the running loop."""
@@ -122,11 +130,14 @@ class ConnectionBalancer:
     # -- a connection accepted here ------------------------------------------------------------
 
     def _arrived(self, kind: bytes, transport: asyncio.Transport) -> None:
-        loads = [self._load(kind, i) for i in range(self.count)]
-        target = loads.index(min(loads))
-        if loads[target] < loads[self.index] and self._pass(kind, transport, target):
-            return
-        self._serve(kind, transport)
+        with self._decision():
+            loads = [self._load(kind, i) for i in range(self.count)]
+            target = loads.index(min(loads))
+            if loads[target] < loads[self.index] and self._pass(kind, transport, target):
+                return
+            protocol = self._counted(kind, self._factories[kind]())
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
 
     def _pass(self, kind: bytes, transport: asyncio.Transport, target: int) -> bool:
         sock = transport.get_extra_info("socket")
@@ -145,11 +156,6 @@ class ConnectionBalancer:
         # The other process holds the socket now: closing ours sends nothing to the client.
         transport.abort()
         return True
-
-    def _serve(self, kind: bytes, transport: asyncio.Transport) -> None:
-        protocol = self._counted(kind, self._factories[kind]())
-        transport.set_protocol(protocol)
-        protocol.connection_made(transport)
 
     def _counted(self, kind: bytes, protocol: asyncio.BaseProtocol) -> asyncio.BaseProtocol:
         slot = self._open(kind, self.index)
@@ -183,13 +189,25 @@ class ConnectionBalancer:
 
     async def _adopt(self, kind: bytes, sender: int, sock: socket.socket, factory: ProtocolFactory) -> None:
         assert self._loop is not None
+        adopted = self._adopted(kind, self.index, sender)
+        done = False
+
+        def protocol() -> asyncio.BaseProtocol:
+            # Open and no longer in flight, in one step: the load others see does not move.
+            nonlocal done
+            with self._decision():
+                self._add(adopted, 1)
+                done = True
+                return self._counted(kind, factory())
+
         try:
-            await self._loop.connect_accepted_socket(lambda: self._counted(kind, factory()), sock)
+            await self._loop.connect_accepted_socket(protocol, sock)
         except OSError as exc:
             log.debug("a connection passed from another process was already closed: %s", exc)
             sock.close()
         finally:
-            self._add(self._adopted(kind, self.index, sender), 1)
+            if not done:
+                self._add(adopted, 1)
 
     def close(self) -> None:
         if self._loop is not None:
@@ -197,6 +215,7 @@ class ConnectionBalancer:
         self._inbox.close()
         self._outbox.close()
         self._counts.close()
+        os.close(self._file)
 
 
 class _Arrival(asyncio.Protocol):
