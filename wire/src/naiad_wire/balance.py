@@ -2,7 +2,7 @@
 
 The kernel hashes each new connection to one of the listening processes. With few clients
 that is far from even: 8 connections over 2 processes split 6/2 or worse more often than
-4/4 (p = 0.30 against 0.27), and the busier process sets the pace of every client it holds.
+4/4 (p = 0.29 against 0.27), and the busier process sets the pace of every client it holds.
 So a process that accepts a connection while it holds more of that kind than another one
 passes the socket on, before reading a byte of it: the file descriptor travels over a Unix
 datagram socket (SCM_RIGHTS) to the other process, which adopts it as if it had accepted it.
@@ -12,10 +12,11 @@ the connection).
 
 Each process counts in a small shared file, in slots only it writes: its open connections
 of each kind, how many it passed to each other process, and how many it adopted from each.
-A process reads every slot to decide, counting a connection passed and not adopted yet as
-already where it goes (in a burst of connections both processes accept at once, and what
-one passed must weigh on the other's choices before it is adopted). A process started again clears its slots. A handoff that cannot be
-delivered (the other process is gone) keeps the connection where it is.
+A connection passed and not adopted yet counts as already where it goes. Deciding and
+counting is one step under a lock on the file: in a burst, both processes accept at once,
+and neither may decide on counts the other is about to change. A process started again
+clears its slots. A handoff that cannot be delivered (the other process is gone) keeps the
+connection where it is.
 """
 
 from __future__ import annotations
