@@ -178,12 +178,12 @@ class ConnectionBalancer:
                 message, fds, _, _ = socket.recv_fds(self._inbox, 16, 1)
             except (BlockingIOError, InterruptedError):
                 return
-            kind, sender = message[:1], message[1]
+            kind, sender = message[:1], message[1] if len(message) == 2 else -1
             for fd in fds:
                 sock = socket.socket(fileno=fd)
                 factory = self._factories.get(kind)
-                if factory is None or self._loop is None:
-                    sock.close()  # this process does not serve that kind (any more)
+                if factory is None or self._loop is None or not 0 <= sender < self.count or sender == self.index:
+                    sock.close()  # not a handoff of a kind this process serves (any more)
                     continue
                 sock.setblocking(False)
                 asyncio.ensure_future(self._adopt(kind, sender, sock, factory))

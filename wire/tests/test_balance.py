@@ -1,0 +1,77 @@
+"""naiad_wire.balance on its own: two balancers in one process stand in for two workers
+(`naiad serve --workers`; the end-to-end test is backends/python/tests/test_workers.py)."""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import socket
+
+from naiad_wire.balance import ConnectionBalancer
+
+
+class Echo(asyncio.Protocol):
+    def __init__(self, name: str, served: list[str]) -> None:
+        self.name = name
+        self.served = served
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.served.append(self.name)
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(self.name.encode() + b":" + data)  # type: ignore[attr-defined]
+
+
+def test_a_burst_of_connections_ends_even_and_each_is_served_where_it_landed(tmp_path):
+    async def go() -> None:
+        served: list[str] = []
+        first, second = ConnectionBalancer(str(tmp_path), 0, 2), ConnectionBalancer(str(tmp_path), 1, 2)
+        loop = asyncio.get_running_loop()
+        listeners = []
+        for balancer, name in ((first, "a"), (second, "b")):
+            balancer.start()
+            factory = balancer.wrap(b"h", lambda name=name: Echo(name, served))
+            listeners.append(await loop.create_server(factory, "127.0.0.1", 0))
+        # Every connection reaches the first process (as an unlucky hash would have it).
+        port = listeners[0].sockets[0].getsockname()[1]
+        streams = [await asyncio.open_connection("127.0.0.1", port) for _ in range(6)]
+        answers = []
+        for reader, writer in streams:
+            writer.write(b"ping")
+            answers.append(await asyncio.wait_for(reader.read(100), 5))
+        assert sorted(answers) == [b"a:ping"] * 3 + [b"b:ping"] * 3
+        assert sorted(served) == ["a"] * 3 + ["b"] * 3
+        for _, writer in streams:
+            writer.close()
+        for listener in listeners:
+            listener.close()
+        first.close()
+        second.close()
+
+    asyncio.run(go())
+
+
+def test_what_is_not_a_handoff_is_closed_and_the_inbox_keeps_working(tmp_path):
+    async def go() -> None:
+        served: list[str] = []
+        balancer = ConnectionBalancer(str(tmp_path), 0, 2)
+        balancer.start()
+        balancer.wrap(b"h", lambda: Echo("a", served))
+        inbox = str(tmp_path / "handoff-0.sock")
+        sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        strays = [socket.socketpair() for _ in range(4)]
+        for message, (mine, _) in zip((b"", b"h\x07", b"x\x01", b"h\x00"), strays):
+            # No sender, a sender out of range, a kind not served, this process itself.
+            fds = array.array("i", [mine.fileno()])
+            sender.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], 0, inbox)
+        await asyncio.sleep(0.2)
+        assert served == []
+        for mine, theirs in strays:
+            mine.close()  # ours; the copy the balancer received must be closed as well
+            theirs.settimeout(5)
+            assert theirs.recv(1) == b""  # every reference to the other end is gone
+        sender.close()
+        balancer.close()
+
+    asyncio.run(go())
