@@ -75,3 +75,36 @@ def test_what_is_not_a_handoff_is_closed_and_the_inbox_keeps_working(tmp_path):
         balancer.close()
 
     asyncio.run(go())
+
+
+def test_a_process_started_again_carries_no_load_of_its_predecessor(tmp_path):
+    """A worker that died with a connection passed to it and not adopted is started again:
+    that connection is gone with it and must not count against the new process."""
+
+    async def go() -> None:
+        served: list[str] = []
+        first, dying = ConnectionBalancer(str(tmp_path), 0, 2), ConnectionBalancer(str(tmp_path), 1, 2)
+        first.start()  # `dying` never reads its inbox: what it is passed stays in flight
+        dying.wrap(b"h", lambda: Echo("dead", served))
+        loop = asyncio.get_running_loop()
+        listener = await loop.create_server(first.wrap(b"h", lambda: Echo("a", served)), "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        kept = await asyncio.open_connection("127.0.0.1", port)
+        lost = await asyncio.open_connection("127.0.0.1", port)  # passed to `dying`
+        await asyncio.sleep(0.1)
+        dying.close()
+        second = ConnectionBalancer(str(tmp_path), 1, 2)
+        second.start()
+        second.wrap(b"h", lambda: Echo("b", served))
+        # The first holds one connection, the new second none: the next one goes there.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"ping")
+        assert await asyncio.wait_for(reader.read(100), 5) == b"b:ping"
+        assert served == ["a", "b"]
+        for stream in (kept, lost, (reader, writer)):
+            stream[1].close()
+        listener.close()
+        first.close()
+        second.close()
+
+    asyncio.run(go())

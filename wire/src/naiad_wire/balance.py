@@ -15,7 +15,7 @@ of each kind, how many it passed to each other process, and how many it adopted 
 A connection passed and not adopted yet counts as already where it goes. Deciding and
 counting is one step under a lock on the file: in a burst, both processes accept at once,
 and neither may decide on counts the other is about to change. A process started again
-clears its slots. A handoff that cannot be delivered (the other process is gone) keeps the
+starts with no load. A handoff that cannot be delivered (the other process is gone) keeps the
 connection where it is.
 """
 
@@ -61,12 +61,15 @@ class ConnectionBalancer:
         if os.fstat(self._file).st_size < size:
             os.ftruncate(self._file, size)
         self._counts = mmap.mmap(self._file, size)
-        # A process started again: nothing of its predecessor is open, passed or adopted.
-        for kind in _KINDS:
-            self._write(self._open(kind, index), 0)
-            for other in range(count):
-                self._write(self._passed(kind, index, other), 0)
-                self._write(self._adopted(kind, index, other), 0)
+        # A process started again (a worker restarted after it died): nothing of its
+        # predecessor is open, and what others passed it is gone with it; counting those as
+        # adopted keeps them from weighing on its load. What the predecessor passed stays
+        # counted: the others adopt it, or have.
+        with self._decision():
+            for kind in _KINDS:
+                self._write(self._open(kind, index), 0)
+                for sender in range(count):
+                    self._write(self._adopted(kind, index, sender), self._read(self._passed(kind, sender, index)))
         self._inbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         path = self._inbox_path(index)
         if os.path.exists(path):
