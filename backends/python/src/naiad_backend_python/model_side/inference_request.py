@@ -45,22 +45,45 @@ class InferenceRequest:
             parameters = json.loads(parameters) if parameters else {}
         if not isinstance(correlation_id, (int, str)):
             raise TritonModelException("Correlation ID must be integer or string")
-        self._request_id = text_argument(request_id, "InferenceRequest request_id")
-        self._correlation_id = correlation_id
-        self._inputs = list(inputs or [])
-        # A received request holds a set (as Triton's does); a BLS request keeps the list given.
-        self._requested_output_names: Any = (
+        self._fill(
+            text_argument(request_id, "InferenceRequest request_id"),
+            correlation_id,
+            list(inputs or []),
+            # A received request holds a set (as Triton's does); a BLS request keeps the list given.
             requested_output_names
             if isinstance(requested_output_names, set)
             else [
                 text_argument(name, "InferenceRequest requested_output_names") for name in requested_output_names or []
-            ]
+            ],
+            text_argument(model_name, "InferenceRequest model_name"),
+            model_version,
+            flags,
+            timeout,
+            dict(parameters or {}),
         )
-        self._model_name = text_argument(model_name, "InferenceRequest model_name")
+
+    def _fill(
+        self,
+        request_id: str,
+        correlation_id: int | str,
+        inputs: list[Tensor],
+        requested_output_names: Any,
+        model_name: str,
+        model_version: int,
+        flags: int,
+        timeout: int,
+        parameters: dict[str, Any],
+    ) -> None:
+        """Every attribute, from arguments already checked (the one place that lists them)."""
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._inputs = inputs
+        self._requested_output_names = requested_output_names
+        self._model_name = model_name
         self._model_version = model_version
         self._flags = flags
         self._timeout = timeout
-        self._parameters: dict[str, Any] = dict(parameters or {})
+        self._parameters = parameters
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         # Set by the host for requests the model receives.
         self._bridge: Bridge | None = None
@@ -89,21 +112,19 @@ class InferenceRequest:
         """A request the model receives, from parts the server has checked: none of the
         constructor's argument checks apply (the stub builds one per request served)."""
         request = cls.__new__(cls)
-        request._request_id = request_id
-        request._correlation_id = correlation_id
-        request._inputs = inputs
-        request._requested_output_names = requested_output_names
-        request._model_name = model_name
-        request._model_version = model_version
-        request._flags = flags
-        request._timeout = timeout
-        request._parameters = parameters
-        request._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        request._fill(
+            request_id,
+            correlation_id,
+            inputs,
+            requested_output_names,
+            model_name,
+            model_version,
+            flags,
+            timeout,
+            parameters,
+        )
         request._bridge = bridge
         request._key = key
-        request._decoupled = False
-        request._sender = None
-        request._answered = False
         return request
 
     def inputs(self) -> list[Tensor]:

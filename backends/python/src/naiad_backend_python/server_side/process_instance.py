@@ -116,9 +116,7 @@ class ProcessInstance(ModelInstance):
     # -- execution -----------------------------------------------------------------------
 
     async def execute(self, requests: list[CoreRequest]) -> list[CoreResponse] | None:
-        connection = self._connection
-        if connection is None or connection.closed or not connection.accepting or not connection.attached:
-            connection = await self._live_connection()  # (re)start or attach it first
+        connection = await self._live_connection()
         loop = asyncio.get_running_loop()
         call_id = connection.new_id()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
