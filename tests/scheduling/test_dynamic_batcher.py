@@ -476,3 +476,32 @@ def test_requests_arriving_while_every_instance_is_busy_do_not_wake_the_dispatch
             assert [r.id for r in responses] == ["busy", *map(str, range(10))]
 
     asyncio.run(go())
+
+
+def test_an_execution_that_leaves_the_queue_empty_does_not_wake_the_dispatcher(tmp_path, monkeypatch):
+    """At low load each request is a batch of its own: once it is answered the dispatcher
+    has nothing to do until the next arrival (which wakes it), so the end of the execution
+    must not cost it a pass. Requests queued behind a busy instance still go when it frees."""
+    from naiad.scheduling.priority_queue import PriorityQueue
+
+    write_model(tmp_path, "m", sleep_config("dynamic_batching { }", sleep_ms=50))
+    passes = []
+    needs_sweep = PriorityQueue.needs_sweep  # asked once per pass of the dispatcher
+    monkeypatch.setattr(PriorityQueue, "needs_sweep", lambda self, now: passes.append(1) or needs_sweep(self, now))
+
+    async def go():
+        async with serving(tmp_path) as server:
+            await server.infer(one_input("warm"))
+            for _ in range(20):
+                await asyncio.sleep(0)
+            passes.clear()
+            response = await server.infer(one_input("alone"))
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert response.id == "alone"
+            assert len(passes) == 1, f"one request cost the dispatcher {len(passes)} passes"
+            # Behind a busy instance: the end of the first execution dispatches the rest.
+            responses = await asyncio.gather(*(server.infer(one_input(str(i))) for i in range(4)))
+            assert [r.id for r in responses] == ["0", "1", "2", "3"]
+
+    asyncio.run(go())

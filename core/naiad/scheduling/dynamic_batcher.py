@@ -124,10 +124,11 @@ class DynamicBatcher(Scheduler):
             if wake is not None:
                 wait_ns = wake - time.monotonic_ns()
                 if wait_ns < _TIMER_RESOLUTION_NS and wake == delay_wake:
+                    # The one turn: the loop reads what has arrived, then this pass resumes.
                     delay_over_at = wake
-                    timer = loop.call_soon(self._changed.set)
-                else:
-                    timer = loop.call_later(max(wait_ns, 0) / 1e9, self._changed.set)
+                    await asyncio.sleep(0)
+                    continue
+                timer = loop.call_later(max(wait_ns, 0) / 1e9, self._changed.set)
             await self._changed.wait()
             if timer is not None:
                 timer.cancel()
@@ -148,7 +149,10 @@ class DynamicBatcher(Scheduler):
             await runner.run(jobs)
         finally:
             self._free.append(runner)
-            self._changed.set()
+            # With nothing queued the dispatcher has nothing to give the free instance (the
+            # next arrival wakes it); a pass here would cost every lone request one more.
+            if len(self._queue) or not self._accepting or self._sweep_requested:
+                self._changed.set()
 
     async def stop(self, timeout: float | None = None) -> None:
         self._accepting = False
