@@ -9,7 +9,6 @@ and the instance's place in the rate limiter (its resources are held for each ex
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import logging
 import time
@@ -21,6 +20,7 @@ from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
 from ..observability.statistics import ModelStatistics
 from .inline_execution import InlineExecution
+from .instance_thread import InstanceThread
 from .job import Job
 from .rate_limiter import InstanceGate
 
@@ -53,14 +53,12 @@ class InstanceRunner:
         self.model_name = model_name
         self.version = version
         self.decoupled = decoupled
-        self._is_async = inspect.iscoroutinefunction(instance.execute)
-        self._thread: concurrent.futures.ThreadPoolExecutor | None = None
+        # None for a coroutine `execute`, which runs on the loop.
+        self._thread: InstanceThread | None = None
         # Set when short batches may run on the loop (a synchronous execute that may run on any thread).
         self._inline: InlineExecution | None = None
-        if not self._is_async:
-            self._thread = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"naiad-{instance.context.name}"
-            )
+        if not inspect.iscoroutinefunction(instance.execute):
+            self._thread = InstanceThread(f"naiad-{instance.context.name}")
             if instance.runs_on_any_thread:
                 self._inline = InlineExecution()
 
@@ -99,17 +97,16 @@ class InstanceRunner:
             elements = _element_count(jobs)
             if self._inline.choose(elements):
                 return self._run_inline(jobs, elements, reschedulable)
-        loop = asyncio.get_running_loop()
         start, counts = self._begin(jobs)
         requests = [job.request for job in jobs]
         try:
-            if self._is_async:
+            if self._thread is None:
                 result: Any = await self.instance.execute(requests)  # type: ignore[misc]
                 phases = (0, 0)
             elif self._inline is None:
-                result, phases = await loop.run_in_executor(self._thread, self._execute_timed, requests)
+                result, phases = await self._thread.run(self._execute_timed, requests)
             else:
-                result, phases = await loop.run_in_executor(self._thread, self._execute_measured, requests, elements)
+                result, phases = await self._thread.run(self._execute_measured, requests, elements)
         except Exception as exc:  # noqa: BLE001 - a backend failure fails its batch, not the server
             return self._failed(jobs, start, counts, exc)
         return self._finish(jobs, start, counts, result, phases, reschedulable)
@@ -274,7 +271,7 @@ class InstanceRunner:
         if self.gate is not None:
             self.gate.close()
         if self._thread is not None:
-            self._thread.shutdown(wait=True)
+            self._thread.close()
 
 
 def _element_count(jobs: list[Job]) -> int:
