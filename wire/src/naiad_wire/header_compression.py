@@ -6,6 +6,12 @@ small request's server time. This decoder keeps the same table semantics with a 
 over the block and memoised Huffman strings (2.6 us for the same block). It borrows the `hpack` package's
 static table and Huffman decoder (data from the RFC), not its decoding loop.
 
+The Huffman memo is one per process, not per connection: the first block of a new
+connection is all literals (h2load's first request: five Huffman strings, ~45 us of pure
+Python decoding), and clients open many connections that send the same strings. Only short
+strings are kept, never a value the peer marked "never indexed" (RFC 7541 7.1.3), and the
+memo is emptied when full, so it stays under ~200 KB whatever peers send.
+
 The encoder never adds to the peer's dynamic table ("literal without indexing"), so it
 keeps no state and a response's header block can be computed once and reused.
 """
@@ -33,7 +39,10 @@ for _index, (_name, _value) in enumerate(_STATIC):
 TABLE_SIZE_ZERO = b"\x20"
 
 _ENTRY_OVERHEAD = 32  # RFC 7541 section 4.1
-_HUFFMAN_CACHE_LIMIT = 4096
+# The process's Huffman memo: at most this many strings of at most this many encoded bytes.
+_HUFFMAN_ENTRIES = 1024
+_HUFFMAN_MAX_BYTES = 64
+_huffman: dict[bytes, str] = {}
 # At most this many decoded blocks of at most this many bytes each, per connection.
 _BLOCK_CACHE_ENTRIES = 64
 _BLOCK_CACHE_BYTES = 1024
@@ -52,7 +61,6 @@ class HeaderDecoder:
         self._table_size = max_table_size  # the peer's current choice, <= max_table_size
         self._dynamic: deque[tuple[str, str, int]] = deque()  # newest first; (name, value, size)
         self._dynamic_bytes = 0
-        self._huffman: dict[bytes, str] = {}
         # Blocks that changed nothing in the dynamic table, decoded: a client repeats the
         # same block (all indexed fields) for every call, and while the table stays as it
         # is, the same bytes mean the same headers. Any change to the table empties it.
@@ -100,7 +108,7 @@ class HeaderDecoder:
                     table_changed = True
                     continue
                 else:  # literal without indexing (0000) or never indexed (0001)
-                    name, value, position = self._literal(block, position, 0x0F)
+                    name, value, position = self._literal(block, position, 0x0F, not first & 0x10)
                 size += len(name) + len(value) + _ENTRY_OVERHEAD
                 append((name, value))
         except IndexError:
@@ -133,7 +141,7 @@ class HeaderDecoder:
             if shift > 28:
                 raise HeaderCompressionError("integer too large")
 
-    def _string(self, block: bytes, position: int) -> tuple[str, int]:
+    def _string(self, block: bytes, position: int, memo: bool = True) -> tuple[str, int]:
         first = block[position]
         length = first & 0x7F
         position += 1
@@ -145,18 +153,21 @@ class HeaderDecoder:
         position += length
         if not first & 0x80:
             return raw.decode("utf-8", "replace"), position
-        text = self._huffman.get(raw)
+        memo = memo and length <= _HUFFMAN_MAX_BYTES
+        text = _huffman.get(raw) if memo else None
         if text is None:
             try:
                 text = decode_huffman(raw).decode("utf-8", "replace")
             except Exception as exc:  # hpack raises its own error type for bad padding
                 raise HeaderCompressionError(f"bad Huffman string: {exc}") from None
-            if len(self._huffman) >= _HUFFMAN_CACHE_LIMIT:
-                self._huffman.clear()
-            self._huffman[raw] = text
+            if memo:
+                if len(_huffman) >= _HUFFMAN_ENTRIES:
+                    _huffman.clear()
+                _huffman[raw] = text
         return text, position
 
-    def _literal(self, block: bytes, position: int, mask: int) -> tuple[str, str, int]:
+    def _literal(self, block: bytes, position: int, mask: int, memo: bool = True) -> tuple[str, str, int]:
+        """A literal field; `memo` False for a never-indexed one, whose value is not memoised."""
         index = block[position] & mask
         position += 1
         if index == mask:
@@ -168,7 +179,7 @@ class HeaderDecoder:
                 name = self._dynamic[index - _STATIC_COUNT - 1][0]
         else:
             name, position = self._string(block, position)
-        value, position = self._string(block, position)
+        value, position = self._string(block, position, memo)
         return name, value, position
 
     def _add(self, name: str, value: str) -> None:
