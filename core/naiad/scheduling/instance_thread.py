@@ -20,7 +20,7 @@ __all__ = ["InstanceThread"]
 
 T = TypeVar("T")
 
-# What the loop is handed: the future, and the function that settles it with the outcome.
+# What the thread is handed: the caller's loop and future, and the call to make.
 _Work = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
 
 
@@ -56,13 +56,14 @@ class InstanceThread:
             loop, future, function, args = work
             # Not holding the batch (and its tensors) while waiting for the next one.
             del work
+            settle: Callable[[asyncio.Future[Any], Any], None]
             try:
-                outcome: tuple[Callable[[asyncio.Future[Any], Any], None], Any] = (_succeed, function(*args))
+                settle, outcome = _succeed, function(*args)
             except BaseException as exc:  # noqa: BLE001 - every failure belongs to the awaiting caller
-                outcome = (_fail, exc)
+                settle, outcome = _fail, exc
             del function, args
             try:
-                loop.call_soon_threadsafe(outcome[0], future, outcome[1])
+                loop.call_soon_threadsafe(settle, future, outcome)
             except RuntimeError:
                 pass  # the loop is closed: nobody awaits this outcome any more
             del future, outcome

@@ -10,7 +10,7 @@ The Huffman memo is one per process, not per connection: the first block of a ne
 connection is all literals (h2load's first request: five Huffman strings, ~45 us of pure
 Python decoding), and clients open many connections that send the same strings. Only short
 strings are kept, never a value the peer marked "never indexed" (RFC 7541 7.1.3), and the
-memo is emptied when full, so it stays under ~200 KB whatever peers send.
+memo is emptied when full, so it stays under ~300 KB whatever peers send.
 
 The encoder never adds to the peer's dynamic table ("literal without indexing"), so it
 keeps no state and a response's header block can be computed once and reused.
