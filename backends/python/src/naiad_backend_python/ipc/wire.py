@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import pickle
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ __all__ = [
     "NUMPY_OF_DATATYPE",
     "FrameReader",
     "pack_frame",
+    "pack_placing",
     "unpack_message",
     "encode_array",
     "decode_array",
@@ -64,6 +66,17 @@ class _PlainUnpickler(pickle.Unpickler):
 def pack_frame(message: dict[str, Any]) -> bytes:
     body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return FRAME_HEADER.pack(len(body)) + body
+
+
+def pack_placing(build: Callable[[RingWriter], dict[str, Any]], ring: RingWriter) -> bytes:
+    """The frame of the message `build` makes while placing its tensors in `ring`, with the
+    ring's mark when it used the ring (the reader publishes the mark once it has consumed
+    them). The frame must be sent before anything else is placed in `ring`."""
+    message = build(ring)
+    mark = ring.mark()
+    if mark is not None:
+        message["mark"] = mark
+    return pack_frame(message)
 
 
 def unpack_message(body: bytes) -> dict[str, Any]:

@@ -35,7 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from ..ipc.shm_ring import RingReader, RingWriter
-from ..ipc.wire import FrameReader, decode_array, encode_array, pack_frame, plain_parameters, unpack_message
+from ..ipc.wire import (
+    FrameReader,
+    decode_array,
+    encode_array,
+    pack_frame,
+    pack_placing,
+    plain_parameters,
+    unpack_message,
+)
 from .bridge import Bridge, set_default_bridge
 from .model_host import ExecuteFailure, ModelHost, PendingExecute, rescheduled, run_auto_complete
 from .pb_utils import InferenceRequest, InferenceResponse, Logger, Tensor, TritonError, TritonModelException
@@ -73,11 +81,7 @@ class Channel:
     def send_with(self, build: Callable[[RingWriter], dict[str, Any]]) -> None:
         """Build a message that places tensors in the ring and send it, atomically."""
         with self.outbound.lock:
-            message = build(self.outbound)
-            mark = self.outbound.mark()
-            if mark is not None:
-                message["mark"] = mark
-            self.sock.sendall(pack_frame(message))
+            self.sock.sendall(pack_placing(build, self.outbound))
 
     def read_ready(self) -> None:
         """The loop's reader callback: take what the socket holds. When a waiting thread is

@@ -33,6 +33,7 @@ from ..ipc.wire import (
     decode_array,
     encode_array,
     pack_frame,
+    pack_placing,
     plain_parameters,
     unpack_message,
 )
@@ -280,11 +281,7 @@ class StubConnection:
         is socket order."""
         if self.closed or self._transport is None:
             raise NaiadError.unavailable(f"{self.launch.label}: the model's process is not running")
-        message = build(self.to_stub)
-        mark = self.to_stub.mark()
-        if mark is not None:
-            message["mark"] = mark
-        self._transport.write(pack_frame(message))
+        self._transport.write(pack_placing(build, self.to_stub))
 
     def new_id(self) -> int:
         return next(self._ids)
