@@ -459,7 +459,7 @@ def test_requests_arriving_while_every_instance_is_busy_do_not_wake_the_dispatch
 
     write_model(tmp_path, "m", sleep_config("dynamic_batching { max_queue_delay_microseconds: 100 }", sleep_ms=300))
     passes = []
-    next_deadline = PriorityQueue.next_deadline  # read once per pass of the dispatcher
+    next_deadline = PriorityQueue.next_deadline  # read in every pass of the dispatcher
     monkeypatch.setattr(PriorityQueue, "next_deadline", lambda self: passes.append(1) or next_deadline(self))
 
     async def go():
