@@ -39,8 +39,10 @@ integrations=()
 for d in integrations/*; do
   if [ -f "$d/pyproject.toml" ]; then integrations+=("$d"); fi
 done
+# naiad-wire compiles its sources into extensions that import in place of them (wire/setup.py):
+# a change to any of them must build them again.
 digest=$(for d in "${core[@]}" "${backends[@]}" "${integrations[@]}"; do cat "$d/pyproject.toml"; done |
-  cat scripts/setup.sh - | sha256sum | cut -c1-16)
+  cat scripts/setup.sh wire/setup.py wire/src/naiad_wire/*.py - | sha256sum | cut -c1-16)
 installed() { [ -f ".venv/.setup-$1" ] && [ "$(cat ".venv/.setup-$1")" = "$digest" ]; }
 if installed "$mode" || { [ "$mode" = serve ] && installed test; }; then
   exit 0

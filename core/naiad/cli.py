@@ -15,6 +15,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import naiad_wire
 from naiad_wire.balance import ConnectionBalancer
 from naiad_wire.balance import install as install_balancer
 
@@ -576,9 +577,11 @@ async def _serve(
         log.error("error: creating server: %s", exc.message)
         await server.stop()
         return 1
-    workers = [("workers", str(args.workers))] if pool is not None else []
+    extra = [("workers", str(args.workers))] if pool is not None else []
+    # Whether the transports run compiled (as installed from a build with a C compiler).
+    extra.append(("wire_compiled", "1" if naiad_wire.compiled_modules() else "0 (pure Python, slower)"))
     if not is_worker():  # worker 0 speaks for the server at start-up
-        for table in (backend_table(server), model_table(server), options_table(server, workers)):
+        for table in (backend_table(server), model_table(server), options_table(server, extra)):
             print(table, file=sys.stderr, flush=True)
     if server.startup_failures and args.exit_on_error:
         log.error("exiting: %d model(s) failed to load (--exit-on-error=true)", len(server.startup_failures))

@@ -44,7 +44,7 @@ def test_frontends_an_integration_runs():
 
 
 def test_wire():
-    assert naiad_wire.__all__ == ["listen"]
+    assert naiad_wire.__all__ == ["listen", "compiled_modules"]
 
 
 def test_every_public_name_resolves():

@@ -81,14 +81,17 @@ def test_wheels_install_alone_and_serve(tmp_path):
         [
             python,
             "-c",
-            "import naiad, naiad_wire as w, naiad_backend_onnx as b; print(naiad.__file__, w.__file__, b.__file__)",
+            "import naiad, naiad_wire as w, naiad_backend_onnx as b; print(naiad.__file__, w.__file__, b.__file__);"
+            "print(','.join(w.compiled_modules()))",
         ],
         cwd=ROOT,
         check=True,
         capture_output=True,
         text=True,
     ).stdout.split()
-    assert all(path.startswith(str(env_dir)) for path in where), where
+    assert all(path.startswith(str(env_dir)) for path in where[:3]), where
+    # The wire wheel is built with its request path compiled (wire/setup.py): fast by default.
+    assert {"http1", "http2", "header_compression"} <= set(where[3].split(",")), where
 
     repo = tmp_path / "models"
     write_add_model(repo / "add" / "1" / "model.onnx")  # no config.pbtxt: auto-complete

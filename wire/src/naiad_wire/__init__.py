@@ -8,8 +8,23 @@
 - `connections`: closing without losing the last answer, draining at shutdown.
 - `listen`: binds every listening socket; `balance`: evens out the connections of the
   processes that share a port.
+
+The modules every request runs through are compiled with mypyc when the package is built
+(setup.py); `compiled_modules` names those that run compiled here.
 """
+
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 
 from .listen import listen
 
-__all__ = ["listen"]
+__all__ = ["listen", "compiled_modules"]
+
+
+def compiled_modules() -> list[str]:
+    """The modules of this package that import as C extensions (empty: all pure Python)."""
+    return sorted(
+        path.name.split(".", 1)[0]
+        for path in Path(__file__).parent.iterdir()
+        if path.name.endswith(tuple(EXTENSION_SUFFIXES))
+    )

@@ -31,7 +31,7 @@ import email.utils
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 from urllib.parse import unquote
 
 import httptools
@@ -118,8 +118,8 @@ def _body_too_large(limit: int, size: int) -> str:
 class _DateHeader:
     """`date: ...\\r\\n`, formatted once a second."""
 
-    second = -1
-    value = b""
+    second: ClassVar[int] = -1
+    value: ClassVar[bytes] = b""
 
     @classmethod
     def get(cls) -> bytes:

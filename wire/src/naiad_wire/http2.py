@@ -31,7 +31,7 @@ import struct
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from .header_compression import TABLE_SIZE_ZERO, HeaderCompressionError, HeaderDecoder
 from .request_headers import MalformedRequest, check_request, check_trailers
@@ -61,16 +61,16 @@ END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x1, 0x4, 0x8, 0x20
 
 
 class ErrorCode:
-    NO_ERROR = 0x0
-    PROTOCOL_ERROR = 0x1
-    INTERNAL_ERROR = 0x2
-    FLOW_CONTROL_ERROR = 0x3
-    STREAM_CLOSED = 0x5
-    FRAME_SIZE_ERROR = 0x6
-    REFUSED_STREAM = 0x7
-    CANCEL = 0x8
-    COMPRESSION_ERROR = 0x9
-    ENHANCE_YOUR_CALM = 0xB
+    NO_ERROR: Final = 0x0
+    PROTOCOL_ERROR: Final = 0x1
+    INTERNAL_ERROR: Final = 0x2
+    FLOW_CONTROL_ERROR: Final = 0x3
+    STREAM_CLOSED: Final = 0x5
+    FRAME_SIZE_ERROR: Final = 0x6
+    REFUSED_STREAM: Final = 0x7
+    CANCEL: Final = 0x8
+    COMPRESSION_ERROR: Final = 0x9
+    ENHANCE_YOUR_CALM: Final = 0xB
 
 
 _HEADER = struct.Struct(">BHBBL")  # length (24 bits as 8 + 16), type, flags, stream id
@@ -594,8 +594,8 @@ class Http2State:
                 raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"second HEADERS on stream {stream_id}")
             try:
                 check_trailers(headers)
-            except MalformedRequest as exc:
-                self._malformed(stream_id, exc)
+            except MalformedRequest as malformed:  # not `exc` again: mypyc types a name once per function
+                self._malformed(stream_id, malformed)
                 return
             if stream.content_length:
                 self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
@@ -611,8 +611,8 @@ class Http2State:
             return
         try:
             content_length = check_request(headers, self._known_names)
-        except MalformedRequest as exc:
-            self._malformed(stream_id, exc)
+        except MalformedRequest as malformed:
+            self._malformed(stream_id, malformed)
             return
         if self._goaway_sent or len(self._streams) >= self.limits.max_concurrent_streams:
             self._stream_error(stream_id, ErrorCode.REFUSED_STREAM)
