@@ -39,11 +39,18 @@ integrations=()
 for d in integrations/*; do
   if [ -f "$d/pyproject.toml" ]; then integrations+=("$d"); fi
 done
-# naiad-wire compiles its sources into extensions that import in place of them (wire/setup.py):
-# a change to any of them must build them again.
+# The core and naiad-wire compile their hot modules into extensions that import in place of
+# the sources (setup.py, mypyc_build.py): a source edited since must build them again.
 digest=$(for d in "${core[@]}" "${backends[@]}" "${integrations[@]}"; do cat "$d/pyproject.toml"; done |
-  cat scripts/setup.sh wire/setup.py wire/src/naiad_wire/*.py - | sha256sum | cut -c1-16)
-installed() { [ -f ".venv/.setup-$1" ] && [ "$(cat ".venv/.setup-$1")" = "$digest" ]; }
+  cat scripts/setup.sh setup.py wire/setup.py wire/mypyc_build.py - | sha256sum | cut -c1-16)
+stale_extension() {
+  local so
+  for so in $(find core wire/src -name '*.so' 2>/dev/null); do
+    [ "${so%%.*}.py" -nt "$so" ] && return 0
+  done
+  return 1
+}
+installed() { [ -f ".venv/.setup-$1" ] && [ "$(cat ".venv/.setup-$1")" = "$digest" ] && ! stale_extension; }
 if installed "$mode" || { [ "$mode" = serve ] && installed test; }; then
   exit 0
 fi
@@ -70,4 +77,6 @@ else
   for d in "${core[@]}" "${backends[@]}" "${integrations[@]}"; do pkgs+=(-e "$d[test]"); done
   "${pip[@]}" "$TORCH_CPU" "${pkgs[@]}"
 fi
+# A rebuild whose C came out the same keeps the old files: they stand for today's sources.
+find core wire/src -name '*.so' -exec touch {} +
 echo "$digest" > ".venv/.setup-$mode"

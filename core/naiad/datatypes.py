@@ -166,8 +166,8 @@ def input_from_raw(name: str, model: str, datatype: str, shape: tuple[int, ...],
             f"input byte size mismatch for input '{name}' for model '{model}'. Expected {exc.expected}, "
             f"got {exc.got} ({datatype} of shape {list(shape)})"
         ) from None
-    except ValueError as exc:
-        raise NaiadError.invalid(f"input '{name}' for model '{model}': {exc}") from None
+    except ValueError as error:  # not `exc` again: mypyc gives a name one type in a function
+        raise NaiadError.invalid(f"input '{name}' for model '{model}': {error}") from None
 
 
 def tensor_to_raw(datatype: str, array: np.ndarray) -> bytes | memoryview:

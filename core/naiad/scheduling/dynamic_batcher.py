@@ -17,7 +17,7 @@ from ..config.model_config import ModelConfig
 from ..errors import NaiadError
 from ..inference import InferenceResponse
 from .batch_compatibility import BatchSignature
-from .batch_policy import BatchPolicy
+from .batch_policy import BatchDecision, BatchPolicy
 from .instance_runner import InstanceRunner
 from .job import Job
 from .priority_queue import PriorityQueue
@@ -84,6 +84,7 @@ class DynamicBatcher(Scheduler):
     async def _dispatch(self) -> None:
         loop = asyncio.get_running_loop()
         delay_over_at = 0  # a queue delay waited for as one turn of the loop ends here
+        decision: BatchDecision | None = None
         while True:
             now = time.monotonic_ns()
             if self._sweep_requested or self._queue.needs_sweep(now):

@@ -10,7 +10,7 @@
   processes that share a port.
 
 The modules every request runs through are compiled with mypyc when the package is built
-(setup.py); `compiled_modules` names those that run compiled here.
+(setup.py); `compiled_modules` names those that run compiled here (or in another package).
 """
 
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -21,10 +21,12 @@ from .listen import listen
 __all__ = ["listen", "compiled_modules"]
 
 
-def compiled_modules() -> list[str]:
-    """The modules of this package that import as C extensions (empty: all pure Python)."""
+def compiled_modules(package: Path | None = None) -> list[str]:
+    """The modules of `package` (a package's directory; by default this one's) that import as
+    C extensions, named from it (``frontends.grpc.codec``); empty when all are pure Python."""
+    root = package or Path(__file__).parent
     return sorted(
-        path.name.split(".", 1)[0]
-        for path in Path(__file__).parent.iterdir()
+        ".".join(path.relative_to(root).with_name(path.name.split(".", 1)[0]).parts)
+        for path in root.rglob("*")
         if path.name.endswith(tuple(EXTENSION_SUFFIXES))
     )

@@ -330,9 +330,9 @@ def statistics_response(stats: Iterable[Mapping[str, Any]]) -> pb.ModelStatistic
         for usage in entry.get("memory_usage", []):
             model.memory_usage.add(type=usage["type"], id=usage["id"], byte_size=usage["byte_size"])
         for key, response_stats in entry.get("response_stats", {}).items():
-            target = model.response_stats[key]
+            response_target = model.response_stats[key]
             for field, value in response_stats.items():
-                _duration(getattr(target, field), value)
+                _duration(getattr(response_target, field), value)
     return message
 
 

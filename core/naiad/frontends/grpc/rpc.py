@@ -15,7 +15,7 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -219,7 +219,7 @@ class Call:
             # method reads waits, instead of filling the server with parsed messages.
             self._streaming = True
             self.stream.manual_acknowledgement = True
-            self._task = loop.create_task(self._run(self._iterate_requests()))
+            self._task = loop.create_task(self._run(_RequestMessages(self)))
         if end_stream:
             self.data_received(b"", True)
 
@@ -244,18 +244,19 @@ class Call:
             return
         if data:
             buffer = self._buffer
+            pending: bytes | bytearray = data
             if buffer:
                 buffer += data
-                data = buffer  # type: ignore[assignment]
+                pending = buffer
             try:
-                used = self._unary_message(data)
+                used = self._unary_message(pending)
             except RpcError as exc:
                 self.end(exc.code, exc.details)
                 return
             if buffer:
                 del buffer[:used]
-            elif used < len(data):
-                self._buffer = bytearray(memoryview(data)[used:])
+            elif used < len(pending):
+                self._buffer = bytearray(memoryview(pending)[used:])
         if not end_stream:
             return
         if self._buffer:
@@ -296,41 +297,6 @@ class Call:
             payload.release()
         return message, end
 
-    async def _iterate_requests(self) -> AsyncIterator[Message]:
-        """The messages of a client-streaming call, parsed one at a time as they are asked for."""
-        buffer = self._buffer
-        position = consumed = acknowledged = 0  # in `buffer`; in the stream's bytes, twice
-        turn_ends = time.perf_counter() + _TURN_S
-        while True:
-            message, end = self._message_at(buffer, position)
-            if message is not None:
-                consumed += end - position
-                position = end
-                if consumed > acknowledged:
-                    self.stream.acknowledge(consumed - acknowledged)
-                    acknowledged = consumed
-                yield message
-                if time.perf_counter() > turn_ends:
-                    # One frame can hold thousands of small messages: every other connection
-                    # runs before this one's next millisecond of work.
-                    await asyncio.sleep(0)
-                    turn_ends = time.perf_counter() + _TURN_S
-                continue
-            if position:  # drop what was read, once per wait rather than once per message
-                del buffer[:position]
-                position = 0
-            if self._ended:
-                if buffer:
-                    raise RpcError(StatusCode.INTERNAL, "the request ended inside a message")
-                return
-            # An incomplete message: let the rest of it in, whatever its size.
-            if self._received > acknowledged:
-                self.stream.acknowledge(self._received - acknowledged)
-                acknowledged = self._received
-            self._more = asyncio.get_running_loop().create_future()
-            await self._more
-            turn_ends = time.perf_counter() + _TURN_S
-
     def stream_reset(self) -> None:
         """The client cancelled (RST_STREAM) or went away: stop the work."""
         self._finish()
@@ -356,10 +322,11 @@ class Call:
                 response = await method.implementation(argument, self)
                 if not self._done:
                     self._respond(response)
-        except RpcError as exc:
-            self.end(exc.code, exc.details)
-        except NaiadError as exc:
-            self.end(status_of(exc), exc.message)
+        # One name per exception type: mypyc gives a name one type in a function.
+        except RpcError as rpc_error:
+            self.end(rpc_error.code, rpc_error.details)
+        except NaiadError as error:
+            self.end(status_of(error), error.message)
         except asyncio.CancelledError:
             if self._deadline_hit:
                 self.end(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
@@ -418,3 +385,53 @@ class Call:
             self._task.cancel()
         else:
             self.end(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+
+
+class _RequestMessages:
+    """The messages of a client-streaming call, parsed one at a time as they are asked for.
+    An async iterator rather than an async generator, which mypyc cannot compile."""
+
+    def __init__(self, call: Call) -> None:
+        self._call = call
+        self._position = 0  # in the call's buffer
+        self._consumed = self._acknowledged = 0  # in the stream's bytes
+        self._turn_ends = time.perf_counter() + _TURN_S
+        self._returned = False
+
+    def __aiter__(self) -> _RequestMessages:
+        return self
+
+    async def __anext__(self) -> Message:
+        call = self._call
+        if self._returned:
+            self._returned = False
+            if time.perf_counter() > self._turn_ends:
+                # One frame can hold thousands of small messages: every other connection
+                # runs before this one's next millisecond of work.
+                await asyncio.sleep(0)
+                self._turn_ends = time.perf_counter() + _TURN_S
+        while True:
+            buffer = call._buffer
+            message, end = call._message_at(buffer, self._position)
+            if message is not None:
+                self._consumed += end - self._position
+                self._position = end
+                if self._consumed > self._acknowledged:
+                    call.stream.acknowledge(self._consumed - self._acknowledged)
+                    self._acknowledged = self._consumed
+                self._returned = True
+                return message
+            if self._position:  # drop what was read, once per wait rather than once per message
+                del buffer[: self._position]
+                self._position = 0
+            if call._ended:
+                if buffer:
+                    raise RpcError(StatusCode.INTERNAL, "the request ended inside a message")
+                raise StopAsyncIteration
+            # An incomplete message: let the rest of it in, whatever its size.
+            if call._received > self._acknowledged:
+                call.stream.acknowledge(call._received - self._acknowledged)
+                self._acknowledged = call._received
+            call._more = asyncio.get_running_loop().create_future()
+            await call._more
+            self._turn_ends = time.perf_counter() + _TURN_S

@@ -1,0 +1,51 @@
+"""The modules the core's and naiad-wire's setup.py compile with mypyc: in CI every one must
+run compiled (what an install with a C compiler gets), and an extension must never be older
+than the source it stands for (it imports in place of that source, so an edit would silently
+not run)."""
+
+import ast
+import importlib
+import os
+from pathlib import Path
+
+import pytest
+from distributions import ROOT
+
+import naiad
+import naiad_wire
+
+# (setup.py, the package it builds, that package's directory)
+BUILDS = [
+    (ROOT / "setup.py", "naiad", Path(naiad.__file__).parent),
+    (ROOT / "wire" / "setup.py", "naiad_wire", Path(naiad_wire.__file__).parent),
+]
+
+
+def hot_modules(setup_py: Path) -> list[str]:
+    tree = ast.parse(setup_py.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "HOT_MODULES":
+            return sorted(name.replace("/", ".") for name in ast.literal_eval(node.value))
+    raise AssertionError(f"{setup_py} has no HOT_MODULES")
+
+
+@pytest.mark.parametrize(("setup_py", "package", "directory"), BUILDS, ids=[b[1] for b in BUILDS])
+def test_only_hot_modules_are_compiled_and_none_is_stale(setup_py, package, directory):
+    compiled = naiad_wire.compiled_modules(directory)
+    assert set(compiled) <= set(hot_modules(setup_py))
+    stale = []
+    for name in compiled:
+        source = directory.joinpath(*name.split(".")).with_suffix(".py")
+        extension = next(p for p in source.parent.iterdir() if p.name.startswith(f"{source.stem}.") and p.suffix == ".so")
+        if source.stat().st_mtime > extension.stat().st_mtime:
+            stale.append(name)
+    assert not stale, f"{package} modules edited since they were compiled: {stale}; run bash scripts/setup.sh"
+
+
+@pytest.mark.skipif(os.environ.get("CI", "").lower() != "true", reason="a checkout may be installed uncompiled")
+@pytest.mark.parametrize(("setup_py", "package", "directory"), BUILDS, ids=[b[1] for b in BUILDS])
+def test_ci_runs_every_hot_module_compiled(setup_py, package, directory):
+    assert naiad_wire.compiled_modules(directory) == hot_modules(setup_py)
+    for name in hot_modules(setup_py):
+        module = importlib.import_module(f"{package}.{name}")
+        assert module.__file__.endswith(".so"), module.__file__
