@@ -36,7 +36,9 @@ def test_only_hot_modules_are_compiled_and_none_is_stale(setup_py, package, dire
     stale = []
     for name in compiled:
         source = directory.joinpath(*name.split(".")).with_suffix(".py")
-        extension = next(p for p in source.parent.iterdir() if p.name.startswith(f"{source.stem}.") and p.suffix == ".so")
+        extension = next(
+            p for p in source.parent.iterdir() if p.name.startswith(f"{source.stem}.") and p.suffix == ".so"
+        )
         if source.stat().st_mtime > extension.stat().st_mtime:
             stale.append(name)
     assert not stale, f"{package} modules edited since they were compiled: {stale}; run bash scripts/setup.sh"
