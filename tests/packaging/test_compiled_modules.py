@@ -1,11 +1,14 @@
 """The modules the core's and naiad-wire's setup.py compile with mypyc: in CI every one must
-run compiled (what an install with a C compiler gets), and an extension must never be older
-than the source it stands for (it imports in place of that source, so an edit would silently
-not run)."""
+run compiled (what an install with a C compiler gets), an extension must never be older than
+the source it stands for (it imports in place of that source, so an edit would silently not
+run), and a build without a C compiler must still install, as pure Python."""
 
 import ast
 import importlib
 import os
+import shutil
+import subprocess
+import venv
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,28 @@ def test_ci_runs_every_hot_module_compiled(setup_py, package, directory):
     for name in hot_modules(setup_py):
         module = importlib.import_module(f"{package}.{name}")
         assert module.__file__.endswith(".so"), module.__file__
+
+
+@pytest.mark.skipif(
+    os.environ.get("CI", "").lower() != "true" and os.environ.get("NAIAD_TEST_PACKAGING") != "1",
+    reason="builds naiad-wire in a new environment (~40 s): runs in CI or with NAIAD_TEST_PACKAGING=1",
+)
+def test_a_build_without_a_c_compiler_installs_pure_python(tmp_path):
+    env_dir = tmp_path / "env"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    source = tmp_path / "wire"
+    shutil.copytree(ROOT / "wire", source, ignore=shutil.ignore_patterns("build", "*.so", "*.egg-info"))
+    # `false` as the compiler: every compilation fails, as on a machine without gcc.
+    pip = subprocess.run(
+        [python, "-m", "pip", "install", "-v", str(source)],
+        env={**os.environ, "CC": "false"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    assert "installing the pure-Python modules" in pip.stdout + pip.stderr
+    probe = "import naiad_wire, naiad_wire.http2 as h; print(naiad_wire.compiled_modules(), h.__file__)"
+    found = subprocess.run([python, "-c", probe], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+    assert found.startswith("[] ") and found.strip().endswith("http2.py"), found
