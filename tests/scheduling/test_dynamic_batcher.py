@@ -6,6 +6,7 @@ Every assertion is about counts, orderings and overlaps; none about speed."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -509,5 +510,46 @@ def test_an_execution_that_leaves_the_queue_empty_does_not_wake_the_dispatcher(t
             # Behind a busy instance: the end of the first execution dispatches the rest.
             responses = await asyncio.gather(*(server.infer(one_input(str(i))) for i in range(4)))
             assert [r.id for r in responses] == ["0", "1", "2", "3"]
+
+    asyncio.run(go())
+
+
+def queue_ns(server) -> int:
+    return server.statistics("m")[0]["inference_stats"]["queue"]["ns"]
+
+
+def test_a_batch_short_of_the_requests_last_answered_waits_out_a_sub_millisecond_delay(tmp_path):
+    """Clients in a closed loop come back one by one after their answers. A batch that has
+    fewer requests than the last execution answered waits for the rest, to the microsecond,
+    until the queue delay is over (as Triton's batcher waits): sent after a turn of the loop,
+    it would leave the late ones a whole execution behind. A request short of nobody goes
+    after a turn of the loop, as before."""
+    write_model(tmp_path, "m", add_sub_config("dynamic_batching { max_queue_delay_microseconds: 900 }"))
+
+    async def go():
+        async with serving(tmp_path) as server:
+            await asyncio.gather(*(server.infer(add_sub_request(i, str(i))) for i in range(4)))
+            assert batch_sizes(server.statistics("m")[0]) == {4: 1}
+            # One of the four clients is back: it waits the whole delay for the other three.
+            before = queue_ns(server)
+            await server.infer(add_sub_request(1, "alone"))
+            assert queue_ns(server) - before >= 900_000
+            assert batch_sizes(server.statistics("m")[0]) == {4: 1, 1: 1}
+            # The last execution answered one request: the next lone request is not held.
+            before = queue_ns(server)
+            await server.infer(add_sub_request(1, "alone again"))
+            assert queue_ns(server) - before < 900_000
+            # Four again, then three back at once and the fourth a few turns of the loop
+            # later, within the delay: one batch of four.
+            await asyncio.gather(*(server.infer(add_sub_request(i, str(i))) for i in range(4)))
+            started = time.monotonic_ns()
+            first = [asyncio.ensure_future(server.infer(add_sub_request(i, str(i)))) for i in range(3)]
+            for _ in range(3):
+                await asyncio.sleep(0)
+            if time.monotonic_ns() - started > 450_000:
+                pytest.skip("three turns of the loop took half the queue delay on this machine")
+            responses = await asyncio.gather(*first, server.infer(add_sub_request(3, "3")))
+            assert [r.id for r in responses] == ["0", "1", "2", "3"]
+            assert batch_sizes(server.statistics("m")[0]) == {4: 3, 1: 2}
 
     asyncio.run(go())

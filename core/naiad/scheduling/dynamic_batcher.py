@@ -20,6 +20,7 @@ from .batch_compatibility import BatchSignature
 from .batch_policy import BatchDecision, BatchPolicy
 from .instance_runner import InstanceRunner
 from .job import Job
+from .precise_timer import PreciseTimer
 from .priority_queue import PriorityQueue
 from .response_ordering import ResponseOrdering
 from .scheduler import Scheduler
@@ -30,8 +31,10 @@ __all__ = ["DynamicBatcher"]
 _FLUSH = 2**63
 # The event loop's timers count whole milliseconds (uvloop rounds a shorter delay down to 0,
 # so waiting for one spins the loop until it is due; asyncio rounds it up to 1 ms). A queue
-# delay that ends sooner than this is waited for as two turns of the loop, which let the
-# requests already received join the batch, and then counts as over.
+# delay that ends sooner than this is waited for with a PreciseTimer while the requests the
+# batch still expects are on their way (see _dispatch); otherwise, or where there is no such
+# timer, as two turns of the loop, which let the requests already received join the batch,
+# and then it counts as over.
 _TIMER_RESOLUTION_NS = 1_000_000
 
 
@@ -57,6 +60,10 @@ class DynamicBatcher(Scheduler):
         self._sweep_requested = False
         self._accepting = False
         self._dispatcher: asyncio.Task[None] | None = None
+        # How many requests the last execution answered: under closed-loop load (clients that
+        # send again once answered), how many are about to arrive again.
+        self._expected = 0
+        self._precise: PreciseTimer | None = None
 
     def enqueue(self, job: Job) -> None:
         if not self._accepting:
@@ -79,6 +86,7 @@ class DynamicBatcher(Scheduler):
 
     async def start(self) -> None:
         self._accepting = True
+        self._precise = PreciseTimer.create(asyncio.get_running_loop(), self._changed.set)
         self._dispatcher = asyncio.create_task(self._dispatch(), name=f"naiad-batcher-{self._model_name}")
 
     async def _dispatch(self) -> None:
@@ -109,6 +117,7 @@ class DynamicBatcher(Scheduler):
                 runner = self._free[0]
                 if runner.run_now(decision.jobs) is not None:
                     # It ran on the loop (a short batch) and is free again.
+                    self._expected = len(decision.jobs)
                     now = time.monotonic_ns()
                     continue
                 self._free.popleft()
@@ -122,9 +131,18 @@ class DynamicBatcher(Scheduler):
             self._changed.clear()
             timer = None
             delay_over_at = 0
+            precise_at = 0
             if wake is not None:
                 wait_ns = wake - time.monotonic_ns()
-                if wait_ns < _TIMER_RESOLUTION_NS and wake == delay_wake:
+                if wake == delay_wake and self._precise is not None and len(self._queue) < self._expected:
+                    # Fewer queued than the last execution answered: at a few clients in a
+                    # closed loop, the rest are on their way back, a few tens of us apart.
+                    # Sending without them leaves them a whole execution behind (and the
+                    # two groups then tend to keep taking turns). So the batch waits for
+                    # them (each arrival wakes this task), at most until the queue delay
+                    # is over, as Triton's batcher would.
+                    precise_at = wake
+                elif wait_ns < _TIMER_RESOLUTION_NS and wake == delay_wake:
                     delay_over_at = wake
                     # The set runs a turn from now and this task resumes a turn after it:
                     # the loop reads sockets twice before the batch forms. Reading once
@@ -133,6 +151,8 @@ class DynamicBatcher(Scheduler):
                     timer = loop.call_soon(self._changed.set)
                 else:
                     timer = loop.call_later(max(wait_ns, 0) / 1e9, self._changed.set)
+            if self._precise is not None and self._precise.due_ns != precise_at:
+                self._precise.set(precise_at)
             await self._changed.wait()
             if timer is not None:
                 timer.cancel()
@@ -152,6 +172,7 @@ class DynamicBatcher(Scheduler):
         try:
             await runner.run(jobs)
         finally:
+            self._expected = len(jobs)
             self._free.append(runner)
             # With nothing queued the dispatcher has nothing to give the free instance (the
             # next arrival wakes it); a pass here would cost every lone request one more.
@@ -167,5 +188,8 @@ class DynamicBatcher(Scheduler):
                 self._dispatcher.cancel()
                 for task in list(self._executions):
                     task.cancel()
+        if self._precise is not None:
+            self._precise.close()
+            self._precise = None
         for job in self._queue.drain():
             job.reject(InferenceResponse(error=NaiadError.unavailable(f"model '{self._model_name}' was unloaded")))
