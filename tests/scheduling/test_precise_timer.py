@@ -4,6 +4,7 @@ loop's own timers. Bounds are one-sided (never early); no assertion is about spe
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 
@@ -88,5 +89,35 @@ def test_set_after_it_became_readable_does_not_fire_the_old_time():
             assert fired == []
         finally:
             timer.close()
+
+    asyncio.run(go())
+
+
+def test_the_timers_of_one_loop_share_one_descriptor_and_each_fires_at_its_own_time():
+    async def go():
+        loop = asyncio.get_running_loop()
+        before = len(os.listdir("/proc/self/fd"))
+        fired: list[tuple[int, int]] = []
+        timers = []
+        for i in range(50):
+            timer = PreciseTimer.create(loop, lambda i=i: fired.append((i, time.monotonic_ns())))
+            assert timer is not None
+            timers.append(timer)
+        assert len(os.listdir("/proc/self/fd")) - before == 1
+        start = time.monotonic_ns()
+        due = {i: start + (50 - i) * 200_000 for i in range(50)}  # the last created fires first
+        for i, timer in enumerate(timers):
+            timer.set(due[i] + 5_000_000)  # set, then set again: only the second time counts
+            timer.set(due[i])
+        timers[7].set(0)  # and one is unset
+        while len(fired) < 49:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.02)
+        assert sorted(i for i, _ in fired) == [i for i in range(50) if i != 7], "a timer fired twice, or not at all"
+        assert all(at >= due[i] for i, at in fired), "a timer fired early"
+        assert [i for i, _ in fired] == sorted((i for i, _ in fired), reverse=True)
+        for timer in timers:
+            timer.close()
+        assert len(os.listdir("/proc/self/fd")) == before
 
     asyncio.run(go())
