@@ -535,10 +535,14 @@ def test_a_batch_short_of_the_requests_last_answered_waits_out_a_sub_millisecond
             await server.infer(add_sub_request(1, "alone"))
             assert queue_ns(server) - before >= 900_000
             assert batch_sizes(server.statistics("m")[0]) == {4: 1, 1: 1}
-            # The last execution answered one request: the next lone request is not held.
-            before = queue_ns(server)
-            await server.infer(add_sub_request(1, "alone again"))
-            assert queue_ns(server) - before < 900_000
+            # The last execution answered one request: the next lone requests are not held
+            # (the least of five, as the machine may pause any one of them).
+            waits = []
+            for _ in range(5):
+                before = queue_ns(server)
+                await server.infer(add_sub_request(1, "alone again"))
+                waits.append(queue_ns(server) - before)
+            assert min(waits) < 900_000, waits
             # Four again, then three back at once and the fourth a few turns of the loop
             # later, within the delay: one batch of four.
             await asyncio.gather(*(server.infer(add_sub_request(i, str(i))) for i in range(4)))
@@ -550,6 +554,6 @@ def test_a_batch_short_of_the_requests_last_answered_waits_out_a_sub_millisecond
                 pytest.skip("three turns of the loop took half the queue delay on this machine")
             responses = await asyncio.gather(*first, server.infer(add_sub_request(3, "3")))
             assert [r.id for r in responses] == ["0", "1", "2", "3"]
-            assert batch_sizes(server.statistics("m")[0]) == {4: 3, 1: 2}
+            assert batch_sizes(server.statistics("m")[0]) == {4: 3, 1: 6}
 
     asyncio.run(go())
