@@ -16,7 +16,6 @@ import heapq
 import itertools
 import os
 import time
-import weakref
 from collections.abc import Callable
 
 __all__ = ["PreciseTimer"]
@@ -37,7 +36,8 @@ class _ITimerSpec(ctypes.Structure):
 class _LoopTimerFd:
     """One loop's timerfd and the timers waiting on it, earliest first."""
 
-    _of_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopTimerFd] = weakref.WeakKeyDictionary()
+    # Each loop's, while a timer of that loop is open (the last to close removes it).
+    _of_loop: dict[asyncio.AbstractEventLoop, _LoopTimerFd] = {}
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, settime: Callable[..., int]) -> None:
         self._loop = loop
@@ -49,7 +49,7 @@ class _LoopTimerFd:
         # which is skipped when it comes up (its due time no longer matches the timer's).
         self._heap: list[tuple[int, int, PreciseTimer]] = []
         self._sequence = itertools.count()
-        self.users = 0
+        self._users = 0
         loop.add_reader(fd, self._expired)
 
     @classmethod
@@ -82,8 +82,8 @@ class _LoopTimerFd:
     def _expired(self) -> None:
         try:
             os.read(self._fd, 8)
-        except BlockingIOError:  # set again, for later, after it became readable
-            return
+        except BlockingIOError:  # set again after it became readable: look at the heap anyway
+            pass
         now = time.monotonic_ns()
         heap = self._heap
         due: list[PreciseTimer] = []
@@ -101,9 +101,12 @@ class _LoopTimerFd:
         for timer in due:
             timer.fire()
 
+    def acquire(self) -> None:
+        self._users += 1
+
     def release(self) -> None:
-        self.users -= 1
-        if self.users == 0:
+        self._users -= 1
+        if self._users == 0:
             del self._of_loop[self._loop]
             self._loop.remove_reader(self._fd)
             os.close(self._fd)
@@ -116,7 +119,7 @@ class PreciseTimer:
         self._shared = shared
         self.fire = fire
         self._due_ns = 0
-        shared.users += 1
+        shared.acquire()
 
     @classmethod
     def create(cls, loop: asyncio.AbstractEventLoop, fire: Callable[[], None]) -> PreciseTimer | None:
