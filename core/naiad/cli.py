@@ -21,6 +21,7 @@ from naiad_wire.balance import ConnectionBalancer
 from naiad_wire.balance import install as install_balancer
 
 from .cache.response_cache import cache_spec_from_flags
+from .cpu_affinity import release_process
 from .errors import NaiadError
 from .flag_values import parse_bool as _bool
 from .frontends.options import GrpcOptions, HttpOptions, MetricsOptions
@@ -33,11 +34,14 @@ from .server import Server, ServerOptions
 from .startup_report import backend_table, model_table, options_table
 from .version import __version__
 from .workers import (
+    PIN_CHOICES,
     WORKER_INDEX_ENV,
     Topology,
     WorkerPool,
     WorkerServer,
     is_worker,
+    loop_cpu,
+    pin_event_loop,
     signal_worker_ready,
     wait_orphaned,
     worker_count,
@@ -243,6 +247,15 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="server processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each serving "
         "every model, kept one server by a control plane (docs/performance.md); default: one "
         "per usable CPU core (1 with port 0, with --rate-limit, or on a taken port)",
+    )
+    life.add_argument(
+        "--pin-loop-threads",
+        choices=PIN_CHOICES,
+        default="auto",
+        help="with several workers, run each worker's event-loop thread on a CPU of its own "
+        "(worker i on the i-th usable CPU, once it serves); every other thread and the model "
+        "processes keep every CPU. auto pins when there are at least as many usable CPUs as "
+        "workers (default auto)",
     )
     life.add_argument(
         "--id",
@@ -541,6 +554,9 @@ def configure_logging(verbose: int) -> None:
 async def serve(args: argparse.Namespace, options: ServerOptions | None = None, argv: Sequence[str] = ()) -> int:
     pool: WorkerPool | None = None
     topology = Topology.from_environment()
+    if topology is not None and topology.restarted:
+        # Started again by worker 0's pinned loop thread, this process inherited its CPU.
+        release_process(topology.cpus)
     if (getattr(args, "workers", 1) or 1) > 1:
         # The workers load their models while this process loads its own.
         topology = Topology.create(args.workers)
@@ -589,6 +605,10 @@ async def _serve(
         await server.stop()
         return 1
     extra = [("workers", str(args.workers))] if pool is not None else []
+    pin_cpu = loop_cpu(getattr(args, "pin_loop_threads", "off"), topology)
+    if pool is not None:
+        cpus = ", ".join(map(str, topology.cpus)) if topology is not None else ""
+        extra.append(("pin_loop_threads", "no" if pin_cpu is None else f"one CPU per worker, over CPUs {cpus}"))
     extra.append(("compiled_modules", _compiled_modules()))
     if not is_worker():  # worker 0 speaks for the server at start-up
         for table in (backend_table(server), model_table(server), options_table(server, extra)):
@@ -636,6 +656,8 @@ async def _serve(
             failed = [pool_ready]
         watchers.append(asyncio.create_task(pool.supervise()))
     if not failed and not stop.is_set():
+        if pin_cpu is not None:
+            _pin_loop_thread(loop, pin_cpu, topology)
         frontends = ", ".join(t.get_name().removeprefix("naiad-") for t in tasks) or "no frontends"
         if signal_worker_ready():
             log.info("worker %s serves: %s", os.environ.get(WORKER_INDEX_ENV, "?"), frontends)
@@ -657,6 +679,18 @@ async def _serve(
     await asyncio.gather(*tasks, return_exceptions=True)
     await server.stop()
     return 1 if failed else 0
+
+
+def _pin_loop_thread(loop: asyncio.AbstractEventLoop, cpu: int, topology: Topology | None) -> None:
+    """Pins this worker's loop thread once it serves: the models are loaded by then, so the
+    threads and processes they started kept every CPU."""
+    assert topology is not None
+    try:
+        pin_event_loop(loop, cpu, topology.cpus)
+    except OSError as exc:
+        log.warning(
+            "--pin-loop-threads: worker %d's event loop could not be pinned to CPU %d: %s", topology.index, cpu, exc
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -459,3 +459,70 @@ def test_workers_stop_when_worker_0_is_killed(repo: Path) -> None:
         # The orphaned worker notices (it checks once a second) and exits on its own.
         assert _wait_for(lambda: not _alive(worker)), "the worker kept running after worker 0 was killed"
         assert "worker 0 is gone" in server.log()
+
+
+def _threads(pid: int) -> list[int]:
+    return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+
+
+def _children(pid: int) -> list[int]:
+    return [
+        int(child) for tid in _threads(pid) for child in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
+    ]
+
+
+def _loop_pinned(worker: int) -> bool:
+    return len(os.sched_getaffinity(worker)) == 1
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning two event loops needs two usable CPUs")
+def test_each_worker_loop_runs_on_a_cpu_of_its_own_and_nothing_else_is_pinned(tmp_path: Path) -> None:
+    usable = set(os.sched_getaffinity(0))
+    ordered = sorted(usable)
+    (tmp_path / "pid" / "1").mkdir(parents=True)
+    (tmp_path / "pid" / "config.pbtxt").write_text(pid_config("pid"))
+    (tmp_path / "pid" / "1" / "model.py").write_text(PID_MODEL)
+    # The same model in a process of its own (the default execution mode): the PID is the stub's.
+    (tmp_path / "isolated" / "1").mkdir(parents=True)
+    (tmp_path / "isolated" / "config.pbtxt").write_text(pid_config("isolated").replace("in_process", "process"))
+    (tmp_path / "isolated" / "1" / "model.py").write_text(PID_MODEL)
+
+    def check(server: ServerProcess, workers: set[int]) -> None:
+        assert len(workers) == 2
+        # Each worker pins its loop once it serves; its health may answer a moment before.
+        assert _wait_for(lambda: all(_loop_pinned(w) for w in workers)), "an event loop was not pinned"
+        assert {frozenset(os.sched_getaffinity(w)) for w in workers} == {
+            frozenset({ordered[0]}),
+            frozenset({ordered[1]}),
+        }
+        for worker in workers:
+            others = [tid for tid in _threads(worker) if tid != worker]
+            assert others and all(os.sched_getaffinity(tid) == usable for tid in others), (
+                "a thread besides the loop was pinned"
+            )
+        stubs = {http_pid(server.http_url, "isolated") for _ in range(CONNECTIONS)}
+        assert len(stubs) == 2 and not stubs & workers
+        for stub in stubs:
+            assert any(stub in _children(w) for w in workers)
+            assert all(os.sched_getaffinity(tid) == usable for tid in _threads(stub)), "a model's process was pinned"
+
+    with ServerProcess(tmp_path, "--workers", "2") as server:
+        assert server.process is not None
+        workers = {http_pid(server.http_url) for _ in range(CONNECTIONS)}
+        check(server, workers)
+        assert re.search(
+            r"pin_loop_threads\s*\|\s*one CPU per worker, over CPUs " + ", ".join(map(str, ordered)), server.log()
+        )
+        # A worker started again by worker 0's pinned loop does not inherit its CPU.
+        worker = (workers - {server.process.pid}).pop()
+        subprocess.run(["kill", "-KILL", str(worker)], check=True)
+        assert _wait_for(lambda: "worker 1 serves again" in server.log())
+        restarted = {http_pid(server.http_url) for _ in range(CONNECTIONS)}
+        assert worker not in restarted
+        check(server, restarted)
+        assert server.stop() == 0
+    with ServerProcess(tmp_path, "--workers", "2", "--pin-loop-threads", "off") as server:
+        workers = {http_pid(server.http_url) for _ in range(CONNECTIONS)}
+        assert len(workers) == 2 and all(os.sched_getaffinity(w) == usable for w in workers)
+        assert re.search(r"pin_loop_threads\s*\|\s*no\s", server.log())
+        assert server.stop() == 0

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..cpu_affinity import release_calling_thread
+
 __all__ = ["InstanceThread"]
 
 T = TypeVar("T")
@@ -48,6 +50,9 @@ class InstanceThread:
         return future
 
     def _serve(self) -> None:
+        # Started by the event loop's thread, which may be pinned to one CPU: a framework's
+        # execution (and the thread pool it starts from here) gets every CPU of the server.
+        release_calling_thread()
         take = self._work.get
         while True:
             work = take()

@@ -1,5 +1,5 @@
 """Where a worker process stands in `naiad serve --workers N`: its index, how many workers
-there are, and the directory holding their control-plane sockets."""
+there are, the directory holding their control-plane sockets, and the CPUs the server may use."""
 
 from __future__ import annotations
 
@@ -9,13 +9,25 @@ import socket
 import tempfile
 from dataclasses import dataclass
 
-__all__ = ["Topology", "worker_count", "WORKER_INDEX_ENV", "WORKER_COUNT_ENV", "WORKER_DIR_ENV", "WORKER_RESTARTED_ENV"]
+from ..cpu_affinity import usable_cpus
+
+__all__ = [
+    "Topology",
+    "worker_count",
+    "WORKER_INDEX_ENV",
+    "WORKER_COUNT_ENV",
+    "WORKER_DIR_ENV",
+    "WORKER_RESTARTED_ENV",
+    "WORKER_CPUS_ENV",
+]
 
 WORKER_INDEX_ENV = "NAIAD_WORKER_INDEX"
 WORKER_COUNT_ENV = "NAIAD_WORKER_COUNT"
 WORKER_DIR_ENV = "NAIAD_WORKER_DIR"
 # Set for a worker started again after it died: it replays worker 0's journal before serving.
 WORKER_RESTARTED_ENV = "NAIAD_WORKER_RESTARTED"
+# The CPUs worker 0 could use when it started ("0,1"), before any event loop was pinned.
+WORKER_CPUS_ENV = "NAIAD_WORKER_CPUS"
 
 
 @dataclass(frozen=True)
@@ -24,11 +36,12 @@ class Topology:
     count: int
     directory: str
     restarted: bool = False
+    cpus: tuple[int, ...] = ()  # () where the platform cannot tell
 
     @classmethod
     def create(cls, count: int) -> Topology:
         """Worker 0's topology, with a fresh socket directory only this user can enter."""
-        return cls(0, count, tempfile.mkdtemp(prefix="naiad-workers-"))
+        return cls(0, count, tempfile.mkdtemp(prefix="naiad-workers-"), cpus=usable_cpus())
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -44,6 +57,7 @@ class Topology:
             int(os.environ[WORKER_COUNT_ENV]),
             directory,
             os.environ.get(WORKER_RESTARTED_ENV) == "1",
+            tuple(int(cpu) for cpu in os.environ.get(WORKER_CPUS_ENV, "").split(",") if cpu),
         )
 
     def environment_of(self, index: int, restarted: bool) -> dict[str, str]:
@@ -53,6 +67,7 @@ class Topology:
             WORKER_COUNT_ENV: str(self.count),
             WORKER_DIR_ENV: self.directory,
             WORKER_RESTARTED_ENV: "1" if restarted else "0",
+            WORKER_CPUS_ENV: ",".join(map(str, self.cpus)),
         }
 
 
@@ -79,10 +94,7 @@ def worker_count(requested: int | None, shared_ports: list[tuple[str, int]], rat
 
 
 def _usable_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    return max(1, len(usable_cpus()) or os.cpu_count() or 1)
 
 
 def _ports_free(addresses: list[tuple[str, int]]) -> bool:

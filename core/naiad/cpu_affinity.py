@@ -1,0 +1,70 @@
+"""Which CPUs a thread may run on: the event-loop thread of a worker pinned to one CPU, and
+every other thread of the server on all the CPUs the server may use.
+
+Linux gives a new thread (and a new process) the affinity of the thread that starts it, so a
+thread started by the pinned loop thread (the first batch on an instance thread, a default
+executor's thread, a model process spawned for a restart) would be pinned too, and with it a
+framework's thread pool. `release_calling_thread` is what such a thread calls first.
+Where the platform has no affinity calls, every function here does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+__all__ = ["usable_cpus", "pin_calling_thread", "release_calling_thread", "release_process", "pinned_cpu"]
+
+# The CPUs the server may use, recorded before any thread of this process was pinned.
+_server_cpus: frozenset[int] | None = None
+
+
+def usable_cpus() -> tuple[int, ...]:
+    """The CPUs the calling thread may run on now, in order; () where it cannot be known."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return ()
+
+
+def pin_calling_thread(cpu: int, server_cpus: Iterable[int]) -> None:
+    """Pin the calling thread (only it) to `cpu`; `server_cpus` is what the threads it starts
+    get back with `release_calling_thread`. Raises OSError when the kernel refuses."""
+    global _server_cpus
+    _server_cpus = frozenset(server_cpus)
+    os.sched_setaffinity(0, {cpu})
+
+
+def release_calling_thread() -> None:
+    """Give the calling thread every CPU of the server, if a thread of this process was
+    pinned; otherwise leave it as it is (the user's own `taskset` included)."""
+    cpus = _server_cpus
+    if cpus is None:
+        return
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError:  # a CPU taken away meanwhile (cpuset change): keep what the thread has
+        pass
+
+
+def release_process(cpus: Iterable[int]) -> None:
+    """Give every thread of this process the CPUs `cpus`: a worker started again by a pinned
+    event-loop thread inherits its single CPU, and threads of imported libraries with it."""
+    allowed = set(cpus)
+    if not allowed or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = [0]
+    for tid in threads:
+        try:
+            os.sched_setaffinity(tid, allowed)
+        except OSError:  # a thread that ended meanwhile, or a CPU no longer allowed
+            continue
+
+
+def pinned_cpu() -> int | None:
+    """The CPU the calling thread is pinned to, or None when it may run on several."""
+    cpus = usable_cpus()
+    return cpus[0] if len(cpus) == 1 else None
