@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-__all__ = ["usable_cpus", "pin_calling_thread", "release_calling_thread", "release_process", "pinned_cpu"]
+__all__ = ["usable_cpus", "pin_calling_thread", "release_calling_thread", "release_process"]
 
 # The CPUs the server may use, recorded before any thread of this process was pinned.
 _server_cpus: frozenset[int] | None = None
@@ -63,8 +63,3 @@ def release_process(cpus: Iterable[int]) -> None:
         except OSError:  # a thread that ended meanwhile, or a CPU no longer allowed
             continue
 
-
-def pinned_cpu() -> int | None:
-    """The CPU the calling thread is pinned to, or None when it may run on several."""
-    cpus = usable_cpus()
-    return cpus[0] if len(cpus) == 1 else None
