@@ -62,4 +62,3 @@ def release_process(cpus: Iterable[int]) -> None:
             os.sched_setaffinity(tid, allowed)
         except OSError:  # a thread that ended meanwhile, or a CPU no longer allowed
             continue
-
