@@ -254,8 +254,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="with several workers, run each worker's event-loop thread on a CPU of its own "
         "(worker i on the i-th usable CPU, once it serves); every other thread and the model "
-        "processes keep every CPU. auto pins when there are at least as many usable CPUs as "
-        "workers (default auto)",
+        "processes keep every CPU. auto pins when there is one worker per usable CPU, the "
+        "default --workers (default auto)",
     )
     life.add_argument(
         "--id",

@@ -25,13 +25,14 @@ def topology(index: int, count: int, cpus: tuple[int, ...]) -> Topology:
 def test_auto_gives_worker_i_the_ith_usable_cpu() -> None:
     assert loop_cpu("auto", topology(0, 2, (4, 6))) == 4
     assert loop_cpu("auto", topology(1, 2, (4, 6))) == 6
-    assert loop_cpu("auto", topology(1, 2, (0, 1, 2, 3))) == 1
 
 
-def test_nothing_is_pinned_for_one_process_more_workers_than_cpus_or_off() -> None:
+def test_nothing_is_pinned_unless_there_is_one_worker_per_usable_cpu() -> None:
     assert loop_cpu("auto", None) is None  # --workers 1
     assert loop_cpu("auto", topology(0, 1, (0, 1))) is None
     assert loop_cpu("auto", topology(2, 3, (0, 1))) is None  # two loops would share a CPU
+    # Every server with fewer workers than CPUs would pile onto the same first CPUs.
+    assert loop_cpu("auto", topology(1, 2, (0, 1, 2, 3))) is None
     assert loop_cpu("auto", topology(0, 2, ())) is None  # the platform cannot tell
     assert loop_cpu("off", topology(0, 2, (0, 1))) is None
 

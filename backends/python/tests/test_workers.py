@@ -7,6 +7,7 @@ a new connection (a new client), which the kernel may give to any worker."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import sys
 import textwrap
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -475,10 +476,23 @@ def _loop_pinned(worker: int) -> bool:
     return len(os.sched_getaffinity(worker)) == 1
 
 
+@contextlib.contextmanager
+def _children_on(cpus: set[int]) -> Iterator[None]:
+    """A process started meanwhile from this thread may use only `cpus`: it inherits them."""
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, own)
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning two event loops needs two usable CPUs")
 def test_each_worker_loop_runs_on_a_cpu_of_its_own_and_nothing_else_is_pinned(tmp_path: Path) -> None:
-    usable = set(os.sched_getaffinity(0))
-    ordered = sorted(usable)
+    # Two workers pin only when they are one per usable CPU (the default layout): the server
+    # is given two CPUs, whatever the machine has.
+    ordered = sorted(os.sched_getaffinity(0))[:2]
+    usable = set(ordered)
     (tmp_path / "pid" / "1").mkdir(parents=True)
     (tmp_path / "pid" / "config.pbtxt").write_text(pid_config("pid"))
     (tmp_path / "pid" / "1" / "model.py").write_text(PID_MODEL)
@@ -506,7 +520,9 @@ def test_each_worker_loop_runs_on_a_cpu_of_its_own_and_nothing_else_is_pinned(tm
             assert any(stub in _children(w) for w in workers)
             assert all(os.sched_getaffinity(tid) == usable for tid in _threads(stub)), "a model's process was pinned"
 
-    with ServerProcess(tmp_path, "--workers", "2") as server:
+    with _children_on(usable):
+        pinned = ServerProcess(tmp_path, "--workers", "2").start()
+    with pinned as server:
         assert server.process is not None
         workers = {http_pid(server.http_url) for _ in range(CONNECTIONS)}
         check(server, workers)
@@ -521,7 +537,9 @@ def test_each_worker_loop_runs_on_a_cpu_of_its_own_and_nothing_else_is_pinned(tm
         assert worker not in restarted
         check(server, restarted)
         assert server.stop() == 0
-    with ServerProcess(tmp_path, "--workers", "2", "--pin-loop-threads", "off") as server:
+    with _children_on(usable):
+        unpinned = ServerProcess(tmp_path, "--workers", "2", "--pin-loop-threads", "off").start()
+    with unpinned as server:
         workers = {http_pid(server.http_url) for _ in range(CONNECTIONS)}
         assert len(workers) == 2 and all(os.sched_getaffinity(w) == usable for w in workers)
         assert re.search(r"pin_loop_threads\s*\|\s*no\s", server.log())

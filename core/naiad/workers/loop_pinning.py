@@ -26,10 +26,12 @@ PIN_CHOICES = ("auto", "off")
 
 
 def loop_cpu(setting: str, topology: Topology | None) -> int | None:
-    """The CPU this worker's loop thread goes on, or None. `auto` pins when there are several
-    workers and at least as many usable CPUs: worker i takes the i-th (a CPU shared by two
-    loops would only queue them)."""
-    if setting == "off" or topology is None or topology.count < 2 or topology.count > len(topology.cpus):
+    """The CPU this worker's loop thread goes on, or None. `auto` pins in the default layout,
+    several workers and one per usable CPU: worker i takes the i-th. With fewer workers than
+    CPUs it does not, since every server on the machine would pick the same first CPUs (two
+    `--workers 2` servers on one host would share CPUs 0 and 1 and leave the rest idle); with
+    more, two loops would share a CPU."""
+    if setting == "off" or topology is None or topology.count < 2 or topology.count != len(topology.cpus):
         return None
     return topology.cpus[topology.index]
 
