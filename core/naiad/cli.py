@@ -656,7 +656,7 @@ async def _serve(
             failed = [pool_ready]
         watchers.append(asyncio.create_task(pool.supervise()))
     if not failed and not stop.is_set():
-        if pin_cpu is not None:
+        if pin_cpu is not None and topology is not None:
             _pin_loop_thread(loop, pin_cpu, topology)
         frontends = ", ".join(t.get_name().removeprefix("naiad-") for t in tasks) or "no frontends"
         if signal_worker_ready():
@@ -681,10 +681,9 @@ async def _serve(
     return 1 if failed else 0
 
 
-def _pin_loop_thread(loop: asyncio.AbstractEventLoop, cpu: int, topology: Topology | None) -> None:
+def _pin_loop_thread(loop: asyncio.AbstractEventLoop, cpu: int, topology: Topology) -> None:
     """Pins this worker's loop thread once it serves: the models are loaded by then, so the
     threads and processes they started kept every CPU."""
-    assert topology is not None
     try:
         pin_event_loop(loop, cpu, topology.cpus)
     except OSError as exc:
