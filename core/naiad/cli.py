@@ -246,7 +246,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="server processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each serving "
         "every model, kept one server by a control plane (docs/performance.md); default: one "
-        "per usable CPU core (1 with port 0, with --rate-limit, or on a taken port)",
+        "per usable CPU core, or per CPU of time a cgroup CPU limit allows when that is fewer "
+        "(1 with port 0, with --rate-limit, or on a taken port)",
     )
     life.add_argument(
         "--pin-loop-threads",

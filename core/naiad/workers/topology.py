@@ -3,6 +3,7 @@ there are, the directory holding their control-plane sockets, and the CPUs the s
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import socket
@@ -10,6 +11,7 @@ import tempfile
 from dataclasses import dataclass
 
 from ..cpu_affinity import usable_cpus
+from .cpu_quota import cpu_quota
 
 __all__ = [
     "Topology",
@@ -74,8 +76,8 @@ class Topology:
 def worker_count(requested: int | None, shared_ports: list[tuple[str, int]], rate_limited: bool) -> int:
     """How many workers `naiad serve` runs; raises ValueError for a count it cannot honour.
 
-    Not given, it is one per CPU core this process may run on, except where one process is
-    what fits: the workers share the ports, which must therefore be known before any of them
+    Not given, it is one per CPU core this process may run on (fewer when its cgroups allow
+    less CPU time than that), except where one process is what fits: the workers share the ports, which must therefore be known before any of them
     starts (an ephemeral port, 0, means one process), and `--rate-limit` counts its resources
     per process. A port some server already listens on also means one process: the workers
     bind with SO_REUSEPORT, which would let them join another server of the same user on its
@@ -94,7 +96,13 @@ def worker_count(requested: int | None, shared_ports: list[tuple[str, int]], rat
 
 
 def _usable_cores() -> int:
-    return max(1, len(usable_cpus()) or os.cpu_count() or 1)
+    """The CPUs this process may run on, or fewer when its cgroups allow less CPU time (a
+    container limited to 2 CPUs on a larger host: 2.5 CPUs' worth counts as 3)."""
+    cores = len(usable_cpus()) or os.cpu_count() or 1
+    quota = cpu_quota()
+    if quota is not None:
+        cores = min(cores, math.ceil(quota))
+    return max(1, cores)
 
 
 def _ports_free(addresses: list[tuple[str, int]]) -> bool:
