@@ -1,6 +1,6 @@
 """How many CPUs' worth of time the cgroups of this process allow: a container limited to
 2 CPUs on a 64-core host sees 64 CPUs in its affinity mask, and one worker per CPU would be
-32 processes, each loading every model, sharing two CPUs of time.
+64 processes, each loading every model, sharing two CPUs of time.
 
 cgroup v2 states the limit in `cpu.max` ("200000 100000": quota and period, microseconds;
 "max 100000": none), cgroup v1 in `cpu.cfs_quota_us` (-1: none) and `cpu.cfs_period_us`. A
@@ -40,7 +40,7 @@ def cpu_quota(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("
 
 
 def _along(base: Path, path: str, read: Callable[[Path], float | None]) -> list[float]:
-    """The limits set on the cgroup at `relative` below `base` and on each of its parents.
+    """The limits set on the cgroup at `path` below `base` and on each of its parents.
     Inside a container the path is often "/" (a cgroup namespace): its own cgroup is `base`."""
     parts = [part for part in path.split("/") if part]
     found = []

@@ -77,12 +77,12 @@ def worker_count(requested: int | None, shared_ports: list[tuple[str, int]], rat
     """How many workers `naiad serve` runs; raises ValueError for a count it cannot honour.
 
     Not given, it is one per CPU core this process may run on (fewer when its cgroups allow
-    less CPU time than that), except where one process is what fits: the workers share the ports, which must therefore be known before any of them
-    starts (an ephemeral port, 0, means one process), and `--rate-limit` counts its resources
-    per process. A port some server already listens on also means one process: the workers
-    bind with SO_REUSEPORT, which would let them join another server of the same user on its
-    port instead of failing, so one process starts and its frontend refuses the port with its
-    own error."""
+    less CPU time than that), except where one process is what fits: the workers share the
+    ports, which must therefore be known before any of them starts (an ephemeral port, 0,
+    means one process), and `--rate-limit` counts its resources per process. A port some
+    server already listens on also means one process: the workers bind with SO_REUSEPORT,
+    which would let them join another server of the same user on its port instead of
+    failing, so one process starts and its frontend refuses the port with its own error."""
     fixed = all(port != 0 for _, port in shared_ports)
     if requested is None:
         requested = _usable_cores() if fixed and not rate_limited else 1
