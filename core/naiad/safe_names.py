@@ -13,14 +13,16 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from naiad_wire.interprocess.shm_ring import SEGMENT_PREFIX
+
 from .errors import NaiadError
 
 __all__ = ["RESERVED_SHM_PREFIXES", "check_model_name", "check_model_file", "inside_directory", "check_shm_key"]
 
 # Shared-memory objects the server creates for itself: Triton's Python-backend prefix
-# (refused as Triton refuses it) and the files naiad's Python backend spills large tensors
-# into (naiad_backend_python.ipc.shm_ring.SEGMENT_PREFIX), which hold other clients' tensors.
-RESERVED_SHM_PREFIXES = ("triton_python_backend_shm_region_", "naiad-py-")
+# (refused as Triton refuses it) and the files naiad's processes spill large tensors into
+# when a shared-memory ring between them is full, which hold other clients' tensors.
+RESERVED_SHM_PREFIXES = ("triton_python_backend_shm_region_", SEGMENT_PREFIX)
 
 _WHITESPACE = " \t\n\r\f\v"
 

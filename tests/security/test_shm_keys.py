@@ -67,7 +67,7 @@ def test_a_symlink_in_dev_shm_is_not_followed(shm_server, secret_file):
 
 def test_reserved_keys_are_refused(shm_server):
     for client in clients(shm_server):
-        for prefix in ("triton_python_backend_shm_region_", "naiad-py-"):
+        for prefix in ("triton_python_backend_shm_region_", "naiad-ring-"):
             for key in (f"{prefix}x", f"/{prefix}x", f"///{prefix}x"):
                 expect_error(
                     lambda: client.register_system_shared_memory("reserved", key, 16),
@@ -146,8 +146,9 @@ def test_client_shared_memory_is_off_by_default(default_server, region):
     assert len(grpc.get_system_shared_memory_status().regions) == 0
 
 
-def test_the_python_backends_spill_files_are_reserved():
-    ring = pytest.importorskip("naiad_backend_python.ipc.shm_ring")
+def test_the_rings_spill_files_are_reserved():
+    from naiad_wire.interprocess import shm_ring
+
     from naiad.safe_names import RESERVED_SHM_PREFIXES
 
-    assert ring.SEGMENT_PREFIX in RESERVED_SHM_PREFIXES
+    assert shm_ring.SEGMENT_PREFIX in RESERVED_SHM_PREFIXES

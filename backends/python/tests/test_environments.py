@@ -113,7 +113,7 @@ def test_tensors_larger_than_the_ring_and_ring_wrap_around():
             blob = bytes_array(a.tobytes(), b"x" * size)
             echoed = server.infer("string_identity", {"INPUT0": blob}).output("OUTPUT0").data
             assert list(echoed) == list(blob)
-        leftovers = [p for p in os.listdir("/dev/shm") if p.startswith(f"naiad-py-{os.getpid()}-")]
+        leftovers = [p for p in os.listdir("/dev/shm") if p.startswith(f"naiad-ring-{os.getpid()}-")]
         assert leftovers == []
     finally:
         server.close()
@@ -281,8 +281,8 @@ def test_inputs_of_every_size_arrive_whole_and_writable(tmp_path):
     """Small tensors travel inside the control message, larger ones in the ring (copied,
     or read in place from 64 KiB): on either side of each boundary a model gets whole,
     writable inputs and its outputs come back whole."""
-    from naiad_backend_python.ipc.shm_ring import ZERO_COPY_BYTES
-    from naiad_backend_python.ipc.wire import INLINE_BYTES
+    from naiad_wire.interprocess.shm_ring import ZERO_COPY_BYTES
+    from naiad_wire.interprocess.messages import INLINE_BYTES
 
     (tmp_path / "increment" / "1").mkdir(parents=True)
     (tmp_path / "increment" / "1" / "model.py").write_text(INCREMENT_MODEL)

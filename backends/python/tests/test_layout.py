@@ -1,5 +1,5 @@
 """The process boundary the package shows: what runs in the model's process (`model_side`)
-and the wire both processes speak (`ipc`) import nothing of naiad, so a model's own
+and the messages both processes exchange (`naiad_wire.interprocess`) import nothing of naiad, so a model's own
 environment needs only numpy (as Triton's stub needs none of its server)."""
 
 import pkgutil
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import naiad_backend_python
+from naiad_wire import interprocess
 
 PACKAGE = Path(naiad_backend_python.__file__).parent
 
@@ -28,13 +29,16 @@ print("ok", len(sys.argv) - 1)
 """
 
 
-def _modules(subpackage: str) -> list[str]:
-    prefix = f"naiad_backend_python.{subpackage}."
-    return [prefix[:-1]] + [prefix + info.name for info in pkgutil.iter_modules([str(PACKAGE / subpackage)])]
+def _modules(package: str, directory: Path) -> list[str]:
+    return [package] + [f"{package}.{info.name}" for info in pkgutil.iter_modules([str(directory)])]
 
 
 def test_model_side_and_ipc_import_nothing_of_naiad() -> None:
-    modules = _modules("model_side") + _modules("ipc") + ["triton_python_backend_utils"]
+    modules = [
+        *_modules("naiad_backend_python.model_side", PACKAGE / "model_side"),
+        *_modules("naiad_wire.interprocess", Path(interprocess.__file__).parent),
+        "triton_python_backend_utils",
+    ]
     assert "naiad_backend_python.model_side.stub" in modules
     result = subprocess.run([sys.executable, "-c", _PROBE, *modules], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -8,6 +8,8 @@
 - `connections`: closing without losing the last answer, draining at shutdown.
 - `listen`: binds every listening socket; `balance`: evens out the connections of the
   processes that share a port.
+- `interprocess`: framed messages between processes of one host, their tensors in
+  shared-memory rings (the front doors and the model home; a Python model's process).
 
 The modules every request runs through are compiled with mypyc when the package is built
 (setup.py); `compiled_modules` names those that run compiled here (or in another package).

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..ipc.bytes_elements import decode_bytes_elements, encode_bytes_elements
-from ..ipc.wire import NUMPY_OF_DATATYPE
+from naiad_wire.interprocess.bytes_elements import decode_bytes_elements, encode_bytes_elements
+from naiad_wire.interprocess.messages import NUMPY_OF_DATATYPE
 from .errors import TritonModelException
 
 __all__ = [

@@ -34,8 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..ipc.shm_ring import RingReader, RingWriter
-from ..ipc.wire import (
+from naiad_wire.interprocess.shm_ring import RingReader, RingWriter
+from naiad_wire.interprocess.messages import (
     FrameReader,
     decode_array,
     encode_array,

@@ -15,6 +15,7 @@ from pathlib import Path
 from google.protobuf import json_format
 
 import naiad_backend_python
+import naiad_wire
 from naiad.backend import (
     Backend,
     BackendContext,
@@ -50,9 +51,10 @@ class PythonBackend(Backend):
         self.parse_lock = threading.Lock()
 
     def stub_python_path(self) -> str:
-        """A directory holding only this package and `triton_python_backend_utils`, put on
-        the model process's PYTHONPATH: a foreign interpreter (EXECUTION_ENV_PATH) then sees
-        the stub without seeing the rest of the server's site-packages."""
+        """A directory holding only this package, `triton_python_backend_utils` and
+        `naiad_wire` (whose `interprocess` messages the stub speaks), put on the model
+        process's PYTHONPATH: a foreign interpreter (EXECUTION_ENV_PATH) then sees the stub
+        without seeing the rest of the server's site-packages."""
         with self.parse_lock:  # models load in parallel threads
             if self._stub_path is None:
                 directory = Path(tempfile.mkdtemp(prefix="naiad-python-stub-"))
@@ -61,6 +63,7 @@ class PythonBackend(Backend):
                 (directory / "triton_python_backend_utils.py").symlink_to(
                     package.parent / "triton_python_backend_utils.py"
                 )
+                (directory / "naiad_wire").symlink_to(Path(naiad_wire.__file__).resolve().parent)
                 self._stub_path = str(directory)
             return self._stub_path
 

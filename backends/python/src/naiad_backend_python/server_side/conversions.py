@@ -18,7 +18,7 @@ from naiad.backend import (
     Tensor as CoreTensor,
 )
 
-from ..ipc.wire import plain_parameters
+from naiad_wire.interprocess.messages import plain_parameters
 from ..model_side import pb_utils as utils
 
 __all__ = [

@@ -26,8 +26,8 @@ from naiad.backend import InferenceRequest as CoreRequest
 from naiad.backend import InferenceResponse as CoreResponse
 from naiad.backend import NaiadError
 
-from ..ipc.shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
-from ..ipc.wire import (
+from naiad_wire.interprocess.shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
+from naiad_wire.interprocess.messages import (
     FRAME_HEADER,
     FrameReader,
     decode_array,

@@ -1,6 +1,7 @@
-"""Shared-memory rings that carry tensor bytes between the server and a model's process.
+"""Shared-memory rings that carry tensor bytes between two processes of one server (a front
+door and the model home, the model home and a Python model's process).
 
-Each direction has its own ring (a memfd the server creates and the stub inherits) with
+Each direction has its own ring (a memfd one process creates and hands the other) with
 one writer and one reader. The writer copies a message's tensors into the ring, then
 sends the small control message (which names each tensor's place) over the socket; the
 reader copies the tensors out and publishes how far it has consumed in the ring's header.
@@ -31,7 +32,7 @@ __all__ = ["HEADER_BYTES", "RingWriter", "RingReader", "create_ring_fd", "remove
 # The header holds the reader's consumed position (uint64 at offset 0); 64 bytes keeps the
 # data region cache-line aligned.
 HEADER_BYTES = 64
-SEGMENT_PREFIX = "naiad-py-"
+SEGMENT_PREFIX = "naiad-ring-"
 # Tensors this large are read in place rather than copied (a copy of a small tensor is
 # cheaper than tracking its lifetime).
 ZERO_COPY_BYTES = 64 * 1024
@@ -42,7 +43,7 @@ _counter = itertools.count()
 def create_ring_fd(byte_size: int) -> int:
     """An anonymous shared-memory file of `byte_size` data bytes plus the header."""
     byte_size += -byte_size % _ALIGN
-    fd = os.memfd_create("naiad-python-ring", 0)
+    fd = os.memfd_create("naiad-ring", 0)
     os.ftruncate(fd, HEADER_BYTES + byte_size)
     return fd
 

@@ -1,4 +1,5 @@
-"""The control messages between the server and a model's process.
+"""The framed messages between two processes of one server, their tensors in shared-memory
+rings (a front door and the model home; the model home and a Python model's process).
 
 A message is a 4-byte little-endian length and a pickled dict of plain values (str, int,
 float, bool, None, bytes, bytearray, lists, tuples, dicts); the unpickler refuses anything
@@ -8,7 +9,8 @@ message itself (``("i", bytes)``): for a few hundred bytes, a ring's bookkeeping
 sides costs more than the copy. A larger one has its bytes in a shared-memory ring (see
 shm_ring.py).
 
-Shared by the stub and the server, so it needs only numpy and the standard library.
+It needs only numpy and the standard library: a Python model's process imports it in
+whatever environment the model runs in.
 """
 
 from __future__ import annotations
