@@ -36,9 +36,10 @@ from .version import __version__
 from .workers import (
     PIN_CHOICES,
     WORKER_INDEX_ENV,
+    FrontDoor,
+    ModelHome,
     Topology,
     WorkerPool,
-    WorkerServer,
     is_worker,
     loop_cpu,
     pin_event_loop,
@@ -558,8 +559,10 @@ async def serve(args: argparse.Namespace, options: ServerOptions | None = None, 
     if topology is not None and topology.restarted:
         # Started again by worker 0's pinned loop thread, this process inherited its CPU.
         release_process(topology.cpus)
+    if topology is not None and topology.home:
+        return await _serve_home(args, options or options_from_args(args), topology)
     if (getattr(args, "workers", 1) or 1) > 1:
-        # The workers load their models while this process loads its own.
+        # The model home loads the models while the workers start.
         topology = Topology.create(args.workers)
         pool = WorkerPool(argv, topology)
         pool.start()
@@ -569,7 +572,7 @@ async def serve(args: argparse.Namespace, options: ServerOptions | None = None, 
         balancer.start()
         install_balancer(balancer)
     try:
-        return await _serve(args, options, pool, topology)
+        return await _serve(args, options or options_from_args(args), pool, topology)
     finally:
         if balancer is not None:
             install_balancer(None)
@@ -590,11 +593,9 @@ def _compiled_modules() -> str:
     return f"{len(core)} naiad, {len(wire)} naiad_wire"
 
 
-async def _serve(
-    args: argparse.Namespace, options: ServerOptions | None, pool: WorkerPool | None, topology: Topology | None
-) -> int:
-    options = options or options_from_args(args)
-    server = Server(options) if topology is None else WorkerServer(options, topology)
+async def _start_models(args: argparse.Namespace, server: Server, extra: list[tuple[str, str]]) -> bool:
+    """Start a server that holds the models (one process, or the model home), print its
+    start-up tables; False when it must not serve (the reason is logged)."""
     _, otel = trace_settings_from_config(args.trace_config)
     if otel.get("url"):
         server.tracing.tracer_provider = otlp_tracer_provider(otel)
@@ -604,28 +605,26 @@ async def _serve(
         # A start-up failure (a repository that is not there, ...) is one line, as in tritonserver.
         log.error("error: creating server: %s", exc.message)
         await server.stop()
-        return 1
-    extra = [("workers", str(args.workers))] if pool is not None else []
-    pin_cpu = loop_cpu(getattr(args, "pin_loop_threads", "off"), topology)
-    if pool is not None:
-        cpus = ", ".join(map(str, topology.cpus)) if topology is not None else ""
-        extra.append(("pin_loop_threads", "no" if pin_cpu is None else f"one CPU per worker, over CPUs {cpus}"))
+        return False
     extra.append(("compiled_modules", _compiled_modules()))
-    if not is_worker():  # worker 0 speaks for the server at start-up
-        for table in (backend_table(server), model_table(server), options_table(server, extra)):
-            print(table, file=sys.stderr, flush=True)
+    for table in (backend_table(server), model_table(server), options_table(server, extra)):
+        print(table, file=sys.stderr, flush=True)
     if server.startup_failures and args.exit_on_error:
         log.error("exiting: %d model(s) failed to load (--exit-on-error=true)", len(server.startup_failures))
         await server.stop()
-        return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    tasks = []
+        return False
+    return True
+
+
+async def _start_frontends(
+    args: argparse.Namespace, server: Server, names: tuple[str, ...], stop: asyncio.Event
+) -> list[asyncio.Task[None]]:
+    """Start the frontends among `names` that their flags enable, one after the other; one
+    that fails to start is logged and sets `stop` (its task is then done)."""
+    tasks: list[asyncio.Task[None]] = []
     frontend_arguments = _frontend_arguments(args)
     for name, flag, module_name in FRONTENDS:
-        if not getattr(args, flag):
+        if name not in names or not getattr(args, flag):
             continue
         try:
             module = importlib.import_module(module_name)
@@ -639,10 +638,51 @@ async def _serve(
         done, _ = await asyncio.wait([waiter, tasks[-1]], return_when=asyncio.FIRST_COMPLETED)
         if tasks[-1] in done:
             waiter.cancel()
-            error = tasks[-1].exception()
-            log.error("%s frontend failed to start: %s", name, error)
+            log.error("%s frontend failed to start: %s", name, tasks[-1].exception())
             stop.set()
             break
+    return tasks
+
+
+def _stop_on_signals(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def _shut_down(server: Server, tasks: list[asyncio.Task[None]], timeout_s: float) -> None:
+    log.info("shutting down: finishing in-flight requests (up to %ss)", timeout_s)
+    await server.drain(timeout_s)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await server.stop()
+
+
+async def _serve(
+    args: argparse.Namespace, options: ServerOptions, pool: WorkerPool | None, topology: Topology | None
+) -> int:
+    """One server process with its models, or a worker (a front door) of several."""
+    pin_cpu = loop_cpu(getattr(args, "pin_loop_threads", "off"), topology)
+    if topology is None:
+        server = Server(options)
+        if not await _start_models(args, server, []):
+            return 1
+    else:
+        if pool is not None:
+            try:
+                await pool.wait_home()
+            except RuntimeError as exc:
+                log.error("error: the model home did not start: %s", exc)
+                return 1
+        server = FrontDoor(options, topology)
+        await server.start()
+    loop = asyncio.get_running_loop()
+    stop = _stop_on_signals(loop)
+    # The model home serves the metrics of a server with several workers.
+    names = ("http", "grpc", "openai") if topology is not None else ("http", "grpc", "metrics", "openai")
+    tasks = await _start_frontends(args, server, names, stop)
     failed = [t for t in tasks if t.done()]
     watchers = [asyncio.create_task(stop.wait())]
     if is_worker():
@@ -673,12 +713,43 @@ async def _serve(
             log.error("worker 0 is gone; this worker stops too")
     for watcher in watchers:
         watcher.cancel()
-    log.info("shutting down: finishing in-flight requests (up to %ss)", args.exit_timeout_secs)
-    await server.drain(args.exit_timeout_secs)
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    await server.stop()
+    await _shut_down(server, tasks, args.exit_timeout_secs)
+    return 1 if failed else 0
+
+
+async def _serve_home(args: argparse.Namespace, options: ServerOptions, topology: Topology) -> int:
+    """The model home of `naiad serve --workers N`: every model, once; the front doors'
+    requests; the metrics port."""
+    server = Server(options)
+    # Worker 0's pinning, for the table: each worker pins its own loop once it serves.
+    pin_cpu = loop_cpu(getattr(args, "pin_loop_threads", "off"), dataclasses.replace(topology, index=0))
+    cpus = ", ".join(map(str, topology.cpus))
+    extra = [
+        ("workers", f"{topology.count} (front doors; the models live in the model home)"),
+        ("pin_loop_threads", "no" if pin_cpu is None else f"one CPU per worker, over CPUs {cpus}"),
+    ]
+    if not await _start_models(args, server, extra):
+        return 1
+    home = ModelHome(server, topology)
+    if topology.restarted:
+        await home.rejoin()
+    await home.start()
+    stop = _stop_on_signals(asyncio.get_running_loop())
+    tasks = await _start_frontends(args, server, ("metrics",), stop)
+    failed = stop.is_set()
+    orphaned = asyncio.create_task(wait_orphaned())
+    if not failed:
+        signal_worker_ready()
+        log.info("the model home serves")
+        waiter = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait([waiter, orphaned, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if orphaned in done:
+            log.error("worker 0 is gone; the model home stops too")
+    orphaned.cancel()
+    # Worker 0 stops the model home last, once the workers have finished their requests.
+    await home.close()
+    await _shut_down(server, tasks, args.exit_timeout_secs)
     return 1 if failed else 0
 
 
@@ -716,7 +787,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if allowed
     ]
     try:
-        args.workers = worker_count(args.workers, shared_ports, rate_limited=args.rate_limit != "off")
+        args.workers = worker_count(args.workers, shared_ports)
     except ValueError as exc:
         parser.error(str(exc))
     if args.workers > 1:

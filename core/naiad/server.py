@@ -279,13 +279,16 @@ class Server:
         return self.model(name, version).config
 
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
-        loaded = self.model(name, version)
+        return self._metadata_of(self.model(name, version), sorted(self._models().record(name).serving))
+
+    @staticmethod
+    def _metadata_of(loaded: Any, versions: list[int]) -> dict[str, Any]:
+        """KServe's model metadata of `loaded` (a version with `name` and `config`)."""
         config = loaded.config
         batch = [-1] if config.max_batch_size > 0 else []
-        record = self._models().record(name)
         return {
-            "name": name,
-            "versions": [str(v) for v in sorted(record.serving)],
+            "name": loaded.name,
+            "versions": [str(v) for v in versions],
             "platform": config.platform or config.backend,
             "inputs": [{"name": s.name, "datatype": s.datatype, "shape": batch + list(s.dims)} for s in config.inputs],
             "outputs": [

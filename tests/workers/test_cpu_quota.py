@@ -55,8 +55,8 @@ def test_cgroup_v1_quota_and_unlimited(tmp_path: Path) -> None:
 def test_the_default_worker_count_follows_the_quota(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(topology, "usable_cpus", lambda: tuple(range(64)))
     monkeypatch.setattr(topology, "cpu_quota", lambda: 2.5)  # 2.5 CPUs' worth of time: 3 workers
-    assert topology.worker_count(None, [], rate_limited=False) == 3
+    assert topology.worker_count(None, []) == 3
     monkeypatch.setattr(topology, "cpu_quota", lambda: None)
-    assert topology.worker_count(None, [], rate_limited=False) == 64
+    assert topology.worker_count(None, []) == 64
     monkeypatch.setattr(topology, "cpu_quota", lambda: 0.2)
-    assert topology.worker_count(None, [], rate_limited=False) == 1
+    assert topology.worker_count(None, []) == 1

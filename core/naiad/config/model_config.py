@@ -134,6 +134,11 @@ class ModelConfig:
         self.input_by_name = {spec.name: spec for spec in self.inputs}
         self.output_by_name = {spec.name: spec for spec in self.outputs}
 
+    @property
+    def labels(self) -> dict[str, tuple[str, ...]]:
+        """Each output's label file lines, by output name (outputs without labels left out)."""
+        return dict(self._labels)
+
     def inherit_labels(self, labels: dict[str, tuple[str, ...]]) -> None:
         """Give the outputs that have no label file of their own the labels in `labels`
         (an ensemble's outputs take those of the step outputs that produce them)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..config.ensemble_validation import find_ensemble_cycle, step_model_names
@@ -23,7 +24,7 @@ from ..scheduling.rate_limiter import RateLimiter
 from .backend_registry import BackendRegistry
 from .building import VersionBuilder, finalize
 from .heap import HeapSettler
-from .records import LoadedVersion, ModelRecord, ModelState, unknown_model
+from .records import LoadedVersion, ModelRecord, ModelState, select_version, unknown_model
 from .warmup import warm_up
 
 if TYPE_CHECKING:
@@ -59,6 +60,9 @@ class ModelManager:
         )
         # Freezes the long-lived heap out of the collector's way after loads and unloads.
         self.heap = HeapSettler()
+        # Called whenever what serves, or a model's state, changed (the model home tells
+        # the front doors).
+        self.on_change: Callable[[], None] | None = None
 
     # -- queries -------------------------------------------------------------------------
 
@@ -71,27 +75,16 @@ class ModelManager:
     def get(self, name: str, version: str = "") -> LoadedVersion:
         """The version that serves `name`/`version` ("" or "-1": the highest loaded)."""
         record = self._records.get(name)
-        if record is None or not record.serving:
-            if record is not None and record.states:
-                reason = "; ".join(r for _, r in record.states.values() if r)
-                raise NaiadError.unavailable(f"model '{name}' is not ready" + (f": {reason}" if reason else ""))
+        if record is None:
             raise NaiadError.not_found(unknown_model(name, version))
-        if version in ("", "-1"):
-            return record.serving[max(record.serving)]
-        try:
-            number = int(version)
-        except ValueError:
-            raise NaiadError.invalid(
-                f"failed to get model version from specified version string '{version}', version should be an "
-                "integral value > 0"
-            ) from None
-        loaded = record.serving.get(number)
-        if loaded is None:
-            raise NaiadError.not_found(f"{unknown_model(name, version)} (loaded versions: {sorted(record.serving)})")
-        return loaded
+        return select_version(name, version, record.serving, record.states)
 
     def known(self, name: str) -> ModelRecord | None:
         return self._records.get(name)
+
+    def names(self) -> list[str]:
+        """Every model this manager has a record of: serving, failed or unloaded."""
+        return list(self._records)
 
     def loaded_names(self) -> list[str]:
         return [name for name, record in self._records.items() if record.serving]
@@ -170,10 +163,12 @@ class ModelManager:
                 )
                 if not record.serving:
                     self._records.pop(name, None)
+                    self._changed()
                 raise NaiadError.internal(message)
             for version in record.states:
                 if version not in record.serving:
                     record.states[version] = (ModelState.LOADING, "")
+            self._changed()
             record.fingerprint = source.fingerprint()
             serving = dict(record.serving) if config_override is None else {}
             try:
@@ -210,6 +205,7 @@ class ModelManager:
             record.serving = built
             record.statistics.update({v: loaded.statistics for v, loaded in built.items()})
             record.states = {v: (ModelState.READY, "") for v in built}
+            self._changed()
             log.info("successfully loaded '%s' version(s) %s", name, sorted(built))
         await self._retire(retired)
         self.heap.settle_soon()
@@ -273,8 +269,10 @@ class ModelManager:
             for loaded in retired:
                 record.states[loaded.version] = (ModelState.UNLOADING, "")
             record.serving = {}
+            self._changed()
             await self._retire(retired)
             record.states = {v: (ModelState.UNAVAILABLE, "unloaded") for v in record.states}
+            self._changed()
             log.info("successfully unloaded '%s'", name)
         self.heap.settle_soon()
 
@@ -287,6 +285,7 @@ class ModelManager:
             record = self._records[name]
             retired = list(record.serving.values())
             record.serving = {}
+            self._changed()
             await self._retire(retired, timeout)
 
     def _fail(self, record: ModelRecord, reason: str, version: int | None = None) -> None:
@@ -296,9 +295,14 @@ class ModelManager:
             record.states = {v: (ModelState.READY, "") for v in record.serving}
             if version is not None and version not in record.serving:
                 record.states[version] = (ModelState.UNAVAILABLE, reason)
-            return
-        versions = [v for v in record.states if v] or [0]
-        record.states = {v: (ModelState.UNAVAILABLE, reason) for v in versions}
+        else:
+            versions = [v for v in record.states if v] or [0]
+            record.states = {v: (ModelState.UNAVAILABLE, reason) for v in versions}
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     async def _retire(self, versions: list[LoadedVersion], timeout: float | None = None) -> None:
         for loaded in versions:

@@ -4,16 +4,18 @@ and per name what serves, the index's view and the cumulative statistics (`Model
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..backend.abi import Model
 from ..config.model_config import ModelConfig
+from ..errors import NaiadError
 from ..observability.statistics import ModelStatistics
 from ..scheduling.instance_runner import InstanceRunner
 from ..scheduling.scheduler import Scheduler
 
-__all__ = ["LoadedVersion", "ModelRecord", "ModelState", "unknown_model"]
+__all__ = ["LoadedVersion", "ModelRecord", "ModelState", "unknown_model", "select_version"]
 
 
 class ModelState:
@@ -67,3 +69,33 @@ class ModelRecord:
 def unknown_model(name: str, version: str = "") -> str:
     """Triton's words for a model (version) the server does not serve; clients match on them."""
     return f"Request for unknown model: '{name}'" + (f" version {version}" if version else "") + " is not found"
+
+
+_Version = TypeVar("_Version")
+
+
+def select_version(
+    name: str, version: str, serving: Mapping[int, _Version], states: Mapping[int, tuple[str, str]]
+) -> _Version:
+    """The version of `serving` that serves `name`/`version` ("" or "-1": the highest), or
+    the error Triton answers: NOT_FOUND for an unknown model or version, UNAVAILABLE with
+    the reason for one known but not serving, INVALID_ARG for a version that is no number.
+    The model manager and a front door's copy of its table answer alike through it."""
+    if not serving:
+        if states:
+            reason = "; ".join(r for _, r in states.values() if r)
+            raise NaiadError.unavailable(f"model '{name}' is not ready" + (f": {reason}" if reason else ""))
+        raise NaiadError.not_found(unknown_model(name, version))
+    if version in ("", "-1"):
+        return serving[max(serving)]
+    try:
+        number = int(version)
+    except ValueError:
+        raise NaiadError.invalid(
+            f"failed to get model version from specified version string '{version}', version should be an "
+            "integral value > 0"
+        ) from None
+    found = serving.get(number)
+    if found is None:
+        raise NaiadError.not_found(f"{unknown_model(name, version)} (loaded versions: {sorted(serving)})")
+    return found

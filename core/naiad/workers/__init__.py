@@ -1,13 +1,16 @@
-"""`naiad serve --workers N`: one logical server over several processes (docs/performance.md)."""
+"""`naiad serve --workers N`: N front doors and one model home, one logical server
+(docs/deployment.md)."""
 
+from .front_door import FrontDoor
 from .loop_pinning import PIN_CHOICES, loop_cpu, pin_event_loop
+from .model_home import ModelHome
 from .supervisor import WorkerPool, is_worker, signal_worker_ready, wait_orphaned
 from .topology import WORKER_INDEX_ENV, Topology, worker_count
-from .worker_server import WorkerServer
 
 __all__ = [
+    "FrontDoor",
+    "ModelHome",
     "WorkerPool",
-    "WorkerServer",
     "Topology",
     "WORKER_INDEX_ENV",
     "worker_count",

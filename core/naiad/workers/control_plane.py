@@ -1,10 +1,10 @@
-"""The control plane of `naiad serve --workers N`: how worker processes talk to each other.
+"""The control plane of `naiad serve --workers N`: how its processes ask each other things.
 
-Each worker listens on its own Unix socket, `<dir>/<index>.sock`, in a directory only the
-server's user can enter (worker 0 creates it mode 0700), and answers calls from its peers
-in threads of its own: a call never needs the event loop of the worker that answers
-unless the operation itself runs there (a model load, a forwarded inference), so two
-workers that call each other at the same moment cannot deadlock.
+Each worker listens on its own Unix socket, `<dir>/<index>.sock`, and the model home on
+`<dir>/home-control.sock`, in a directory only the server's user can enter (worker 0 creates
+it mode 0700); each answers calls in threads of its own: a call never needs the event loop
+of the process that answers unless the operation itself runs there (a change to trace
+settings), so two processes that call each other at the same moment cannot deadlock.
 
 A message is a 4-byte big-endian length and a pickled Python object: the peers are
 copies of this very program started by worker 0, so the socket's permissions are the
@@ -138,15 +138,16 @@ def _answer(handlers: dict[str, Handler], operation: str, arguments: tuple[Any, 
 
 
 class PeerUnreachable(NaiadError):
-    """A worker did not answer: not started yet, or killed and being restarted."""
+    """A process did not answer: not started yet, or killed and being restarted."""
 
-    def __init__(self, index: int) -> None:
-        super().__init__(ErrorCode.UNAVAILABLE, f"worker {index} did not answer (it may be restarting)")
-        self.index = index
+    def __init__(self, label: str) -> None:
+        super().__init__(ErrorCode.UNAVAILABLE, f"{label} did not answer (it may be restarting)")
+        self.label = label
 
 
 class Peer:
-    """Calls into one other worker; keeps idle connections for the next call.
+    """Calls into one other process (a worker, or the model home: index -1); keeps idle
+    connections for the next call.
 
     Calls block the calling thread: the event loop calls quick operations (statistics,
     shared-memory registrations) directly and runs long ones in a thread."""
@@ -154,6 +155,7 @@ class Peer:
     def __init__(self, index: int, path: str) -> None:
         self.index = index
         self.path = path
+        self.label = "the model home" if index < 0 else f"worker {index}"
         self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
 
@@ -169,7 +171,7 @@ class Peer:
             except OSError:
                 sock.close()
                 if not reused:
-                    raise PeerUnreachable(self.index) from None
+                    raise PeerUnreachable(self.label) from None
                 # A kept connection to a worker that has died since (and may have been
                 # started again): the call never reached it; try a new connection. (Once
                 # sent, a call is never sent again: it may have been applied.)
@@ -177,7 +179,7 @@ class Peer:
             ok, result = _receive(sock)
         except (OSError, EOFError):
             sock.close()
-            raise PeerUnreachable(self.index) from None
+            raise PeerUnreachable(self.label) from None
         with self._lock:
             self._idle.append(sock)
         if not ok:
@@ -195,7 +197,7 @@ class Peer:
             sock.connect(self.path)
         except OSError:
             sock.close()
-            raise PeerUnreachable(self.index) from None
+            raise PeerUnreachable(self.label) from None
         return sock, False
 
     def listening(self) -> bool:

@@ -1,7 +1,8 @@
-"""Server state a client changes through one worker and every worker must hold: shared-memory
-registrations, trace settings and log settings. Each change is applied here first (so a bad
-one is refused with this process's own error) and then handed to `replicate`, which applies
-it on the other workers before the client gets its answer."""
+"""Server state a client changes through one front door: shared-memory registrations and log
+settings, which every process must hold, and trace settings, which the model home holds.
+A change every process holds is applied here first (so a bad one is refused with this
+process's own error) and then handed to `replicate`, which applies it on the other processes
+before the client gets its answer."""
 
 from __future__ import annotations
 
@@ -9,18 +10,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..observability.log_settings import LogSettings
-from ..observability.tracing import TraceSettings, Tracing
+from ..observability.tracing import Tracing
 from ..shared_memory import SharedMemoryRegistry
 
-__all__ = ["Replicate", "ReplicatedSharedMemory", "ReplicatedTracing", "ReplicatedLogSettings"]
+__all__ = ["Replicate", "ReplicatedSharedMemory", "HomeTracing", "ReplicatedLogSettings"]
 
-# (operation, *arguments): apply on every other worker; raises NaiadError when one refused.
+# (operation, *arguments): apply on every other process; raises NaiadError when one refused.
 Replicate = Callable[..., None]
 
 
 class ReplicatedSharedMemory(SharedMemoryRegistry):
-    """Every worker maps a region a client registers (the region is a named POSIX object
-    any process of the user can open)."""
+    """Every front door maps a region a client registers (the region is a named POSIX object
+    any process of the user can open): each reads its clients' inputs from it and writes their
+    outputs into it."""
 
     def __init__(self, allow_client: bool, replicate: Replicate) -> None:
         super().__init__(allow_client)
@@ -41,33 +43,25 @@ class ReplicatedSharedMemory(SharedMemoryRegistry):
         super().unregister(name)
 
 
-class ReplicatedTracing(Tracing):
-    """Settings replicated; with `write_elsewhere`, the traces of a trace file go to the
-    worker that writes them (worker 0: one file, as one server writes)."""
+class HomeTracing(Tracing):
+    """Trace settings as a front door's frontends see them: requests are traced where they
+    run, in the model home, so its settings are the server's; reading or changing them asks
+    the model home (`ask(operation, *arguments)`), and a change is then `share`d for the
+    journal."""
 
-    def __init__(
-        self,
-        settings: TraceSettings | None,
-        replicate: Replicate,
-        write_elsewhere: Callable[[str, dict[str, Any], int], None] | None,
-    ) -> None:
-        super().__init__(settings)
-        self._replicate = replicate
-        self._write_elsewhere = write_elsewhere
+    def __init__(self, ask: Callable[..., Any], share: Replicate) -> None:
+        super().__init__(None)
+        self._ask = ask
+        self._share = share
 
-    def add_file_entry(self, path: str, entry: dict[str, Any], frequency: int) -> None:
-        if self._write_elsewhere is None:
-            super().add_file_entry(path, entry, frequency)
-        else:
-            self._write_elsewhere(path, entry, frequency)
-
-    def update(self, changes: Mapping[str, Any], model: str = "") -> dict[str, Any]:
-        result = self.update_here(changes, model)
-        self._replicate("trace", dict(changes), model)
+    def get(self, model: str = "") -> dict[str, Any]:
+        result: dict[str, Any] = self._ask("trace_get", model)
         return result
 
-    def update_here(self, changes: Mapping[str, Any], model: str = "") -> dict[str, Any]:
-        return super().update(changes, model)
+    def update(self, changes: Mapping[str, Any], model: str = "") -> dict[str, Any]:
+        result: dict[str, Any] = self._ask("trace_update", dict(changes), model)
+        self._share("trace", dict(changes), model)
+        return result
 
 
 class ReplicatedLogSettings:

@@ -1,16 +1,16 @@
-"""`naiad serve --workers N`: N server processes sharing the HTTP and gRPC ports.
+"""`naiad serve --workers N`: N front doors sharing the HTTP and gRPC ports, one model home.
 
 Python serves one request at a time per interpreter, so on a machine with several cores one
-process leaves cores idle. The process started by the user (worker 0) starts N-1 copies of
-itself with the same flags; every process loads every model and listens on the same HTTP and
-gRPC ports with SO_REUSEPORT, and the kernel spreads new connections over them. The control
-plane (`control_plane.py`, `worker_server.py`) keeps them one server; docs/performance.md
-says what that means for users.
+process leaves cores idle. The process started by the user (worker 0) starts the model home
+(model_home.py: where every model lives, once) and N-1 copies of itself with the same flags;
+each worker listens on the same HTTP and gRPC ports with SO_REUSEPORT, the kernel spreads new
+connections over them, and each hands its requests to the model home (front_door.py).
+docs/deployment.md says what that means for users.
 
-Worker 0 supervises: it logs the ready line once every worker serves, starts a worker that
-died again (the new one replays worker 0's journal before it serves), and on SIGTERM stops
-the workers and waits for them. A worker whose parent is gone (worker 0 killed with SIGKILL)
-stops by itself.
+Worker 0 supervises: it logs the ready line once the model home and every worker serve,
+starts one that died again (the new one replays worker 0's journal before it serves), and on
+SIGTERM stops the workers, waits for them, and stops the model home last. A process whose
+parent is gone (worker 0 killed with SIGKILL) stops by itself.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ from .topology import WORKER_INDEX_ENV, Topology
 
 __all__ = [
     "WorkerPool",
+    "HOME",
     "WORKER_READY_FD_ENV",
     "WORKER_INDEX_ENV",
     "worker_arguments",
+    "home_arguments",
     "signal_worker_ready",
     "is_worker",
     "wait_orphaned",
@@ -43,12 +45,14 @@ WORKER_READY_FD_ENV = "NAIAD_WORKER_READY_FD"
 # doubled each time up to _MAX_BACKOFF_S (a model that crashes at load must not spin).
 _FIRST_BACKOFF_S = 1.0
 _MAX_BACKOFF_S = 30.0
+# The pool's key of the model home among its processes (the workers' are their indices).
+HOME = -1
 
 
 def worker_arguments(argv: Sequence[str]) -> list[str]:
     """The command-line of an extra worker: the user's flags, then overrides (argparse keeps
     the last occurrence): one process, shared ports (the OpenAI port too); the metrics port is
-    worker 0's."""
+    the model home's."""
     return [
         *argv,
         "--workers",
@@ -60,6 +64,12 @@ def worker_arguments(argv: Sequence[str]) -> list[str]:
         "--allow-metrics",
         "false",
     ]
+
+
+def home_arguments(argv: Sequence[str]) -> list[str]:
+    """The model home's command-line: the user's flags, one process. It serves the metrics
+    port (the figures are its models'), and the HTTP and gRPC ports are the workers'."""
+    return [*argv, "--workers", "1"]
 
 
 def is_worker() -> bool:
@@ -93,11 +103,20 @@ class _Worker:
 
     def __init__(self, argv: list[str], topology: Topology, index: int, restarted: bool) -> None:
         self.index = index
+        self.label = "the model home" if index == HOME else f"worker {index}"
         read_end, write_end = os.pipe()
         self.ready_read = read_end
-        env = dict(os.environ, **topology.environment_of(index, restarted), **{WORKER_READY_FD_ENV: str(write_end)})
+        role = topology.environment_of(index, restarted, home=index == HOME)
+        env = dict(os.environ, **role, **{WORKER_READY_FD_ENV: str(write_end)})
         try:
-            self.process = subprocess.Popen([sys.executable, "-m", "naiad.cli", *argv], env=env, pass_fds=(write_end,))
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "naiad.cli", *argv],
+                env=env,
+                pass_fds=(write_end,),
+                # The model home stops last, after the workers have finished their requests:
+                # a Ctrl-C in a terminal, sent to the whole foreground group, must not reach it.
+                process_group=0 if index == HOME else None,
+            )
         finally:
             os.close(write_end)
 
@@ -117,33 +136,56 @@ class _Worker:
 
 
 class WorkerPool:
-    """The extra worker processes of one `naiad serve --workers N`, supervised by worker 0."""
+    """The model home and the extra workers of one `naiad serve --workers N`, supervised by
+    worker 0."""
 
     def __init__(self, argv: Sequence[str], topology: Topology) -> None:
-        self._argv = worker_arguments(argv)
+        self._home_argv = home_arguments(argv)
+        self._worker_argv = worker_arguments(argv)
         self._topology = topology
         self._workers: dict[int, _Worker] = {}
+        self._ready: dict[int, asyncio.Task[bool]] = {}
         self._stopping = False
 
+    def _start(self, index: int, restarted: bool) -> _Worker:
+        argv = self._home_argv if index == HOME else self._worker_argv
+        worker = self._workers[index] = _Worker(argv, self._topology, index, restarted)
+        return worker
+
     def start(self) -> None:
+        """Start the model home and the extra workers, all at once: the workers connect to
+        the model home once its models are loaded."""
+        home = self._start(HOME, restarted=False)
         for index in range(1, self._topology.count):
-            self._workers[index] = _Worker(self._argv, self._topology, index, restarted=False)
+            self._start(index, restarted=False)
+        extra = ", ".join(str(self._workers[i].process.pid) for i in range(1, self._topology.count))
         log.info(
-            "started %d extra worker process(es): %s",
-            len(self._workers),
-            ", ".join(str(w.process.pid) for w in self._workers.values()),
+            "started the model home (pid %d) and %d extra worker(s): %s",
+            home.process.pid,
+            len(self._workers) - 1,
+            extra,
         )
 
+    async def wait_home(self) -> None:
+        """Returns once the model home serves; raises RuntimeError if it exits first."""
+        await self._wait_ready([HOME])
+
     async def wait_ready(self) -> None:
-        """Returns once every worker serves; raises RuntimeError if one exits first."""
-        ready = await asyncio.gather(*(worker.wait_ready() for worker in self._workers.values()))
+        """Returns once every process serves; raises RuntimeError if one exits first."""
+        await self._wait_ready(list(self._workers))
+
+    async def _wait_ready(self, indices: list[int]) -> None:
+        for index in indices:
+            if index not in self._ready:
+                self._ready[index] = asyncio.ensure_future(self._workers[index].wait_ready())
+        ready = await asyncio.gather(*(self._ready[index] for index in indices))
         if not all(ready):
             exits = ", ".join(
-                f"worker {w.index} (pid {w.process.pid}) exit {w.process.poll()}"
-                for w, ok in zip(self._workers.values(), ready)
+                f"{w.label} (pid {w.process.pid}) exit {w.process.poll()}"
+                for w, ok in zip((self._workers[i] for i in indices), ready)
                 if not ok
             )
-            raise RuntimeError(f"worker process(es) exited before serving: {exits}")
+            raise RuntimeError(f"process(es) exited before serving: {exits}")
 
     async def supervise(self) -> None:
         """Start again every worker that exits, for as long as the server runs."""
@@ -156,28 +198,37 @@ class WorkerPool:
             code = await worker.wait_exit()
             if self._stopping:
                 return
-            log.error("worker %d (pid %d) exited with %s; starting it again", index, worker.process.pid, code)
-            worker = self._workers[index] = _Worker(self._argv, self._topology, index, restarted=True)
+            log.error("%s (pid %d) exited with %s; starting it again", worker.label, worker.process.pid, code)
+            worker = self._start(index, restarted=True)
             if await worker.wait_ready():
-                log.info("worker %d serves again (pid %d)", index, worker.process.pid)
+                log.info("%s serves again (pid %d)", worker.label, worker.process.pid)
                 backoff = _FIRST_BACKOFF_S
             else:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
 
     async def stop(self, timeout_s: float) -> None:
-        """SIGTERM to every worker (each drains its own requests), then SIGKILL after timeout_s."""
+        """SIGTERM to every worker (each drains its own requests), then to the model home,
+        which answers them meanwhile; SIGKILL to any still running after timeout_s."""
         self._stopping = True
-        processes = [worker.process for worker in self._workers.values()]
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+        for task in self._ready.values():
+            task.cancel()
+        workers = [worker for index, worker in self._workers.items() if index != HOME]
+        await self._stop_processes(workers, timeout_s)
+        await self._stop_processes([self._workers[HOME]] if HOME in self._workers else [], timeout_s)
+
+    @staticmethod
+    async def _stop_processes(workers: list[_Worker], timeout_s: float) -> None:
+        for worker in workers:
+            if worker.process.poll() is None:
+                worker.process.send_signal(signal.SIGTERM)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s + 5
-        for process in processes:
+        for worker in workers:
+            process = worker.process
             while process.poll() is None and loop.time() < deadline:
                 await asyncio.sleep(0.05)
             if process.poll() is None:
-                log.warning("worker process %d did not stop in time; killing it", process.pid)
+                log.warning("%s (pid %d) did not stop in time; killing it", worker.label, process.pid)
                 process.kill()
                 process.wait()

@@ -1,5 +1,6 @@
-"""Where a worker process stands in `naiad serve --workers N`: its index, how many workers
-there are, the directory holding their control-plane sockets, and the CPUs the server may use."""
+"""Where a process stands in `naiad serve --workers N`: a front door (its index, how many
+there are) or the model home, the directory holding their sockets, and the CPUs the server
+may use."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ __all__ = [
     "WORKER_DIR_ENV",
     "WORKER_RESTARTED_ENV",
     "WORKER_CPUS_ENV",
+    "WORKER_ROLE_ENV",
 ]
 
 WORKER_INDEX_ENV = "NAIAD_WORKER_INDEX"
@@ -30,6 +32,8 @@ WORKER_DIR_ENV = "NAIAD_WORKER_DIR"
 WORKER_RESTARTED_ENV = "NAIAD_WORKER_RESTARTED"
 # The CPUs worker 0 could use when it started ("0,1"), before any event loop was pinned.
 WORKER_CPUS_ENV = "NAIAD_WORKER_CPUS"
+# "home" in the model home; unset in the front doors.
+WORKER_ROLE_ENV = "NAIAD_WORKER_ROLE"
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,17 @@ class Topology:
     directory: str
     restarted: bool = False
     cpus: tuple[int, ...] = ()  # () where the platform cannot tell
+    home: bool = False  # this process is the model home (its index means nothing then)
+
+    @property
+    def home_path(self) -> str:
+        """The model home's socket for the front doors' requests."""
+        return os.path.join(self.directory, "home.sock")
+
+    @property
+    def home_control_path(self) -> str:
+        """The model home's control-plane socket."""
+        return os.path.join(self.directory, "home-control.sock")
 
     @classmethod
     def create(cls, count: int) -> Topology:
@@ -60,32 +75,35 @@ class Topology:
             directory,
             os.environ.get(WORKER_RESTARTED_ENV) == "1",
             tuple(int(cpu) for cpu in os.environ.get(WORKER_CPUS_ENV, "").split(",") if cpu),
+            os.environ.get(WORKER_ROLE_ENV) == "home",
         )
 
-    def environment_of(self, index: int, restarted: bool) -> dict[str, str]:
-        """The variables that make worker `index` of this topology."""
+    def environment_of(self, index: int, restarted: bool, home: bool = False) -> dict[str, str]:
+        """The variables that make front door `index` of this topology, or its model home."""
         return {
             WORKER_INDEX_ENV: str(index),
             WORKER_COUNT_ENV: str(self.count),
             WORKER_DIR_ENV: self.directory,
             WORKER_RESTARTED_ENV: "1" if restarted else "0",
             WORKER_CPUS_ENV: ",".join(map(str, self.cpus)),
+            WORKER_ROLE_ENV: "home" if home else "",
         }
 
 
-def worker_count(requested: int | None, shared_ports: list[tuple[str, int]], rate_limited: bool) -> int:
-    """How many workers `naiad serve` runs; raises ValueError for a count it cannot honour.
+def worker_count(requested: int | None, shared_ports: list[tuple[str, int]]) -> int:
+    """How many workers (front doors) `naiad serve` runs; raises ValueError for a count it
+    cannot honour.
 
     Not given, it is one per CPU core this process may run on (fewer when its cgroups allow
     less CPU time than that), except where one process is what fits: the workers share the
     ports, which must therefore be known before any of them starts (an ephemeral port, 0,
-    means one process), and `--rate-limit` counts its resources per process. A port some
-    server already listens on also means one process: the workers bind with SO_REUSEPORT,
-    which would let them join another server of the same user on its port instead of
-    failing, so one process starts and its frontend refuses the port with its own error."""
+    means one process). A port some server already listens on also means one process: the
+    workers bind with SO_REUSEPORT, which would let them join another server of the same user
+    on its port instead of failing, so one process starts and its frontend refuses the port
+    with its own error."""
     fixed = all(port != 0 for _, port in shared_ports)
     if requested is None:
-        requested = _usable_cores() if fixed and not rate_limited else 1
+        requested = _usable_cores() if fixed else 1
     if requested < 1:
         raise ValueError(f"--workers: must be at least 1, got {requested}")
     if requested > 1 and not fixed:

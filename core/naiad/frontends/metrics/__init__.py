@@ -49,9 +49,6 @@ class MetricsEndpoint:
         # Reading the counters is quick and must happen on the loop that updates them;
         # turning them into text can happen elsewhere.
         families = self.families()
-        gather = getattr(self.server, "gather_metric_families", None)
-        if gather is not None:  # one server over several worker processes (naiad.workers)
-            families = await gather(families, self.server.metrics_settings.counter_latencies)
         return await asyncio.to_thread(render, families)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

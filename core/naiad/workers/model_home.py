@@ -1,0 +1,300 @@
+"""The model home: the one process of `naiad serve --workers N` where the models live.
+
+Every model version, its scheduler (one queue), its instances, the response cache, the rate
+limiter, sequences and statistics exist here once, whatever N is; the worker processes are
+front doors that decode the protocols and hand each request over. Each front door holds one
+connection (home_link.py says what travels on it); this side runs each request through the
+in-process `Server`, as a request of its own would run, and answers on the same connection.
+
+Beside the connections, the model home answers the front doors' quick questions (statistics,
+readiness, the repository index, trace settings) on its control-plane socket, from threads
+of its own, so a question never waits for a busy event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Callable
+from typing import Any, cast
+
+from naiad_wire.interprocess.messages import FrameReader, pack_frame, unpack_message
+from naiad_wire.interprocess.shm_ring import RingReader, RingWriter
+
+from ..errors import NaiadError
+from ..inference import InferenceRequest
+from ..server import Server
+from .control_plane import ControlServer, Peer, socket_path
+from .home_link import receive_hello
+from .model_mirror import model_table
+from .request_messages import pack_error, pack_response, unpack_request
+from .topology import Topology
+
+__all__ = ["ModelHome"]
+
+log = logging.getLogger("naiad.workers")
+
+# A front door that connects sends its hello at once; one that does not is dropped.
+_HELLO_TIMEOUT_S = 5.0
+# A forwarded read races with the event loop changing what it walks: read again.
+_READ_ATTEMPTS = 3
+
+
+class ModelHome:
+    """Serves the front doors from `server` (started, with its models loaded)."""
+
+    def __init__(self, server: Server, topology: Topology) -> None:
+        self.server = server
+        self.topology = topology
+        self._links: set[_FrontDoorConnection] = set()
+        self._listener: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
+        self._control: ControlServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._table_due = False
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        models = self.server.models
+        assert models is not None, "the server starts first"
+        models.on_change = self._table_changed
+        self._control = ControlServer(self.topology.home_control_path, self._handlers())
+        self._control.start()
+        path = self.topology.home_path
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # left by a model home that was killed
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        os.chmod(path, 0o600)
+        listener.listen(64)
+        listener.setblocking(False)
+        self._listener = listener
+        self._accepting = asyncio.create_task(self._accept(listener), name="naiad-model-home")
+
+    async def close(self) -> None:
+        if self._accepting is not None:
+            self._accepting.cancel()
+            await asyncio.gather(self._accepting, return_exceptions=True)
+        if self._listener is not None:
+            self._listener.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.topology.home_path)
+        for link in list(self._links):
+            link.close()
+        if self._control is not None:
+            self._control.close()
+
+    async def _accept(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            sock, _ = await loop.sock_accept(listener)
+            try:
+                sock.settimeout(_HELLO_TIMEOUT_S)
+                index, (requests_fd, responses_fd) = await loop.run_in_executor(None, receive_hello, sock)
+                sock.setblocking(False)
+            except (OSError, ValueError) as exc:
+                log.warning("a connection to the model home sent no hello (%s); closed", exc)
+                sock.close()
+                continue
+            try:
+                connection = _FrontDoorConnection(self, index, RingReader(requests_fd), RingWriter(responses_fd))
+            finally:
+                os.close(requests_fd)
+                os.close(responses_fd)
+            await loop.connect_accepted_socket(lambda connection=connection: connection, sock)  # type: ignore[misc]
+
+    # -- the model table ----------------------------------------------------------------------
+
+    def _table_changed(self) -> None:
+        """Models load and unload in parallel: send the table once per turn of the loop."""
+        if not self._table_due and self._loop is not None:
+            self._table_due = True
+            self._loop.call_soon(self.send_table)
+
+    def send_table(self) -> None:
+        """The current table, to every front door (at once, when a change is pending)."""
+        self._table_due = False
+        assert self.server.models is not None
+        frame = pack_frame({"op": "models", "table": model_table(self.server.models)})
+        for link in self._links:
+            link.write(frame)
+
+    # -- the control plane's side ---------------------------------------------------------------
+
+    def _handlers(self) -> dict[str, Callable[..., Any]]:
+        server = self.server
+        return {
+            "statistics": lambda name, version: _read(lambda: server.statistics(name, version)),
+            "index": lambda ready_only: _read(lambda: server.repository_index(ready_only)),
+            "ready": lambda: _read(server.is_ready),
+            "model_ready": lambda name, version: _read(lambda: server.model_ready(name, version)),
+            "trace_get": lambda model: _read(lambda: server.tracing.get(model)),
+            "trace_update": lambda changes, model: self._on_loop(lambda: server.tracing.update(changes, model)),
+            "log": lambda changes: server.log_settings.update(changes),
+        }
+
+    def _on_loop(self, call: Callable[[], Any]) -> Any:
+        """`call()` on the event loop (what it changes, the loop reads), from a control thread."""
+        assert self._loop is not None
+
+        async def run() -> Any:
+            return call()
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
+
+    async def rejoin(self) -> None:
+        """Started again after a crash: take on what clients changed since start-up, as
+        worker 0's journal holds it (model loads and unloads, trace and log settings; the
+        front doors' own changes are not for the model home)."""
+        try:
+            entries = await asyncio.to_thread(Peer(0, socket_path(self.topology.directory, 0)).call, "journal")
+        except NaiadError as exc:
+            log.error("the model home could not read worker 0's journal: %s", exc.message)
+            return
+        for operation, arguments in entries:
+            try:
+                if operation == "load":
+                    await self.server.load_model(*arguments)
+                elif operation == "unload":
+                    await self.server.unload_model(*arguments)
+                elif operation == "trace":
+                    self.server.tracing.update(*arguments)
+                elif operation == "log":
+                    self.server.log_settings.update(*arguments)
+            except NaiadError as exc:
+                log.error("the model home could not replay %s: %s", operation, exc.message)
+        log.info("the model home replayed %d change(s) clients made since start-up", len(entries))
+
+
+class _FrontDoorConnection(asyncio.Protocol):
+    """The model home's side of one front door's connection."""
+
+    def __init__(self, home: ModelHome, index: int, requests: RingReader, responses: RingWriter) -> None:
+        self._home = home
+        self._server = home.server
+        self.index = index
+        self._requests = requests
+        self._responses = responses
+        self._frames = FrameReader()
+        self._transport: asyncio.Transport | None = None
+        # key -> the task answering it (a cancel from the front door cancels it)
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A cast, not a check: uvloop's transports do not subclass asyncio.Transport.
+        self._transport = cast(asyncio.Transport, transport)
+        self._home._links.add(self)
+        assert self._server.models is not None
+        self.write(pack_frame({"op": "models", "table": model_table(self._server.models)}))
+
+    def write(self, frame: bytes) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(frame)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._home._links.discard(self)
+        for task in self._tasks.values():
+            task.cancel()
+        self._tasks.clear()
+        self._requests.close()
+        self._responses.close()
+
+    def data_received(self, data: bytes) -> None:
+        for body in self._frames.feed(data):
+            try:
+                self._dispatch(unpack_message(body))
+            except Exception:  # noqa: BLE001 - one bad message must not stop the others
+                log.exception("a message from front door %d could not be read", self.index)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        op = message["op"]
+        key = message["key"]
+        if op == "infer":
+            try:
+                request = unpack_request(message, self._requests)
+            except (ValueError, KeyError) as exc:
+                self.write(pack_frame({"op": "error", "key": key, "error": pack_error(NaiadError.invalid(str(exc)))}))
+                return
+            finally:
+                self._requests.consumed(message.get("mark"))
+            answer = self._stream(key, request) if message.get("stream") else self._answer(key, request)
+            self._track(key, answer)
+        elif op == "cancel":
+            task = self._tasks.get(key)
+            if task is not None:
+                task.cancel()
+        elif op == "control":
+            self._track(key, self._control(key, message["operation"], message["arguments"]))
+
+    def _track(self, key: int, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks[key] = task
+        task.add_done_callback(lambda _: self._tasks.pop(key, None))
+
+    async def _answer(self, key: int, request: InferenceRequest) -> None:
+        try:
+            response = await self._server.infer(request)
+        except NaiadError as exc:
+            self._send_error(key, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - the front door gets the failure, the home keeps serving
+            log.exception("an inference request failed in the model home")
+            self._send_error(key, NaiadError.unexpected(exc))
+            return
+        self._send_response(key, response)
+
+    async def _stream(self, key: int, request: InferenceRequest) -> None:
+        try:
+            async for response in self._server.infer_stream(request):
+                self._send_response(key, response)
+        except NaiadError as exc:
+            self._send_error(key, exc)
+        except Exception as exc:  # noqa: BLE001
+            log.exception("a streamed inference request failed in the model home")
+            self._send_error(key, NaiadError.unexpected(exc))
+
+    def _send_response(self, key: int, response: Any) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        with self._responses.lock:
+            transport.write(pack_response(key, response, self._responses))
+
+    def _send_error(self, key: int, error: NaiadError) -> None:
+        self.write(pack_frame({"op": "error", "key": key, "error": pack_error(error)}))
+
+    async def _control(self, key: int, operation: str, arguments: tuple[Any, ...]) -> None:
+        error = None
+        try:
+            if operation == "load":
+                await self._server.load_model(*arguments)
+            elif operation == "unload":
+                await self._server.unload_model(*arguments)
+            else:
+                raise NaiadError.internal(f"the model home has no operation '{operation}'")
+        except NaiadError as exc:
+            error = pack_error(exc)
+        except Exception as exc:  # noqa: BLE001
+            log.exception("%s failed in the model home", operation)
+            error = pack_error(NaiadError.unexpected(exc))
+        # The front door's table must show the change before it answers its client.
+        self._home.send_table()
+        self.write(pack_frame({"op": "answer", "key": key, "error": error}))
+
+
+def _read(read: Callable[[], Any]) -> Any:
+    """`read()` from a control thread: the event loop may change a dict it walks meanwhile."""
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            return read()
+        except RuntimeError:
+            if attempt + 1 == _READ_ATTEMPTS:
+                raise
+    return None
