@@ -24,6 +24,9 @@ from .models.instance_groups import expand_instance_groups
 
 __all__ = ["ServerProcess", "expand_instance_groups", "free_port"]
 
+# The role worker 0 gives each process it starts: "home" for the model home, "" for a worker.
+_ROLE = b"NAIAD_WORKER_ROLE="
+
 # How often start() tries fresh ports when one it picked was taken before the server bound it.
 _PORT_ATTEMPTS = 3
 _PORT_TAKEN = "address already in use"
@@ -132,6 +135,20 @@ class ServerProcess:
         ):
             self.args[self.args.index(flag) + 1] = str(port)
 
+    def worker_pids(self) -> list[int]:
+        """The process ids of the workers (the front doors), worker 0 first; one process
+        without workers is its own worker 0."""
+        assert self.process is not None
+        roles = _roles_of_children(self.process.pid)
+        return [self.process.pid, *sorted(pid for pid, role in roles.items() if role != "home")]
+
+    def model_home_pid(self) -> int | None:
+        """The process id of the model home (where the models live with several workers),
+        or None for one process, whose models live in it."""
+        assert self.process is not None
+        homes = [pid for pid, role in _roles_of_children(self.process.pid).items() if role == "home"]
+        return homes[0] if homes else None
+
     def wait(self, timeout: float = 60.0) -> int:
         assert self.process is not None
         return self.process.wait(timeout)
@@ -158,3 +175,32 @@ class ServerProcess:
             os.unlink(self._log.name)
         except OSError:
             pass
+
+
+def _roles_of_children(pid: int) -> dict[int, str]:
+    """The role of each process `pid` started for `naiad serve --workers N`, read from its
+    environment (its children of other kinds, such as model processes, left out)."""
+    roles: dict[int, str] = {}
+    for child in _children(pid):
+        try:
+            environment = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        for item in environment:
+            if item.startswith(_ROLE):
+                roles[child] = item[len(_ROLE) :].decode()
+    return roles
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    children: list[int] = []
+    for tid in threads:
+        try:
+            children += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except OSError:
+            continue
+    return children

@@ -194,18 +194,23 @@ class FrontDoor(Server):
 
     async def infer(self, request: InferenceRequest) -> InferenceResponse:
         link = self._admit()
-        key, answer = link.infer(request)
         try:
-            return await answer
-        except asyncio.CancelledError:
-            link.cancel(key)
-            raise
+            key, answer = link.infer(request)
+            try:
+                return await answer
+            except asyncio.CancelledError:
+                link.cancel(key)
+                raise
         finally:
             self._release()
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         link = self._admit()
-        key, responses = link.stream(request)
+        try:
+            key, responses = link.stream(request)
+        except BaseException:
+            self._release()
+            raise
         final = False
         try:
             while not final:
@@ -220,6 +225,7 @@ class FrontDoor(Server):
             self._release()
 
     def _admit(self) -> HomeLink:
+        """The link to send a request on, counted in flight until `_release`."""
         if self._draining:
             raise NaiadError.unavailable("server is shutting down")
         link = self._home_link()
