@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -389,10 +389,43 @@ class Server:
         except asyncio.CancelledError:
             job.cancel()
             raise
+        return self._finish(response, request, loaded, plan.ensemble)
+
+    def start_infer(
+        self, request: InferenceRequest, done: Callable[[InferenceResponse | NaiadError], None]
+    ) -> Callable[[], None] | None:
+        """`infer` without a coroutine, for a caller that answers from a callback (the model
+        home answering its workers: no task per request). `done` gets the response or the
+        error; the result cancels the request. None when the model is decoupled: its
+        responses are `infer_stream`'s."""
+        loaded = self.model(request.model_name, request.model_version)
+        plan = loaded.config.derived(RequestPlan.of)
+        if plan.decoupled:
+            return None
+        job, future = self._submit(loaded, request, asyncio.get_running_loop())
+
+        def finished(future: asyncio.Future[InferenceResponse]) -> None:
+            if future.cancelled():
+                return
+            try:
+                answer: InferenceResponse | NaiadError = self._finish(future.result(), request, loaded, plan.ensemble)
+            except NaiadError as exc:
+                answer = exc
+            done(answer)
+
+        future.add_done_callback(finished)
+        return job.cancel
+
+    @staticmethod
+    def _finish(
+        response: InferenceResponse, request: InferenceRequest, loaded: LoadedVersion, ensemble: bool
+    ) -> InferenceResponse:
+        """The answer the client gets: raises the response's error; else the outputs it
+        asked for (an ensemble answers with those its steps produced, as Triton's does),
+        classified where it asked."""
         if response.error is not None:
             raise response.error
-        # An ensemble answers with the outputs its steps produced, as Triton's does.
-        response = _select_outputs(response, request, strict=not plan.ensemble)
+        response = _select_outputs(response, request, strict=not ensemble)
         apply_classification(response, request, loaded.config)
         return response
 

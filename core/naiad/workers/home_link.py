@@ -22,6 +22,7 @@ import socket
 import struct
 from typing import Any, cast
 
+from naiad_wire.interprocess.coalesced_writes import CoalescedWrites
 from naiad_wire.interprocess.messages import FrameReader, pack_frame, unpack_message
 from naiad_wire.interprocess.shm_ring import RingReader, RingWriter, create_ring_fd
 
@@ -70,6 +71,7 @@ class HomeLink(asyncio.Protocol):
         self._waiting: dict[int, _Waiter] = {}
         self._answers: dict[int, asyncio.Future[Any]] = {}
         self._transport: asyncio.Transport | None = None
+        self._out: CoalescedWrites | None = None
         loop = asyncio.get_running_loop()
         # Done once the model home's table has arrived (it sends it first), and once the
         # connection is gone.
@@ -112,30 +114,31 @@ class HomeLink(asyncio.Protocol):
         return self._send(request, True, queue), queue
 
     def _send(self, request: InferenceRequest, stream: bool, waiter: _Waiter) -> int:
-        transport = self._transport
-        if transport is None or transport.is_closing():
-            raise NaiadError.unavailable("the model home is not reachable (it may be restarting)")
+        out = self._writer()
         key = next(self._keys)
         with self._requests.lock:
-            transport.write(pack_request(key, request, stream, self._requests))
+            out.write(pack_request(key, request, stream, self._requests))
         self._waiting[key] = waiter
         return key
 
+    def _writer(self) -> CoalescedWrites:
+        if self._out is None or self.lost.done():
+            raise NaiadError.unavailable("the model home is not reachable (it may be restarting)")
+        return self._out
+
     def cancel(self, key: int) -> None:
         """The client gave up on request `key`: the model home drops it."""
-        if self._waiting.pop(key, None) is not None and self._transport is not None:
-            self._transport.write(pack_frame({"op": "cancel", "key": key}))
+        if self._waiting.pop(key, None) is not None and self._out is not None:
+            self._out.write(pack_frame({"op": "cancel", "key": key}))
 
     async def control(self, operation: str, *arguments: Any) -> None:
         """A model load or unload in the model home; returns once it is applied and this
         front door's copy of the model table shows it (the table comes first on the socket)."""
-        transport = self._transport
-        if transport is None or transport.is_closing():
-            raise NaiadError.unavailable(f"{operation}: the model home is not reachable (it may be restarting)")
+        out = self._writer()
         key = next(self._keys)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._answers[key] = future
-        transport.write(pack_frame({"op": "control", "key": key, "operation": operation, "arguments": arguments}))
+        out.write(pack_frame({"op": "control", "key": key, "operation": operation, "arguments": arguments}))
         await future
 
     # -- the protocol ---------------------------------------------------------------------------
@@ -143,6 +146,7 @@ class HomeLink(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A cast, not a check: uvloop's transports do not subclass asyncio.Transport.
         self._transport = cast(asyncio.Transport, transport)
+        self._out = CoalescedWrites(self._transport, asyncio.get_running_loop())
 
     def data_received(self, data: bytes) -> None:
         for body in self._frames.feed(data):

@@ -18,14 +18,15 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
+from naiad_wire.interprocess.coalesced_writes import CoalescedWrites
 from naiad_wire.interprocess.messages import FrameReader, pack_frame, unpack_message
 from naiad_wire.interprocess.shm_ring import RingReader, RingWriter
 
 from ..errors import NaiadError
-from ..inference import InferenceRequest
+from ..inference import InferenceRequest, InferenceResponse
 from ..server import Server
 from .control_plane import ControlServer, Peer, socket_path
 from .home_link import receive_hello
@@ -180,29 +181,32 @@ class _FrontDoorConnection(asyncio.Protocol):
         self._responses = responses
         self._frames = FrameReader()
         self._transport: asyncio.Transport | None = None
-        # key -> the task answering it (a cancel from the front door cancels it)
-        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._out: CoalescedWrites | None = None
+        # key -> what cancels the request (a cancel from the front door, or its going away)
+        self._cancels: dict[int, Callable[[], None]] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A cast, not a check: uvloop's transports do not subclass asyncio.Transport.
         self._transport = cast(asyncio.Transport, transport)
+        self._out = CoalescedWrites(self._transport, asyncio.get_running_loop())
         self._home._links.add(self)
         assert self._server.models is not None
         self.write(pack_frame({"op": "models", "table": model_table(self._server.models)}))
 
     def write(self, frame: bytes) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(frame)
+        if self._out is not None:
+            self._out.write(frame)
 
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._out = None
         self._home._links.discard(self)
-        for task in self._tasks.values():
-            task.cancel()
-        self._tasks.clear()
+        for cancel in list(self._cancels.values()):
+            cancel()
+        self._cancels.clear()
         self._requests.close()
         self._responses.close()
 
@@ -220,23 +224,46 @@ class _FrontDoorConnection(asyncio.Protocol):
             try:
                 request = unpack_request(message, self._requests)
             except (ValueError, KeyError) as exc:
-                self.write(pack_frame({"op": "error", "key": key, "error": pack_error(NaiadError.invalid(str(exc)))}))
+                self._send_error(key, NaiadError.invalid(str(exc)))
                 return
             finally:
                 self._requests.consumed(message.get("mark"))
-            answer = self._stream(key, request) if message.get("stream") else self._answer(key, request)
-            self._track(key, answer)
+            if message.get("stream"):
+                self._track(key, self._stream(key, request))
+            else:
+                self._infer(key, request)
         elif op == "cancel":
-            task = self._tasks.get(key)
-            if task is not None:
-                task.cancel()
+            cancel = self._cancels.pop(key, None)
+            if cancel is not None:
+                cancel()
         elif op == "control":
             self._track(key, self._control(key, message["operation"], message["arguments"]))
 
-    def _track(self, key: int, work: Any) -> None:
+    def _infer(self, key: int, request: InferenceRequest) -> None:
+        """A request with one response, answered from the scheduler's callback."""
+
+        def done(answer: InferenceResponse | NaiadError) -> None:
+            if self._cancels.pop(key, None) is None:
+                return  # cancelled by the front door, or it went away
+            if isinstance(answer, NaiadError):
+                self._send_error(key, answer)
+            else:
+                self._send_response(key, answer)
+
+        try:
+            cancel = self._server.start_infer(request, done)
+        except NaiadError as exc:
+            self._send_error(key, exc)
+            return
+        if cancel is None:  # a decoupled model: its one response comes through its stream
+            self._track(key, self._answer(key, request))
+        else:
+            self._cancels[key] = cancel
+
+    def _track(self, key: int, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
-        self._tasks[key] = task
-        task.add_done_callback(lambda _: self._tasks.pop(key, None))
+        self._cancels[key] = task.cancel
+        task.add_done_callback(lambda _: self._cancels.pop(key, None))
 
     async def _answer(self, key: int, request: InferenceRequest) -> None:
         try:
@@ -260,12 +287,11 @@ class _FrontDoorConnection(asyncio.Protocol):
             log.exception("a streamed inference request failed in the model home")
             self._send_error(key, NaiadError.unexpected(exc))
 
-    def _send_response(self, key: int, response: Any) -> None:
-        transport = self._transport
-        if transport is None or transport.is_closing():
+    def _send_response(self, key: int, response: InferenceResponse) -> None:
+        if self._out is None:
             return
         with self._responses.lock:
-            transport.write(pack_response(key, response, self._responses))
+            self._out.write(pack_response(key, response, self._responses))
 
     def _send_error(self, key: int, error: NaiadError) -> None:
         self.write(pack_frame({"op": "error", "key": key, "error": pack_error(error)}))

@@ -62,6 +62,9 @@ class RingWriter:
         self._capacity = size - HEADER_BYTES
         self._head = 0  # monotonic byte position of the next write
         self._marked = 0  # _head at the last mark()
+        # Below this position nothing is or will be read: the bytes skipped when the writer
+        # went back to the ring's start with everything consumed (see put).
+        self._floor = 0
         self.lock = threading.Lock()
         # Spill files written but maybe not yet read (the reader deletes them); whatever is
         # left when this side closes (the reader died) is deleted then.
@@ -76,9 +79,16 @@ class RingWriter:
         if view.ndim != 1 or view.itemsize != 1:
             view = view.cast("B")
         (tail,) = struct.unpack_from("<Q", self._map, 0)
+        if tail == self._head and self._head % self._capacity:
+            # The reader holds nothing: start again at the ring's first bytes, so that light
+            # traffic keeps reusing the same few (resident, cached) pages instead of touching
+            # the whole ring as it cycles.
+            self._head += self._capacity - self._head % self._capacity
+            self._floor = self._head
         position = self._head % self._capacity
         skip = self._capacity - position if position + size > self._capacity else 0
-        if skip + size + (-(skip + size) % _ALIGN) <= self._capacity - (self._head - tail):
+        free = self._capacity - (self._head - max(tail, self._floor))
+        if skip + size + (-(skip + size) % _ALIGN) <= free:
             start = 0 if skip else position
             self._map[HEADER_BYTES + start : HEADER_BYTES + start + size] = view
             first = self._head + skip  # monotonic position of the tensor's first byte
