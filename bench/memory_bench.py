@@ -429,12 +429,22 @@ def smaps_rollup(pid: int) -> tuple[int, int]:
     return values["Pss"], values["Rss"]
 
 
+def describe(process: psutil.Process) -> str:
+    """The process's name, with the module a `python -m` process runs (naiad's workers and
+    stubs are all named python)."""
+    name: str = process.name()
+    arguments: list[str] = process.cmdline()
+    if "-m" in arguments[:-1]:
+        return f"{name} -m {arguments[arguments.index('-m') + 1]}"
+    return name
+
+
 def measure(server: Server) -> Row:
     memories = []
     for process in server_processes(server):
         try:
             pss, rss = smaps_rollup(process.pid)
-            name = process.name()
+            name = describe(process)
         except (OSError, psutil.Error):
             continue  # ended between the walk and the read: it holds nothing now
         memories.append(ProcessMemory(process.pid, name, pss, rss))
@@ -456,10 +466,10 @@ def print_table(title: str, rows: list[Row], verbose: bool) -> None:
         for memory in row.by_process:
             groups.setdefault(memory.name, []).append(memory)
         parts = [f"{name} x{len(ms)} {sum(m.pss for m in ms) / MIB:.1f}" for name, ms in groups.items()]
-        print(f"  {'':<4}PSS by process name: {', '.join(parts)}")
+        print(f"  {'':<4}PSS MiB by process: {'; '.join(parts)}")
         if verbose:
             for memory in row.by_process:
-                print(f"  {'':<6}{memory.pid:>8} {memory.name:<24} {memory.pss / MIB:>9.1f} {memory.rss / MIB:>9.1f}")
+                print(f"  {'':<6}{memory.pid:>8} {memory.name:<56} {memory.pss / MIB:>9.1f} {memory.rss / MIB:>9.1f}")
 
 
 def ratio_line(text: str, value: float, goal: float | None) -> dict[str, Any]:
