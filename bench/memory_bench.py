@@ -4,12 +4,12 @@ over the process `naiad serve` (or tritonserver) and every process under it, for
 repositories, with the issue's two goals as PASS/FAIL lines.
 
     .venv/bin/python bench/memory_bench.py [--scenario onnx python] [--naiad PATH]
-        [--naiad-flags '--pin-loop-threads off'] [--json memory.json] [--onnx-mib 200]
+        [--naiad-flags='--pin-loop-threads off'] [--json memory.json] [--onnx-mb 200]
         [--python-models 50] [--settle 5] [--verbose]
 
-`onnx`: one ONNX model whose only weight is a 200 MiB FP32 matrix (a MatMul of a [1, 1024]
-input and a [1024, 51200] initializer, summed to one number), built at run time with
-onnx.helper and saved as one file. naiad serves it twice, with its default flags (one worker
+`onnx`: one ONNX model whose only weight is a 200 MB (200 * 10^6 bytes) FP32 matrix (a MatMul
+of a [1, 1000] input and a [1000, 50000] initializer, summed to one number), built at run
+time with onnx.helper and saved as one file with the weights inline. naiad serves it twice, with its default flags (one worker
 per usable CPU) and with `--workers 1`. Goal: default / `--workers 1` PSS <= 1.15, i.e. the
 workers do not each hold a copy of the weights.
 
@@ -17,7 +17,11 @@ workers do not each hold a copy of the weights.
 OUTPUT0 = sum and OUTPUT1 = difference, `import numpy`, one KIND_CPU instance each). The same
 directory is served by the real Triton server (../shared/bench/triton.sh: tritonserver and
 one triton_python_backend_stub process per model), by naiad with its default flags and, for
-reference, by naiad `--workers 1`. Goal: naiad default / Triton PSS <= 0.6.
+reference, by naiad `--workers 1`. Goal: naiad default / Triton PSS <= 0.6. triton.sh gives
+Triton 30 s to become ready and Triton loads a repository before it opens its ports, which 50
+stubs outlast on a busy 2-core machine; so Triton runs with `--model-control-mode=explicit`
+and the benchmark loads every model of the directory through its repository API (four at a
+time, as Triton's start-up does), which starts the same one stub per model.
 
 Each server is started as a process, then measured from outside: wait until
 /v2/health/ready, send inferences (the ONNX model gets `--onnx-requests`, each on a fresh
@@ -31,9 +35,12 @@ are stopped (SIGTERM, then SIGKILL, to their process group) when measured, and o
 
 PSS divides each shared page among every process that maps it, so pages a server's processes
 share with each other (a forked worker's copy-on-write pages, a shared-memory region, a
-library) count once in its sum, which is the memory the server would give back if stopped.
-It cannot see tmpfs (/dev/shm) pages that no process maps. RSS counts every shared page once
-per process and is printed next to PSS for that reason.
+library) count once in its sum. A page also mapped outside the server (a library another
+program on the machine has loaded) gives the server only its share, so the sum is close to,
+not exactly, what stopping the server gives back. PSS cannot see tmpfs (/dev/shm) pages that
+no process maps. RSS counts every shared page once per process and is printed beside PSS.
+Sizes are printed in MiB (2^20 bytes). The exit status is 0 whenever the figures were
+measured, PASS or FAIL; 1 when a server did not start or answered wrongly.
 
 The naiad executable defaults to this checkout's .venv/bin/naiad; BENCH_DIR overrides where
 shared/bench lives (default <checkout>/../shared/bench) and ANCHORS where triton.sh finds
@@ -51,6 +58,7 @@ import json
 import multiprocessing
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -75,7 +83,7 @@ NAIAD_PORTS = (19200, 19201, 19202)
 GOAL_ONNX_WORKERS = 1.15
 GOAL_PYTHON_VS_TRITON = 0.6
 # The ONNX model: a [1, ONNX_ROWS] input times a [ONNX_ROWS, columns] weight matrix.
-ONNX_ROWS = 1024
+ONNX_ROWS = 1000
 ONNX_MODEL = "big_matmul"
 FEATURES = 16
 
@@ -103,14 +111,14 @@ def bench_dir() -> Path:
 # --- repositories -------------------------------------------------------------------------
 
 
-def _write_onnx_model(path: Path, mib: int) -> float:
+def _write_onnx_model(path: Path, megabytes: int) -> float:
     """Runs in a child process (numpy and onnx stay out of the benchmark's own pages).
     Returns the answer the model must give for `onnx_input()`."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    columns = mib * MIB // 4 // ONNX_ROWS
+    columns = megabytes * 1_000_000 // 4 // ONNX_ROWS
     weights = np.random.default_rng(0).standard_normal((ONNX_ROWS, columns), dtype=np.float32)
     weights *= 0.01
     graph = helper.make_graph(
@@ -136,7 +144,7 @@ def onnx_input() -> list[float]:
     return [((i % 7) - 3) / 8 for i in range(ONNX_ROWS)]
 
 
-def write_onnx_repository(root: Path, mib: int) -> float:
+def write_onnx_repository(root: Path, megabytes: int) -> float:
     """`big_matmul`, one instance on the CPU. Returns its expected answer."""
     (root / ONNX_MODEL / "1").mkdir(parents=True)
     (root / ONNX_MODEL / "config.pbtxt").write_text(f"""name: "{ONNX_MODEL}"
@@ -148,7 +156,7 @@ instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 """)
     spawn = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
-        return pool.submit(_write_onnx_model, root / ONNX_MODEL / "1" / "model.onnx", mib).result()
+        return pool.submit(_write_onnx_model, root / ONNX_MODEL / "1" / "model.onnx", megabytes).result()
 
 
 def python_model_names(count: int) -> list[str]:
@@ -282,13 +290,22 @@ def start_triton(repo: Path, models: list[str]) -> Server:
     http_port, grpc_port, metrics_port = TRITON_PORTS
     env = dict(os.environ)
     env["TRITON_ARGS"] = f"{env.get('TRITON_ARGS', '')} --model-control-mode=explicit".strip()
-    done = subprocess.run(
-        ["bash", str(script), str(repo), str(http_port), str(grpc_port), str(metrics_port)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    try:
+        done = subprocess.run(
+            ["bash", str(script), str(repo), str(http_port), str(grpc_port), str(metrics_port)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+    except BaseException:
+        # Stopped before triton.sh printed the PID: the tritonserver it started under setsid
+        # is found by the repository, a directory of this run, on its command line.
+        for process in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if f"--model-repository={repo}" in process.cmdline():
+                    stop(Server("Triton", process.pid, http_port, Path()))
+        raise
     anchors = Path(os.environ.get("ANCHORS", "/tmp/anchors"))
     log = anchors / f"triton-{http_port}.log"
     if done.returncode != 0 or not done.stdout.strip().isdigit():
@@ -485,7 +502,7 @@ def ratio_line(text: str, value: float, goal: float | None) -> dict[str, Any]:
 class Settings:
     naiad: Path
     naiad_flags: list[str]
-    onnx_mib: int
+    onnx_mb: int
     onnx_requests: int
     python_models: int
     settle: float
@@ -496,8 +513,8 @@ class Settings:
 
 def onnx_scenario(settings: Settings, work: Path) -> dict[str, Any]:
     repo = work / "onnx_repository"
-    print(f"building a {settings.onnx_mib} MiB ONNX model in {repo} ...", flush=True)
-    expected = write_onnx_repository(repo, settings.onnx_mib)
+    print(f"building an ONNX model with {settings.onnx_mb} MB of weights in {repo} ...", flush=True)
+    expected = write_onnx_repository(repo, settings.onnx_mb)
     rows = []
     for label, flags in (
         (f"naiad default {' '.join(settings.naiad_flags)}".strip(), settings.naiad_flags),
@@ -509,9 +526,9 @@ def onnx_scenario(settings: Settings, work: Path) -> dict[str, Any]:
             exercise_onnx(server, expected, settings.onnx_requests)
             time.sleep(settings.settle)
             rows.append(measure(server))
-    print_table(f"ONNX model, {settings.onnx_mib} MiB of FP32 weights", rows, settings.verbose)
+    print_table(f"ONNX model, {settings.onnx_mb} MB of FP32 weights", rows, settings.verbose)
     ratio = ratio_line(
-        f"ONNX {settings.onnx_mib} MB: default / --workers 1 PSS", rows[0].pss_mib / rows[1].pss_mib, GOAL_ONNX_WORKERS
+        f"ONNX {settings.onnx_mb} MB: default / --workers 1 PSS", rows[0].pss_mib / rows[1].pss_mib, GOAL_ONNX_WORKERS
     )
     return {"rows": [asdict(r) for r in rows], "ratios": [ratio]}
 
@@ -554,6 +571,13 @@ def _naiad_starter(settings: Settings, repo: Path, label: str, flags: list[str])
     return lambda: start_naiad(settings.naiad, repo, flags, label, settings.logs, settings.ready_timeout)
 
 
+def exit_on_sigterm(*_: object) -> None:
+    """SIGTERM ends the benchmark through its finally blocks, so no server outlives it; a
+    second one must not cut those short."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(143)
+
+
 def main() -> int:
     assert __doc__ is not None
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -570,9 +594,13 @@ def main() -> int:
         default=ROOT / ".venv" / "bin" / "naiad",
         help="the naiad executable (default: this checkout's .venv/bin/naiad)",
     )
-    parser.add_argument("--naiad-flags", default="", help="extra flags for every naiad server, one shell-quoted string")
+    parser.add_argument(
+        "--naiad-flags",
+        default="",
+        help="extra flags for every naiad server, one shell-quoted string: --naiad-flags='--pin-loop-threads off'",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    parser.add_argument("--onnx-mib", type=int, default=200, help="MiB of FP32 weights in the ONNX model (default 200)")
+    parser.add_argument("--onnx-mb", type=int, default=200, help="MB (10^6 bytes) of FP32 weights in the ONNX model")
     parser.add_argument(
         "--onnx-requests", type=int, default=16, help="inferences sent to the ONNX model, each on its own connection"
     )
@@ -586,13 +614,12 @@ def main() -> int:
     args = parser.parse_args()
     if not args.naiad.exists():
         parser.error(f"{args.naiad} not found (bash scripts/setup.sh, or pass --naiad)")
-    # SIGTERM ends the benchmark through its finally blocks, so no server outlives it.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
     logs = Path(tempfile.mkdtemp(prefix="memory_bench_logs_"))
     settings = Settings(
         naiad=args.naiad,
         naiad_flags=shlex.split(args.naiad_flags),
-        onnx_mib=args.onnx_mib,
+        onnx_mb=args.onnx_mb,
         onnx_requests=args.onnx_requests,
         python_models=args.python_models,
         settle=args.settle,
@@ -600,21 +627,25 @@ def main() -> int:
         verbose=args.verbose,
         logs=logs,
     )
-    print(f"naiad: {args.naiad} ({os.cpu_count()} CPUs here, {len(os.sched_getaffinity(0))} usable)")
-    results: dict[str, Any] = {"naiad": str(args.naiad), "naiad_flags": settings.naiad_flags}
+    cpus, usable = os.cpu_count(), len(os.sched_getaffinity(0))
+    print(f"naiad: {args.naiad} ({cpus} CPUs here, {usable} usable)")
+    results: dict[str, Any] = {"naiad": str(args.naiad), "naiad_flags": settings.naiad_flags, "cpus": cpus}
+    results["usable_cpus"] = usable
     try:
         with tempfile.TemporaryDirectory(prefix="memory_bench_") as work:
             if "onnx" in args.scenario:
                 results["onnx"] = onnx_scenario(settings, Path(work))
             if "python" in args.scenario:
                 results["python"] = python_scenario(settings, Path(work))
+    except RuntimeError as exc:  # a server that did not start or answered wrongly: no figure
+        print(f"error: {exc}", file=sys.stderr)
+        args.keep_logs = True  # the message names a log: keep it to read
+        return 1
     finally:
         if args.keep_logs:
             print(f"server logs: {logs}")
         else:
-            for log in logs.iterdir():
-                log.unlink()
-            logs.rmdir()
+            shutil.rmtree(logs, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
