@@ -20,18 +20,20 @@ one triton_python_backend_stub process per model), by naiad with its default fla
 reference, by naiad `--workers 1`. Goal: naiad default / Triton PSS <= 0.6. triton.sh gives
 Triton 30 s to become ready and Triton loads a repository before it opens its ports, which 50
 stubs outlast on a busy 2-core machine; so Triton runs with `--model-control-mode=explicit`
-and the benchmark loads every model of the directory through its repository API (four at a
-time, as Triton's start-up does), which starts the same one stub per model.
+and the benchmark loads every model of the directory through its repository API, one at a
+time, which starts the same one stub per model (20 models, measured here both ways, twice:
+447 MiB either way).
 
 Each server is started as a process, then measured from outside: wait until
 /v2/health/ready, send inferences (the ONNX model gets `--onnx-requests`, each on a fresh
 connection so that SO_REUSEPORT spreads them over every worker; each Python model gets one)
-and check the answers, wait `--settle` seconds, then read Pss and Rss from
-/proc/PID/smaps_rollup of the started process and of every descendant (psutil's recursive
-children), plus any process still in the server's session that has left the tree. The
-benchmark, the shell and triton.sh are not in that set. Servers run one at a time, bound to
-127.0.0.1 (Triton on 18200-18202, naiad on 19200-19202, clear of shared/bench's ports), and
-are stopped (SIGTERM, then SIGKILL, to their process group) when measured, and on failure.
+and check the answers, wait until the server's processes have stayed the same for `--settle`
+seconds, then read Pss and Rss from /proc/PID/smaps_rollup of the started process and of
+every descendant (psutil's recursive children), plus any process still in the server's
+session that has left the tree. The benchmark, the shell and triton.sh are not in that set.
+Servers run one at a time, bound to 127.0.0.1 (Triton on 18200-18202, naiad on 19200-19202,
+clear of shared/bench's ports), and are stopped (SIGTERM, then SIGKILL, to their process
+group) when measured, and on failure.
 
 PSS divides each shared page among every process that maps it, so pages a server's processes
 share with each other (a forked worker's copy-on-write pages, a shared-memory region, a
@@ -321,15 +323,12 @@ def start_triton(repo: Path, models: list[str]) -> Server:
 
 
 def load_all(server: Server, models: list[str]) -> None:
-    """Four loads at a time, as Triton's own start-up loads (--model-load-thread-count 4)."""
-
-    def load(name: str) -> None:
+    """One load at a time: this Triton (2.51) has aborted here with a boost lock_exception
+    while several Python models loaded through the API at once."""
+    for name in models:
         status, text = http(server.http_port, f"/v2/repository/models/{name}/load", {}, timeout=300)
         if status != 200:
             raise RuntimeError(f"{server.label}: loading {name}: HTTP {status}: {text[:300]!r}")
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(load, models))
 
 
 def session_members(sid: int) -> list[psutil.Process]:
@@ -413,6 +412,22 @@ def exercise_python(server: Server, names: list[str]) -> None:
         outputs = infer(server.http_port, name, [("INPUT0", [FEATURES], a), ("INPUT1", [FEATURES], b)])
         if outputs["OUTPUT0"] != [x + 0.5 for x in a] or outputs["OUTPUT1"] != [x - 0.5 for x in a]:
             raise RuntimeError(f"{server.label}: {name} answered {outputs}")
+
+
+def settle(server: Server, quiet: float, timeout: float = 120.0) -> None:
+    """Waits until the server's set of processes has stayed the same for `quiet` seconds: a
+    server that answers while it still starts processes (a worker loading its models after
+    another said ready) is measured once it has them all."""
+    pids = {p.pid for p in server_processes(server)}
+    since = started = time.monotonic()
+    while time.monotonic() - since < quiet:
+        if time.monotonic() - started > timeout:
+            print(f"  warning: {server.label} still changed its processes after {timeout:.0f} s", flush=True)
+            return
+        time.sleep(0.5)
+        now = {p.pid for p in server_processes(server)}
+        if now != pids:
+            pids, since = now, time.monotonic()
 
 
 # --- measurement --------------------------------------------------------------------------
@@ -524,7 +539,7 @@ def onnx_scenario(settings: Settings, work: Path) -> dict[str, Any]:
         start = _naiad_starter(settings, repo, label, flags)
         with running(start) as server:
             exercise_onnx(server, expected, settings.onnx_requests)
-            time.sleep(settings.settle)
+            settle(server, settings.settle)
             rows.append(measure(server))
     print_table(f"ONNX model, {settings.onnx_mb} MB of FP32 weights", rows, settings.verbose)
     ratio = ratio_line(
@@ -552,7 +567,7 @@ def python_scenario(settings: Settings, work: Path) -> dict[str, Any]:
         print(f"starting {label} ...", flush=True)
         with running(start) as server:
             exercise_python(server, names)
-            time.sleep(settings.settle)
+            settle(server, settings.settle)
             rows.append(measure(server))
     print_table(f"{len(names)} Python models (add_sub-sized, importing numpy)", rows, settings.verbose)
     triton, default, one = rows
@@ -605,7 +620,12 @@ def main() -> int:
         "--onnx-requests", type=int, default=16, help="inferences sent to the ONNX model, each on its own connection"
     )
     parser.add_argument("--python-models", type=int, default=50, help="Python models in the repository (default 50)")
-    parser.add_argument("--settle", type=float, default=5.0, help="seconds between the last inference and the reading")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=5.0,
+        help="seconds the server's processes must stay the same before the reading (default 5)",
+    )
     parser.add_argument(
         "--ready-timeout", type=float, default=600.0, help="seconds a naiad server may take to become ready"
     )
