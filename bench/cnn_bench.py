@@ -597,7 +597,10 @@ def parse_wrk(out: str) -> tuple[float, float, float, int, int]:
 
 
 def run_wrk(url: str, script: Path, concurrency: int, duration: int) -> str:
-    command = [*client_pin(), "wrk", "-t1", f"-c{concurrency}", f"-d{duration}s", "--latency", "-s", str(script), url]
+    # A 10 s timeout (wrk defaults to 2 s) so a slow answer counts in p99 instead of vanishing
+    # from the latencies as a socket error.
+    command = [*client_pin(), "wrk", "-t1", f"-c{concurrency}", f"-d{duration}s", "--timeout", "10s", "--latency"]
+    command += ["-s", str(script), url]
     return subprocess.run(command, capture_output=True, text=True, check=True, timeout=duration + 60).stdout
 
 
