@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
+import gc
 import importlib
 import logging
 import os
@@ -47,6 +49,7 @@ from .workers import (
     wait_orphaned,
     worker_count,
 )
+from .workers.process_names import HOME_NAME, name_process, worker_name
 
 __all__ = [
     "READY_LINE",
@@ -553,19 +556,24 @@ def configure_logging(verbose: int) -> None:
     LogSettings(log_verbose_level=max(0, verbose)).install()
 
 
-async def serve(args: argparse.Namespace, options: ServerOptions | None = None, argv: Sequence[str] = ()) -> int:
-    pool: WorkerPool | None = None
-    topology = Topology.from_environment()
+async def serve(
+    args: argparse.Namespace,
+    options: ServerOptions | None = None,
+    pool: WorkerPool | None = None,
+    topology: Topology | None = None,
+) -> int:
+    """Serve as this process's part says: one process with its models; worker 0 (with the
+    `pool` it started, and its `topology`); another worker or the model home (their
+    topology comes from the environment worker 0 gave them)."""
+    if topology is None:
+        topology = Topology.from_environment()
+    if topology is not None:
+        name_process(HOME_NAME if topology.home else worker_name(topology.index))
     if topology is not None and topology.restarted:
         # Started again by worker 0's pinned loop thread, this process inherited its CPU.
         release_process(topology.cpus)
     if topology is not None and topology.home:
         return await _serve_home(args, options or options_from_args(args), topology)
-    if (getattr(args, "workers", 1) or 1) > 1:
-        # The model home loads the models while the workers start.
-        topology = Topology.create(args.workers)
-        pool = WorkerPool(argv, topology)
-        pool.start()
     # The workers share their ports: they also even out the connections the kernel gives them.
     balancer = ConnectionBalancer(topology.directory, topology.index, topology.count) if topology else None
     if balancer is not None:
@@ -802,7 +810,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    return runner(serve(args, options, argv))
+    pool = topology = None
+    if args.workers > 1:
+        # The model home loads the models while the workers start; all of them forked from
+        # here, before any thread or event loop, with what they run imported already.
+        for _, _, module_name in FRONTENDS:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module_name)
+        gc.freeze()  # the collector leaves the inherited objects (and their pages) alone
+        topology = Topology.create(args.workers)
+        pool = WorkerPool(argv, topology)
+        pool.start(main)
+    return runner(serve(args, options, pool, topology))
 
 
 if __name__ == "__main__":

@@ -21,11 +21,10 @@ from pathlib import Path
 
 from .cli import READY_LINE
 from .models.instance_groups import expand_instance_groups
+from .workers.process_names import HOME_NAME, process_name, worker_name
 
 __all__ = ["ServerProcess", "expand_instance_groups", "free_port"]
 
-# The role worker 0 gives each process it starts: "home" for the model home, "" for a worker.
-_ROLE = b"NAIAD_WORKER_ROLE="
 
 # How often start() tries fresh ports when one it picked was taken before the server bound it.
 _PORT_ATTEMPTS = 3
@@ -178,17 +177,16 @@ class ServerProcess:
 
 
 def _roles_of_children(pid: int) -> dict[int, str]:
-    """The role of each process `pid` started for `naiad serve --workers N`, read from its
-    environment (its children of other kinds, such as model processes, left out)."""
+    """The role of each process `pid` started for `naiad serve --workers N` ("home" or
+    "worker"), told by the name it gives itself (its children of other kinds, such as model
+    processes, left out)."""
     roles: dict[int, str] = {}
     for child in _children(pid):
-        try:
-            environment = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue  # gone meanwhile
-        for item in environment:
-            if item.startswith(_ROLE):
-                roles[child] = item[len(_ROLE) :].decode()
+        name = process_name(child)
+        if name == HOME_NAME:
+            roles[child] = "home"
+        elif name.startswith(worker_name(0)[:-1]):
+            roles[child] = "worker"
     return roles
 
 

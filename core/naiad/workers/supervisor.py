@@ -21,7 +21,9 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+import traceback
+from collections.abc import Callable, Sequence
 
 from .topology import WORKER_INDEX_ENV, Topology
 
@@ -98,25 +100,63 @@ def signal_worker_ready() -> bool:
     return True
 
 
-class _Worker:
-    """One extra worker process and the pipe it signals readiness through."""
+# A process's main program from its command-line arguments (naiad.cli.main); its exit status.
+Main = Callable[[list[str]], int]
 
-    def __init__(self, argv: list[str], topology: Topology, index: int, restarted: bool) -> None:
+
+class _Forked:
+    """A process forked from worker 0, with what the pool uses of a `subprocess.Popen`."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class _Worker:
+    """One process of the pool (an extra worker, or the model home) and the pipe it signals
+    readiness through. With `fork`, it is forked from this process and runs `fork(argv)`:
+    it shares the modules already imported, copy-on-write, which a fresh interpreter would
+    load again (tens of MB per process); without, it is a new interpreter."""
+
+    def __init__(self, argv: list[str], topology: Topology, index: int, restarted: bool, fork: Main | None) -> None:
         self.index = index
         self.label = "the model home" if index == HOME else f"worker {index}"
         read_end, write_end = os.pipe()
         self.ready_read = read_end
         role = topology.environment_of(index, restarted, home=index == HOME)
-        env = dict(os.environ, **role, **{WORKER_READY_FD_ENV: str(write_end)})
+        env = {**role, WORKER_READY_FD_ENV: str(write_end)}
         try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "naiad.cli", *argv],
-                env=env,
-                pass_fds=(write_end,),
-                # The model home stops last, after the workers have finished their requests:
-                # a Ctrl-C in a terminal, sent to the whole foreground group, must not reach it.
-                process_group=0 if index == HOME else None,
-            )
+            if fork is not None:
+                self.process: _Forked | subprocess.Popen[bytes] = _fork(fork, argv, env, index == HOME, read_end)
+            else:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "naiad.cli", *argv],
+                    env=dict(os.environ, **env),
+                    pass_fds=(write_end,),
+                    # The model home stops last, after the workers have finished their requests:
+                    # a Ctrl-C in a terminal, sent to the whole foreground group, must not reach it.
+                    process_group=0 if index == HOME else None,
+                )
         finally:
             os.close(write_end)
 
@@ -130,9 +170,31 @@ class _Worker:
         return bool(chunk)  # b"": every write end closed, the worker exited before it served
 
     async def wait_exit(self) -> int:
-        while self.process.poll() is None:
+        while (code := self.process.poll()) is None:
             await asyncio.sleep(0.2)
-        return self.process.returncode
+        return code
+
+
+def _fork(main: Main, argv: list[str], env: dict[str, str], own_group: bool, ready_read: int) -> _Forked:
+    """Fork; the child takes `env` and runs `main(argv)` to its end."""
+    pid = os.fork()
+    if pid:
+        return _Forked(pid)
+    code = 1
+    try:
+        os.close(ready_read)
+        os.environ.update(env)
+        if own_group:
+            os.setpgid(0, 0)
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the child must end here, whatever happened
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 class WorkerPool:
@@ -147,17 +209,20 @@ class WorkerPool:
         self._ready: dict[int, asyncio.Task[bool]] = {}
         self._stopping = False
 
-    def _start(self, index: int, restarted: bool) -> _Worker:
+    def _start(self, index: int, restarted: bool, fork: Main | None = None) -> _Worker:
         argv = self._home_argv if index == HOME else self._worker_argv
-        worker = self._workers[index] = _Worker(argv, self._topology, index, restarted)
+        worker = self._workers[index] = _Worker(argv, self._topology, index, restarted, fork)
         return worker
 
-    def start(self) -> None:
-        """Start the model home and the extra workers, all at once: the workers connect to
-        the model home once its models are loaded."""
-        home = self._start(HOME, restarted=False)
+    def start(self, main: Main) -> None:
+        """Start the model home and the extra workers, all at once (the workers connect to
+        the model home once its models are loaded), forked from this process running `main`.
+        Call it before this process starts threads or an event loop: a fork keeps only the
+        thread that forks. A process started again later is a new interpreter."""
+        fork: Main | None = main if threading.active_count() == 1 else None
+        home = self._start(HOME, restarted=False, fork=fork)
         for index in range(1, self._topology.count):
-            self._start(index, restarted=False)
+            self._start(index, restarted=False, fork=fork)
         extra = ", ".join(str(self._workers[i].process.pid) for i in range(1, self._topology.count))
         log.info(
             "started the model home (pid %d) and %d extra worker(s): %s",
