@@ -572,8 +572,6 @@ async def serve(
     if topology is not None and topology.restarted:
         # Started again by worker 0's pinned loop thread, this process inherited its CPU.
         release_process(topology.cpus)
-    if topology is not None and topology.home:
-        return await _serve_home(args, options or options_from_args(args), topology)
     # The workers share their ports: they also even out the connections the kernel gives them.
     balancer = ConnectionBalancer(topology.directory, topology.index, topology.count) if topology else None
     if balancer is not None:
@@ -671,11 +669,12 @@ async def _shut_down(server: Server, tasks: list[asyncio.Task[None]], timeout_s:
 async def _serve(
     args: argparse.Namespace, options: ServerOptions, pool: WorkerPool | None, topology: Topology | None
 ) -> int:
-    """One server process with its models, or a worker (a front door) of several."""
+    """One server process with its models, or a worker of several: the model home, or a
+    front door."""
     pin_cpu = loop_cpu(getattr(args, "pin_loop_threads", "off"), topology)
-    if topology is None:
-        server = Server(options)
-        if not await _start_models(args, server, []):
+    if topology is None or topology.home:
+        server = Server(options) if topology is None else ModelHome(options, topology)
+        if not await _start_models(args, server, _worker_rows(args, topology)):
             return 1
     else:
         if pool is not None:
@@ -689,7 +688,7 @@ async def _serve(
     loop = asyncio.get_running_loop()
     stop = _stop_on_signals(loop)
     # The model home serves the metrics of a server with several workers.
-    names = ("http", "grpc", "openai") if topology is not None else ("http", "grpc", "metrics", "openai")
+    names = ("http", "grpc", "openai") if isinstance(server, FrontDoor) else ("http", "grpc", "metrics", "openai")
     tasks = await _start_frontends(args, server, names, stop)
     failed = [t for t in tasks if t.done()]
     watchers = [asyncio.create_task(stop.wait())]
@@ -725,40 +724,17 @@ async def _serve(
     return 1 if failed else 0
 
 
-async def _serve_home(args: argparse.Namespace, options: ServerOptions, topology: Topology) -> int:
-    """The model home of `naiad serve --workers N`: every model, once; the front doors'
-    requests; the metrics port."""
-    server = Server(options)
-    # Worker 0's pinning, for the table: each worker pins its own loop once it serves.
+def _worker_rows(args: argparse.Namespace, topology: Topology | None) -> list[tuple[str, str]]:
+    """The start-up table's rows about the workers, printed by the model home."""
+    if topology is None:
+        return []
+    # Worker 0's pinning: each worker pins its own loop once it serves.
     pin_cpu = loop_cpu(getattr(args, "pin_loop_threads", "off"), dataclasses.replace(topology, index=0))
     cpus = ", ".join(map(str, topology.cpus))
-    extra = [
-        ("workers", f"{topology.count} (front doors; the models live in the model home)"),
+    return [
+        ("workers", f"{topology.count} (worker {topology.home_index} holds the models)"),
         ("pin_loop_threads", "no" if pin_cpu is None else f"one CPU per worker, over CPUs {cpus}"),
     ]
-    if not await _start_models(args, server, extra):
-        return 1
-    home = ModelHome(server, topology)
-    if topology.restarted:
-        await home.rejoin()
-    await home.start()
-    stop = _stop_on_signals(asyncio.get_running_loop())
-    tasks = await _start_frontends(args, server, ("metrics",), stop)
-    failed = stop.is_set()
-    orphaned = asyncio.create_task(wait_orphaned())
-    if not failed:
-        signal_worker_ready()
-        log.info("the model home serves")
-        waiter = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait([waiter, orphaned, *tasks], return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        if orphaned in done:
-            log.error("worker 0 is gone; the model home stops too")
-    orphaned.cancel()
-    # Worker 0 stops the model home last, once the workers have finished their requests.
-    await home.close()
-    await _shut_down(server, tasks, args.exit_timeout_secs)
-    return 1 if failed else 0
 
 
 def _pin_loop_thread(loop: asyncio.AbstractEventLoop, cpu: int, topology: Topology) -> None:

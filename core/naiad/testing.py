@@ -135,15 +135,19 @@ class ServerProcess:
             self.args[self.args.index(flag) + 1] = str(port)
 
     def worker_pids(self) -> list[int]:
-        """The process ids of the workers (the front doors), worker 0 first; one process
-        without workers is its own worker 0."""
+        """The process ids of the workers (the model home among them), worker 0 first; one
+        process without workers is its own worker 0."""
         assert self.process is not None
-        roles = _roles_of_children(self.process.pid)
-        return [self.process.pid, *sorted(pid for pid, role in roles.items() if role != "home")]
+        return [self.process.pid, *sorted(_roles_of_children(self.process.pid))]
+
+    def front_door_pids(self) -> list[int]:
+        """The workers without models (worker 0 first)."""
+        home = self.model_home_pid()
+        return [pid for pid in self.worker_pids() if pid != home]
 
     def model_home_pid(self) -> int | None:
-        """The process id of the model home (where the models live with several workers),
-        or None for one process, whose models live in it."""
+        """The process id of the model home (the worker where the models live), or None for
+        one process, whose models live in it."""
         assert self.process is not None
         homes = [pid for pid, role in _roles_of_children(self.process.pid).items() if role == "home"]
         return homes[0] if homes else None

@@ -1,10 +1,11 @@
-"""The model home: the one process of `naiad serve --workers N` where the models live.
+"""The model home: the one worker of `naiad serve --workers N` where the models live.
 
 Every model version, its scheduler (one queue), its instances, the response cache, the rate
-limiter, sequences and statistics exist here once, whatever N is; the worker processes are
-front doors that decode the protocols and hand each request over. Each front door holds one
-connection (home_link.py says what travels on it); this side runs each request through the
-in-process `Server`, as a request of its own would run, and answers on the same connection.
+limiter, sequences and statistics exist here once, whatever N is. The model home serves its
+own connections like any worker; the other workers are front doors that decode the
+protocols and hand each request over. Each front door holds one connection here
+(home_link.py says what travels on it); this side runs each request through the in-process
+`Server`, as a request of its own would run, and answers on the same connection.
 
 Beside the connections, the model home answers the front doors' quick questions (statistics,
 readiness, the repository index, trace settings) on its control-plane socket, from threads
@@ -27,12 +28,14 @@ from naiad_wire.interprocess.shm_ring import RingReader, RingWriter
 
 from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
-from ..server import Server
-from .control_plane import ControlServer, Peer, socket_path
+from ..observability.tracing import Tracing
+from ..server import Server, ServerOptions
 from .home_link import receive_hello
 from .model_mirror import model_table
+from .replicated import SharedTracing
 from .request_messages import pack_error, pack_response, unpack_request
 from .topology import Topology
+from .worker_server import WorkerServer
 
 __all__ = ["ModelHome"]
 
@@ -44,26 +47,30 @@ _HELLO_TIMEOUT_S = 5.0
 _READ_ATTEMPTS = 3
 
 
-class ModelHome:
-    """Serves the front doors from `server` (started, with its models loaded)."""
+class ModelHome(WorkerServer):
+    """The worker where the models live: the in-process server, serving its own connections
+    and every front door's."""
 
-    def __init__(self, server: Server, topology: Topology) -> None:
-        self.server = server
-        self.topology = topology
+    def __init__(self, options: ServerOptions, topology: Topology) -> None:
+        super().__init__(options, topology)
+        self.tracing: SharedTracing = SharedTracing(self.options.trace_settings, self.share)
         self._links: set[_FrontDoorConnection] = set()
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
-        self._control: ControlServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._table_due = False
 
     async def start(self) -> None:
+        """Load the models, take on what clients changed (when started again), then listen
+        for the front doors."""
+        await super().start()
         self._loop = asyncio.get_running_loop()
-        models = self.server.models
-        assert models is not None, "the server starts first"
+        self.listen_for_peers(self._questions())
+        if self.topology.restarted:
+            await self._rejoin()
+        models = self.models
+        assert models is not None
         models.on_change = self._table_changed
-        self._control = ControlServer(self.topology.home_control_path, self._handlers())
-        self._control.start()
         path = self.topology.home_path
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # left by a model home that was killed
@@ -75,7 +82,8 @@ class ModelHome:
         self._listener = listener
         self._accepting = asyncio.create_task(self._accept(listener), name="naiad-model-home")
 
-    async def close(self) -> None:
+    async def stop(self) -> None:
+        # Worker 0 stops the model home last, once the front doors have finished their requests.
         if self._accepting is not None:
             self._accepting.cancel()
             await asyncio.gather(self._accepting, return_exceptions=True)
@@ -85,8 +93,39 @@ class ModelHome:
                 os.unlink(self.topology.home_path)
         for link in list(self._links):
             link.close()
-        if self._control is not None:
-            self._control.close()
+        await super().stop()
+
+    async def _rejoin(self) -> None:
+        """Started again after a crash: take on what clients changed since start-up, as
+        worker 0's journal holds it."""
+        entries = await self.journal_of_worker_0()
+        for operation, arguments in entries:
+            try:
+                if operation == "load":
+                    await Server.load_model(self, *arguments)
+                elif operation == "unload":
+                    await Server.unload_model(self, *arguments)
+                elif operation == "trace":
+                    Tracing.update(self.tracing, *arguments)
+                else:
+                    self.apply_here(operation, arguments)
+            except NaiadError as exc:
+                log.error("the model home could not replay %s: %s", operation, exc.message)
+        log.info("the model home replayed %d change(s) clients made since start-up", len(entries))
+
+    # -- model control: applied here, recorded in every worker's journal --------------------
+
+    async def load_model(
+        self, name: str, config: dict[str, Any] | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
+        await super().load_model(name, config, files)
+        self.share("load", name, config, files)
+
+    async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
+        await super().unload_model(name, unload_dependents)
+        self.share("unload", name, unload_dependents)
+
+    # -- the front doors ------------------------------------------------------------------------
 
     async def _accept(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -107,8 +146,6 @@ class ModelHome:
                 os.close(responses_fd)
             await loop.connect_accepted_socket(lambda connection=connection: connection, sock)  # type: ignore[misc]
 
-    # -- the model table ----------------------------------------------------------------------
-
     def _table_changed(self) -> None:
         """Models load and unload in parallel: send the table once per turn of the loop."""
         if not self._table_due and self._loop is not None:
@@ -118,23 +155,20 @@ class ModelHome:
     def send_table(self) -> None:
         """The current table, to every front door (at once, when a change is pending)."""
         self._table_due = False
-        assert self.server.models is not None
-        frame = pack_frame({"op": "models", "table": model_table(self.server.models)})
+        assert self.models is not None
+        frame = pack_frame({"op": "models", "table": model_table(self.models)})
         for link in self._links:
             link.write(frame)
 
-    # -- the control plane's side ---------------------------------------------------------------
-
-    def _handlers(self) -> dict[str, Callable[..., Any]]:
-        server = self.server
+    def _questions(self) -> dict[str, Callable[..., Any]]:
+        """What the front doors ask on the control plane, answered from its threads."""
         return {
-            "statistics": lambda name, version: _read(lambda: server.statistics(name, version)),
-            "index": lambda ready_only: _read(lambda: server.repository_index(ready_only)),
-            "ready": lambda: _read(server.is_ready),
-            "model_ready": lambda name, version: _read(lambda: server.model_ready(name, version)),
-            "trace_get": lambda model: _read(lambda: server.tracing.get(model)),
-            "trace_update": lambda changes, model: self._on_loop(lambda: server.tracing.update(changes, model)),
-            "log": lambda changes: server.log_settings.update(changes),
+            "statistics": lambda name, version: _read(lambda: self.statistics(name, version)),
+            "index": lambda ready_only: _read(lambda: self.repository_index(ready_only)),
+            "ready": lambda: _read(self.is_ready),
+            "model_ready": lambda name, version: _read(lambda: self.model_ready(name, version)),
+            "trace_get": lambda model: _read(lambda: self.tracing.get(model)),
+            "trace_update": lambda changes, model: self._on_loop(lambda: self.tracing.update(changes, model)),
         }
 
     def _on_loop(self, call: Callable[[], Any]) -> Any:
@@ -146,36 +180,12 @@ class ModelHome:
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
 
-    async def rejoin(self) -> None:
-        """Started again after a crash: take on what clients changed since start-up, as
-        worker 0's journal holds it (model loads and unloads, trace and log settings; the
-        front doors' own changes are not for the model home)."""
-        try:
-            entries = await asyncio.to_thread(Peer(0, socket_path(self.topology.directory, 0)).call, "journal")
-        except NaiadError as exc:
-            log.error("the model home could not read worker 0's journal: %s", exc.message)
-            return
-        for operation, arguments in entries:
-            try:
-                if operation == "load":
-                    await self.server.load_model(*arguments)
-                elif operation == "unload":
-                    await self.server.unload_model(*arguments)
-                elif operation == "trace":
-                    self.server.tracing.update(*arguments)
-                elif operation == "log":
-                    self.server.log_settings.update(*arguments)
-            except NaiadError as exc:
-                log.error("the model home could not replay %s: %s", operation, exc.message)
-        log.info("the model home replayed %d change(s) clients made since start-up", len(entries))
-
 
 class _FrontDoorConnection(asyncio.Protocol):
     """The model home's side of one front door's connection."""
 
     def __init__(self, home: ModelHome, index: int, requests: RingReader, responses: RingWriter) -> None:
         self._home = home
-        self._server = home.server
         self.index = index
         self._requests = requests
         self._responses = responses
@@ -190,8 +200,8 @@ class _FrontDoorConnection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         self._out = CoalescedWrites(self._transport, asyncio.get_running_loop())
         self._home._links.add(self)
-        assert self._server.models is not None
-        self.write(pack_frame({"op": "models", "table": model_table(self._server.models)}))
+        assert self._home.models is not None
+        self.write(pack_frame({"op": "models", "table": model_table(self._home.models)}))
 
     def write(self, frame: bytes) -> None:
         if self._out is not None:
@@ -251,7 +261,7 @@ class _FrontDoorConnection(asyncio.Protocol):
                 self._send_response(key, answer)
 
         try:
-            cancel = self._server.start_infer(request, done)
+            cancel = self._home.start_infer(request, done)
         except NaiadError as exc:
             self._send_error(key, exc)
             return
@@ -267,7 +277,7 @@ class _FrontDoorConnection(asyncio.Protocol):
 
     async def _answer(self, key: int, request: InferenceRequest) -> None:
         try:
-            response = await self._server.infer(request)
+            response = await self._home.infer(request)
         except NaiadError as exc:
             self._send_error(key, exc)
             return
@@ -279,7 +289,7 @@ class _FrontDoorConnection(asyncio.Protocol):
 
     async def _stream(self, key: int, request: InferenceRequest) -> None:
         try:
-            async for response in self._server.infer_stream(request):
+            async for response in self._home.infer_stream(request):
                 self._send_response(key, response)
         except NaiadError as exc:
             self._send_error(key, exc)
@@ -300,9 +310,9 @@ class _FrontDoorConnection(asyncio.Protocol):
         error = None
         try:
             if operation == "load":
-                await self._server.load_model(*arguments)
+                await self._home.load_model(*arguments)
             elif operation == "unload":
-                await self._server.unload_model(*arguments)
+                await self._home.unload_model(*arguments)
             else:
                 raise NaiadError.internal(f"the model home has no operation '{operation}'")
         except NaiadError as exc:

@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..observability.log_settings import LogSettings
-from ..observability.tracing import Tracing
+from ..observability.tracing import TraceSettings, Tracing
 from ..shared_memory import SharedMemoryRegistry
 
-__all__ = ["Replicate", "ReplicatedSharedMemory", "HomeTracing", "ReplicatedLogSettings"]
+__all__ = ["Replicate", "ReplicatedSharedMemory", "HomeTracing", "SharedTracing", "ReplicatedLogSettings"]
 
 # (operation, *arguments): apply on every other process; raises NaiadError when one refused.
 Replicate = Callable[..., None]
@@ -46,13 +46,11 @@ class ReplicatedSharedMemory(SharedMemoryRegistry):
 class HomeTracing(Tracing):
     """Trace settings as a front door's frontends see them: requests are traced where they
     run, in the model home, so its settings are the server's; reading or changing them asks
-    the model home (`ask(operation, *arguments)`), and a change is then `share`d for the
-    journal."""
+    the model home (`ask(operation, *arguments)`)."""
 
-    def __init__(self, ask: Callable[..., Any], share: Replicate) -> None:
+    def __init__(self, ask: Callable[..., Any]) -> None:
         super().__init__(None)
         self._ask = ask
-        self._share = share
 
     def get(self, model: str = "") -> dict[str, Any]:
         result: dict[str, Any] = self._ask("trace_get", model)
@@ -60,6 +58,19 @@ class HomeTracing(Tracing):
 
     def update(self, changes: Mapping[str, Any], model: str = "") -> dict[str, Any]:
         result: dict[str, Any] = self._ask("trace_update", dict(changes), model)
+        return result
+
+
+class SharedTracing(Tracing):
+    """The model home's tracing: a change to its settings, whichever worker a client sent it
+    through, is recorded in every worker's journal (`share`)."""
+
+    def __init__(self, settings: TraceSettings | None, share: Replicate) -> None:
+        super().__init__(settings)
+        self._share = share
+
+    def update(self, changes: Mapping[str, Any], model: str = "") -> dict[str, Any]:
+        result = super().update(changes, model)
         self._share("trace", dict(changes), model)
         return result
 

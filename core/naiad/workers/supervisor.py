@@ -29,11 +29,9 @@ from .topology import WORKER_INDEX_ENV, Topology
 
 __all__ = [
     "WorkerPool",
-    "HOME",
     "WORKER_READY_FD_ENV",
     "WORKER_INDEX_ENV",
     "worker_arguments",
-    "home_arguments",
     "signal_worker_ready",
     "is_worker",
     "wait_orphaned",
@@ -47,14 +45,12 @@ WORKER_READY_FD_ENV = "NAIAD_WORKER_READY_FD"
 # doubled each time up to _MAX_BACKOFF_S (a model that crashes at load must not spin).
 _FIRST_BACKOFF_S = 1.0
 _MAX_BACKOFF_S = 30.0
-# The pool's key of the model home among its processes (the workers' are their indices).
-HOME = -1
 
 
-def worker_arguments(argv: Sequence[str]) -> list[str]:
+def worker_arguments(argv: Sequence[str], home: bool = False) -> list[str]:
     """The command-line of an extra worker: the user's flags, then overrides (argparse keeps
-    the last occurrence): one process, shared ports (the OpenAI port too); the metrics port is
-    the model home's."""
+    the last occurrence): one process, shared ports (the OpenAI port too). The metrics port
+    is the model home's: the figures are its models'."""
     return [
         *argv,
         "--workers",
@@ -63,15 +59,8 @@ def worker_arguments(argv: Sequence[str]) -> list[str]:
         "true",
         "--reuse-grpc-port",
         "true",
-        "--allow-metrics",
-        "false",
+        *([] if home else ["--allow-metrics", "false"]),
     ]
-
-
-def home_arguments(argv: Sequence[str]) -> list[str]:
-    """The model home's command-line: the user's flags, one process. It serves the metrics
-    port (the figures are its models'), and the HTTP and gRPC ports are the workers'."""
-    return [*argv, "--workers", "1"]
 
 
 def is_worker() -> bool:
@@ -140,14 +129,15 @@ class _Worker:
 
     def __init__(self, argv: list[str], topology: Topology, index: int, restarted: bool, fork: Main | None) -> None:
         self.index = index
-        self.label = "the model home" if index == HOME else f"worker {index}"
+        home = index == topology.home_index
+        self.label = "the model home" if home else f"worker {index}"
         read_end, write_end = os.pipe()
         self.ready_read = read_end
-        role = topology.environment_of(index, restarted, home=index == HOME)
+        role = topology.environment_of(index, restarted, home=home)
         env = {**role, WORKER_READY_FD_ENV: str(write_end)}
         try:
             if fork is not None:
-                self.process: _Forked | subprocess.Popen[bytes] = _fork(fork, argv, env, index == HOME, read_end)
+                self.process: _Forked | subprocess.Popen[bytes] = _fork(fork, argv, env, home, read_end)
             else:
                 self.process = subprocess.Popen(
                     [sys.executable, "-m", "naiad.cli", *argv],
@@ -155,7 +145,7 @@ class _Worker:
                     pass_fds=(write_end,),
                     # The model home stops last, after the workers have finished their requests:
                     # a Ctrl-C in a terminal, sent to the whole foreground group, must not reach it.
-                    process_group=0 if index == HOME else None,
+                    process_group=0 if home else None,
                 )
         finally:
             os.close(write_end)
@@ -202,7 +192,7 @@ class WorkerPool:
     worker 0."""
 
     def __init__(self, argv: Sequence[str], topology: Topology) -> None:
-        self._home_argv = home_arguments(argv)
+        self._home_argv = worker_arguments(argv, home=True)
         self._worker_argv = worker_arguments(argv)
         self._topology = topology
         self._workers: dict[int, _Worker] = {}
@@ -210,7 +200,7 @@ class WorkerPool:
         self._stopping = False
 
     def _start(self, index: int, restarted: bool, fork: Main | None = None) -> _Worker:
-        argv = self._home_argv if index == HOME else self._worker_argv
+        argv = self._home_argv if index == self._topology.home_index else self._worker_argv
         worker = self._workers[index] = _Worker(argv, self._topology, index, restarted, fork)
         return worker
 
@@ -220,20 +210,18 @@ class WorkerPool:
         Call it before this process starts threads or an event loop: a fork keeps only the
         thread that forks. A process started again later is a new interpreter."""
         fork: Main | None = main if threading.active_count() == 1 else None
-        home = self._start(HOME, restarted=False, fork=fork)
         for index in range(1, self._topology.count):
             self._start(index, restarted=False, fork=fork)
-        extra = ", ".join(str(self._workers[i].process.pid) for i in range(1, self._topology.count))
         log.info(
-            "started the model home (pid %d) and %d extra worker(s): %s",
-            home.process.pid,
-            len(self._workers) - 1,
-            extra,
+            "started %d more worker process(es), worker %d the model home: %s",
+            len(self._workers),
+            self._topology.home_index,
+            ", ".join(str(w.process.pid) for w in self._workers.values()),
         )
 
     async def wait_home(self) -> None:
         """Returns once the model home serves; raises RuntimeError if it exits first."""
-        await self._wait_ready([HOME])
+        await self._wait_ready([self._topology.home_index])
 
     async def wait_ready(self) -> None:
         """Returns once every process serves; raises RuntimeError if one exits first."""
@@ -274,13 +262,13 @@ class WorkerPool:
 
     async def stop(self, timeout_s: float) -> None:
         """SIGTERM to every worker (each drains its own requests), then to the model home,
-        which answers them meanwhile; SIGKILL to any still running after timeout_s."""
+        which runs them meanwhile; SIGKILL to any still running after timeout_s."""
         self._stopping = True
         for task in self._ready.values():
             task.cancel()
-        workers = [worker for index, worker in self._workers.items() if index != HOME]
-        await self._stop_processes(workers, timeout_s)
-        await self._stop_processes([self._workers[HOME]] if HOME in self._workers else [], timeout_s)
+        home = self._topology.home_index
+        await self._stop_processes([w for i, w in self._workers.items() if i != home], timeout_s)
+        await self._stop_processes([self._workers[home]] if home in self._workers else [], timeout_s)
 
     @staticmethod
     async def _stop_processes(workers: list[_Worker], timeout_s: float) -> None:

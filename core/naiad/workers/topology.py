@@ -43,17 +43,16 @@ class Topology:
     directory: str
     restarted: bool = False
     cpus: tuple[int, ...] = ()  # () where the platform cannot tell
-    home: bool = False  # this process is the model home (its index means nothing then)
+    home: bool = False  # this process is the model home
+
+    # The worker that is the model home; worker 0 supervises, so that a model which takes its
+    # process down (a crash in a framework) leaves a supervisor to start it again.
+    home_index = 1
 
     @property
     def home_path(self) -> str:
         """The model home's socket for the front doors' requests."""
         return os.path.join(self.directory, "home.sock")
-
-    @property
-    def home_control_path(self) -> str:
-        """The model home's control-plane socket."""
-        return os.path.join(self.directory, "home-control.sock")
 
     @classmethod
     def create(cls, count: int) -> Topology:
