@@ -116,6 +116,9 @@ class Server:
         # exports them beside the server's own.
         self.custom_metrics = CustomMetricRegistry(reserved=BUILTIN_METRIC_FAMILIES)
         self._live = False
+        # The loop the server runs on, kept: asking for the running loop costs a getpid()
+        # system call per request on CPython 3.11 (it checks for a fork).
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._startup_failures: list[str] = []
         self.response_cache: ResponseCache | None = None
         self._cache_tasks: set[asyncio.Task[None]] = set()
@@ -140,6 +143,7 @@ class Server:
 
     async def start(self) -> None:
         """Discover backends and load models as the control mode says."""
+        self._loop = asyncio.get_running_loop()
         options = self.options
         if options.cache is not None:
             self.response_cache = await open_cache(options.cache)
@@ -383,7 +387,7 @@ class Server:
                     "use the streaming API to receive them"
                 )
             return responses[0]
-        job, future = self._submit(loaded, request, asyncio.get_running_loop())
+        job, future = self._submit(loaded, request, self._loop or asyncio.get_running_loop())
         try:
             response = await future
         except asyncio.CancelledError:
@@ -402,7 +406,7 @@ class Server:
         plan = loaded.config.derived(RequestPlan.of)
         if plan.decoupled:
             return None
-        job, future = self._submit(loaded, request, asyncio.get_running_loop())
+        job, future = self._submit(loaded, request, self._loop or asyncio.get_running_loop())
 
         def finished(future: asyncio.Future[InferenceResponse]) -> None:
             if future.cancelled():
@@ -434,7 +438,7 @@ class Server:
         response with `error` set. Bad input raises NaiadError before the first one."""
         loaded = self.model(request.model_name, request.model_version)
         queue: asyncio.Queue[InferenceResponse] = asyncio.Queue()
-        job, _ = self._submit(loaded, request, asyncio.get_running_loop(), queue)
+        job, _ = self._submit(loaded, request, self._loop or asyncio.get_running_loop(), queue)
         final = False
         try:
             while not final:

@@ -72,7 +72,7 @@ class HomeLink(asyncio.Protocol):
         self._answers: dict[int, asyncio.Future[Any]] = {}
         self._transport: asyncio.Transport | None = None
         self._out: CoalescedWrites | None = None
-        loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
         # Done once the model home's table has arrived (it sends it first), and once the
         # connection is gone.
         self.table_arrived: asyncio.Future[None] = loop.create_future()
@@ -105,7 +105,7 @@ class HomeLink(asyncio.Protocol):
 
     def infer(self, request: InferenceRequest) -> tuple[int, asyncio.Future[InferenceResponse]]:
         """Send a request; its one response (or error) completes the future."""
-        future: asyncio.Future[InferenceResponse] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[InferenceResponse] = self._loop.create_future()
         return self._send(request, False, future), future
 
     def stream(self, request: InferenceRequest) -> tuple[int, asyncio.Queue[InferenceResponse | NaiadError]]:
@@ -136,7 +136,7 @@ class HomeLink(asyncio.Protocol):
         front door's copy of the model table shows it (the table comes first on the socket)."""
         out = self._writer()
         key = next(self._keys)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Any] = self._loop.create_future()
         self._answers[key] = future
         out.write(pack_frame({"op": "control", "key": key, "operation": operation, "arguments": arguments}))
         await future
@@ -146,7 +146,7 @@ class HomeLink(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A cast, not a check: uvloop's transports do not subclass asyncio.Transport.
         self._transport = cast(asyncio.Transport, transport)
-        self._out = CoalescedWrites(self._transport, asyncio.get_running_loop())
+        self._out = CoalescedWrites(self._transport, self._loop)
 
     def data_received(self, data: bytes) -> None:
         for body in self._frames.feed(data):

@@ -158,7 +158,10 @@ class Http1Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.closed = False
-        self.lost: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+        # Kept: asking for the running loop costs a getpid() system call per request on
+        # CPython 3.11 (it checks for a fork).
+        self._loop = asyncio.get_event_loop()
+        self.lost: asyncio.Future[None] = self._loop.create_future()
         self._queue: collections.deque[Request] = collections.deque()
         self._task: asyncio.Task[None] | None = None
         self._queued_bytes = 0
@@ -300,7 +303,7 @@ class Http1Connection(asyncio.Protocol):
         request = self._queue.popleft()
         self._queued_bytes -= len(request.body)
         self._flow()
-        self._task = asyncio.get_event_loop().create_task(self._answer(request))
+        self._task = self._loop.create_task(self._answer(request))
         self._task.add_done_callback(self._answered)
 
     def _answered(self, task: asyncio.Task[None]) -> None:
