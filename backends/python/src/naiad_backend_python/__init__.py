@@ -5,7 +5,8 @@ its backend library):
 
 - `model_side`: everything that runs in the model's process: the model API
   (`model_side.pb_utils`, importable as Triton's `triton_python_backend_utils`), the stub's
-  main program, the model host and the bridge to the server. It imports nothing of naiad,
+  main program, the stub template that forks it, the model host and the bridge to the
+  server. It imports nothing of naiad,
   so a model's own virtual environment needs only numpy.
 - `ipc`: the wire format between the two processes (control messages, the shared-memory
   rings that carry tensors); standard library and numpy only, like `model_side`.
