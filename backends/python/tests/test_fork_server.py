@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from naiad_backend_python.server_side.forked_process import EXIT_STATUS_UNKNOWN, ForkedProcess
 from tritonclient.utils import InferenceServerException
 
 from naiad import ServerOptions
@@ -214,7 +215,7 @@ def test_a_dead_template_is_replaced_at_the_next_stub_start(repo: Path) -> None:
         assert parent_of(new_template) == server.process.pid
         log = server.log()
         # Nobody could learn the orphan's exit status, and the log says so.
-        assert "exit status unknown: the stub template that started it had ended" in log
+        assert "exit status unknown: the stub template that forked it did not report it" in log
         assert f"the stub template (pid {template}) has ended (killed by signal SIGKILL); starting a new one" in log
 
 
@@ -297,7 +298,8 @@ def test_a_stuck_template_costs_a_bounded_wait_and_a_spawned_stub(tmp_path: Path
     server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
     action = {"ACTION": np.array([b"probe"], dtype=object)}
     try:
-        first = process_of(server).pid
+        first_handle = process_of(server)
+        first = first_handle.pid
         template = parent_of(first)
         assert is_template(template)
         os.kill(template, signal.SIGSTOP)  # alive, but it will never answer
@@ -317,9 +319,65 @@ def test_a_stuck_template_costs_a_bounded_wait_and_a_spawned_stub(tmp_path: Path
             replacement = process_of(server).pid
             assert parent_of(replacement) == os.getpid()
             assert "did not answer within 1 s" in caplog.text
+            # A stuck template sent no exit status: waiting for it ended rather than hung.
+            assert first_handle.returncode == EXIT_STATUS_UNKNOWN
             assert wait_for(lambda: not alive(template)), "the stuck template was not killed"
         finally:
             if alive(template):
                 os.kill(template, signal.SIGKILL)
     finally:
         server.close()
+
+
+# The handle on its own, on a process of this test's (as the template's children are the
+# template's): the status comes from whoever reaps the process, the end from the pidfd.
+
+
+def test_the_handle_answers_with_the_status_the_template_reports() -> None:
+    process = subprocess.Popen(["sleep", "60"])
+    handle = ForkedProcess(process.pid, os.pidfd_open(process.pid), "sleep")
+    try:
+        assert handle.poll() is None
+        with pytest.raises(subprocess.TimeoutExpired):
+            handle.wait(0.05)
+        handle.kill()
+        handle.exited(process.wait())  # as the template reports it
+        assert handle.wait() == handle.poll() == -signal.SIGKILL
+        handle.kill()  # nothing to signal any more: a no-op, as Popen's
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_the_handle_gives_up_on_a_status_that_never_comes(monkeypatch) -> None:
+    from naiad_backend_python.server_side import forked_process
+
+    monkeypatch.setattr(forked_process, "STATUS_GRACE_S", 0.5)
+    process = subprocess.Popen(["sleep", "60"])
+    handle = ForkedProcess(process.pid, os.pidfd_open(process.pid), "sleep")
+    try:
+        handle.kill()
+        process.wait()  # ended and reaped, and nobody reports it
+        assert handle.poll() is None  # within the grace the status may still come
+        started = time.monotonic()
+        assert handle.wait(10) == EXIT_STATUS_UNKNOWN
+        assert time.monotonic() - started < 5
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_an_orphaned_handle_needs_no_grace() -> None:
+    process = subprocess.Popen(["sleep", "60"])
+    handle = ForkedProcess(process.pid, os.pidfd_open(process.pid), "sleep")
+    try:
+        handle.orphaned()  # the template ended
+        assert handle.poll() is None  # the process itself still runs
+        handle.kill()
+        process.wait()
+        assert handle.wait(1) == EXIT_STATUS_UNKNOWN
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -8,9 +8,11 @@ a signal sent through it can never reach another process that took over the pid 
 template reaped this one (a plain `kill(pid)` could, in the moment between the reaping and the
 server hearing of it).
 
-If the template itself ends first, nobody who could learn the status is left (the process now
-belongs to init). The pidfd still says when the process ends; its return code is then
-`EXIT_STATUS_UNKNOWN`, which `describe_exit` words as such.
+The end of the process itself is read from the pidfd, whatever became of the template. If the
+template ended first, nobody who could learn the status is left (the process now belongs to
+init); if it is stuck, it will not send it. Either way the return code is then
+`EXIT_STATUS_UNKNOWN` (after `STATUS_GRACE_S`, or at once once the template is known to have
+ended), which `describe_exit` words as such: a wait never hangs on the template.
 """
 
 from __future__ import annotations
@@ -27,13 +29,16 @@ __all__ = ["EXIT_STATUS_UNKNOWN", "ForkedProcess", "StubProcess", "describe_exit
 
 # Not an exit code (0..255) nor a signal (minus 1..64).
 EXIT_STATUS_UNKNOWN = -1000
+# How long after the process ended its status may take to come from a template that still
+# runs (it is usually there within a millisecond): longer, and the template is stuck.
+STATUS_GRACE_S = 5.0
 
 
 def describe_exit(returncode: int | None) -> str:
     if returncode is None:
         return "still running"
     if returncode == EXIT_STATUS_UNKNOWN:
-        return "exit status unknown: the stub template that started it had ended"
+        return "exit status unknown: the stub template that forked it did not report it"
     if returncode < 0:
         try:
             return f"killed by signal {signal.Signals(-returncode).name}"
@@ -71,6 +76,7 @@ class ForkedProcess:
         self.returncode: int | None = None
         self._pidfd = pidfd  # -1 once the exit is known
         self._orphaned = False  # the template ended before this process
+        self._ended_at: float | None = None  # when the pidfd first said the process ended
         self._changed = threading.Condition(threading.Lock())
 
     def __repr__(self) -> str:
@@ -84,7 +90,7 @@ class ForkedProcess:
             self._settle(code)
 
     def orphaned(self) -> None:
-        """The template ended: from now on the pidfd is the only news of this process."""
+        """The template ended: no status will come, the pidfd is the only news of this process."""
         with self._changed:
             self._orphaned = True
             self._changed.notify_all()
@@ -100,25 +106,33 @@ class ForkedProcess:
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._changed:
-            while self.returncode is None and not self._orphaned:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise subprocess.TimeoutExpired(self.args, timeout or 0)
-                self._changed.wait(remaining)
             if self.returncode is not None:
                 return self.returncode
             # Watch a copy, so that another thread settling the process (and closing the
             # original) cannot leave this one polling a number that now names something else.
             watched = os.dup(self._pidfd)
+        # The process's end comes from the pidfd, whatever became of the template...
         try:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ended = _pidfd_readable(watched, remaining)
+            ended = _pidfd_readable(watched, None if deadline is None else max(0.0, deadline - time.monotonic()))
         finally:
             os.close(watched)
         if not ended:
             raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        # ...and its status from the template, a moment later, unless it is gone or stuck.
         with self._changed:
-            self._settle(EXIT_STATUS_UNKNOWN)
+            if self._ended_at is None:
+                self._ended_at = time.monotonic()
+            give_up_at = self._ended_at + STATUS_GRACE_S
+            until = give_up_at if deadline is None else min(give_up_at, deadline)
+            while self.returncode is None and not self._orphaned:
+                remaining = until - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._changed.wait(remaining)
+            if self.returncode is None:
+                if not self._orphaned and time.monotonic() < give_up_at:
+                    raise subprocess.TimeoutExpired(self.args, timeout or 0)  # the caller's bound came first
+                self._settle(EXIT_STATUS_UNKNOWN)
             assert self.returncode is not None
             return self.returncode
 

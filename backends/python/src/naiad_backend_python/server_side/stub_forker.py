@@ -60,12 +60,6 @@ class StubForker:
         self._retry_at = 0.0
         self._closed = False
 
-    @property
-    def template_pid(self) -> int | None:
-        """The running template's pid (for tests and measurements)."""
-        template = self._template
-        return template.pid if template is not None and template.usable else None
-
     def start(self, fds: Sequence[tuple[str, int]], env: dict[str, str], cwd: str, label: str) -> ForkedProcess | None:
         """Fork a stub: `fds` pairs each of its descriptors with the command-line flag that
         names it. None when the template cannot (the reason is logged): spawn it instead,
@@ -206,9 +200,10 @@ class _Template:
                 if received is None:
                     break
                 self._dispatch(*received)
-        except (OSError, ValueError) as exc:
-            if not self._gone and not self._stuck:
-                log.warning("the stub template (pid %d) sent something unreadable: %s", self.pid, exc)
+        except Exception as exc:  # noqa: BLE001 - a broken socket or message: this template is done
+            if not self._stuck:
+                log.warning("the stub template (pid %d) cannot be read any more: %s", self.pid, exc)
+            self._stuck = True
         finally:
             with self._children_lock:
                 self._gone = True
