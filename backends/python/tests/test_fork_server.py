@@ -293,7 +293,6 @@ def test_a_stuck_template_costs_a_bounded_wait_and_a_spawned_stub(tmp_path: Path
     from naiad_backend_python.server_side import stub_forker
     from python_backend_servers import ServerThread
 
-    monkeypatch.setattr(stub_forker, "FORK_REPLY_TIMEOUT_S", 1.0)
     add_probe(tmp_path, "probe")
     server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
     action = {"ACTION": np.array([b"probe"], dtype=object)}
@@ -302,6 +301,8 @@ def test_a_stuck_template_costs_a_bounded_wait_and_a_spawned_stub(tmp_path: Path
         first = first_handle.pid
         template = parent_of(first)
         assert is_template(template)
+        # Short only from now on, so that a slow machine still forks the first process.
+        monkeypatch.setattr(stub_forker, "FORK_REPLY_TIMEOUT_S", 1.0)
         os.kill(template, signal.SIGSTOP)  # alive, but it will never answer
         try:
             os.kill(first, signal.SIGKILL)
