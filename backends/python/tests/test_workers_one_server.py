@@ -199,9 +199,9 @@ def test_the_rate_limiters_resources_are_counted_once_per_server(server: ServerP
 
     def send(index: int) -> list[float]:
         barrier.wait()
-        span: list[float] = _send(server, "http" if index % 2 else "grpc", "limited_b" if index % 3 else "limited_a", 0)[
-            "SPAN"
-        ]
+        span: list[float] = _send(
+            server, "http" if index % 2 else "grpc", "limited_b" if index % 3 else "limited_a", 0
+        )["SPAN"]
         return span
 
     with ThreadPoolExecutor(6) as pool:

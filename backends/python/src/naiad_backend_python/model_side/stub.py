@@ -1,6 +1,7 @@
 """The model process: ``python -m naiad_backend_python.model_side.stub --socket-fd N ...``.
 
-The server starts one per model instance. One thread does the work, as Triton's stub does:
+The server starts one per model instance: forked from the stub template (stub_template.py),
+which calls `main` with the same arguments, or spawned with this command line. One thread does the work, as Triton's stub does:
 its event loop wakes when the socket is readable, decodes the message (tensors come out of
 the server's ring), and runs the model's `execute` right there; the responses go back
 through `StubBridge` with their tensors in this process's ring. A request costs the stub one

@@ -32,6 +32,7 @@ from .in_process_instance import InProcessInstance
 from .process_instance import ProcessInstance
 from .settings import ModelSettings, read_settings
 from .stub_connection import StubLaunch
+from .stub_forker import StubForker
 
 __all__ = ["PythonBackend", "PythonModel"]
 
@@ -45,6 +46,8 @@ class PythonBackend(Backend):
     def initialize(self, context: BackendContext) -> None:
         super().initialize(context)
         self._stub_path: str | None = None
+        # Started at the first model process it forks (stub_forker.py).
+        self.stub_forker = StubForker()
         # Models load in parallel threads: this guards the lazy stub directory, and parsing,
         # because CPython 3.11's ast.parse is not thread-safe ("AST constructor recursion
         # depth mismatch"), so files are parsed one at a time.
@@ -71,6 +74,7 @@ class PythonBackend(Backend):
         return PythonModel(context, self)
 
     def finalize(self) -> None:
+        self.stub_forker.close()
         if self._stub_path is not None:
             shutil.rmtree(self._stub_path, ignore_errors=True)
             self._stub_path = None
@@ -159,6 +163,7 @@ class PythonModel(Model):
             python_path=self.backend.stub_python_path(),
             server=self.context.server,
             cwd=self.context.version_path,
+            forker=self.backend.stub_forker if self.settings.forks_stub else None,
         )
 
     def create_instance(self, context: InstanceContext) -> ModelInstance:

@@ -23,6 +23,8 @@ __all__ = [
     "PROCESS",
     "IN_PROCESS",
     "INLINE",
+    "FORK",
+    "SPAWN",
 ]
 
 # Config parameter keys.
@@ -34,6 +36,11 @@ IN_PROCESS = "in_process"
 # In the server's process, and `execute` on the server's event loop thread (no thread hop).
 INLINE = "inline"
 _MODES = (PROCESS, IN_PROCESS, INLINE)
+# How model processes start: forked from the stub template, sharing the interpreter and numpy
+# (stub_forker.py), or each a fresh interpreter.
+FORK = "fork"
+SPAWN = "spawn"
+_STUB_STARTS = (FORK, SPAWN)
 
 # `--backend-config python,<key>=<value>` keys and their defaults.
 _BACKEND_DEFAULTS = {
@@ -41,6 +48,7 @@ _BACKEND_DEFAULTS = {
     "execute-timeout-seconds": "0",
     "shm-default-byte-size": str(16 * 1024 * 1024),
     "stub-start-timeout-seconds": "120",
+    "stub-start": FORK,
 }
 
 
@@ -57,6 +65,16 @@ class ModelSettings:
     env_dir: Path | None
     ring_bytes: int
     start_timeout_s: float
+    # `fork` or `spawn` (backend config stub-start).
+    stub_start: str = FORK
+
+    @property
+    def forks_stub(self) -> bool:
+        """Whether the model's process comes from the stub template: only a process of the
+        server's own interpreter can, since the template is one."""
+        return (
+            self.stub_start == FORK and not self.in_process and self.env_dir is None and self.python == sys.executable
+        )
 
 
 def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str, str]) -> ModelSettings:
@@ -74,6 +92,10 @@ def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str
     if ring < 4096:
         raise ConfigError(name, f"backend config shm-default-byte-size: must be at least 4096, got {ring}")
     start = _number(name, "stub-start-timeout-seconds", defaults["stub-start-timeout-seconds"])
+    stub_start = defaults["stub-start"].strip().lower()
+    if stub_start not in _STUB_STARTS:
+        choices = ", ".join(f"'{s}'" for s in _STUB_STARTS)
+        raise ConfigError(name, f"backend config stub-start: must be one of {choices}, got '{stub_start}'")
 
     env_dir: Path | None = None
     python = sys.executable
@@ -101,7 +123,7 @@ def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str
         python = _interpreter_in(env_dir)
         if not python:
             raise ConfigError(name, f"parameters.{EXECUTION_ENV_PATH}: '{env_dir}' has no bin/python3 or bin/python")
-    return ModelSettings(mode != PROCESS, mode == INLINE, timeout, python, env_dir, ring, start)
+    return ModelSettings(mode != PROCESS, mode == INLINE, timeout, python, env_dir, ring, start, stub_start)
 
 
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")

@@ -1,7 +1,8 @@
 """`StubConnection`: the server's side of one model process.
 
-Starting it (blocking, in a worker thread) spawns the interpreter, hands it the socket and
-the two rings, and waits for `initialize` to finish. After that the connection lives on
+Starting it (blocking, in a worker thread) starts the model's process (forked from the stub
+template, stub_forker.py, or a fresh interpreter), hands it the socket and the two rings, and
+waits for `initialize` to finish. After that the connection lives on
 the server's event loop: a protocol decodes what the stub sends (execute results, decoupled
 responses, BLS requests, cancellation queries, log lines) in `data_received` and routes it,
 so a result resumes the `execute` awaiting it with no thread hop and no task in between. When the process dies, every request still
@@ -14,10 +15,9 @@ import asyncio
 import itertools
 import logging
 import os
-import signal
 import socket
 import subprocess
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,9 +39,11 @@ from naiad_wire.interprocess.messages import (
 )
 from .bls_runner import BlsCall, cancelled_response, run_bls
 from .conversions import FINAL_MARKER, core_response_from_parts
+from .forked_process import StubProcess, describe_exit
 from .metric_owner import METRIC_OPS, MetricOwner
 from .model_control import manage_model
 from .settings import ModelSettings
+from .stub_forker import StubForker
 
 if TYPE_CHECKING:
     from naiad.backend import InferenceService as Server
@@ -65,24 +67,54 @@ class StubLaunch:
     python_path: str  # directory holding naiad_backend_python for the stub's interpreter
     server: Server | None
     cwd: Path = field(default_factory=Path.cwd)
+    # The server's stub template, when the model's process may be forked from it.
+    forker: StubForker | None = None
 
 
-def describe_exit(returncode: int | None) -> str:
-    if returncode is None:
-        return "still running"
-    if returncode < 0:
-        try:
-            return f"killed by signal {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit code {returncode}"
+# Starts the stub with these descriptors (each with the flag that names it) and environment;
+# None when it cannot, and the caller tries another way.
+_ProcessStart = Callable[[StubLaunch, dict[str, str], Sequence[tuple[str, int]]], StubProcess | None]
+
+
+def _stub_environment(launch: StubLaunch) -> dict[str, str]:
+    settings = launch.settings
+    env = dict(os.environ)
+    env["PYTHONPATH"] = launch.python_path + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if settings.env_dir is not None:
+        env["VIRTUAL_ENV"] = str(settings.env_dir)
+        env["PATH"] = f"{settings.env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["LD_LIBRARY_PATH"] = f"{settings.env_dir / 'lib'}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
+        env.pop("PYTHONHOME", None)
+    return env
+
+
+def _fork(launch: StubLaunch, env: dict[str, str], fds: Sequence[tuple[str, int]]) -> StubProcess | None:
+    """From the stub template, sharing what it imported; None when it cannot (logged)."""
+    assert launch.forker is not None
+    return launch.forker.start(fds, env, str(launch.cwd), launch.label)
+
+
+def _spawn(launch: StubLaunch, env: dict[str, str], fds: Sequence[tuple[str, int]]) -> StubProcess:
+    """A fresh interpreter: the model's own (EXECUTION_ENV_PATH) or the server's."""
+    python = launch.settings.python
+    command = [python, "-m", "naiad_backend_python.model_side.stub", *(str(part) for pair in fds for part in pair)]
+    try:
+        return subprocess.Popen(
+            command,
+            pass_fds=tuple(fd for _, fd in fds),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            cwd=str(launch.cwd),
+        )
+    except OSError as exc:
+        raise NaiadError.unavailable(f"{launch.label}: cannot start '{python}': {exc}") from None
 
 
 class StubConnection:
     def __init__(
         self,
         launch: StubLaunch,
-        process: subprocess.Popen[bytes],
+        process: StubProcess,
         sock: socket.socket,
         to_stub: RingWriter,
         from_stub: RingReader,
@@ -120,46 +152,12 @@ class StubConnection:
 
     @classmethod
     def start(cls, launch: StubLaunch) -> StubConnection:
-        settings = launch.settings
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        to_fd = create_ring_fd(settings.ring_bytes)
-        from_fd = create_ring_fd(settings.ring_bytes)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = launch.python_path + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        if settings.env_dir is not None:
-            env["VIRTUAL_ENV"] = str(settings.env_dir)
-            env["PATH"] = f"{settings.env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-            env["LD_LIBRARY_PATH"] = f"{settings.env_dir / 'lib'}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
-            env.pop("PYTHONHOME", None)
-        command = [
-            settings.python,
-            "-m",
-            "naiad_backend_python.model_side.stub",
-            "--socket-fd",
-            str(child.fileno()),
-            "--inbound-fd",
-            str(to_fd),
-            "--outbound-fd",
-            str(from_fd),
-        ]
-        try:
-            process = subprocess.Popen(
-                command,
-                pass_fds=(child.fileno(), to_fd, from_fd),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                cwd=str(launch.cwd),
-            )
-        except OSError as exc:
-            parent.close()
-            raise NaiadError.unavailable(f"{launch.label}: cannot start '{settings.python}': {exc}") from None
-        finally:
-            child.close()
-        try:
-            connection = cls(launch, process, parent, RingWriter(to_fd), RingReader(from_fd))
-        finally:
-            os.close(to_fd)
-            os.close(from_fd)
+        connection = None
+        if launch.forker is not None:
+            connection = cls._started(launch, _fork)
+        if connection is None:
+            connection = cls._started(launch, _spawn)
+        assert connection is not None  # _spawn raises rather than answer None
         try:
             connection._handshake()
         except BaseException:
@@ -167,6 +165,33 @@ class StubConnection:
             connection._close_resources()
             raise
         return connection
+
+    @classmethod
+    def _started(cls, launch: StubLaunch, start: _ProcessStart) -> StubConnection | None:
+        """A process started by `start` with a new socket and rings; None when `start` could
+        not (and the socket and rings are closed)."""
+        settings = launch.settings
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        to_fd = create_ring_fd(settings.ring_bytes)
+        from_fd = create_ring_fd(settings.ring_bytes)
+        fds = (("--socket-fd", child.fileno()), ("--inbound-fd", to_fd), ("--outbound-fd", from_fd))
+        process: StubProcess | None = None
+        try:
+            process = start(launch, _stub_environment(launch), fds)
+        finally:
+            # The process has its own copies now; the server keeps only its end of the socket.
+            child.close()
+            if process is None:
+                parent.close()
+                os.close(to_fd)
+                os.close(from_fd)
+        if process is None:
+            return None
+        try:
+            return cls(launch, process, parent, RingWriter(to_fd), RingReader(from_fd))
+        finally:
+            os.close(to_fd)
+            os.close(from_fd)
 
     def _handshake(self) -> None:
         """Send `init` and wait (blocking) until the model's initialize has run."""
