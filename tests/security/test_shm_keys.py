@@ -147,8 +147,7 @@ def test_client_shared_memory_is_off_by_default(default_server, region):
 
 
 def test_the_rings_spill_files_are_reserved():
-    from naiad_wire.interprocess import shm_ring
-
     from naiad.safe_names import RESERVED_SHM_PREFIXES
+    from naiad_wire.interprocess import shm_ring
 
     assert shm_ring.SEGMENT_PREFIX in RESERVED_SHM_PREFIXES

@@ -281,8 +281,8 @@ def test_inputs_of_every_size_arrive_whole_and_writable(tmp_path):
     """Small tensors travel inside the control message, larger ones in the ring (copied,
     or read in place from 64 KiB): on either side of each boundary a model gets whole,
     writable inputs and its outputs come back whole."""
-    from naiad_wire.interprocess.shm_ring import ZERO_COPY_BYTES
     from naiad_wire.interprocess.messages import INLINE_BYTES
+    from naiad_wire.interprocess.shm_ring import ZERO_COPY_BYTES
 
     (tmp_path / "increment" / "1").mkdir(parents=True)
     (tmp_path / "increment" / "1" / "model.py").write_text(INCREMENT_MODEL)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import naiad_backend_python
+
 from naiad_wire import interprocess
 
 PACKAGE = Path(naiad_backend_python.__file__).parent

@@ -14,7 +14,6 @@ import textwrap
 import threading
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np

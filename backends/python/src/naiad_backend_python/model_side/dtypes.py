@@ -9,6 +9,7 @@ import numpy as np
 
 from naiad_wire.interprocess.bytes_elements import decode_bytes_elements, encode_bytes_elements
 from naiad_wire.interprocess.messages import NUMPY_OF_DATATYPE
+
 from .errors import TritonModelException
 
 __all__ = [

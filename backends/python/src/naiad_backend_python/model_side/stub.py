@@ -35,7 +35,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from naiad_wire.interprocess.shm_ring import RingReader, RingWriter
 from naiad_wire.interprocess.messages import (
     FrameReader,
     decode_array,
@@ -45,6 +44,8 @@ from naiad_wire.interprocess.messages import (
     plain_parameters,
     unpack_message,
 )
+from naiad_wire.interprocess.shm_ring import RingReader, RingWriter
+
 from .bridge import Bridge, set_default_bridge
 from .model_host import ExecuteFailure, ModelHost, PendingExecute, rescheduled, run_auto_complete
 from .pb_utils import InferenceRequest, InferenceResponse, Logger, Tensor, TritonError, TritonModelException

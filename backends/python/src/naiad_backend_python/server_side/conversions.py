@@ -17,8 +17,8 @@ from naiad.backend import (
 from naiad.backend import (
     Tensor as CoreTensor,
 )
-
 from naiad_wire.interprocess.messages import plain_parameters
+
 from ..model_side import pb_utils as utils
 
 __all__ = [

@@ -25,8 +25,8 @@ from naiad.backend import (
     ModelInstance,
     NaiadError,
 )
-
 from naiad_wire.interprocess.messages import encode_array, plain_parameters
+
 from ..model_side.model_host import batch_failure_message
 from .conversions import core_error, requested_output_names, sequence_flags
 from .stub_connection import StubConnection, StubLaunch

@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING, Any
 from naiad.backend import InferenceRequest as CoreRequest
 from naiad.backend import InferenceResponse as CoreResponse
 from naiad.backend import NaiadError
-
-from naiad_wire.interprocess.shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
 from naiad_wire.interprocess.messages import (
     FRAME_HEADER,
     FrameReader,
@@ -37,6 +35,8 @@ from naiad_wire.interprocess.messages import (
     plain_parameters,
     unpack_message,
 )
+from naiad_wire.interprocess.shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
+
 from .bls_runner import BlsCall, cancelled_response, run_bls
 from .conversions import FINAL_MARKER, core_response_from_parts
 from .forked_process import StubProcess, describe_exit
