@@ -82,7 +82,8 @@ def pack_placing(build: Callable[[RingWriter], dict[str, Any]], ring: RingWriter
 
 
 def unpack_message(body: bytes) -> dict[str, Any]:
-    return _PlainUnpickler(io.BytesIO(body)).load()
+    message: dict[str, Any] = _PlainUnpickler(io.BytesIO(body)).load()
+    return message
 
 
 class FrameReader:
