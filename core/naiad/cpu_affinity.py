@@ -10,10 +10,13 @@ Where the platform has no affinity calls, every function here does nothing.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 
-__all__ = ["usable_cpus", "pin_calling_thread", "release_calling_thread", "release_process"]
+from .cpu_quota import cpu_quota
+
+__all__ = ["usable_cpus", "usable_cpu_count", "pin_calling_thread", "release_calling_thread", "release_process"]
 
 # The CPUs the server may use, recorded before any thread of this process was pinned.
 _server_cpus: frozenset[int] | None = None
@@ -25,6 +28,17 @@ def usable_cpus() -> tuple[int, ...]:
         return tuple(sorted(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return ()
+
+
+def usable_cpu_count() -> int:
+    """How many CPUs' worth of work this process may do at once: the CPUs it may run on, or
+    fewer when its cgroups allow less CPU time (a container limited to 2 CPUs on a larger
+    host: 2; 2.5 CPUs' worth counts as 3)."""
+    cores = len(usable_cpus()) or os.cpu_count() or 1
+    quota = cpu_quota()
+    if quota is not None:
+        cores = min(cores, math.ceil(quota))
+    return max(1, cores)
 
 
 def pin_calling_thread(cpu: int, server_cpus: Iterable[int]) -> None:

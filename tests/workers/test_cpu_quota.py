@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from naiad import cpu_affinity
+from naiad.cpu_quota import cpu_quota
 from naiad.workers import topology
-from naiad.workers.cpu_quota import cpu_quota
 
 
 def cgroup_file(tmp_path: Path, text: str) -> Path:
@@ -53,10 +54,19 @@ def test_cgroup_v1_quota_and_unlimited(tmp_path: Path) -> None:
 
 
 def test_the_default_worker_count_follows_the_quota(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(topology, "usable_cpus", lambda: tuple(range(64)))
-    monkeypatch.setattr(topology, "cpu_quota", lambda: 2.5)  # 2.5 CPUs' worth of time: 3 workers
+    monkeypatch.setattr(cpu_affinity, "usable_cpus", lambda: tuple(range(64)))
+    monkeypatch.setattr(cpu_affinity, "cpu_quota", lambda: 2.5)  # 2.5 CPUs' worth of time: 3 workers
     assert topology.worker_count(None, []) == 3
-    monkeypatch.setattr(topology, "cpu_quota", lambda: None)
+    monkeypatch.setattr(cpu_affinity, "cpu_quota", lambda: None)
     assert topology.worker_count(None, []) == 64
-    monkeypatch.setattr(topology, "cpu_quota", lambda: 0.2)
+    monkeypatch.setattr(cpu_affinity, "cpu_quota", lambda: 0.2)
     assert topology.worker_count(None, []) == 1
+
+
+def test_two_cpus_or_fewer_serve_from_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu_affinity, "cpu_quota", lambda: None)
+    for cpus, workers in ((1, 1), (2, 1), (3, 3), (4, 4)):
+        monkeypatch.setattr(cpu_affinity, "usable_cpus", lambda cpus=cpus: tuple(range(cpus)))
+        assert topology.worker_count(None, []) == workers
+    # An explicit count is kept.
+    assert topology.worker_count(2, []) == 2

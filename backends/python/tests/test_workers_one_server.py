@@ -1,7 +1,9 @@
-"""With the default flags (a worker per core), a model's config means what it says, as in one
-Triton server: `instance_group { count: N }` is N instances, each seeing its share of every
+"""Whatever the worker processes, a model's config means what it says, as in one Triton
+server: `instance_group { count: N }` is N instances, each seeing its share of every
 connection's requests; a dynamic batch forms from requests that reached different workers; the
-response cache and the rate limiter are the server's.
+response cache and the rate limiter are the server's. Each test runs with naiad's default
+worker count (one process on two CPUs or fewer, one per CPU above) and with two workers (a
+front door and the model home).
 
 The models run in their own processes (the Python backend's default) and answer with their
 process id and a count of the requests that process has seen."""
@@ -80,14 +82,13 @@ MODELS = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
+@pytest.fixture(scope="module", params=[None, 2], ids=["default-workers", "two-workers"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("one_server_repo")
     for name, config in MODELS.items():
         (root / name / "1").mkdir(parents=True)
         (root / name / "config.pbtxt").write_text(config)
         (root / name / "1" / "model.py").write_text(COUNTING_MODEL)
-    # naiad's default worker count: one per core, two or more on any machine CI runs on.
     with ServerProcess(
         root,
         "--cache-config",
@@ -96,7 +97,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         "execution_count",
         "--rate-limit-resource",
         "R:1",
-        workers=None,
+        workers=request.param,
     ) as running:
         yield running
 
@@ -143,11 +144,13 @@ def _statistics(server: ServerProcess, model: str) -> dict[str, Any]:
     return stats
 
 
-def test_the_default_runs_several_workers(server: ServerProcess) -> None:
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("one usable CPU: the default is one process")
-    assert len(server.worker_pids()) >= 2
-    assert server.model_home_pid() is not None
+def test_the_layout(server: ServerProcess) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    default = "--workers" not in server.args
+    expected = (cpus if cpus > 2 else 1) if default else 2
+    assert len(server.worker_pids()) == expected
+    # Several workers: the models live in one of them, the model home.
+    assert (server.model_home_pid() is not None) == (expected > 1)
 
 
 def test_one_instance_sees_every_request_of_every_connection(server: ServerProcess) -> None:

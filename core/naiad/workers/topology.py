@@ -4,15 +4,13 @@ may use."""
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import socket
 import tempfile
 from dataclasses import dataclass
 
-from ..cpu_affinity import usable_cpus
-from .cpu_quota import cpu_quota
+from ..cpu_affinity import usable_cpu_count, usable_cpus
 
 __all__ = [
     "Topology",
@@ -89,20 +87,26 @@ class Topology:
         }
 
 
-def worker_count(requested: int | None, shared_ports: list[tuple[str, int]]) -> int:
-    """How many workers (front doors) `naiad serve` runs; raises ValueError for a count it
-    cannot honour.
+# With this many CPUs or fewer, one process serves faster than a model home and front doors:
+# the hop to the model home costs the CPUs about what it saves the model home
+# (docs/performance.md, "Front doors and the model home").
+ONE_PROCESS_UP_TO_CPUS = 2
 
-    Not given, it is one per CPU core this process may run on (fewer when its cgroups allow
-    less CPU time than that), except where one process is what fits: the workers share the
-    ports, which must therefore be known before any of them starts (an ephemeral port, 0,
-    means one process). A port some server already listens on also means one process: the
-    workers bind with SO_REUSEPORT, which would let them join another server of the same user
-    on its port instead of failing, so one process starts and its frontend refuses the port
-    with its own error."""
+
+def worker_count(requested: int | None, shared_ports: list[tuple[str, int]]) -> int:
+    """How many workers `naiad serve` runs; raises ValueError for a count it cannot honour.
+
+    Not given, it is one per CPU this process may use (cgroup-aware: `usable_cpu_count`),
+    except where one process is what fits: with two CPUs or fewer (measured faster), and
+    where the workers could not share the ports, which must therefore be known before any of
+    them starts (an ephemeral port, 0, means one process). A port some server already listens
+    on also means one process: the workers bind with SO_REUSEPORT, which would let them join
+    another server of the same user on its port instead of failing, so one process starts and
+    its frontend refuses the port with its own error."""
     fixed = all(port != 0 for _, port in shared_ports)
     if requested is None:
-        requested = _usable_cores() if fixed else 1
+        cpus = usable_cpu_count()
+        requested = cpus if fixed and cpus > ONE_PROCESS_UP_TO_CPUS else 1
     if requested < 1:
         raise ValueError(f"--workers: must be at least 1, got {requested}")
     if requested > 1 and not fixed:
@@ -110,16 +114,6 @@ def worker_count(requested: int | None, shared_ports: list[tuple[str, int]]) -> 
     if requested > 1 and not _ports_free(shared_ports):
         return 1
     return requested
-
-
-def _usable_cores() -> int:
-    """The CPUs this process may run on, or fewer when its cgroups allow less CPU time (a
-    container limited to 2 CPUs on a larger host: 2.5 CPUs' worth counts as 3)."""
-    cores = len(usable_cpus()) or os.cpu_count() or 1
-    quota = cpu_quota()
-    if quota is not None:
-        cores = min(cores, math.ceil(quota))
-    return max(1, cores)
 
 
 def _ports_free(addresses: list[tuple[str, int]]) -> bool:
