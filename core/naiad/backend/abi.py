@@ -31,6 +31,10 @@ Each layer has `initialize` and `finalize`. The server's promises:
   list holds None. Only models with `sequence_batching { iterative_sequence: true }`
   take it; any other model's request fails with Triton's error.
 
+ABI 1.3 adds `BackendContext.cpu_count` and `thread_budget`: what a backend sizes its
+framework's thread pools by, so that a container's CPU limit, and instances that each run
+the framework's parallel operations at once, do not oversubscribe the CPUs.
+
 Versioning: `ABI_VERSION` is (major, minor). A backend declares the version it was built
 for in `Backend.abi_version`; the server refuses a backend with another major version, or
 a newer minor version, with a message naming both.
@@ -39,6 +43,7 @@ a newer minor version, with a message naming both.
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +65,7 @@ __all__ = [
     "InstanceContext",
 ]
 
-ABI_VERSION: tuple[int, int] = (1, 2)
+ABI_VERSION: tuple[int, int] = (1, 3)
 
 
 @dataclass(slots=True)
@@ -73,6 +78,20 @@ class BackendContext:
 
     name: str
     config: dict[str, str] = field(default_factory=dict)
+    # CPUs' worth of work the server may do at once: the CPUs it may run on, fewer under a
+    # cgroup CPU limit; 0 when unknown (ABI 1.3). Frameworks size their thread pools from
+    # the machine's cores, which a container's limit does not change.
+    cpu_count: int = 0
+
+    def thread_budget(self, sharers: int = 1) -> int | None:
+        """Threads for one framework thread pool used by `sharers` instances at once: the
+        server's CPUs shared among them, or None where the framework's own default fits (one
+        user of the pool, and no limit below the machine's CPUs, or the count unknown)."""
+        if self.cpu_count <= 0:
+            return None
+        if sharers <= 1 and self.cpu_count >= (os.cpu_count() or 0):
+            return None
+        return max(1, self.cpu_count // max(1, sharers))
 
 
 @dataclass(slots=True)

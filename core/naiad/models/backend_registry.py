@@ -8,6 +8,7 @@ import pluggy
 
 from ..backend import hookspecs
 from ..backend.abi import Backend, BackendContext, describe_abi_mismatch
+from ..cpu_affinity import usable_cpu_count
 from ..errors import NaiadError
 
 __all__ = ["BackendRegistry", "BACKEND_PACKAGES", "RETIRED_BACKENDS"]
@@ -97,7 +98,7 @@ class BackendRegistry:
             settings = dict(self._config.get("", {}))
             settings.update(self._config.get(name, {}))
             backend = cls()
-            backend.initialize(BackendContext(name=name, config=settings))
+            backend.initialize(BackendContext(name=name, config=settings, cpu_count=usable_cpu_count()))
             self._instances[name] = backend
             self._settings[name] = settings
             return backend

@@ -9,6 +9,7 @@ every session instead of one per session).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 
@@ -27,7 +28,12 @@ class OnnxRuntimeBackend(Backend):
 
     def initialize(self, context: BackendContext) -> None:
         super().initialize(context)
-        self.settings = read_backend_settings(context.config)
+        settings = read_backend_settings(context.config)
+        budget = context.thread_budget()
+        if settings.intra_op_threads == 0 and budget is not None:
+            # ORT sizes its pools from the machine's cores; under a CPU limit, the limit's.
+            settings = dataclasses.replace(settings, intra_op_threads=budget)
+        self.settings = settings
         self._global_pool_ready = False
         self._global_pool_lock = threading.Lock()
 

@@ -30,6 +30,7 @@ from naiad.backend import (
     NaiadError,
     TensorSpec,
     apply_output_reshape,
+    model_config_pb2,
     model_inputs,
     model_outputs,
     run_isolating_failures,
@@ -108,6 +109,12 @@ class TorchModel(Model):
         self.inference_mode = config.bool_parameter(_key(config, "INFERENCE_MODE"), True)
         self.optimized_execution = not config.bool_parameter(_key(config, "DISABLE_OPTIMIZED_EXECUTION"), False)
         self.intra_op_threads = config.int_parameter(_key(config, "INTRA_OP_THREAD_COUNT"), None, minimum=1)
+        if self.intra_op_threads is None:
+            # Each instance's thread runs torch's parallel operations with a pool of its own:
+            # share the server's CPUs among the CPU instances that may run at once.
+            gpu = model_config_pb2.ModelInstanceGroup.KIND_GPU
+            cpu_instances = sum(g.count or 1 for g in config.proto.instance_group if g.kind != gpu)
+            self.intra_op_threads = self.backend.context.thread_budget(cpu_instances)
         inter_op = config.int_parameter(_key(config, "INTER_OP_THREAD_COUNT"), None, minimum=1)
         if inter_op is not None and torch.get_num_interop_threads() != inter_op:
             try:

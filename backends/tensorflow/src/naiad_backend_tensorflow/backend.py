@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import threading
 
@@ -43,7 +44,12 @@ class TensorFlowBackend(Backend):
 
     def initialize(self, context: BackendContext) -> None:
         super().initialize(context)
-        self.settings: BackendSettings = parse_backend_settings(context.config)
+        settings = parse_backend_settings(context.config)
+        budget = context.thread_budget()
+        if settings.intra_op_threads == 0 and budget is not None:
+            # TensorFlow sizes its pools from the machine's cores; under a CPU limit, the limit's.
+            settings = dataclasses.replace(settings, intra_op_threads=budget)
+        self.settings: BackendSettings = settings
         self._import_lock = threading.Lock()
         self._imported = False
 
