@@ -248,10 +248,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="server processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each serving "
-        "every model, kept one server by a control plane (docs/performance.md); default: one "
-        "per usable CPU core, or per CPU of time a cgroup CPU limit allows when that is fewer "
-        "(1 with port 0, with --rate-limit, or on a taken port)",
+        help="worker processes sharing the HTTP and gRPC ports (SO_REUSEPORT): front doors, and "
+        "one model home where every model lives once (docs/performance.md); default: one per "
+        "usable CPU, or per CPU of time a cgroup CPU limit allows when that is fewer; one "
+        "process with two usable CPUs or fewer, with port 0, or on a taken port",
     )
     life.add_argument(
         "--pin-loop-threads",
@@ -260,7 +260,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="with several workers, run each worker's event-loop thread on a CPU of its own "
         "(worker i on the i-th usable CPU, once it serves); every other thread and the model "
         "processes keep every CPU. auto pins when there is one worker per usable CPU, the "
-        "default --workers (default auto)",
+        "default --workers above two CPUs (default auto)",
     )
     life.add_argument(
         "--id",
