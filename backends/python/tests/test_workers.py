@@ -510,6 +510,22 @@ def test_a_server_on_a_taken_port_fails_instead_of_sharing_it(repo: Path, cohere
         second.__exit__()
 
 
+def test_a_model_home_that_cannot_load_its_models_stops_the_server(tmp_path: Path) -> None:
+    (tmp_path / "broken" / "1").mkdir(parents=True)
+    (tmp_path / "broken" / "config.pbtxt").write_text(pid_config("broken"))
+    (tmp_path / "broken" / "1" / "model.py").write_text("raise RuntimeError('this model cannot load')\n")
+    server = ServerProcess(tmp_path, "--workers", "2", workers=None)
+    server.start(expect_ready=False)
+    try:
+        assert server.wait(60) == 1
+        log = server.log()
+        assert "this model cannot load" in log
+        assert "the model home did not start" in log
+        assert "naiad is ready" not in log
+    finally:
+        server.__exit__()
+
+
 def test_workers_stop_when_worker_0_is_killed(repo: Path) -> None:
     with ServerProcess(repo, "--workers", "2", "--model-control-mode", "explicit", "--load-model", "pid") as server:
         assert server.process is not None

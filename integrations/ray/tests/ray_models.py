@@ -5,18 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 
 # A Python model that answers the sum of its inputs and the process id of the naiad server
-# that ran it (its stub's parent: the Ray Serve replica), so a test sees which replica
-# answered. `sleep_s` slows each execution down, to build a queue.
+# that ran it (the Ray Serve replica: its model process's parent, or the parent of the stub
+# template the model process was forked from), so a test sees which replica answered.
+# `sleep_s` slows each execution down, to build a queue.
 PID_MODEL = """
 import os
 import time
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+def server_pid():
+    parent = os.getppid()
+    with open(f"/proc/{{parent}}/cmdline", "rb") as command:
+        if b"stub_template" not in command.read():
+            return parent
+    with open(f"/proc/{{parent}}/stat") as stat:
+        return int(stat.read().rpartition(")")[2].split()[1])
+
 class TritonPythonModel:
     def execute(self, requests):
         time.sleep({sleep_s})
-        replica = np.array([[os.getppid()]], dtype=np.int64)
+        replica = np.array([[server_pid()]], dtype=np.int64)
         responses = []
         for request in requests:
             a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
