@@ -412,11 +412,14 @@ def test_a_killed_model_home_is_started_again_with_the_models_clients_loaded(rep
         assert home is not None
         subprocess.run(["kill", "-KILL", str(home)], check=True)
         assert _wait_for(lambda: not _alive(home))
-        # Meanwhile the workers answer, and say why no model serves.
+        # Meanwhile worker 0 answers, and says why no model serves (a connection the kernel
+        # had queued on the killed process's socket is reset).
         try:
             http_pid(server.http_url, "late")
         except InferenceServerException as exc:
             assert "model home" in str(exc) or "not available" in str(exc)
+        except (ConnectionError, HTTPConnectionClosed):
+            pass
         assert _wait_for(lambda: "the model home serves again" in server.log())
         assert "the model home replayed 1 change(s)" in server.log()
         restarted = server.model_home_pid()
@@ -425,8 +428,8 @@ def test_a_killed_model_home_is_started_again_with_the_models_clients_loaded(rep
         def served_by_the_new_home() -> bool:
             try:
                 return {http_pid(server.http_url, m) for m in ("pid", "late") for _ in range(4)} == {restarted}
-            except InferenceServerException:
-                return False  # a worker has not connected again yet
+            except (InferenceServerException, ConnectionError, HTTPConnectionClosed):
+                return False  # worker 0 has not connected again yet
 
         assert _wait_for(served_by_the_new_home, 10)
         assert server.stop() == 0
