@@ -108,3 +108,39 @@ def test_a_process_started_again_carries_no_load_of_its_predecessor(tmp_path):
         second.close()
 
     asyncio.run(go())
+
+
+def test_a_process_that_does_not_serve_a_kind_yet_is_passed_none_of_it(tmp_path):
+    """A worker still loading its models (or started again and not listening yet) has its
+    inbox but no frontend: a connection passed to it then would be closed unread, so every
+    connection stays where it landed until that worker serves the kind, and is spread after."""
+
+    async def go() -> None:
+        served: list[str] = []
+        first, second = ConnectionBalancer(str(tmp_path), 0, 2), ConnectionBalancer(str(tmp_path), 1, 2)
+        first.start()
+        second.start()
+        loop = asyncio.get_running_loop()
+        listener = await loop.create_server(first.wrap(b"h", lambda: Echo("a", served)), "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        # The second serves gRPC only: it is no target for HTTP connections.
+        second.wrap(b"g", lambda: Echo("grpc", served))
+        early = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
+        answers = []
+        for reader, writer in early:
+            writer.write(b"ping")
+            answers.append(await asyncio.wait_for(reader.read(100), 5))
+        assert answers == [b"a:ping"] * 4
+        # Once it serves HTTP, new connections even out.
+        second.wrap(b"h", lambda: Echo("b", served))
+        late = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
+        for reader, writer in late:
+            writer.write(b"ping")
+            assert await asyncio.wait_for(reader.read(100), 5) == b"b:ping"
+        for _, writer in (*early, *late):
+            writer.close()
+        listener.close()
+        first.close()
+        second.close()
+
+    asyncio.run(go())

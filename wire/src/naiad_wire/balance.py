@@ -52,8 +52,9 @@ class ConnectionBalancer:
         self.count = count
         self._directory = directory
         self._factories: dict[bytes, ProtocolFactory] = {}
-        # Per kind: `count` open-connection slots, then count x count passed, then adopted.
-        self._per_kind = count + 2 * count * count
+        # Per kind: `count` open-connection slots, then count x count passed, then adopted,
+        # then `count` flags: whether each process serves that kind yet.
+        self._per_kind = 2 * count + 2 * count * count
         size = _SLOT.size * self._per_kind * len(_KINDS)
         # The file is also the lock that makes a decision and its count one step: two
         # processes accepting at once must not both decide on the same stale counts.
@@ -68,6 +69,7 @@ class ConnectionBalancer:
         with self._decision():
             for kind in _KINDS:
                 self._write(self._open(kind, index), 0)
+                self._write(self._serving(kind, index), 0)
                 for sender in range(count):
                     self._write(self._adopted(kind, index, sender), self._read(self._passed(kind, sender, index)))
         self._inbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -93,6 +95,9 @@ class ConnectionBalancer:
 
     def _adopted(self, kind: bytes, receiver: int, sender: int) -> int:
         return self._open(kind, self.count + self.count * self.count + receiver * self.count + sender)
+
+    def _serving(self, kind: bytes, index: int) -> int:
+        return self._open(kind, self.count + 2 * self.count * self.count + index)
 
     def _read(self, offset: int) -> int:
         return int(_SLOT.unpack_from(self._counts, offset)[0])
@@ -127,8 +132,12 @@ class ConnectionBalancer:
 
     def wrap(self, kind: bytes, factory: ProtocolFactory) -> ProtocolFactory:
         """The factory to give the listener: it keeps or passes on each new connection, and
-        `factory` serves those kept and those adopted."""
+        `factory` serves those kept and those adopted. From now on, the other processes may
+        pass this one connections of `kind`: before, it could not serve them (a process
+        still loading its models, or started again after a crash)."""
         self._factories[kind] = factory
+        with self._decision():
+            self._write(self._serving(kind, self.index), 1)
         return lambda: _Arrival(self, kind)
 
     # -- a connection accepted here ------------------------------------------------------------
@@ -136,7 +145,8 @@ class ConnectionBalancer:
     def _arrived(self, kind: bytes, transport: asyncio.Transport) -> None:
         with self._decision():
             loads = [self._load(kind, i) for i in range(self.count)]
-            target = loads.index(min(loads))
+            serving = [i for i in range(self.count) if i == self.index or self._read(self._serving(kind, i))]
+            target = min(serving, key=loads.__getitem__)
             if loads[target] < loads[self.index] and self._pass(kind, transport, target):
                 return
             protocol = self._counted(kind, self._factories[kind]())
