@@ -7,6 +7,7 @@ connection (a new client), which the kernel may give to any worker."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -628,3 +629,55 @@ def test_each_worker_loop_runs_on_a_cpu_of_its_own_and_nothing_else_is_pinned(tm
         assert len(workers) == 2 and all(os.sched_getaffinity(w) == usable for w in workers)
         assert re.search(r"pin_loop_threads\s*\|\s*no\s", server.log())
         assert server.stop() == 0
+
+
+def _infer_body() -> bytes:
+    return json.dumps({"inputs": [{"name": "IN", "datatype": "INT64", "shape": [1], "data": [1]}]}).encode()
+
+
+async def _one_request(port: int, body: bytes) -> str:
+    """One request on a new connection: its status line, or what went wrong."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
+    except (OSError, TimeoutError) as exc:
+        return f"connect: {type(exc).__name__}"
+    try:
+        writer.write(
+            b"POST /v2/models/pid/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        status = await asyncio.wait_for(reader.readline(), 10)
+        return status.decode().strip() or "closed before an answer"
+    except (OSError, TimeoutError) as exc:
+        return f"lost: {type(exc).__name__}"
+    finally:
+        writer.close()
+
+
+def test_connections_from_the_moment_ready_answers_are_all_served(repo: Path) -> None:
+    """From the first 200 of /v2/health/ready, bursts of new connections while the other
+    workers are still starting: none is reset or closed unanswered."""
+    server = ServerProcess(repo, "--workers", "3", "--model-control-mode", "explicit", "--load-model", "pid")
+    server.start(expect_ready=False)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://{server.http_url}/v2/health/ready", timeout=1) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.01)
+
+        async def bursts() -> list[str]:
+            statuses: list[str] = []
+            for _ in range(4):
+                statuses += await asyncio.gather(*(_one_request(server.http_port, _infer_body()) for _ in range(64)))
+            return statuses
+
+        statuses = asyncio.run(bursts())
+        failures = [status for status in statuses if not status.startswith("HTTP/1.1 200")]
+        assert not failures, f"{len(failures)} of {len(statuses)}: {sorted(set(failures))}"
+    finally:
+        server.__exit__()
