@@ -43,7 +43,7 @@ from naiad.tensor import Tensor
 from naiad.testing import free_port
 from naiad.workers.home_link import HomeLink
 from naiad.workers.model_mirror import ModelMirror
-from naiad.workers.process_names import HOME_NAME, process_name
+from naiad.workers.linux_process import HOME_NAME, process_name
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(os.environ.get("BENCH_DIR", ROOT.parent / "shared" / "bench"))

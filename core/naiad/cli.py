@@ -47,9 +47,10 @@ from .workers import (
     pin_event_loop,
     signal_worker_ready,
     wait_orphaned,
+    worker_0,
     worker_count,
 )
-from .workers.process_names import HOME_NAME, name_process, worker_name
+from .workers.linux_process import HOME_NAME, end_with_parent, name_process, worker_name
 
 __all__ = [
     "READY_LINE",
@@ -749,6 +750,9 @@ def _pin_loop_thread(loop: asyncio.AbstractEventLoop, cpu: int, topology: Topolo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if is_worker():
+        # Never outlive worker 0, in whatever state this process is when it goes.
+        end_with_parent(worker_0())
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0].startswith("--") and argv[0] not in ("--help", "--version"):

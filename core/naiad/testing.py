@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .cli import READY_LINE
 from .models.instance_groups import expand_instance_groups
-from .workers.process_names import HOME_NAME, process_name, worker_name
+from .workers.linux_process import HOME_NAME, process_name, worker_name
 
 __all__ = ["ServerProcess", "expand_instance_groups", "free_port"]
 

@@ -681,3 +681,55 @@ def test_connections_from_the_moment_ready_answers_are_all_served(repo: Path) ->
         assert not failures, f"{len(failures)} of {len(statuses)}: {sorted(set(failures))}"
     finally:
         server.__exit__()
+
+
+SLOW_MODEL = textwrap.dedent("""
+    import time
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            time.sleep(60)
+
+        def execute(self, requests):
+            return []
+""")
+
+
+@pytest.mark.parametrize("moment", ["starting", "loading", "serving"])
+def test_nothing_outlives_worker_0_killed_in_any_state(tmp_path: Path, moment: str) -> None:
+    """Worker 0 supervises; once it is killed (SIGKILL: it cannot tell anyone), every process
+    it started stops within seconds, whether they were starting, loading their models, or
+    serving; none keeps listening on the ports alone."""
+    (tmp_path / "pid" / "1").mkdir(parents=True)
+    (tmp_path / "pid" / "config.pbtxt").write_text(pid_config("pid").replace("in_process", "process"))
+    (tmp_path / "pid" / "1" / "model.py").write_text(PID_MODEL)
+    if moment == "loading":
+        (tmp_path / "slow" / "1").mkdir(parents=True)
+        (tmp_path / "slow" / "config.pbtxt").write_text(pid_config("slow").replace("in_process", "process"))
+        (tmp_path / "slow" / "1" / "model.py").write_text(SLOW_MODEL)
+    server = ServerProcess(tmp_path, "--workers", "3")
+    server.start(expect_ready=moment == "serving")
+    try:
+        assert server.process is not None
+        if moment == "loading":
+            assert _wait_for(lambda: "loading: slow:1" in server.log(), 30)
+            time.sleep(0.5)  # the slow model's process is in its initialize
+        elif moment == "starting":  # the moment worker 0 has started the others
+            assert _wait_for(lambda: len(psutil.Process(server.process.pid).children()) >= 2, 30)
+        family = [p.pid for p in psutil.Process(server.process.pid).children(recursive=True)]
+        assert family
+        server.process.kill()
+        server.process.wait()
+        assert _wait_for(lambda: not any(_alive(pid) for pid in family), 5), [
+            (pid, process_title(pid)) for pid in family if _alive(pid)
+        ]
+    finally:
+        server.__exit__()
+
+
+def process_title(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""

@@ -30,6 +30,7 @@ from .topology import WORKER_INDEX_ENV, Topology
 __all__ = [
     "WorkerPool",
     "WORKER_READY_FD_ENV",
+    "WORKER_PARENT_ENV",
     "WORKER_INDEX_ENV",
     "worker_arguments",
     "signal_worker_ready",
@@ -41,6 +42,8 @@ log = logging.getLogger("naiad")
 
 # The write end of a pipe through which a worker tells worker 0 it serves.
 WORKER_READY_FD_ENV = "NAIAD_WORKER_READY_FD"
+# Worker 0's process id, in every process it starts: theirs to outlive never.
+WORKER_PARENT_ENV = "NAIAD_WORKER_PARENT"
 # A worker started again that dies before it serves is started again after this delay,
 # doubled each time up to _MAX_BACKOFF_S (a model that crashes at load must not spin).
 _FIRST_BACKOFF_S = 1.0
@@ -68,10 +71,16 @@ def is_worker() -> bool:
     return bool(os.environ.get(WORKER_READY_FD_ENV))
 
 
+def worker_0() -> int:
+    """In a process worker 0 started: worker 0's process id."""
+    return int(os.environ[WORKER_PARENT_ENV])
+
+
 async def wait_orphaned() -> None:
     """In a worker: returns when worker 0 is gone (even killed with SIGKILL, which it cannot
-    forward), so that no worker keeps serving on the shared ports by itself."""
-    parent = os.getppid()
+    forward), so that no worker keeps serving on the shared ports by itself. The kernel's
+    SIGTERM (linux_process.end_with_parent) comes first where there is prctl."""
+    parent = worker_0()
     while os.getppid() == parent:
         await asyncio.sleep(1.0)
 
@@ -134,7 +143,7 @@ class _Worker:
         read_end, write_end = os.pipe()
         self.ready_read = read_end
         role = topology.environment_of(index, restarted, home=home)
-        env = {**role, WORKER_READY_FD_ENV: str(write_end)}
+        env = {**role, WORKER_READY_FD_ENV: str(write_end), WORKER_PARENT_ENV: str(os.getpid())}
         try:
             if fork is not None:
                 self.process: _Forked | subprocess.Popen[bytes] = _fork(fork, argv, env, home, read_end)
