@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import naiad_wire
 from naiad_wire.balance import ConnectionBalancer
 from naiad_wire.balance import install as install_balancer
+from naiad_wire.balance import retire as retire_balancer
 
 from .cache.response_cache import cache_spec_from_flags
 from .cpu_affinity import release_process
@@ -659,11 +660,18 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
 
 
 async def _shut_down(server: Server, tasks: list[asyncio.Task[None]], timeout_s: float) -> None:
+    """The frontends first: they stop listening, answer what their open connections ask
+    (each connection's last answer says it closes, an HTTP/2 connection sends GOAWAY) and
+    close, within `timeout_s`. A request arriving on an open connection meanwhile is served,
+    not refused; what is still in flight after them (a model's BLS call) gets the rest."""
     log.info("shutting down: finishing in-flight requests (up to %ss)", timeout_s)
-    await server.drain(timeout_s)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    retire_balancer()  # the other workers pass this one no more connections
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    await server.drain(max(0.0, deadline - loop.time()))
     await server.stop()
 
 
@@ -717,10 +725,13 @@ async def _serve(
         if pool is not None and watchers[1] in done:
             log.error("supervising the worker processes failed (%r); stopping the server", watchers[1].exception())
             failed = [watchers[1]]
-        elif is_worker() and watchers[1] in done:
+        elif is_worker() and (watchers[1] in done or os.getppid() != worker_0()):
+            # The watcher noticed, or the kernel's SIGTERM on worker 0's exit came first.
             log.error("worker 0 is gone; this worker stops too")
     for watcher in watchers:
         watcher.cancel()
+    if pool is not None:
+        pool.stop_front_doors()  # they drain beside this one; the model home stops after all
     await _shut_down(server, tasks, args.exit_timeout_secs)
     return 1 if failed else 0
 

@@ -182,6 +182,10 @@ def _fork(main: Main, argv: list[str], env: dict[str, str], own_group: bool, rea
     code = 1
     try:
         os.close(ready_read)
+        # `main` installs this process's own log handler: the one inherited would log twice.
+        root = logging.getLogger()
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
         os.environ.update(env)
         if own_group:
             os.setpgid(0, 0)
@@ -269,9 +273,17 @@ class WorkerPool:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
 
+    def stop_front_doors(self) -> None:
+        """SIGTERM to every worker but the model home: each stops listening and drains its
+        connections, while the model home still runs their requests."""
+        self._stopping = True
+        for index, worker in self._workers.items():
+            if index != self._topology.home_index and worker.process.poll() is None:
+                worker.process.send_signal(signal.SIGTERM)
+
     async def stop(self, timeout_s: float) -> None:
-        """SIGTERM to every worker (each drains its own requests), then to the model home,
-        which runs them meanwhile; SIGKILL to any still running after timeout_s."""
+        """Stop the front doors (each drains its own requests) and wait for them, then the
+        model home, which runs them meanwhile; SIGKILL to any still running after timeout_s."""
         self._stopping = True
         for task in self._ready.values():
             task.cancel()

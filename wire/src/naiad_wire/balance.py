@@ -33,7 +33,7 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import cast
 
-__all__ = ["ConnectionBalancer", "install", "balanced"]
+__all__ = ["ConnectionBalancer", "install", "balanced", "retire"]
 
 log = logging.getLogger("naiad.wire")
 
@@ -139,6 +139,12 @@ class ConnectionBalancer:
         with self._decision():
             self._write(self._serving(kind, self.index), 1)
         return lambda: _Arrival(self, kind)
+
+    def retire(self) -> None:
+        """This process is stopping: the others pass it nothing from now on."""
+        with self._decision():
+            for kind in _KINDS:
+                self._write(self._serving(kind, self.index), 0)
 
     # -- a connection accepted here ------------------------------------------------------------
 
@@ -252,6 +258,12 @@ def install(balancer: ConnectionBalancer | None) -> None:
     """The balancer the listeners of this process use (None: none)."""
     global _installed
     _installed = balancer
+
+
+def retire() -> None:
+    """The installed balancer's process is stopping (nothing when none is installed)."""
+    if _installed is not None:
+        _installed.retire()
 
 
 def balanced(kind: bytes, factory: ProtocolFactory) -> ProtocolFactory:

@@ -4,7 +4,7 @@ does not lose the last answer, and a drain of every connection at shutdown."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Collection
 from typing import Protocol
 
 __all__ = ["Connection", "close_lingering", "stop_serving"]
@@ -35,17 +35,30 @@ def close_lingering(transport: asyncio.Transport) -> None:
         transport.close()
 
 
+# While stopping, how often the connections are looked at again for ones that came in since
+# (passed from another process that had decided to before this one stopped).
+_RECHECK_S = 0.1
+
+
 async def stop_serving(
-    listener: asyncio.AbstractServer | None, connections: Iterable[Connection], grace_s: float
+    listener: asyncio.AbstractServer | None, connections: Collection[Connection], grace_s: float
 ) -> None:
     """Stop listening, let every connection finish what it is answering for up to
-    `grace_s`, then abort the rest."""
+    `grace_s` (one that arrives meanwhile too), then abort the rest."""
     if listener is not None:
         listener.close()
-    for connection in list(connections):
-        connection.shutdown()
-    pending = [connection.lost for connection in connections]
-    if pending:
-        await asyncio.wait(pending, timeout=grace_s)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace_s
+    shut: set[int] = set()
+    while True:
+        for connection in list(connections):
+            if id(connection) not in shut:
+                shut.add(id(connection))
+                connection.shutdown()
+        left = deadline - loop.time()
+        pending = [connection.lost for connection in connections]
+        if not pending or left <= 0:
+            break
+        await asyncio.wait(pending, timeout=min(_RECHECK_S, left), return_when=asyncio.FIRST_COMPLETED)
     for connection in list(connections):
         connection.abort()

@@ -71,6 +71,9 @@ _REASONS = {
 # Pipelined requests waiting behind the one being answered, and their bodies' bytes, before
 # reading pauses.
 _MAX_PIPELINED = 16
+# At shutdown, how long an idle keep-alive connection waits for a request its client may have
+# on the way before it closes: closing under that request would lose it, unanswered.
+_DRAIN_IDLE_S = 1.0
 _MAX_PIPELINED_BYTES = 1 << 20
 # The request line and headers together: more is refused, not buffered without bound.
 MAX_HEAD_BYTES = 64 * 1024
@@ -162,6 +165,7 @@ class Http1Connection(asyncio.Protocol):
         # CPython 3.11 (it checks for a fork).
         self._loop = asyncio.get_event_loop()
         self.lost: asyncio.Future[None] = self._loop.create_future()
+        self._draining = False  # shutting down: the next answer with nothing queued is the last
         self._queue: collections.deque[Request] = collections.deque()
         self._task: asyncio.Task[None] | None = None
         self._queued_bytes = 0
@@ -348,8 +352,11 @@ class Http1Connection(asyncio.Protocol):
         if not request.keep_alive:
             self.transport.close()  # type: ignore[union-attr]
 
-    @staticmethod
-    def _head(request: Request, status: int, headers: bytes) -> bytes:
+    def _head(self, request: Request, status: int, headers: bytes) -> bytes:
+        if self._draining and not self._queue:
+            # The last answer before the connection closes for the shutdown: it says so, and
+            # the client sends its next request elsewhere instead of losing it here.
+            request.keep_alive = False
         connection = b""
         if not request.keep_alive:
             connection = b"connection: close\r\n"
@@ -451,13 +458,17 @@ class Http1Connection(asyncio.Protocol):
             self.transport.abort()
 
     def shutdown(self) -> None:
-        """Close now if idle; otherwise after the request being answered."""
-        if self._task is None:
-            if self.transport is not None:
-                self.transport.close()
-        else:
-            self._queue.clear()
-            self._task.add_done_callback(lambda _: self.transport.close())  # type: ignore[union-attr]
+        """Answer what the client asked, then close: the answer written when nothing else is
+        queued says `Connection: close`, and the connection closes after it. An idle
+        connection waits a moment for a request its client may have on the way (closing
+        under it would lose it): it is answered the same way, else the connection closes."""
+        self._draining = True
+        if self._task is None and not self._queue:
+            self._loop.call_later(_DRAIN_IDLE_S, self._close_if_idle)
+
+    def _close_if_idle(self) -> None:
+        if not self.closed and self._task is None and not self._queue and not (self._in_head or self._in_body):
+            self.transport.close()  # type: ignore[union-attr]
 
 
 class _AsgiResponse:

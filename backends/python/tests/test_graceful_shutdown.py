@@ -1,0 +1,107 @@
+"""SIGTERM under load loses no request: every request a client wrote gets an answer. A keep-alive
+connection closes only after an answer that says `Connection: close`, so its client takes the
+next request elsewhere; the listening sockets close at once, so a new connection is refused
+before anything is sent (safe to retry elsewhere). Requests arriving on open connections
+while the server drains are served, not refused with 503."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from naiad.testing import ServerProcess
+
+SLOW_MODEL = textwrap.dedent("""
+    import time
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            time.sleep(0.02)
+            return [pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())]) for r in requests]
+""")
+
+CONFIG = """
+name: "slow"
+backend: "python"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 1 ] } ]
+dynamic_batching { }
+"""
+
+BODY = json.dumps({"inputs": [{"name": "IN", "datatype": "INT64", "shape": [1, 1], "data": [1]}]}).encode()
+REQUEST = (
+    b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    + f"Content-Length: {len(BODY)}\r\n\r\n".encode()
+    + BODY
+)
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.answered: dict[int, int] = {}
+        self.refused = 0  # connect refused: nothing was sent
+        self.told_to_close = 0  # answers that said `connection: close`
+        self.lost: list[str] = []  # a request written and never answered
+
+
+async def client(port: int, tally: Tally, until: float) -> None:
+    """One keep-alive client in a loop: reconnects when told to, stops once refused."""
+    while time.monotonic() < until:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            tally.refused += 1
+            return
+        try:
+            while time.monotonic() < until:
+                writer.write(REQUEST)
+                try:
+                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                except (asyncio.IncompleteReadError, ConnectionError, TimeoutError) as exc:
+                    tally.lost.append(type(exc).__name__)
+                    return
+                status = int(head.split(b" ", 2)[1])
+                headers = head.lower()
+                length = int(headers.split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0])
+                await reader.readexactly(length)
+                tally.answered[status] = tally.answered.get(status, 0) + 1
+                if b"connection: close" in headers:
+                    tally.told_to_close += 1
+                    break  # the next request goes on a new connection
+        finally:
+            writer.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_under_load_answers_every_request_written(tmp_path: Path, workers: int) -> None:
+    (tmp_path / "slow" / "1").mkdir(parents=True)
+    (tmp_path / "slow" / "config.pbtxt").write_text(CONFIG)
+    (tmp_path / "slow" / "1" / "model.py").write_text(SLOW_MODEL)
+    with ServerProcess(tmp_path, "--workers", str(workers)) as server:
+        assert server.process is not None
+        tally = Tally()
+
+        async def load() -> None:
+            until = time.monotonic() + 20
+            clients = [asyncio.create_task(client(server.http_port, tally, until)) for _ in range(16)]
+            await asyncio.sleep(1.5)
+            server.process.send_signal(signal.SIGTERM)
+            await asyncio.gather(*clients)
+
+        asyncio.run(load())
+        assert server.wait(30) == 0
+    assert not tally.lost, f"{len(tally.lost)} request(s) lost: {tally.lost}; {tally.answered}"
+    assert set(tally.answered) == {200}, tally.answered  # no 503 while draining
+    assert tally.answered[200] > 100
+    # Every client was told to go elsewhere, then found the server gone.
+    assert tally.told_to_close >= 16 and tally.refused == 16
