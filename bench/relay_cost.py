@@ -42,8 +42,8 @@ from naiad.inference import InferenceRequest
 from naiad.tensor import Tensor
 from naiad.testing import free_port
 from naiad.workers.home_link import HomeLink
-from naiad.workers.model_mirror import ModelMirror
 from naiad.workers.linux_process import HOME_NAME, process_name
+from naiad.workers.model_mirror import ModelMirror
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(os.environ.get("BENCH_DIR", ROOT.parent / "shared" / "bench"))
