@@ -213,8 +213,10 @@ class Http1Connection(asyncio.Protocol):
         self._body_base = 0
         self._body_seen = 0
         self._body_seen_at = 0.0
-        # When the transport's buffer went over its high-water mark (0.0: it is not).
+        # While the transport's buffer is over its high-water mark: since when the client has
+        # taken none of it (0.0: it is not over), and its size then.
         self.write_stuck_since = 0.0
+        self._write_seen = 0
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -269,6 +271,7 @@ class Http1Connection(asyncio.Protocol):
         # drop the connection if it does not within the write timeout (the sweep checks).
         self._writing = False
         self.write_stuck_since = time.monotonic()
+        self._write_seen = self.transport.get_write_buffer_size()  # type: ignore[union-attr]
         self._flow()
 
     def resume_writing(self) -> None:
@@ -541,13 +544,18 @@ class Http1Connection(asyncio.Protocol):
         if transport is None:
             return
         stuck = self.write_stuck_since
-        if stuck > 0.0 and now - stuck >= self.server.write_timeout_s:
-            # The client has not taken its answer (or, closing, its refusal): drop it; abort
-            # discards what the transport still buffers.
-            log.debug("dropping an HTTP connection whose client has not read its answer for %.0f s", now - stuck)
-            self.write_stuck_since = 0.0
-            transport.abort()
-            return
+        if stuck > 0.0:
+            size, seen = transport.get_write_buffer_size(), self._write_seen
+            self._write_seen = size
+            if size < seen:  # the client took some of it since the last look: the clock starts again
+                self.write_stuck_since = now
+            elif now - stuck >= self.server.write_timeout_s:
+                # The client took none of its answer (or, closing, of its refusal): drop it;
+                # abort discards what the transport still buffers.
+                log.debug("dropping an HTTP connection whose client read nothing for %.0f s", now - stuck)
+                self.write_stuck_since = 0.0
+                transport.abort()
+                return
         if self.closed:
             return
         if self._in_body:
