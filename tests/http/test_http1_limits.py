@@ -182,8 +182,7 @@ def test_an_upload_that_stops_gets_408_and_the_connection_closes(limits_server):
     with connect(f"http://{limits_server.http_url}") as sock:
         start = time.monotonic()
         sock.sendall(
-            b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % MiB
-            + b" " * 1000
+            b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % MiB + b" " * 1000
         )
         reader = Reader(sock)
         status, headers, body = reader.response()

@@ -339,7 +339,7 @@ class Http1Connection(asyncio.Protocol):
             self._overdraft = False
             self._overdraft_left = len(self._queue) + (1 if self._task is not None else 0) + 1
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        self._body = []
+        self._body.clear()  # the pieces are not kept until the next request
         parser = self.parser
         self._queue.append(
             Request(
