@@ -156,7 +156,7 @@ def test_malformed_requests_get_400_and_close(base_url, garbage):
 
 
 def test_chunked_body_over_the_limit_is_refused_without_reading_it_all(base_url):
-    """The session server allows 1 MiB: the connection answers 400 once the limit passes."""
+    """The session server allows 1 MiB: the connection answers 413 once the limit passes."""
     with connect(base_url) as sock:
         reader = Reader(sock)
         sock.sendall(INFER + b"Transfer-Encoding: chunked\r\n\r\n")
@@ -167,7 +167,7 @@ def test_chunked_body_over_the_limit_is_refused_without_reading_it_all(base_url)
         except (BrokenPipeError, ConnectionResetError):
             pass
         status, _, body = reader.response()
-        assert status == 400 and "--http-max-input-size" in json.loads(body)["error"]
+        assert status == 413 and "--http-max-input-size" in json.loads(body)["error"]
 
 
 def test_client_leaving_mid_inference_cancels_it_and_the_server_serves_on(tmp_path):

@@ -168,7 +168,7 @@ def test_limits_refuse_bodies_and_heads_without_reading_them(port):
     reader = Reader(port)
     reader.sock.sendall(post(b"/asgi", b"x" * (LIMIT + 1)))
     status, _, body = reader.response()
-    assert status == 400 and json.loads(body)["error"] == (
+    assert status == 413 and json.loads(body)["error"] == (
         f"the request body is larger than the {LIMIT} bytes allowed ({LIMIT + 1} bytes or more)"
     )
     assert reader.closed()

@@ -88,6 +88,35 @@ class HttpOptions:
     keepalive_timeout_s: float = option(
         75.0, "--http-keepalive-timeout", "time an idle keep-alive connection stays open", metavar="SECONDS"
     )
+    # nginx's client_body_timeout (60 s, the longest pause) with Apache mod_reqtimeout's
+    # MinRate (a slow body is refused, however steady): docs/http.md says why these values.
+    body_read_timeout_s: float = option(
+        60.0,
+        "--http-body-read-timeout",
+        "longest pause in a request body, and the time before --http-body-min-rate applies; then 408 and close",
+        metavar="SECONDS",
+    )
+    body_min_rate: int = option(
+        64 * 1024,
+        "--http-body-min-rate",
+        "slowest average rate a request body may arrive at once --http-body-read-timeout has passed; 0: no minimum",
+        metavar="BYTES_PER_S",
+        shown="65536, 64 KiB/s",
+    )
+    # nginx's send_timeout.
+    write_timeout_s: float = option(
+        60.0,
+        "--http-write-timeout",
+        "time a client may leave its answer unread (the server's send buffer full) before the connection is dropped",
+        metavar="SECONDS",
+    )
+    max_buffered_bytes: int = option(
+        1 << 30,
+        "--http-max-buffered-bytes",
+        "request bytes all connections of one process may hold together; past it, connections wait before reading more",
+        metavar="BYTES",
+        shown="1 GiB",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,10 +11,20 @@ directly, so the scheduler drops the queued request (as Triton does).
 
 HTTP/1.1 as clients use it: keep-alive (--http-keepalive-timeout, 75 s idle), pipelining
 (answered in order), `Expect: 100-continue`, chunked request bodies (httptools decodes them),
-HTTP/1.0, HEAD. No upgrades (WebSocket, h2c): those get 400. Bodies over
---http-max-input-size get 400 and the connection closes, without buffering the rest. A
-request head not complete within --http-header-read-timeout gets 408 and the connection
-closes.
+HTTP/1.0, HEAD. No upgrades (WebSocket, h2c): those get 400.
+
+What a client can make the server hold is bounded in size and in time (docs/http.md):
+- A body over --http-max-input-size gets 413 and the connection closes without reading the
+  rest: at the head when its Content-Length says so, else (chunked) once it passes the limit.
+- A request head not complete within --http-header-read-timeout gets 408 and the connection
+  closes. A body gets 408 when none of it arrives for --http-body-read-timeout, or when,
+  after that long, it arrives slower on average than --http-body-min-rate.
+- An answer the client does not take (the transport's buffer stays over its high-water mark
+  for --http-write-timeout) is dropped with the connection.
+- Request bytes held by every connection of the server together (bodies being read, queued
+  or being answered) are bounded by --http-max-buffered-bytes: past it, connections reading
+  a body stop reading until memory frees, except one, so that the server always progresses.
+Deadlines are checked by one sweep a second at most, never by a timer per request.
 
 Back-pressure: a connection stops reading while the answer written last has not left (the
 transport's buffer is over its high-water mark), or while the requests parsed but not yet
@@ -80,6 +90,14 @@ MAX_HEAD_BYTES = 64 * 1024
 # Bytes received while a request's head is incomplete: bounds what the parser buffers for one
 # endless header (pipelined heads in the same packets count too, hence the margin).
 _MAX_UNPARSED_HEAD = 16 * MAX_HEAD_BYTES
+# Defaults of the limits that naiad's HttpOptions sets from its flags (docs/http.md says why).
+BODY_TIMEOUT_S = 60.0
+BODY_MIN_RATE = 64 * 1024
+WRITE_TIMEOUT_S = 60.0
+MAX_BUFFERED = 1 << 30
+# The most one read from a socket brings (asyncio's and uvloop's transports read 256 KiB at
+# most): a connection let read again under the budget may add this much before it is checked.
+_READ_SIZE = 256 * 1024
 
 
 # ASGI's shapes (asgiref's spec), kept loose: the server hands dicts to any ASGI 3 app.
@@ -95,12 +113,13 @@ DirectAnswer = tuple[bytes, str, dict[str, str]]
 
 
 class RequestRejected(Exception):
-    """Raised while a request is parsed: the connection answers 400 with this message (as
-    JSON, `{"error": ...}`) and closes."""
+    """Raised while a request is parsed: the connection answers `status` (400 unless told)
+    with this message (as JSON, `{"error": ...}`) and closes."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.message = message
+        self.status = status
 
 
 class DirectRoute(Protocol):
@@ -182,6 +201,26 @@ class Http1Connection(asyncio.Protocol):
         self._size = 0
         self._in_body = False
         self._head_received = 0
+        # Body bytes this connection counts in the server's `buffered` (bodies being read,
+        # queued, and the one being answered, whose size is `_answering`).
+        self._held = 0
+        self._answering = 0
+        self._budget_wait = False  # stopped reading until the server's buffer budget frees
+        # Reading a body past the budget, by the server's one right to (`Http1Server.holder`);
+        # then how many answers until that request's is done and the right goes back.
+        self._overdraft = False
+        self._overdraft_left = 0
+        # The body's clock, kept by the sweep: 0.0 until it first sees the body (or after the
+        # server itself stopped reading); then when it started, the body's size then, and the
+        # size and time it last saw the body grow.
+        self._body_since = 0.0
+        self._body_base = 0
+        self._body_seen = 0
+        self._body_seen_at = 0.0
+        # While the transport's buffer is over its high-water mark: since when the client has
+        # taken none of it (0.0: it is not over), and its size then.
+        self.write_stuck_since = 0.0
+        self._write_seen = 0
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -192,11 +231,16 @@ class Http1Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.connections.discard(self)
+        server = self.server
+        server.connections.discard(self)
         self.deadline = None
+        self.write_stuck_since = 0.0
         if not self.lost.done():
             self.lost.set_result(None)
-        self._queue.clear()
+        server.forget(self)
+        self._drop_requests()
+        self._answering = 0
+        self._release(self._held)  # the body being answered too: its task is cancelled below
         self.parser = None  # type: ignore[assignment]  # it refers back to us: no cycle to collect
         if self._task is not None:
             self._task.cancel()  # the client left: drop its inference
@@ -213,18 +257,30 @@ class Http1Connection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._refuse("protocol upgrades are not supported")
+            return
         except httptools.HttpParserError as exc:
-            # httptools wraps what a callback raised (on_body: the body is over the limit).
+            # httptools wraps what a callback raised (the body is over the limit).
             cause = exc.__context__
-            self._refuse(cause.message if isinstance(cause, RequestRejected) else f"malformed HTTP request: {exc}")
+            if isinstance(cause, RequestRejected):
+                self._refuse(cause.message, cause.status)
+            else:
+                self._refuse(f"malformed HTTP request: {exc}")
+            return
+        server = self.server
+        if self._in_body and server.buffered > server.max_buffered:
+            server.wait_for_budget(self)
 
     def pause_writing(self) -> None:
-        # The client does not read its answers: read no more requests until it does.
+        # The client does not read its answers: read no more requests until it does, and
+        # drop the connection if it does not within the write timeout (the sweep checks).
         self._writing = False
+        self.write_stuck_since = time.monotonic()
+        self._write_seen = self.transport.get_write_buffer_size()  # type: ignore[union-attr]
         self._flow()
 
     def resume_writing(self) -> None:
         self._writing = True
+        self.write_stuck_since = 0.0
         self._flow()
         if self._task is None and self._queue and not self.closed:
             self._next()
@@ -258,20 +314,36 @@ class Http1Connection(asyncio.Protocol):
         self._in_body = True
         self._in_head = False
         self._head_received = 0
+        self._body_since = 0.0
         self.deadline = None
+        expect = False
         for name, value in self._headers:
-            if name == b"expect" and value.lower() == b"100-continue" and self.transport is not None:
-                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            if name == b"content-length":
+                # Refused before a byte of the body is read (httptools has checked the value).
+                declared = int(value)
+                if declared > self.server.max_input_size:
+                    raise RequestRejected(self.server.body_limit_message(declared), 413)
+            elif name == b"expect" and value.lower() == b"100-continue":
+                expect = True
+        if expect and self.transport is not None:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
-        self._size += len(body)
+        size = len(body)
+        self._size += size
         if self._size > self.server.max_input_size:
-            raise RequestRejected(self.server.body_limit_message(self._size))
+            raise RequestRejected(self.server.body_limit_message(self._size), 413)
         self._body.append(body)
+        self._held += size
+        self.server.buffered += size
 
     def on_message_complete(self) -> None:
         self._in_body = False
+        if self._overdraft:
+            self._overdraft = False
+            self._overdraft_left = len(self._queue) + (1 if self._task is not None else 0) + 1
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        self._body.clear()  # the pieces are not kept until the next request
         parser = self.parser
         self._queue.append(
             Request(
@@ -295,7 +367,12 @@ class Http1Connection(asyncio.Protocol):
         """Read while answers leave and the queue of parsed requests is short; else pause."""
         if self.closed:
             return
-        read = self._writing and len(self._queue) <= _MAX_PIPELINED and self._queued_bytes <= _MAX_PIPELINED_BYTES
+        read = (
+            self._writing
+            and not self._budget_wait
+            and len(self._queue) <= _MAX_PIPELINED
+            and self._queued_bytes <= _MAX_PIPELINED_BYTES
+        )
         if read != self._reading:
             self._reading = read
             if read:
@@ -305,13 +382,21 @@ class Http1Connection(asyncio.Protocol):
 
     def _next(self) -> None:
         request = self._queue.popleft()
-        self._queued_bytes -= len(request.body)
+        size = len(request.body)
+        self._queued_bytes -= size
+        self._answering = size
         self._flow()
         self._task = self._loop.create_task(self._answer(request))
         self._task.add_done_callback(self._answered)
 
     def _answered(self, task: asyncio.Task[None]) -> None:
         self._task = None
+        self._release(self._answering)
+        self._answering = 0
+        if self._overdraft_left:
+            self._overdraft_left -= 1
+            if not self._overdraft_left:
+                self.server.free_holder(self)
         if self.closed:
             return
         if not task.cancelled() and task.exception() is not None:
@@ -432,11 +517,86 @@ class Http1Connection(asyncio.Protocol):
             b"connection: close\r\n\r\n%s" % (status, _REASONS[status], _DateHeader.get(), len(body), body)
         )
         self.closed = True  # input is discarded from now on
+        self.server.forget(self)
+        self._drop_requests()
         close_lingering(self.transport)
+
+    def _drop_requests(self) -> None:
+        """Let go of the body being read and of the requests queued: no request of this
+        connection will be answered but the one being answered now."""
+        self._body = []
+        self._headers = []
+        self._queue.clear()
+        self._queued_bytes = 0
+        self._release(self._held - self._answering)
+
+    def _release(self, size: int) -> None:
+        if size > 0:
+            self._held -= size
+            self.server.release(size)
+
+    def wait_for_budget(self, wait: bool) -> None:
+        """Stop reading until the server's buffer budget frees (True), or read again."""
+        self._budget_wait = wait
+        self._flow()
 
     def _set_deadline(self, kind: str, delay: float) -> None:
         self._deadline_kind = kind
         self.deadline = time.monotonic() + delay
+
+    def tick(self, now: float) -> None:
+        """The server's sweep, for a connection with a deadline, a body being read, or an
+        answer stuck in its buffer."""
+        transport = self.transport
+        if transport is None:
+            return
+        stuck = self.write_stuck_since
+        if stuck > 0.0:
+            size, seen = transport.get_write_buffer_size(), self._write_seen
+            self._write_seen = size
+            if size < seen:  # the client took some of it since the last look: the clock starts again
+                self.write_stuck_since = now
+            elif now - stuck >= self.server.write_timeout_s:
+                # The client took none of its answer (or, closing, of its refusal): drop it;
+                # abort discards what the transport still buffers.
+                log.debug("dropping an HTTP connection whose client read nothing for %.0f s", now - stuck)
+                self.write_stuck_since = 0.0
+                transport.abort()
+                return
+        if self.closed:
+            return
+        if self._in_body:
+            self._watch_body(now)
+        elif self.deadline is not None and self.deadline <= now:
+            self.deadline_passed()
+
+    def _watch_body(self, now: float) -> None:
+        """408 for a body none of which arrived for the body timeout, or that, once the body
+        timeout has passed, arrived slower on average than the minimum rate. While the server
+        itself does not read (back-pressure), the client is not late: the clock starts again
+        once it reads."""
+        if not self._reading:
+            self._body_since = 0.0
+            return
+        size = self._size
+        if self._body_since == 0.0:
+            self._body_since = self._body_seen_at = now
+            self._body_base = self._body_seen = size
+            return
+        server = self.server
+        timeout = server.body_timeout_s
+        if size != self._body_seen:
+            self._body_seen = size
+            self._body_seen_at = now
+        elif now - self._body_seen_at >= timeout:
+            self._refuse(f"no part of the request body arrived for {timeout:g} s", 408)
+            return
+        rate = server.body_min_rate
+        if rate > 0 and size - self._body_base < rate * (now - self._body_since - timeout):
+            self._refuse(
+                f"the request body arrived slower than the {rate} bytes/s allowed after {timeout:g} s",
+                408,
+            )
 
     def deadline_passed(self) -> None:
         """Called by the server's sweep once `deadline` is past."""
@@ -531,7 +691,12 @@ async def _no_receive() -> dict[str, Any]:
 
 class Http1Server:
     """Serves `app` (and `direct`) on a listening socket. A body over `max_input_size` is
-    refused with `body_limit_message(size)`."""
+    refused with `body_limit_message(size)`; the other limits are the module's docstring's.
+
+    `buffered` is the request bytes every connection holds together (bodies being read,
+    queued, being answered); past `max_buffered`, connections reading a body wait for it to
+    fall, in `_waiting`, but the `holder`, which reads on so that the server always
+    progresses."""
 
     def __init__(
         self,
@@ -543,6 +708,10 @@ class Http1Server:
         error_app: ErrorApp,
         direct: DirectRoute | None = None,
         body_limit_message: Callable[[int], str] | None = None,
+        body_timeout_s: float = BODY_TIMEOUT_S,
+        body_min_rate: int = BODY_MIN_RATE,
+        write_timeout_s: float = WRITE_TIMEOUT_S,
+        max_buffered: int = MAX_BUFFERED,
     ) -> None:
         self.app = app
         self.direct = direct
@@ -551,11 +720,73 @@ class Http1Server:
         self.body_limit_message = body_limit_message or (lambda size: _body_too_large(max_input_size, size))
         self.keep_alive_s = keep_alive_s
         self.header_timeout_s = header_timeout_s
+        self.body_timeout_s = body_timeout_s
+        self.body_min_rate = body_min_rate
+        self.write_timeout_s = write_timeout_s
+        self.max_buffered = max_buffered
+        self.buffered = 0
+        self.holder: Http1Connection | None = None
+        self._waiting: collections.deque[Http1Connection] = collections.deque()
         self.connections: set[Http1Connection] = set()
         self._listener: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.TimerHandle | None = None
-        # Deadlines are checked this often: a quarter of the shorter timeout, at most a second.
-        self._sweep_s = min(1.0, header_timeout_s / 4, keep_alive_s / 4)
+        # Deadlines are checked this often: a quarter of the shortest timeout, at most a second.
+        self._sweep_s = min(1.0, header_timeout_s / 4, keep_alive_s / 4, body_timeout_s / 4, write_timeout_s / 4)
+
+    # -- the buffer budget -------------------------------------------------------------------
+
+    def wait_for_budget(self, connection: Http1Connection) -> None:
+        """`connection`, reading a body, finds the budget spent: it stops reading, unless no
+        connection holds the right to read on, in which case it takes it for this body."""
+        if connection._overdraft:
+            return
+        if self.holder is None:
+            self.holder = connection
+            connection._overdraft = True
+        elif not connection._budget_wait:
+            connection.wait_for_budget(True)
+            self._waiting.append(connection)
+
+    def release(self, size: int) -> None:
+        """`size` bytes of requests are let go: connections waiting may read again."""
+        self.buffered -= size
+        if self._waiting:
+            self._wake()
+
+    def _wake(self) -> None:
+        # In the order they stopped: so many as may each add one read and stay within the
+        # budget, and else one, given the right to read on while no connection holds it, so
+        # that a budget full of bodies not yet whole cannot stall the server.
+        room = self.max_buffered - self.buffered
+        waiting = self._waiting
+        while waiting:
+            if room >= _READ_SIZE:
+                room -= _READ_SIZE
+                connection = waiting.popleft()
+            elif self.holder is None:
+                connection = waiting.popleft()
+                self.holder = connection
+                connection._overdraft = True
+            else:
+                break
+            connection.wait_for_budget(False)
+
+    def free_holder(self, connection: Http1Connection) -> None:
+        """The request `connection` read over the budget is answered, or the connection is
+        done: another may have the right to read on."""
+        if self.holder is connection:
+            self.holder = None
+            if self._waiting:
+                self._wake()
+
+    def forget(self, connection: Http1Connection) -> None:
+        """`connection` reads no more (closed or refused)."""
+        if connection._budget_wait:
+            connection._budget_wait = False
+            self._waiting.remove(connection)
+        connection._overdraft = False
+        connection._overdraft_left = 0
+        self.free_holder(connection)
 
     async def start(self, sock: Any) -> None:
         loop = asyncio.get_running_loop()
@@ -568,8 +799,13 @@ class Http1Server:
         """One timer for every connection's deadline, instead of arming and cancelling one per
         request (a few microseconds each, on every request)."""
         now = time.monotonic()
-        for connection in [c for c in self.connections if c.deadline is not None and c.deadline <= now]:
-            connection.deadline_passed()
+        due = [
+            c
+            for c in self.connections
+            if (c.deadline is not None and c.deadline <= now) or c._in_body or c.write_stuck_since > 0.0
+        ]
+        for connection in due:
+            connection.tick(now)
         self._sweeper = asyncio.get_event_loop().call_later(self._sweep_s, self._sweep)
 
     async def stop(self, grace_s: float) -> None:

@@ -33,8 +33,17 @@ async def run(server: Server, options: HttpOptions, started: asyncio.Event) -> N
     pattern = options.header_forward_pattern
     app = create_app(server, options.max_input_size, restrictions, re.compile(pattern) if pattern else None)
     keep_alive_s, header_timeout_s = options.keepalive_timeout_s, options.header_read_timeout_s
-    if keep_alive_s <= 0 or header_timeout_s <= 0:
-        raise ValueError("--http-keepalive-timeout and --http-header-read-timeout must be positive")
+    for flag, value in (
+        ("--http-keepalive-timeout", keep_alive_s),
+        ("--http-header-read-timeout", header_timeout_s),
+        ("--http-body-read-timeout", options.body_read_timeout_s),
+        ("--http-write-timeout", options.write_timeout_s),
+        ("--http-max-buffered-bytes", options.max_buffered_bytes),
+    ):
+        if value <= 0:
+            raise ValueError(f"{flag} must be positive, got {value:g}")
+    if options.body_min_rate < 0:
+        raise ValueError(f"--http-body-min-rate must be 0 or more, got {options.body_min_rate}")
     kind = options.server
     sock = listen(options.address, options.port, reuse_port=options.reuse_port, name="HTTP frontend")
     log.info("Started HTTPService at %s:%d (%s)", options.address, sock.getsockname()[1], kind)
@@ -43,4 +52,4 @@ async def run(server: Server, options: HttpOptions, started: asyncio.Event) -> N
     elif kind == "uvicorn":
         await serve_uvicorn(app, sock, started, keep_alive_s)
     else:
-        await serve_naiad(app, sock, started, server.options.exit_timeout_secs, keep_alive_s, header_timeout_s)
+        await serve_naiad(app, sock, started, server.options.exit_timeout_secs, options)

@@ -19,6 +19,7 @@ from starlette.types import ASGIApp
 
 from naiad_wire.http1 import Http1Server
 
+from ..options import HttpOptions
 from .direct_infer import DirectInfer
 from .infer_endpoint import NaiadHttpApp
 from .responses import error_for
@@ -29,22 +30,21 @@ log = logging.getLogger("naiad.http")
 
 
 async def serve_naiad(
-    app: NaiadHttpApp,
-    sock: socket.socket,
-    started: asyncio.Event,
-    grace_s: float,
-    keep_alive_s: float,
-    header_timeout_s: float,
+    app: NaiadHttpApp, sock: socket.socket, started: asyncio.Event, grace_s: float, options: HttpOptions
 ) -> None:
     body = app.infer.body
     server = Http1Server(
         app,
         body.max_input_size,
-        keep_alive_s,
-        header_timeout_s,
+        options.keepalive_timeout_s,
+        options.header_read_timeout_s,
         error_app=error_for,
         direct=DirectInfer(app.infer),
         body_limit_message=lambda size: body.too_large(size).message,
+        body_timeout_s=options.body_read_timeout_s,
+        body_min_rate=options.body_min_rate,
+        write_timeout_s=options.write_timeout_s,
+        max_buffered=options.max_buffered_bytes,
     )
     await server.start(sock)
     started.set()
