@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import NaiadError
+from .errors import NaiadError, shown
 from .tensor import Tensor
 
 __all__ = ["RequestedOutput", "InferenceRequest", "InferenceResponse", "ResponseSender"]
@@ -82,11 +82,11 @@ class InferenceRequest:
 
 def _non_negative_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise NaiadError.invalid(f"request parameter '{name}' must be an integer, got {value!r}")
+        raise NaiadError.invalid(f"request parameter '{name}' must be an integer, got {shown(value)}")
     try:
         number = int(value)
     except ValueError:
-        raise NaiadError.invalid(f"request parameter '{name}' must be an integer, got {value!r}") from None
+        raise NaiadError.invalid(f"request parameter '{name}' must be an integer, got {shown(value)}") from None
     if number < 0:
         raise NaiadError.invalid(f"request parameter '{name}' must not be negative, got {number}")
     return number
