@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 import numpy as np
-from fuzz_models import CONFIG_OVERRIDE, DATATYPES, FuzzModel, json_data, raw_bytes
+from fuzz_models import BACKEND_NAMES, CONFIG_OVERRIDES, DATATYPES, PLATFORM_NAMES, FuzzModel, json_data, raw_bytes
 from fuzz_mutations import encode, huge_numbers, json_values, mutate_bytes, mutate_document, texts
 from hypothesis import strategies as st
 
@@ -29,6 +29,7 @@ class HttpCase:
     headers: dict[str, str]
     # What was done to the valid request; () when it is still valid (then it must succeed).
     mutations: list[str] = field(default_factory=list)
+    model: str = ""  # the model a load loads
 
     def __repr__(self) -> str:  # hypothesis prints the case when it fails: keep it readable
         body = self.body if len(self.body) <= 600 else self.body[:600] + b"...(%d bytes)" % len(self.body)
@@ -42,6 +43,7 @@ class GrpcCase:
     mutations: list[str] = field(default_factory=list)
     # Raw byte mutations make a message protobuf may not parse: INTERNAL, gRPC's status for it.
     raw: bool = False
+    model: str = ""  # the model a load loads
 
     def __repr__(self) -> str:
         shown = [p if len(p) <= 400 else p[:400] + b"..." for p in self.payloads]
@@ -248,11 +250,28 @@ def http_raw_infer(draw: st.DrawFn, models: list[FuzzModel]) -> HttpCase:
     return HttpCase("POST", f"/v2/models/{model.name}/infer", body, {"Inference-Header-Content-Length": "0"}, mutations)
 
 
+def _target(draw: st.DrawFn, targets: list[str]) -> str:
+    # Mostly the numpy model: an ONNX session or a Python stub costs more to load.
+    return draw(st.sampled_from(["np_cfg"] * 6 + targets))
+
+
 @st.composite
-def config_override(draw: st.DrawFn) -> HttpCase:
+def _override_document(draw: st.DrawFn, model: str) -> tuple[Any, list[str]]:
+    document, mutations = draw(mutate_document(CONFIG_OVERRIDES[model], max_mutations=3))
+    if isinstance(document, dict) and draw(st.integers(0, 5)) == 0:
+        # Another backend (or platform) for the same model directory and files.
+        key, names = draw(st.sampled_from([("backend", BACKEND_NAMES), ("platform", PLATFORM_NAMES)]))
+        document[key] = draw(st.sampled_from(names))
+        mutations.append(f"{key} {document[key]!r}")
+    return document, mutations
+
+
+@st.composite
+def config_override(draw: st.DrawFn, targets: list[str]) -> HttpCase:
     """(3) A load with a config override in Triton's JSON form, mutated: as the JSON text
     tritonclient sends, now and then byte-mutated, or as the object naiad also takes."""
-    document, mutations = draw(mutate_document(CONFIG_OVERRIDE, max_mutations=3))
+    model = _target(draw, targets)
+    document, mutations = draw(_override_document(model))
     carrier = draw(st.sampled_from(["text"] * 3 + ["object", "outer"]))
     config: Any
     if carrier == "object":
@@ -273,7 +292,7 @@ def config_override(draw: st.DrawFn) -> HttpCase:
     if carrier == "outer":
         outer, done = draw(mutate_document(outer, max_mutations=2))
         mutations += [f"outer {d}" for d in done]
-    return HttpCase("POST", "/v2/repository/models/np_cfg/load", encode(outer), {}, mutations)
+    return HttpCase("POST", f"/v2/repository/models/{model}/load", encode(outer), {}, mutations, model)
 
 
 # -- gRPC -------------------------------------------------------------------------------
@@ -488,11 +507,12 @@ def grpc_stream(draw: st.DrawFn, models: list[FuzzModel]) -> GrpcCase:
 
 
 @st.composite
-def grpc_config_override(draw: st.DrawFn) -> GrpcCase:
+def grpc_config_override(draw: st.DrawFn, targets: list[str]) -> GrpcCase:
     """(3) over gRPC: RepositoryModelLoad with a mutated `config` string parameter."""
-    document, mutations = draw(mutate_document(CONFIG_OVERRIDE, max_mutations=3))
+    model = _target(draw, targets)
+    document, mutations = draw(_override_document(model))
     text = encode(document).decode("utf-8", "replace")
-    message = pb.RepositoryModelLoadRequest(model_name="np_cfg")
+    message = pb.RepositoryModelLoadRequest(model_name=model)
     message.parameters["config"].string_param = text
     if draw(st.integers(0, 5)) == 0:
         key = draw(st.sampled_from(["config", "file:1/model.onnx", "file:../x", "other"]))
@@ -500,7 +520,7 @@ def grpc_config_override(draw: st.DrawFn) -> GrpcCase:
         value = {"bool_param": True, "int64_param": -1, "string_param": "{}", "bytes_param": b"\x00\xff"}[kind]
         setattr(message.parameters[key], kind, value)
         mutations.append(f"parameter {key} {kind}")
-    return GrpcCase("RepositoryModelLoad", [message.SerializeToString()], mutations)
+    return GrpcCase("RepositoryModelLoad", [message.SerializeToString()], mutations, model=model)
 
 
 __all__ = [

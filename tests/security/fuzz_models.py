@@ -209,11 +209,13 @@ def _io_config(model: FuzzModel, out_prefix: str, in_prefix_len: int) -> str:
     return f"input [{inputs}]\noutput [{outputs}]"
 
 
-def write_fuzz_repository(repo: Path) -> list[FuzzModel]:
-    """Lay out every model whose backend is installed; returns the infer targets."""
+def write_fuzz_repository(repo: Path) -> tuple[list[FuzzModel], list[str]]:
+    """Lay out every model whose backend is installed; returns the infer targets and the
+    models the config fuzz loads with overrides."""
     for name, config in _NUMPY_CONFIGS.items():
         _write(repo, name, config)
     models = list(NUMPY_MODELS)
+    config_targets = ["np_cfg"]
     if installed("naiad_backend_onnx") and installed("onnx"):
         io = _io_config(ONNX_MODEL, "OUT_", 3)
         version = _write(
@@ -223,24 +225,58 @@ def write_fuzz_repository(repo: Path) -> list[FuzzModel]:
         )
         (version / "model.onnx").write_bytes(_onnx_identity(ONNX_MODEL))
         models.append(ONNX_MODEL)
+        one = FuzzModel("onnx_cfg", 8, (Spec("IN_FP32", "FP32", (-1,)),))
+        version = _write(
+            repo, one.name, f'platform: "onnxruntime_onnx" max_batch_size: 8\n{_io_config(one, "OUT_", 3)}'
+        )
+        (version / "model.onnx").write_bytes(_onnx_identity(one))
+        config_targets.append(one.name)
     if installed("naiad_backend_python"):
         io = _io_config(PYTHON_MODEL, "OUT_", 0)
         version = _write(repo, PYTHON_MODEL.name, f'backend: "python" max_batch_size: 0\n{io}')
         (version / "model.py").write_text(PYTHON_IDENTITY)
         models.append(PYTHON_MODEL)
-    return models
+        one = FuzzModel("py_cfg", 0, (Spec("TEXT", "BYTES", (-1,)),))
+        version = _write(repo, one.name, f'backend: "python" max_batch_size: 0\n{_io_config(one, "OUT_", 0)}')
+        (version / "model.py").write_text(PYTHON_IDENTITY)
+        config_targets.append(one.name)
+    return models, config_targets
 
 
-# A valid config override of `np_cfg` in Triton's JSON form (what tritonclient's
-# `load_model(config=...)` sends), the document the config fuzz mutates.
-CONFIG_OVERRIDE: dict[str, Any] = {
-    "name": "np_cfg",
-    "backend": "numpy",
-    "max_batch_size": 4,
-    "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
-    "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
-    "instance_group": [{"kind": "KIND_CPU", "count": 1}],
-    "dynamic_batching": {"preferred_batch_size": [2], "max_queue_delay_microseconds": 100},
-    "version_policy": {"latest": {"num_versions": 1}},
-    "parameters": {"op": {"string_value": "identity"}},
+# Valid config overrides in Triton's JSON form (what tritonclient's `load_model(config=...)`
+# sends), the documents the config fuzz mutates, by the model they load: a numpy model (cheap
+# to load, so most cases), an ONNX model and a Python model (their backends' own checks).
+CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
+    "np_cfg": {
+        "name": "np_cfg",
+        "backend": "numpy",
+        "max_batch_size": 4,
+        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "instance_group": [{"kind": "KIND_CPU", "count": 1}],
+        "dynamic_batching": {"preferred_batch_size": [2], "max_queue_delay_microseconds": 100},
+        "version_policy": {"latest": {"num_versions": 1}},
+        "parameters": {"op": {"string_value": "identity"}},
+    },
+    "onnx_cfg": {
+        "name": "onnx_cfg",
+        "platform": "onnxruntime_onnx",
+        "max_batch_size": 8,
+        "input": [{"name": "IN_FP32", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "output": [{"name": "OUT_FP32", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "instance_group": [{"kind": "KIND_CPU", "count": 1}],
+        "dynamic_batching": {},
+    },
+    "py_cfg": {
+        "name": "py_cfg",
+        "backend": "python",
+        "max_batch_size": 0,
+        "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [-1]}],
+        "output": [{"name": "OUT_TEXT", "data_type": "TYPE_STRING", "dims": [-1]}],
+    },
 }
+# Backend and platform names a mutated override may switch to. Not pytorch or tensorflow:
+# the first model of either imports its framework, seconds on its own (TensorFlow's import
+# alone passes the fuzz's 5 s limit on a small machine), which is no hang of the server's.
+BACKEND_NAMES = ["numpy", "python", "onnxruntime", "tensorrt", "ensemble", "caffe2", ""]
+PLATFORM_NAMES = ["onnxruntime_onnx", "tensorrt_plan", "ensemble", "caffe2_netdef", ""]

@@ -75,7 +75,15 @@ SERVER_FAULTS = {
 }
 # Triton's answer to a config override that is not a JSON object (docs/http.md): a 500 its
 # clients match on, the one 5xx a load may give here.
-FAILED_POLL = "failed to load 'np_cfg', failed to poll from model repository: "
+FAILED_POLL = re.compile(r"failed to load '\w+', failed to poll from model repository: ")
+# A model this machine cannot serve, UNAVAILABLE / 503 on purpose (docs/backends/tensorrt.md):
+# a TensorRT override without a GPU, a known backend whose package is not installed.
+CANNOT_SERVE_HERE = re.compile(
+    r"model '\w+': TensorRT plan models need an NVIDIA GPU|backend '\w+' is not installed .*pip install"
+)
+# The 5xx answers a load may give, by status.
+LOAD_5XX = {500: FAILED_POLL, 503: CANNOT_SERVE_HERE}
+LOAD_FAULTS = {grpc.StatusCode.INTERNAL: FAILED_POLL, grpc.StatusCode.UNAVAILABLE: CANNOT_SERVE_HERE}
 # The one failure of the fuzz's own models: asked for the output of an optional input the
 # request left out, an identity model has nothing to answer with (np_types, whose inputs are
 # all optional). That is the model breaking its contract: INTERNAL, 500.
@@ -116,9 +124,10 @@ def fuzz(examples: int, cases: st.SearchStrategy[Any], check: Callable[[Any], st
 
 
 class FuzzServer:
-    def __init__(self, process: ServerProcess, models: list[FuzzModel], repository: Path) -> None:
+    def __init__(self, process: ServerProcess, models: list[FuzzModel], targets: list[str], repository: Path) -> None:
         self.process = process
         self.models = models
+        self.config_targets = targets
         # Texts no answer may show a client: where the server's files are.
         self.private = [str(repository), sys.prefix, str(Path(naiad.__file__).resolve().parents[1])]
         self.http = HttpClient(process.http_port)
@@ -132,7 +141,7 @@ class FuzzServer:
 @contextlib.contextmanager
 def serve(repository: Path) -> Iterator[FuzzServer]:
     """`naiad serve` on the fuzz's models, with a registered shared-memory region."""
-    models = write_fuzz_repository(repository)
+    models, targets = write_fuzz_repository(repository)
     pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
     region = shared_memory.SharedMemory(create=True, size=SHM_SIZE)
     region.buf[:SHM_SIZE] = bytes(SHM_SIZE)
@@ -151,7 +160,7 @@ def serve(repository: Path) -> Iterator[FuzzServer]:
     )
     try:
         with process:
-            fuzz_server = FuzzServer(process, models, repository)
+            fuzz_server = FuzzServer(process, models, targets, repository)
             status, _, body = fuzz_server.http.send(
                 "POST",
                 f"/v2/systemsharedmemory/region/{SHM_REGION}/register",
@@ -217,7 +226,10 @@ def check_message(message: object, server: FuzzServer, what: str) -> None:
 
 
 def check_http(
-    case: HttpCase, answer: tuple[int, dict[str, str], bytes], server: FuzzServer, allow_500: str | None = None
+    case: HttpCase,
+    answer: tuple[int, dict[str, str], bytes],
+    server: FuzzServer,
+    allowed: dict[int, re.Pattern[str]] | None = None,
 ) -> str:
     status, headers, body = answer
     what = f"{case!r} -> {status} {body[:1000]!r}"
@@ -236,7 +248,8 @@ def check_http(
         if status >= 500:
             if status == 500 and MODEL_FAILURE.match(message):
                 return "model failure"
-            assert allow_500 is not None and message.startswith(allow_500), f"a server error: {what}"
+            known = (allowed or {}).get(status)
+            assert known is not None and known.match(message), f"a server error: {what}"
         return "refused"
     assert status == 200, what
     header_length = headers.get("inference-header-content-length")
@@ -250,7 +263,12 @@ def check_http(
     return "ok"
 
 
-def check_grpc_error(error: grpc.RpcError, case: GrpcCase, server: FuzzServer) -> str:
+def check_grpc_error(
+    error: grpc.RpcError,
+    case: GrpcCase,
+    server: FuzzServer,
+    allowed: dict[grpc.StatusCode, re.Pattern[str]] | None = None,
+) -> str:
     code, details = error.code(), error.details()
     what = f"{case!r} -> {code} {details!r}"
     if (
@@ -265,7 +283,8 @@ def check_grpc_error(error: grpc.RpcError, case: GrpcCase, server: FuzzServer) -
     check_message(details, server, what)
     if code == grpc.StatusCode.INTERNAL and MODEL_FAILURE.match(details or ""):
         return "model failure"
-    assert code not in SERVER_FAULTS, f"a server fault: {what}"
+    known = (allowed or {}).get(code)
+    assert code not in SERVER_FAULTS or (known is not None and known.match(details or "")), f"a server fault: {what}"
     return "refused"
 
 
@@ -296,24 +315,24 @@ def test_config_overrides(server: FuzzServer) -> None:
             try:
                 loads(case.payloads[0], timeout=TIMEOUT_S)
             except grpc.RpcError as error:
-                if error.code() == grpc.StatusCode.INTERNAL and (error.details() or "").startswith(FAILED_POLL):
-                    check_message(error.details(), server, repr(case))
-                    return "refused"
-                return check_grpc_error(error, case, server)
+                return check_grpc_error(error, case, server, LOAD_FAULTS)
         else:
             answer = server.http.send(case.method, case.path, case.body, case.headers)
-            outcome = check_http(case, answer, server, allow_500=FAILED_POLL)
+            outcome = check_http(case, answer, server, LOAD_5XX)
             if outcome != "ok":
                 return outcome
         # A configuration the server took is one it can describe.
-        status, _, body = server.http.send("GET", "/v2/models/np_cfg/config")
-        assert status == 200 and json.loads(body)["name"] == "np_cfg", body
-        assert server.http.send("GET", "/v2/models/np_cfg/ready")[0] == 200
+        model = case.model
+        status, _, body = server.http.send("GET", f"/v2/models/{model}/config")
+        assert status == 200 and json.loads(body)["name"] == model, body
+        assert server.http.send("GET", f"/v2/models/{model}/ready")[0] == 200
         return "ok"
 
-    fuzz(500, st.one_of(config_override(), config_override(), config_override(), grpc_config_override()), check)
-    # The model's own config.pbtxt loads again after every override.
-    assert server.http.send("POST", "/v2/repository/models/np_cfg/load", b"{}")[0] == 200
+    targets = server.config_targets
+    fuzz(500, st.one_of(*[config_override(targets)] * 3, grpc_config_override(targets)), check)
+    # Each model's own config.pbtxt loads again after every override.
+    for model in targets:
+        assert server.http.send("POST", f"/v2/repository/models/{model}/load", b"{}")[0] == 200
     after_fuzz(server)
 
 
