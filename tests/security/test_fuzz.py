@@ -29,6 +29,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from multiprocessing import shared_memory
 from pathlib import Path
@@ -65,9 +66,10 @@ TIMEOUT_S = 5.0
 SCALE = float(os.environ.get("NAIAD_FUZZ_SCALE", "1"))
 SEED = os.environ.get("NAIAD_FUZZ_SEED")
 GRPC_SERVICE = "/inference.GRPCInferenceService/"
-# gRPC statuses that are the server's fault, as a 5xx is over HTTP.
+# gRPC statuses that are the server's fault, as a 5xx is over HTTP (UNIMPLEMENTED is 501).
 SERVER_FAULTS = {
     grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNIMPLEMENTED,
     grpc.StatusCode.UNKNOWN,
     grpc.StatusCode.DATA_LOSS,
     grpc.StatusCode.UNAVAILABLE,
@@ -81,9 +83,15 @@ FAILED_POLL = re.compile(r"failed to load '\w+', failed to poll from model repos
 CANNOT_SERVE_HERE = re.compile(
     r"model '\w+': TensorRT plan models need an NVIDIA GPU|backend '\w+' is not installed .*pip install"
 )
+# A model no naiad serves, UNSUPPORTED / 501 on purpose (docs/backends/caffe2.md).
+NOT_SERVED = re.compile(r"Caffe2 NetDef models \(platform caffe2_netdef\) cannot be served")
 # The 5xx answers a load may give, by status.
-LOAD_5XX = {500: FAILED_POLL, 503: CANNOT_SERVE_HERE}
-LOAD_FAULTS = {grpc.StatusCode.INTERNAL: FAILED_POLL, grpc.StatusCode.UNAVAILABLE: CANNOT_SERVE_HERE}
+LOAD_5XX = {500: FAILED_POLL, 501: NOT_SERVED, 503: CANNOT_SERVE_HERE}
+LOAD_FAULTS = {
+    grpc.StatusCode.INTERNAL: FAILED_POLL,
+    grpc.StatusCode.UNIMPLEMENTED: NOT_SERVED,
+    grpc.StatusCode.UNAVAILABLE: CANNOT_SERVE_HERE,
+}
 # The one failure of the fuzz's own models: asked for the output of an optional input the
 # request left out, an identity model has nothing to answer with (np_types, whose inputs are
 # all optional). That is the model breaking its contract: INTERNAL, 500.
@@ -129,7 +137,13 @@ class FuzzServer:
         self.models = models
         self.config_targets = targets
         # Texts no answer may show a client: where the server's files are.
-        self.private = [str(repository), sys.prefix, str(Path(naiad.__file__).resolve().parents[1])]
+        # (The temporary directory too: files a load uploads are written under it.)
+        self.private = [
+            str(repository),
+            sys.prefix,
+            str(Path(naiad.__file__).resolve().parents[1]),
+            tempfile.gettempdir().rstrip("/") + "/",
+        ]
         self.http = HttpClient(process.http_port)
         self.channel = grpc.insecure_channel(process.grpc_url)
 
