@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,7 +70,14 @@ class InferenceRequest:
         """
         p = self.parameters
         if "sequence_id" in p:
-            self.correlation_id = p.pop("sequence_id")
+            correlation_id = p.pop("sequence_id")
+            # The sequence batcher keys its sequences by the id: a JSON list or object there
+            # failed as unhashable (a 500), a float or a bool passed as another id.
+            if isinstance(correlation_id, bool) or not isinstance(correlation_id, (numbers.Integral, str)):
+                raise NaiadError.invalid(
+                    f"request parameter 'sequence_id' must be an integer or a string, got {shown(correlation_id)}"
+                )
+            self.correlation_id = correlation_id if isinstance(correlation_id, str) else int(correlation_id)
         if "sequence_start" in p:
             self.sequence_start = bool(p.pop("sequence_start"))
         if "sequence_end" in p:
