@@ -69,7 +69,7 @@ def _rng(draw: st.DrawFn) -> np.random.Generator:
 
 
 def _batch(draw: st.DrawFn, model: FuzzModel) -> int:
-    return draw(st.integers(1, 3)) if model.max_batch_size else 1
+    return draw(st.integers(1, model.largest_batch)) if model.max_batch_size else 1
 
 
 def _outputs(draw: st.DrawFn, inputs: list[dict[str, Any]], binary: bool | None) -> list[dict[str, Any]] | None:
@@ -107,8 +107,10 @@ def http_json_infer(draw: st.DrawFn, models: list[FuzzModel]) -> HttpCase:
             {"name": spec.name, "datatype": spec.datatype, "shape": list(shape), "data": json_data(spec.datatype, data)}
         )
     document: dict[str, Any] = {"id": draw(st.sampled_from(["", "fuzz", "x" * 64])), "inputs": inputs}
+    if model.parameters:
+        document["parameters"] = dict(model.parameters)
     if draw(st.booleans()):
-        document["parameters"] = {"binary_data_output": draw(st.booleans())}
+        document.setdefault("parameters", {})["binary_data_output"] = draw(st.booleans())
     outputs = _outputs(draw, inputs, draw(st.sampled_from([None, True, False])))
     if outputs is not None:
         document["outputs"] = outputs
@@ -176,12 +178,12 @@ def http_binary_infer(draw: st.DrawFn, models: list[FuzzModel]) -> HttpCase:
             entry["parameters"] = {"binary_data_size": len(raw)}
             chunks.append(raw)
         inputs.append(entry)
-    document: dict[str, Any] = {"inputs": inputs}
+    document: dict[str, Any] = {"inputs": inputs, "parameters": dict(model.parameters)}
     outputs = _outputs(draw, inputs, draw(st.sampled_from([None, True])))
     if outputs is not None:
         document["outputs"] = outputs
     else:
-        document["parameters"] = {"binary_data_output": True}
+        document["parameters"]["binary_data_output"] = True
     mutations: list[str] = []
     path = _infer_path(draw, model, mutations)
     document, done = draw(mutate_document(document, max_mutations=2))
@@ -241,6 +243,8 @@ def http_raw_infer(draw: st.DrawFn, models: list[FuzzModel]) -> HttpCase:
     mutations: list[str] = []
     if len(model.inputs) != 1:
         mutations.append(f"raw request to a model with {len(model.inputs)} inputs")
+    if model.parameters:
+        mutations.append("raw request without the parameters the model needs")
     spec, _, data = model.valid_inputs(_rng(draw))[0]
     # A BYTES input's raw body is the one element itself, not its length-prefixed form.
     body = data.reshape(-1)[0] if spec.datatype == "BYTES" else raw_bytes(spec.datatype, data)
@@ -359,6 +363,9 @@ def valid_grpc_request(
     model: FuzzModel, rng: np.random.Generator, batch: int, typed: bool, shm_input: bool
 ) -> pb.ModelInferRequest:
     message = pb.ModelInferRequest(model_name=model.name, id="fuzz")
+    for key, value in model.parameters.items():
+        kind = "bool_param" if isinstance(value, bool) else "int64_param" if isinstance(value, int) else "string_param"
+        setattr(message.parameters[key], kind, value)
     inputs = model.valid_inputs(rng, batch)
     typed = typed and all(spec.datatype in _TYPED_FIELD for spec, _, _ in inputs)
     for index, (spec, shape, data) in enumerate(inputs):

@@ -10,7 +10,7 @@ Python stub processes)."""
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,13 @@ class FuzzModel:
     inputs: tuple[Spec, ...]
     # The inputs a valid request sends (the rest are optional); all of them when None.
     required: tuple[str, ...] | None = None
+    # Request parameters a valid request carries: a sequence model's are a one-request sequence.
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def largest_batch(self) -> int:
+        """The batch a valid request may carry (a sequence batcher takes one at a time)."""
+        return 1 if "sequence_id" in self.parameters else min(self.max_batch_size, 3)
 
     def valid_inputs(self, rng: np.random.Generator, batch: int = 1) -> list[tuple[Spec, tuple[int, ...], np.ndarray]]:
         """(spec, shape, data) of every input a valid request carries."""
@@ -116,6 +123,13 @@ NUMPY_MODELS = [
     # Single-input models, the kind a raw binary request (Inference-Header-Content-Length: 0) can reach.
     FuzzModel("np_raw_fp16", 4, (Spec("INPUT0", "FP16", (-1,)),)),
     FuzzModel("np_raw_bytes", 0, (Spec("INPUT0", "BYTES", (1,)),)),
+    # A sequence model without control inputs: the request parameters steer the batcher.
+    FuzzModel(
+        "np_sequence",
+        8,
+        (Spec("INPUT0", "INT32", (1,)),),
+        parameters={"sequence_id": 7, "sequence_start": True, "sequence_end": True},
+    ),
 ]
 ONNX_MODEL = FuzzModel(
     "onnx_mixed",
@@ -153,6 +167,13 @@ output [{name:"OUTPUT0" data_type: TYPE_FP16 dims:[-1]}]""",
     "np_raw_bytes": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_STRING dims:[1]}]
 output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[1]}]""",
+    # Slots enough, and a short idle time, that sequences a mutated request leaves open
+    # (no END) neither hold up the valid ones nor pile up.
+    "np_sequence": """backend: "numpy" max_batch_size: 8
+input [{name:"INPUT0" data_type: TYPE_INT32 dims:[1]}]
+output [{name:"OUTPUT0" data_type: TYPE_INT32 dims:[1]}]
+instance_group [{count: 2 kind: KIND_CPU}]
+sequence_batching { max_sequence_idle_microseconds: 300000 direct { } }""",
     # The load API's target: config overrides replace this configuration.
     "np_cfg": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]

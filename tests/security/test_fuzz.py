@@ -407,7 +407,9 @@ def after_fuzz(server: FuzzServer) -> None:
             for spec, shape, data in model.valid_inputs(rng)
         ]
         status, _, body = server.http.send(
-            "POST", f"/v2/models/{model.name}/infer", json.dumps({"inputs": inputs}).encode()
+            "POST",
+            f"/v2/models/{model.name}/infer",
+            json.dumps({"inputs": inputs, "parameters": model.parameters}).encode(),
         )
         assert status == 200, (model.name, body)
         message = valid_grpc_request(model, rng, 1, typed=False, shm_input=False)
