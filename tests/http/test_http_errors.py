@@ -223,6 +223,13 @@ CASES = [
         ["input 'INPUT13': BYTES data in JSON must be strings, got {'a': {'a': {'a': {...}}}}"],
     ),
     (
+        "more dimensions than a tensor may have",
+        ADD_SUB,
+        {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [0] * 40, "data": []}, GOOD[1]]},
+        400,
+        ["input 'INPUT0': shape has 40 dimensions; a tensor has at most 32"],
+    ),
+    (
         "unsupported Content-Encoding",
         ADD_SUB,
         (b'{"inputs": []}', {"Content-Encoding": "br"}),

@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 
 from ...config.model_config import ModelConfig
-from ...datatypes import DATATYPES, input_from_raw, numpy_dtype, tensor_to_raw
+from ...datatypes import DATATYPES, MAX_DIMS, input_from_raw, numpy_dtype, tensor_to_raw
 from ...errors import NaiadError, shown
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...shared_memory import SharedMemoryRegistry
@@ -249,6 +249,10 @@ def _decode_input(
 
 def _shape(value: Any, name: str) -> tuple[int, ...]:
     if type(value) is list:
+        if len(value) > MAX_DIMS:
+            raise NaiadError.invalid(
+                f"input '{name}': shape has {len(value)} dimensions; a tensor has at most {MAX_DIMS}"
+            )
         for d in value:
             if type(d) is not int or d < 0:  # (bool is not int here: JSON true is no dimension)
                 break
