@@ -432,7 +432,13 @@ def _mutate_grpc(draw: st.DrawFn, message: pb.ModelInferRequest) -> list[str]:
         elif kind == "datatype" and inputs:
             inputs[which % len(inputs)].datatype = draw(st.one_of(st.sampled_from(DATATYPES), proto_texts))
         elif kind == "shape" and inputs:
-            shape = draw(st.lists(st.one_of(st.integers(-2, 6), _INT64, st.sampled_from([2**31, 2**62])), max_size=5))
+            shape = draw(
+                st.one_of(
+                    st.lists(st.one_of(st.integers(-2, 6), _INT64, st.sampled_from([2**31, 2**62])), max_size=5),
+                    # Ranks no tensor has: no elements at all, or one each.
+                    st.sampled_from([[0] * 100, [1] * 33, [2**31, 2**31, 2**31]]),
+                )
+            )
             tensor = inputs[which % len(inputs)]
             del tensor.shape[:]
             tensor.shape.extend(shape)
