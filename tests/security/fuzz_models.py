@@ -1,11 +1,12 @@
 """The fuzz's models, written at test time, and what a valid request to each looks like.
 
-Identity-like models that never fail on their own, so any 5xx the fuzz meets is the
-server's: numpy test-backend models (always), an ONNX model built with onnx.helper and a
-Python `model.py` (each when its backend is installed). Together they cover every datatype
-(the numpy `np_types` model has one optional input per datatype), batching and non-batching
-models, and the two backends whose instances live apart from the core (ONNX Runtime threads,
-Python stub processes)."""
+Identity-like models that do not fail on their own, so a 5xx the fuzz meets is the server's:
+numpy test-backend models (always), an ONNX model built with onnx.helper and a Python
+`model.py` (each when its backend is installed). Together they cover every datatype (the
+numpy `np_types` model has one optional input per datatype), batching and non-batching
+models, a sequence model, single-input models a raw binary request can reach, and the two
+backends whose instances live apart from the core (ONNX Runtime threads, Python stub
+processes). `np_cfg`, `onnx_cfg` and `py_cfg` are what the config fuzz loads with overrides."""
 
 from __future__ import annotations
 
