@@ -26,7 +26,12 @@ __all__ = [
     "tensor_to_raw",
     "ByteSizeMismatch",
     "input_from_raw",
+    "MAX_DIMS",
 ]
+
+# The most dimensions a tensor may have: numpy 1.x arrays hold at most 32 (numpy 2, 64), and
+# a request's shape becomes a numpy array's before the model's dims are compared with it.
+MAX_DIMS = 32
 
 _NUMPY: dict[str, np.dtype] = {
     "BOOL": np.dtype(np.bool_),

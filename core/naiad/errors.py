@@ -7,8 +7,9 @@ status is decided in exactly one place.
 from __future__ import annotations
 
 import enum
+import reprlib
 
-__all__ = ["ErrorCode", "NaiadError", "HTTP_STATUS", "GRPC_STATUS_NAME"]
+__all__ = ["ErrorCode", "NaiadError", "HTTP_STATUS", "GRPC_STATUS_NAME", "shown"]
 
 
 class ErrorCode(enum.Enum):
@@ -66,6 +67,26 @@ class NaiadError(Exception):
         if isinstance(exc, OSError):
             return cls(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__} (see the server log)")
         return cls(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _client_values() -> reprlib.Repr:
+    shorten = reprlib.Repr()
+    shorten.maxlevel = 3
+    shorten.maxstring = 80
+    shorten.maxother = 80
+    shorten.maxlong = 80
+    shorten.maxlist = shorten.maxtuple = shorten.maxdict = shorten.maxset = 8
+    return shorten
+
+
+_CLIENT_VALUES = _client_values()
+
+
+def shown(value: object) -> str:
+    """A value a client sent, as an error message shows it: its repr, cut short. A list
+    nested a thousand deep (JSON allows it) or a megabyte-long string becomes a few dozen
+    characters instead of a RecursionError or a megabyte of error text."""
+    return _CLIENT_VALUES.repr(value)
 
 
 # The statuses Triton's HTTP frontend answers with for each code. Measured against the real

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import NaiadError
+from .errors import NaiadError, shown
 from .tensor import Tensor
 
 __all__ = ["RequestedOutput", "InferenceRequest", "InferenceResponse", "ResponseSender"]
@@ -69,7 +70,14 @@ class InferenceRequest:
         """
         p = self.parameters
         if "sequence_id" in p:
-            self.correlation_id = p.pop("sequence_id")
+            correlation_id = p.pop("sequence_id")
+            # The sequence batcher keys its sequences by the id: a JSON list or object there
+            # failed as unhashable (a 500), a float or a bool passed as another id.
+            if isinstance(correlation_id, bool) or not isinstance(correlation_id, (numbers.Integral, str)):
+                raise NaiadError.invalid(
+                    f"request parameter 'sequence_id' must be an integer or a string, got {shown(correlation_id)}"
+                )
+            self.correlation_id = correlation_id if isinstance(correlation_id, str) else int(correlation_id)
         if "sequence_start" in p:
             self.sequence_start = bool(p.pop("sequence_start"))
         if "sequence_end" in p:
@@ -82,11 +90,11 @@ class InferenceRequest:
 
 def _non_negative_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise NaiadError.invalid(f"request parameter '{name}' must be an integer, got {value!r}")
+        raise NaiadError.invalid(f"request parameter '{name}' must be an integer, got {shown(value)}")
     try:
         number = int(value)
     except ValueError:
-        raise NaiadError.invalid(f"request parameter '{name}' must be an integer, got {value!r}") from None
+        raise NaiadError.invalid(f"request parameter '{name}' must be an integer, got {shown(value)}") from None
     if number < 0:
         raise NaiadError.invalid(f"request parameter '{name}' must not be negative, got {number}")
     return number

@@ -5,7 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from naiad.config.model_config import ConfigError, parse_config_text, resolve_backend, validate_config
+from naiad.config.model_config import (
+    ConfigError,
+    config_from_dict,
+    parse_config_text,
+    resolve_backend,
+    validate_config,
+)
 
 HERE = Path(__file__).parent
 BENCH_MODELS = Path(__file__).resolve().parents[3] / "shared" / "bench" / "models"
@@ -110,6 +116,32 @@ BAD_CONFIGS = [
         "output 'Y' (output[0].label_filename): cannot read missing.txt",
     ),
     ('platform: "ensemble"', "ensemble_scheduling: an ensemble needs ensemble_scheduling"),
+    # Found by tests/security/test_fuzz.py. An enum number no value has: both parsers keep it,
+    # and the first Name() of it failed the load with a ValueError (a 500 through the load API).
+    ('input [{ name: "X" data_type: 99 dims: [1] }]', "input[0].data_type: 99 is not a value of DataType"),
+    ("instance_group [{ kind: 7 }]", "instance_group[0].kind: 7 is not a value of Kind (known: KIND_AUTO,"),
+    (
+        'model_warmup [{ name: "w" batch_size: 1 inputs { key: "X" value { data_type: -3 dims: [1] } } }]',
+        "model_warmup[0].inputs[X].data_type: -3 is not a value of DataType",
+    ),
+    # Counts that size what a load builds: past the bounds, memory ran out before the load failed.
+    ("instance_group [{ count: 2147483647 }]", "instance_group: 2147483647 instances in all; a model version may"),
+    (
+        "instance_group [{ count: 5000 }, { count: 3000 kind: KIND_GPU gpus: [0, 1] }]",
+        "instance_group: 11000 instances in all",
+    ),
+    (
+        "max_batch_size: 4 dynamic_batching { priority_levels: 18446744073709551615 default_priority_level: 1 }",
+        "dynamic_batching.priority_levels: 18446744073709551615 levels; at most 10000",
+    ),
+    (
+        "max_batch_size: 2147483647 sequence_batching { }",
+        "max_batch_size: 2147483647 sequence slots for each of 1 instance(s)",
+    ),
+    (
+        "sequence_batching { oldest { max_candidate_sequences: 1000 } } instance_group [{ count: 1001 }]",
+        "sequence_batching.oldest.max_candidate_sequences: 1000 sequence slots for each of 1001 instance(s)",
+    ),
 ]
 
 
@@ -178,3 +210,17 @@ def test_what_the_request_path_derives_is_built_once_and_again_after_a_refresh()
     config.refresh()
     rebuilt = config.derived(RequestPlan.of)
     assert rebuilt is not plan and (rebuilt.batching, rebuilt.response_cache) == (False, True)
+
+
+def test_config_json_that_protobuf_cannot_convert_names_the_model(tmp_path):
+    """Found by tests/security/test_fuzz.py: ParseDict let an OverflowError (and, for JSON
+    nested thousands deep, a RecursionError) escape; a load API caller got a 500."""
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({"output": [{"name": "Y", "data_type": float("-inf")}]}, "m")
+    assert info.value.message == "model 'm': config JSON does not parse: cannot convert float infinity to integer"
+    deep: dict = {}
+    for _ in range(5000):
+        deep = {"a": deep}
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({"parameters": {"p": deep}}, "m")
+    assert info.value.message.startswith("model 'm': config JSON does not parse: ")

@@ -114,6 +114,23 @@ def test_typed_value_out_of_range():
     assert info.value.code is ErrorCode.INVALID_ARG and "'X'" in info.value.message
 
 
+@pytest.mark.parametrize("typed", [False, True])
+def test_a_shape_with_more_dimensions_than_a_tensor_may_have_is_refused(typed):
+    """1000 dimensions of 0 hold no elements, so the data matched; numpy then refused the
+    reshape and the request failed as INTERNAL (found by tests/security/test_fuzz.py)."""
+    message = pb.ModelInferRequest(model_name="m")
+    tensor = message.inputs.add(name="INPUT0", datatype="FP32", shape=[0] * 1000)
+    if typed:
+        tensor.contents.fp32_contents.extend([])
+        tensor.contents.SetInParent()
+    else:
+        message.raw_input_contents.append(b"")
+    with pytest.raises(NaiadError) as info:
+        codec.decode_infer_request(message)
+    assert info.value.code is ErrorCode.INVALID_ARG
+    assert info.value.message == "input 'INPUT0' for model 'm': shape has 1000 dimensions; a tensor has at most 32"
+
+
 def test_parameters_round_trip():
     request = codec.decode_infer_request(_client_request("FP32", ARRAYS["FP32"], flag=True, n=-3, x=0.5, s="hi"))
     assert request.parameters == {"flag": True, "n": -3, "x": 0.5, "s": "hi"}

@@ -31,6 +31,10 @@ def binary_input(name: str, size: int, shape=(1, 4)) -> dict:
     return {"name": name, "shape": list(shape), "datatype": "FP32", "parameters": {"binary_data_size": size}}
 
 
+# A JSON array nested as deep as orjson reads (1024 levels); Python's repr recurses per level.
+DEEP = b"[" * 1000 + b"]" * 1000
+DEEP_OBJECT = b'{"a": ' * 1000 + b"1" + b"}" * 1000
+
 # (case, path, JSON document or (raw body, headers), status, words the message must contain)
 CASES = [
     ("unknown model", "/v2/models/nosuch/infer", {"inputs": GOOD}, 404, ["unknown model", "nosuch"]),
@@ -192,6 +196,46 @@ CASES = [
         400,
         ["Inference-Header-Content-Length", "'abc'"],
     ),
+    # Found by tests/security/test_fuzz.py: a 1000-deep value in a message's repr was a 500
+    # naming RecursionError.
+    (
+        "request id nested deeply",
+        ADD_SUB,
+        (b'{"id": ' + DEEP + b', "inputs": []}', {}),
+        400,
+        ["the request 'id' must be a string, got [[[[...]]]]"],
+    ),
+    (
+        "shape nested deeply",
+        ADD_SUB,
+        (b'{"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": ' + DEEP + b', "data": [1]}]}', {}),
+        400,
+        ["input 'INPUT0' needs a 'shape' list of integers, got [[[[...]]]]"],
+    ),
+    (
+        "BYTES element nested deeply",
+        "/v2/models/types/infer",
+        (
+            b'{"inputs": [{"name": "INPUT13", "datatype": "BYTES", "shape": [1, 1], "data": [' + DEEP_OBJECT + b"]}]}",
+            {},
+        ),
+        400,
+        ["input 'INPUT13': BYTES data in JSON must be strings, got {'a': {'a': {'a': {...}}}}"],
+    ),
+    (
+        "more dimensions than a tensor may have",
+        ADD_SUB,
+        {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [0] * 40, "data": []}, GOOD[1]]},
+        400,
+        ["input 'INPUT0': shape has 40 dimensions; a tensor has at most 32"],
+    ),
+    (
+        "unsupported Content-Encoding",
+        ADD_SUB,
+        (b'{"inputs": []}', {"Content-Encoding": "br"}),
+        415,
+        ["unsupported Content-Encoding 'br'; use gzip or deflate"],
+    ),
     (
         "unknown shared memory region",
         ADD_SUB,
@@ -227,6 +271,18 @@ def test_bad_request(base_url, case, path, body, status, words):
     # Still serving.
     ok = httpx.post(base_url + ADD_SUB, json={"inputs": GOOD})
     assert ok.status_code == 200
+
+
+@pytest.mark.parametrize("path", [ADD_SUB, "/v2/repository/index"])
+def test_unsupported_content_encoding_is_415_as_in_triton(base_url, path):
+    """Triton answers a body it cannot decompress with 415 and the encodings it reads; it
+    was a 501 here, a server error for a client's choice. The infer route (naiad's direct
+    path) and the ASGI app's routes answer alike."""
+    response = httpx.post(base_url + path, content=b"{}", headers={"Content-Encoding": "zstd"})
+    assert response.status_code == 415, response.text
+    assert response.headers["accept-encoding"] == "gzip, deflate"
+    assert response.json() == {"error": "unsupported Content-Encoding 'zstd'; use gzip or deflate"}
+    assert httpx.post(base_url + ADD_SUB, json={"inputs": GOOD}).status_code == 200
 
 
 def test_body_over_the_size_limit(base_url):

@@ -121,6 +121,17 @@ def test_missing_backend_names_the_package_to_install():
         )
 
 
+def test_backend_no_package_provides_is_the_configs_error():
+    """A backend name no naiad package provides is INVALID_ARG, as Triton's "unable to find
+    backend library": through the load API's config override it was a 503 (found by
+    tests/security/test_fuzz.py). A known backend that is not installed stays UNAVAILABLE."""
+    registry = BackendRegistry(load_entry_points=False)
+    with pytest.raises(NaiadError) as info:
+        registry.get("no_such_backend")
+    assert info.value.code is ErrorCode.INVALID_ARG
+    assert info.value.message == "backend 'no_such_backend' is not installed (installed backends: none)"
+
+
 def test_backend_for_another_abi_major_is_refused(tmp_path):
     class FutureBackend(Backend):
         name = "future"

@@ -46,6 +46,23 @@ def test_gpu_group_without_gpus_listed_places_count_on_every_gpu():
     assert [(c.device_id, c.name) for c in contexts] == [(0, "m_0_0"), (0, "m_0_1"), (1, "m_0_2"), (1, "m_0_3")]
 
 
+def test_many_instances_expand_in_linear_time():
+    """Each instance's name once counted the instances before it (quadratic: a count of
+    100000 took minutes, found by tests/security/test_fuzz.py); the names stay as they were."""
+    contexts = expand_instance_groups(config("instance_group [{count: 10000 kind: KIND_CPU}]"), gpus=[])
+    assert len(contexts) == 10000 and contexts[-1].name == "m_0_9999" and contexts[-1].index == 9999
+
+
+def test_more_instances_than_the_bound_on_this_machines_gpus_is_a_clear_error():
+    # 4000 per GPU on three GPUs: the config alone (no `gpus` list) passed validate_config.
+    with pytest.raises(ConfigError) as info:
+        expand_instance_groups(config("instance_group [{count: 4000 kind: KIND_GPU}]"), gpus=[0, 1, 2])
+    assert (
+        info.value.message
+        == "model 'm': instance_group: 12000 instances in all; a model version may have at most 10000"
+    )
+
+
 def test_auto_is_gpu_when_there_is_one_and_cpu_otherwise():
     groups = "instance_group [{count: 1 kind: KIND_AUTO}]"
     assert describe(expand_instance_groups(config(groups), gpus=[0])) == [("m_0_0", "GPU", 0, "m_0")]

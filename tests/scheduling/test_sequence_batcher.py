@@ -175,6 +175,24 @@ def test_requests_outside_a_sequence_get_clear_errors(tmp_path):
     asyncio.run(go())
 
 
+@pytest.mark.parametrize("value", [[1], {"id": 1}, 1.5, True, None])
+def test_a_sequence_id_that_is_no_integer_or_string_is_refused(value):
+    """The sequence batcher keys its sequences by the id: a JSON list or object there failed
+    as unhashable (a 500 for a model without a CORRID control), a float or a bool passed as
+    another id."""
+    request = InferenceRequest("m", [], parameters={"sequence_id": value})
+    with pytest.raises(NaiadError) as info:
+        request.take_control_parameters()
+    assert info.value.code is ErrorCode.INVALID_ARG
+    assert info.value.message.startswith("request parameter 'sequence_id' must be an integer or a string, got ")
+
+
+def test_a_numpy_integer_sequence_id_is_an_integer():
+    request = InferenceRequest("m", [], parameters={"sequence_id": np.uint64(7)})
+    request.take_control_parameters()
+    assert request.correlation_id == 7 and type(request.correlation_id) is int
+
+
 def test_end_releases_the_slot_for_a_waiting_sequence(tmp_path):
     # One slot, and sequences that never idle out: only END can free the slot.
     write_model(tmp_path, "m", accumulate_config("direct { }", max_batch_size=0, idle_us=600_000_000))

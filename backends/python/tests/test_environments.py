@@ -305,3 +305,29 @@ def test_inputs_of_every_size_arrive_whole_and_writable(tmp_path):
             assert list(response.output("T").data) == list(words)
     finally:
         server.close()
+
+
+def test_a_missing_model_file_is_named_inside_the_model_directory(tmp_path):
+    """A config override can point a model at a file it does not have (another backend, a
+    default_model_filename); the refusal named the file by its absolute path, which tells a
+    load API caller where the repository lives (found by tests/security/test_fuzz.py)."""
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_text(
+        'backend: "python" input [{name: "X" data_type: TYPE_FP32 dims: [1]}] '
+        'output [{name: "Y" data_type: TYPE_FP32 dims: [1]}]'
+    )
+    server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)], model_control_mode="explicit"))
+    try:
+        with pytest.raises(NaiadError) as caught:
+            override = {
+                "backend": "python",
+                "default_model_filename": "other.py",
+                "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [1]}],
+                "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [1]}],
+            }
+            server.run(server.server.load_model("m", config=override))
+        assert caught.value.code is ErrorCode.INVALID_ARG
+        assert caught.value.message == "model 'm': model file '1/other.py' does not exist in the model's directory"
+        assert str(tmp_path) not in caught.value.message
+    finally:
+        server.close()

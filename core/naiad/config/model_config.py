@@ -66,6 +66,13 @@ FILENAME_TO_BACKEND: dict[str, tuple[str, str]] = {
 
 _Derived = TypeVar("_Derived")
 
+# Counts that size what a load builds, one object each: instances, priority levels, sequence
+# slots. Triton builds whatever a config asks for; past these bounds a typo (or a config
+# override sent to the load API) would exhaust the server's memory before failing.
+MAX_INSTANCES = 10_000
+MAX_PRIORITY_LEVELS = 10_000
+MAX_SEQUENCE_SLOTS = 1_000_000
+
 
 class ConfigError(NaiadError):
     """An invalid model configuration; the message names model, field and fault."""
@@ -278,6 +285,7 @@ def parse_config_text(text: str, model: str) -> pb.ModelConfig:
         text_format.Parse(text, proto)
     except text_format.ParseError as exc:
         raise ConfigError(model, f"config.pbtxt does not parse: {exc}") from None
+    _check_enums(proto, model, "config.pbtxt")
     return proto
 
 
@@ -288,7 +296,39 @@ def config_from_dict(data: dict[str, Any], model: str) -> pb.ModelConfig:
         json_format.ParseDict(data, proto)
     except json_format.ParseError as exc:
         raise ConfigError(model, f"config JSON does not parse: {exc}") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        # ParseDict lets some conversions escape unwrapped (int(-Infinity) for an enum).
+        raise ConfigError(model, f"config JSON does not parse: {exc}") from None
+    except RecursionError:
+        raise ConfigError(model, "config JSON does not parse: it is nested too deeply") from None
+    _check_enums(proto, model, "config JSON")
     return proto
+
+
+def _check_enums(message: Any, model: str, source: str, path: str = "") -> None:
+    """Refuse an enum field holding a number its enum does not define (`data_type: 99`,
+    `"kind": -2`): both parsers keep such numbers, and every later `Name()` of them fails."""
+    for field, value in message.ListFields():
+        where = f"{path}{field.name}"
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            if value_field.message_type is not None:
+                for key, entry in value.items():
+                    _check_enums(entry, model, source, f"{where}[{key}].")
+            continue
+        repeated = field.is_repeated
+        items = list(value) if repeated else [value]
+        for index, item in enumerate(items):
+            at = f"{where}[{index}]" if repeated else where
+            if field.enum_type is not None and item not in field.enum_type.values_by_number:
+                raise ConfigError(
+                    model,
+                    f"{source} does not parse: {at}: {item} is not a value of {field.enum_type.name} (known: "
+                    + ", ".join(v.name for v in field.enum_type.values)
+                    + ")",
+                )
+            if field.message_type is not None:
+                _check_enums(item, model, source, f"{at}.")
 
 
 def resolve_backend(proto: pb.ModelConfig, model: str, version_dirs: list[Path]) -> None:
@@ -345,6 +385,7 @@ def validate_config(proto: pb.ModelConfig, model: str, model_dir: Path | None = 
     _validate_version_policy(proto, model)
     _validate_batching(proto, model)
     _validate_instance_groups(proto, model)
+    _validate_sizes(proto, model)
     labels = _read_labels(proto, model, model_dir) if model_dir is not None else {}
     return ModelConfig(proto, labels)
 
@@ -456,6 +497,33 @@ def _validate_instance_groups(proto: pb.ModelConfig, model: str) -> None:
             names.add(group.name)
         if any(g < 0 for g in group.gpus):
             raise ConfigError(model, f"instance_group[{index}].gpus: GPU ids must not be negative")
+
+
+def _validate_sizes(proto: pb.ModelConfig, model: str) -> None:
+    """Refuse counts past the bounds above, naming the field (GPU groups without a `gpus`
+    list multiply by the machine's GPUs later, `expand_instance_groups` checks that total)."""
+    instances = sum(max(g.count, 1) * max(len(g.gpus), 1) for g in proto.instance_group) or 1
+    if instances > MAX_INSTANCES:
+        raise ConfigError(
+            model, f"instance_group: {instances} instances in all; a model version may have at most {MAX_INSTANCES}"
+        )
+    levels = proto.dynamic_batching.priority_levels
+    if levels > MAX_PRIORITY_LEVELS:
+        raise ConfigError(
+            model, f"dynamic_batching.priority_levels: {levels} levels; at most {MAX_PRIORITY_LEVELS} are supported"
+        )
+    if proto.HasField("sequence_batching"):
+        sb = proto.sequence_batching
+        if sb.WhichOneof("strategy_choice") == "oldest":
+            field, per_instance = "sequence_batching.oldest.max_candidate_sequences", sb.oldest.max_candidate_sequences
+        else:
+            field, per_instance = "max_batch_size", proto.max_batch_size
+        if max(per_instance, 1) * instances > MAX_SEQUENCE_SLOTS:
+            raise ConfigError(
+                model,
+                f"{field}: {per_instance} sequence slots for each of {instances} instance(s); a model version may "
+                f"have at most {MAX_SEQUENCE_SLOTS} slots in all",
+            )
 
 
 def _read_labels(proto: pb.ModelConfig, model: str, model_dir: Path) -> dict[str, tuple[str, ...]]:

@@ -79,10 +79,13 @@ class BackendRegistry:
             if name in RETIRED_BACKENDS:
                 raise NaiadError.unsupported(RETIRED_BACKENDS[name]) from None
             package = BACKEND_PACKAGES.get(name)
-            hint = f"; install it with 'pip install {package}'" if package else ""
             known = ", ".join(self.names) or "none"
+            if package is None:
+                # A name no package provides is the config's error, INVALID_ARG as in Triton
+                # ("unable to find backend library"): a load API caller gets 400, not 503.
+                raise NaiadError.invalid(f"backend '{name}' is not installed (installed backends: {known})") from None
             raise NaiadError.unavailable(
-                f"backend '{name}' is not installed (installed backends: {known}){hint}"
+                f"backend '{name}' is not installed (installed backends: {known}); install it with 'pip install {package}'"
             ) from None
 
     def get(self, name: str) -> Backend:

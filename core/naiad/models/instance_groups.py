@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..backend.abi import InstanceContext
-from ..config.model_config import ConfigError, ModelConfig
+from ..config.model_config import MAX_INSTANCES, ConfigError, ModelConfig
 from ..devices import gpu_ids
 from ..protos import model_config_pb2 as pb
 
@@ -16,7 +16,7 @@ def expand_instance_groups(config: ModelConfig, gpus: list[int] | None = None) -
     is a load error. No group at all means one instance."""
     available = gpu_ids() if gpus is None else gpus
     groups = list(config.proto.instance_group) or [pb.ModelInstanceGroup(count=1)]
-    contexts: list[InstanceContext] = []
+    planned: list[tuple[str, str, list[int], int]] = []
     for index, group in enumerate(groups):
         name = group.name or f"{config.name}_{index}"
         count = group.count if group.count > 0 else 1
@@ -38,11 +38,25 @@ def expand_instance_groups(config: ModelConfig, gpus: list[int] | None = None) -
                 )
         else:
             devices = [0]
+        planned.append((name, kind, devices, count))
+    total = sum(len(devices) * count for _, _, devices, count in planned)
+    if total > MAX_INSTANCES:
+        # validate_config checked the config's own total; a GPU group without `gpus` takes
+        # every GPU of the machine.
+        raise ConfigError(
+            config.name, f"instance_group: {total} instances in all; a model version may have at most {MAX_INSTANCES}"
+        )
+    contexts: list[InstanceContext] = []
+    numbered: dict[str, int] = {}
+    for name, kind, devices, count in planned:
         for device in devices:
             for _ in range(count):
+                # Instances are numbered within their group name (groups may share one).
+                number = numbered.get(name, 0)
+                numbered[name] = number + 1
                 contexts.append(
                     InstanceContext(
-                        name=f"{name}_{len([c for c in contexts if c.group_name == name])}",
+                        name=f"{name}_{number}",
                         kind=kind,
                         device_id=device if kind == "GPU" else 0,
                         index=len(contexts),

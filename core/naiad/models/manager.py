@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -195,12 +196,15 @@ class ModelManager:
             except NaiadError as exc:
                 if isinstance(exc, _ChangedWhileLoading):
                     record.fingerprint = None  # the next poll loads it again
-                self._fail(record, exc.message, getattr(exc, "failed_version", None))
+                logged = exc.message
+                exc.message = _without_paths(exc.message, source)
+                exc.args = (exc.message,)
+                self._fail(record, exc.message, getattr(exc, "failed_version", None), logged)
                 raise
             except Exception as exc:  # noqa: BLE001 - a broken backend must not take the server down
                 message = f"failed to load '{name}': {type(exc).__name__}: {exc}"
-                self._fail(record, message)
-                raise NaiadError.internal(message) from exc
+                self._fail(record, _without_paths(message, source), logged=message)
+                raise NaiadError.internal(_without_paths(message, source)) from exc
             retired = [v for v in record.serving.values() if built.get(v.version) is not v]
             record.serving = built
             record.statistics.update({v: loaded.statistics for v, loaded in built.items()})
@@ -245,20 +249,26 @@ class ModelManager:
         """`VersionBuilder.build` in a worker thread, given up on after the load timeout. A thread cannot
         be stopped: what it builds after the deadline is finalized as soon as it is done."""
         build = asyncio.ensure_future(asyncio.to_thread(self.builder.build, source, override, serving, statistics))
+
+        def discard(task: asyncio.Future[dict[int, LoadedVersion]]) -> None:
+            # exception() also marks a failure as seen: asyncio would log it as never retrieved.
+            if not task.cancelled() and task.exception() is None:
+                for loaded in task.result().values():
+                    if loaded is not serving.get(loaded.version):
+                        finalize(loaded)
+
         try:
             return await asyncio.wait_for(asyncio.shield(build), self.load_timeout_secs)
         except TimeoutError:
-
-            def discard(task: asyncio.Future[dict[int, LoadedVersion]]) -> None:
-                if not task.cancelled() and task.exception() is None:
-                    for loaded in task.result().values():
-                        if loaded is not serving.get(loaded.version):
-                            finalize(loaded)
-
             build.add_done_callback(discard)
             raise NaiadError.unavailable(
                 f"failed to load '{source.name}': loading took longer than {self.load_timeout_secs}s"
             ) from None
+        except asyncio.CancelledError:
+            # The load was given up (a gRPC deadline passed, the server stops): what the
+            # thread builds after all is finalized, not left running unserved.
+            build.add_done_callback(discard)
+            raise
 
     async def unload(self, name: str) -> None:
         record = self._records.get(name)
@@ -288,8 +298,10 @@ class ModelManager:
             self._changed()
             await self._retire(retired, timeout)
 
-    def _fail(self, record: ModelRecord, reason: str, version: int | None = None) -> None:
-        log.error("%s", reason)
+    def _fail(self, record: ModelRecord, reason: str, version: int | None = None, logged: str | None = None) -> None:
+        """Record a failed load: `reason` for the repository index (clients read it),
+        `logged` (the whole text, server paths included) for the log."""
+        log.error("%s", logged or reason)
         if record.serving:
             # The serving versions stay READY; the failure is reported beside them.
             record.states = {v: (ModelState.READY, "") for v in record.serving}
@@ -384,6 +396,18 @@ class ModelManager:
             if model not in sources:
                 raise NaiadError.not_found(f"unknown model '{model}': no such model in the model repository")
         return self.get(model, "" if version in (-1, 0) else str(version)).config
+
+
+def _without_paths(message: str, source: ModelSource) -> str:
+    """`message` with the model's directory and its repository cut from the paths in it
+    (`<repository>/m/1/model.onnx` becomes `1/model.onnx`): a load error reaches clients, in
+    the load API's answer and the repository index, and they must not learn where the server
+    keeps its files. Backends name files as they like; this is the one place their words
+    leave for a client."""
+    for directory in (source.path, source.repository):
+        for form in dict.fromkeys((str(directory), str(directory.resolve()))):
+            message = message.replace(form + os.sep, "").replace(form, ".")
+    return message
 
 
 class _ChangedWhileLoading(NaiadError):

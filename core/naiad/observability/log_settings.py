@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from ..errors import NaiadError
+from ..errors import NaiadError, shown
 
 __all__ = ["LogSettings", "LOG_FORMATS", "VERBOSE"]
 
@@ -162,18 +162,18 @@ class LogSettings:
         for key, value in changes.items():
             if key == "log_file":
                 if not isinstance(value, str):
-                    raise NaiadError.invalid(f"log_file must be a string, got {value!r}")
+                    raise NaiadError.invalid(f"log_file must be a string, got {shown(value)}")
                 if value and os.path.isdir(value):
                     raise NaiadError.invalid(f"log_file: '{value}' is a directory")
             elif key in ("log_info", "log_warning", "log_error"):
                 if not isinstance(value, bool):
-                    raise NaiadError.invalid(f"{key} must be a boolean, got {value!r}")
+                    raise NaiadError.invalid(f"{key} must be a boolean, got {shown(value)}")
             elif key == "log_verbose_level":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise NaiadError.invalid(f"log_verbose_level must be an integer >= 0, got {value!r}")
+                    raise NaiadError.invalid(f"log_verbose_level must be an integer >= 0, got {shown(value)}")
             elif key == "log_format":
                 if value not in LOG_FORMATS:
-                    raise NaiadError.invalid(f"log_format must be 'default' or 'ISO8601', got {value!r}")
+                    raise NaiadError.invalid(f"log_format must be 'default' or 'ISO8601', got {shown(value)}")
             else:
                 raise NaiadError.invalid(
                     f"unknown log setting '{key}' (known: log_file, log_info, log_warning, log_error, "

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NaiadError
+from ..errors import NaiadError, shown
 
 if TYPE_CHECKING:
     from ..inference import InferenceRequest, InferenceResponse
@@ -142,7 +142,7 @@ def _validate(key: str, value: Any) -> Any:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise NaiadError.invalid(f"trace_level must be a list of OFF, TIMESTAMPS, TENSORS; got {value!r}")
+            raise NaiadError.invalid(f"trace_level must be a list of OFF, TIMESTAMPS, TENSORS; got {shown(value)}")
         levels = [v.upper() for v in value]
         bad = [v for v in levels if v not in TRACE_LEVELS]
         if bad:
@@ -157,18 +157,18 @@ def _validate(key: str, value: Any) -> Any:
         except ValueError:
             number = None
         if number is None:
-            raise NaiadError.invalid(f"{key} must be an integer (as a string), got {value!r}")
+            raise NaiadError.invalid(f"{key} must be an integer (as a string), got {shown(value)}")
         minimum = {"trace_rate": 1, "trace_count": -1, "log_frequency": 0}[key]
         if number < minimum:
             raise NaiadError.invalid(f"{key} must be at least {minimum}, got {number}")
         return str(number)
     if key == "trace_file":
         if not isinstance(value, str):
-            raise NaiadError.invalid(f"trace_file must be a string, got {value!r}")
+            raise NaiadError.invalid(f"trace_file must be a string, got {shown(value)}")
         return value
     if key == "trace_mode":
         if value not in TRACE_MODES:
-            raise NaiadError.invalid(f"trace_mode must be 'triton' or 'opentelemetry', got {value!r}")
+            raise NaiadError.invalid(f"trace_mode must be 'triton' or 'opentelemetry', got {shown(value)}")
         return value
     raise NaiadError.invalid(f"unknown trace setting '{key}'")
 

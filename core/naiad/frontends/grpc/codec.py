@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ...datatypes import DATATYPES, input_from_raw, numpy_dtype, tensor_to_raw
-from ...errors import NaiadError
+from ...datatypes import DATATYPES, MAX_DIMS, input_from_raw, numpy_dtype, tensor_to_raw
+from ...errors import NaiadError, shown
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...protos import grpc_service_pb2 as pb
 from ...shared_memory import SharedMemoryRegistry
@@ -124,9 +124,13 @@ def decode_infer_request(
                 + ", ".join(sorted(DATATYPES))
             )
         shape = tuple(spec.shape)
+        if len(shape) > MAX_DIMS:
+            raise NaiadError.invalid(
+                f"input '{name}' for model '{model}': shape has {len(shape)} dimensions; a tensor has at most {MAX_DIMS}"
+            )
         if shape and min(shape) < 0:
             raise NaiadError.invalid(
-                f"input '{name}' for model '{model}' has a negative dimension in its shape {list(shape)}"
+                f"input '{name}' for model '{model}' has a negative dimension in its shape {shown(list(shape))}"
             )
         parameters = decode_parameters(spec.parameters) if spec.parameters else {}
         if SHM_REGION in parameters:

@@ -9,9 +9,19 @@ import zlib
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
-from ...errors import NaiadError
+from ...errors import ErrorCode, NaiadError
 
-__all__ = ["BodyReader"]
+__all__ = ["BodyReader", "UnsupportedContentEncoding", "SUPPORTED_ENCODINGS"]
+
+SUPPORTED_ENCODINGS = "gzip, deflate"
+
+
+class UnsupportedContentEncoding(NaiadError):
+    """A body in an encoding naiad cannot decompress: the client's error, answered as Triton
+    answers it, 415 Unsupported Media Type with `Accept-Encoding: gzip, deflate`."""
+
+    def __init__(self, encoding: str) -> None:
+        super().__init__(ErrorCode.INVALID_ARG, f"unsupported Content-Encoding '{encoding}'; use gzip or deflate")
 
 
 class BodyReader:
@@ -56,7 +66,7 @@ class BodyReader:
         elif encoding == "deflate":
             decompressor = zlib.decompressobj()
         else:
-            raise NaiadError.unsupported(f"unsupported Content-Encoding '{encoding}'; use gzip or deflate")
+            raise UnsupportedContentEncoding(encoding)
         try:
             # One byte past the limit is enough to know the body is too large.
             result = decompressor.decompress(body, self.max_input_size + 1)

@@ -16,8 +16,8 @@ import numpy as np
 import orjson
 
 from ...config.model_config import ModelConfig
-from ...datatypes import DATATYPES, input_from_raw, numpy_dtype, tensor_to_raw
-from ...errors import NaiadError
+from ...datatypes import DATATYPES, MAX_DIMS, input_from_raw, numpy_dtype, tensor_to_raw
+from ...errors import NaiadError, shown
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
@@ -143,7 +143,7 @@ def decode_infer_request(
         raise NaiadError.invalid("the inference request body must be a JSON object")
     request_id = document.get("id", "")
     if not isinstance(request_id, str):
-        raise NaiadError.invalid(f"the request 'id' must be a string, got {request_id!r}")
+        raise NaiadError.invalid(f"the request 'id' must be a string, got {shown(request_id)}")
     parameters = _parameters(document, "the request")
     # binary_data_output steers this frontend; the model does not see it.
     binary_output = take_binary_data_output(parameters)
@@ -249,19 +249,23 @@ def _decode_input(
 
 def _shape(value: Any, name: str) -> tuple[int, ...]:
     if type(value) is list:
+        if len(value) > MAX_DIMS:
+            raise NaiadError.invalid(
+                f"input '{name}': shape has {len(value)} dimensions; a tensor has at most {MAX_DIMS}"
+            )
         for d in value:
             if type(d) is not int or d < 0:  # (bool is not int here: JSON true is no dimension)
                 break
         else:
             return tuple(value)
     if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in value):
-        raise NaiadError.invalid(f"input '{name}' needs a 'shape' list of integers, got {value!r}")
-    raise NaiadError.invalid(f"input '{name}': shape {value} has a negative dimension")
+        raise NaiadError.invalid(f"input '{name}' needs a 'shape' list of integers, got {shown(value)}")
+    raise NaiadError.invalid(f"input '{name}': shape {shown(value)} has a negative dimension")
 
 
 def _non_negative_int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise NaiadError.invalid(f"{what} must be a non-negative integer, got {value!r}")
+        raise NaiadError.invalid(f"{what} must be a non-negative integer, got {shown(value)}")
     return value
 
 
@@ -281,7 +285,7 @@ def _decode_output(raw: Any, index: int) -> RequestedOutput:
     parameters = _parameters(raw, "output", name)
     binary = parameters.get("binary_data")
     if binary is not None and not isinstance(binary, bool):
-        raise NaiadError.invalid(f"output '{name}': 'binary_data' must be true or false, got {binary!r}")
+        raise NaiadError.invalid(f"output '{name}': 'binary_data' must be true or false, got {shown(binary)}")
     if _SHM_REGION in parameters:
         if not isinstance(parameters[_SHM_REGION], str):
             raise NaiadError.invalid(f"output '{name}': '{_SHM_REGION}' must be a string")

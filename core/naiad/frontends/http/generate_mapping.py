@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...config.model_config import ModelConfig, TensorSpec
-from ...errors import NaiadError
+from ...errors import NaiadError, shown
 from ...inference import InferenceRequest, InferenceResponse
 from ...tensor import Tensor
 from .json_tensors import array_from_json, json_from_tensor
@@ -32,7 +32,7 @@ def generate_request(document: Mapping[str, Any], config: ModelConfig, model_ver
     request = InferenceRequest(config.name, [], model_version)
     if "id" in document:
         if not isinstance(document["id"], str):
-            raise NaiadError.invalid(f"Unable to parse 'id': it must be a string, got {document['id']!r}")
+            raise NaiadError.invalid(f"Unable to parse 'id': it must be a string, got {shown(document['id'])}")
         request.id = document["id"]
     for key, value in document.items():
         if key == _PARAMETERS:

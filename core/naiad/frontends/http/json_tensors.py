@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...datatypes import bf16_words, numpy_dtype
-from ...errors import NaiadError
+from ...errors import NaiadError, shown
 from ...tensor import Tensor
 
 __all__ = ["array_from_json", "json_from_tensor"]
@@ -57,7 +57,7 @@ def _bytes_from_json(name: str, data: list[Any]) -> np.ndarray:
     flat: list[bytes] = []
     for item in _leaves(data):
         if not isinstance(item, str):
-            raise NaiadError.invalid(f"input '{name}': BYTES data in JSON must be strings, got {item!r}")
+            raise NaiadError.invalid(f"input '{name}': BYTES data in JSON must be strings, got {shown(item)}")
         flat.append(item.encode("utf-8"))
     array = np.empty(len(flat), dtype=object)
     array[:] = flat
@@ -104,7 +104,7 @@ def _numbers_from_json(name: str, datatype: str, data: list[Any]) -> np.ndarray:
 def _require_integers(name: str, datatype: str, data: list[Any]) -> None:
     for item in _leaves(data):
         if isinstance(item, bool) or not isinstance(item, int):
-            raise NaiadError.invalid(f"input '{name}': {datatype} data must be integers, got {item!r}")
+            raise NaiadError.invalid(f"input '{name}': {datatype} data must be integers, got {shown(item)}")
 
 
 def json_from_tensor(tensor: Tensor) -> Any:

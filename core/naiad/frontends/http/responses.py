@@ -14,6 +14,7 @@ from starlette.types import Scope
 
 from ...errors import HTTP_STATUS, NaiadError
 from ..kserve.restrictions import Restriction
+from .body import SUPPORTED_ENCODINGS, UnsupportedContentEncoding
 
 __all__ = [
     "JSON",
@@ -47,6 +48,10 @@ def health_response() -> Response:
 
 
 def error_response(error: NaiadError) -> Response:
+    if isinstance(error, UnsupportedContentEncoding):
+        response = json_response({"error": error.message}, 415)
+        response.headers["Accept-Encoding"] = SUPPORTED_ENCODINGS
+        return response
     return json_response({"error": error.message}, HTTP_STATUS.get(error.code, 500))
 
 

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ...errors import NaiadError
+from ...errors import NaiadError, shown
 
 __all__ = [
     "BINARY_DATA_OUTPUT",
@@ -30,7 +30,7 @@ def take_binary_data_output(parameters: dict[str, Any]) -> bool:
     """Remove and return `binary_data_output` (false when absent)."""
     value = parameters.pop(BINARY_DATA_OUTPUT, False)
     if not isinstance(value, bool):
-        raise NaiadError.invalid(f"request parameter '{BINARY_DATA_OUTPUT}' must be true or false, got {value!r}")
+        raise NaiadError.invalid(f"request parameter '{BINARY_DATA_OUTPUT}' must be true or false, got {shown(value)}")
     return value
 
 

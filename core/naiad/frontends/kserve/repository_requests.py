@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import NaiadError
+from ...errors import NaiadError, shown
 
 __all__ = [
     "FILE_PREFIX",
@@ -45,7 +45,7 @@ class UnloadRequest:
 
 def index_request(ready: object = False) -> IndexRequest:
     if not isinstance(ready, bool):
-        raise NaiadError.invalid(f"'ready' must be true or false, got {ready!r}")
+        raise NaiadError.invalid(f"'ready' must be true or false, got {shown(ready)}")
     return IndexRequest(ready)
 
 
@@ -79,6 +79,10 @@ def parse_config_override(model: str, value: object) -> dict[str, Any]:
             config = json.loads(value)
         except ValueError as exc:
             raise _failed_poll(model, f"the 'config' parameter is not valid JSON: {exc}") from None
+        except RecursionError:
+            # json's decoder recurses once per level: a text nested deeper than the stack is
+            # as unusable as one that does not parse.
+            raise _failed_poll(model, "the 'config' parameter is not valid JSON: it is nested too deeply") from None
     if not isinstance(config, dict):
         raise _failed_poll(model, "the 'config' parameter must be a JSON object in the model configuration's JSON form")
     return config

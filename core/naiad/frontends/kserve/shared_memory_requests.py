@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import NaiadError
+from ...errors import NaiadError, shown
 
 __all__ = ["RegisterRequest", "register_request", "region_selector"]
 
@@ -24,7 +24,7 @@ def register_request(name: str, key: object, offset: object = 0, byte_size: obje
     for field, value in (("offset", offset), ("byte_size", byte_size)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise NaiadError.invalid(
-                f"registering shared memory region '{name}' needs an integer '{field}', got {value!r}"
+                f"registering shared memory region '{name}' needs an integer '{field}', got {shown(value)}"
             )
     assert isinstance(offset, int) and isinstance(byte_size, int)
     return RegisterRequest(name, key, offset, byte_size)

@@ -139,8 +139,15 @@ class PythonModel(Model):
 
     def initialize(self) -> None:
         self.settings = self._settings(self.context.config)
-        if not self.context.model_file.is_file():
-            raise ConfigError(self.context.name, f"model file {self.context.model_file} does not exist")
+        model_file = self.context.model_file
+        if not model_file.is_file():
+            # Named inside the model's directory: a load API caller must not learn where the
+            # server keeps its repository.
+            try:
+                shown = model_file.relative_to(self.context.path).as_posix()
+            except ValueError:
+                shown = model_file.name
+            raise ConfigError(self.context.name, f"model file '{shown}' does not exist in the model's directory")
 
     def stub_launch(self, instance: InstanceContext, label: str) -> StubLaunch:
         config = self.context.config
