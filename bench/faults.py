@@ -135,13 +135,13 @@ class Context:
 
 # -- output ---------------------------------------------------------------------------------
 
-HEADER = f"{'case':<30} {'server':<34} {'sent':>7} {'answered':>8} {'failed':>6} {'lost':>5} {'refused':>7}"
+HEADER = f"{'case':<32} {'server':<34} {'sent':>7} {'answered':>8} {'failed':>6} {'lost':>5} {'refused':>7}"
 
 
 def print_row(row: Row, notes: bool = True) -> None:
     t = row.tally
     print(
-        f"{row.case:<30} {row.server:<34} {t.sent:>7} {t.answered:>8} {t.failed:>6} {t.lost:>5} {t.refused:>7}",
+        f"{row.case:<32} {row.server:<34} {t.sent:>7} {t.answered:>8} {t.failed:>6} {t.lost:>5} {t.refused:>7}",
         flush=True,
     )
     if notes:
@@ -305,7 +305,13 @@ async def kill_under_load(
     def replaced() -> bool:
         return any(pid != victim for pid in find())
 
+    others = [pid for pid in server.seen | {server.pid} if pid != victim]
+
+    def all_gone() -> bool:
+        return not any(lk.alive(pid) for pid in others)
+
     replacement = asyncio.create_task(wait_for(replaced, after_cap_s))
+    gone = asyncio.create_task(wait_for(all_gone, after_cap_s))
     if expect_back:
         await watch_recovery(tally, fault_at, baseline, after_cap_s)
     else:
@@ -318,6 +324,7 @@ async def kill_under_load(
         "victim": victim_name,
         "rate_before": baseline,
         "replacement_s": await replacement,
+        "all_others_gone_s": await gone,
         "recovery_s": recovery_s(tally, fault_at, baseline, end),
         "lowest_bin_rate": lowest_bin(tally, fault_at, min(end, fault_at + 2.0)),
         "lost_before_kill": before.lost,
@@ -365,12 +372,11 @@ def case_worker_kill(ctx: Context) -> None:
 def supervisor_aftermath(server: lk.Server, figures: dict[str, Any]) -> list[str]:
     """With worker 0 gone, the others should notice and stop (docs/performance.md: within a
     second): which are still there."""
-    left = [pid for pid in server.seen if lk.alive(pid) and lk.comm(pid).startswith("naiad")]
-    names = sorted(lk.comm(pid) for pid in left)
+    names = sorted(lk.comm(pid) for pid in server.seen if lk.alive(pid))
     figures["left_running"] = names
     if names:
         return [f"still running {figures['watched_s']:.1f} s after the kill: {', '.join(names)} (orphans)"]
-    return ["every other worker had exited by the end of the watch"]
+    return [f"every other process of the server had exited {figures['all_others_gone_s']:.2f} s after the kill"]
 
 
 def answer_status(server: lk.Server) -> int:
@@ -394,28 +400,66 @@ def case_stub_kill(ctx: Context) -> None:
 # -- SIGTERM under load ---------------------------------------------------------------------
 
 
-async def sigterm_under_load(server: lk.Server, exit_cap_s: float) -> tuple[lk.Tally, lk.Tally, dict[str, Any]]:
+async def sigterm_under_load(
+    server: lk.Server, more_load_s: float, exit_cap_s: float
+) -> tuple[dict[str, lk.Tally], dict[str, Any]]:
+    """SIGTERM to the main process under load; the clients go on sending for `more_load_s` (as
+    clients do until a load balancer takes the server out), then each finishes its request in
+    flight and stops; then the wait for the exit."""
+    import grpc  # type: ignore[import-untyped]
+
     done = False
-    fast, fast_tasks = lk.run_load(server.http, lk.infer("add_sub", lk.add_sub_json()), LOAD_CONNECTIONS, lambda: done)
+    fast, tasks = lk.run_load(server.http, lk.infer("add_sub", lk.add_sub_json()), LOAD_CONNECTIONS, lambda: done)
     slow, slow_tasks = lk.run_load(server.http, lk.infer("slow", lk.slow_json()), 4, lambda: done)
+    # gRPC as its clients use it: one channel (one HTTP/2 connection), calls multiplexed on it.
+    channel = grpc.aio.insecure_channel(f"{lk.HOST}:{server.ports.grpc}")
+    rpc, body = lk.Tally(), lk.grpc_add_sub()
+    tasks += slow_tasks + [
+        asyncio.create_task(lk.grpc_unary_client(channel, lk.INFER_METHOD, body, rpc, lambda: done)) for _ in range(8)
+    ]
     await asyncio.sleep(WARM_S + BEFORE_S)
     server.note_processes()
     signalled = time.monotonic()
     os.kill(server.pid, signal.SIGTERM)
-    exit_s = await wait_for(lambda: not server.alive(), exit_cap_s, every=0.02)
-    # The clients keep trying a little after the exit, so every request in flight at the end is
-    # counted (and what a client meets after it is refused, not lost).
-    await asyncio.sleep(0.3)
+    exited = asyncio.create_task(wait_for(lambda: not server.alive(), exit_cap_s, every=0.02))
+    await asyncio.wait([exited], timeout=more_load_s)
     done = True
-    await asyncio.gather(*fast_tasks, *slow_tasks)
-    left = sorted(lk.comm(pid) for pid in server.seen if lk.alive(pid))
+    await asyncio.gather(*tasks)
+    await channel.close()
+    exit_s = await exited
+    # A process left behind may take a moment to notice its parent is gone: give it 5 s.
+    others_gone = await wait_for(lambda: not any(lk.alive(pid) for pid in server.seen), 5.0, every=0.05)
+    streams = {"add_sub x64": fast, f"slow ({lk.SLOW_S} s) x4": slow, "gRPC add_sub x8": rpc}
     figures = {
         "exit_s": exit_s,
         "exit_code": server.process.returncode if server.process is not None else None,
-        "left_running": left,
-        "answered_after_sigterm": sum(1 for t in fast.answered_at + slow.answered_at if t >= signalled),
+        "left_running_5s_after_exit": sorted(lk.comm(pid) for pid in server.seen if lk.alive(pid)),
+        "others_gone_after_exit_s": others_gone,
+        "answered_after_sigterm": sum(1 for t in streams.values() for at in t.answered_at if at >= signalled),
+        "told_to_close": fast.told_to_close + slow.told_to_close,
+        "more_load_s": more_load_s,
     }
-    return fast, slow, figures
+    return streams, figures
+
+
+def sigterm_notes(figures: dict[str, Any]) -> list[str]:
+    exit_s = figures["exit_s"]
+    head = f"exited {exit_s:.2f} s after SIGTERM" if exit_s is not None else "still running 45 s after SIGTERM"
+    head += f" (code {figures['exit_code']})" if figures["exit_code"] is not None else ""
+    head += f"; the clients kept sending until the exit or for {figures['more_load_s']:g} s"
+    notes = [
+        head,
+        f"{figures['answered_after_sigterm']} requests answered after the signal; "
+        f"{figures['told_to_close']} HTTP answers said Connection: close",
+    ]
+    left = figures["left_running_5s_after_exit"]
+    if left:
+        notes.append(f"still running 5 s after the exit: {', '.join(left)}")
+    elif figures["others_gone_after_exit_s"]:
+        notes.append(
+            f"the last of its other processes was gone {figures['others_gone_after_exit_s']:.2f} s after the exit"
+        )
+    return notes
 
 
 def case_sigterm(ctx: Context) -> None:
@@ -423,16 +467,9 @@ def case_sigterm(ctx: Context) -> None:
     for kind, flags in ctx.kinds([[], ["--workers", "3"]]):
         server = ctx.start(kind, repo, flags)
         with lk.running(server):
-            fast, slow, figures = asyncio.run(sigterm_under_load(server, 45.0))
-            exit_s = figures["exit_s"]
-            head = (
-                f"exited {exit_s:.2f} s after SIGTERM" if exit_s is not None else "still running 45 s after SIGTERM"
-            ) + (f" (code {figures['exit_code']})" if figures["exit_code"] is not None else "")
-            head += f"; {figures['answered_after_sigterm']} requests answered 2xx after the signal"
-            if figures["left_running"]:
-                head += f"; left running: {', '.join(figures['left_running'])}"
-            for name, tally in (("add_sub x64", fast), (f"slow ({lk.SLOW_S} s) x4", slow)):
-                notes = [head] if name.startswith("add_sub") else []
+            streams, figures = asyncio.run(sigterm_under_load(server, ctx.args.term_load, 45.0))
+            for index, (name, tally) in enumerate(streams.items()):
+                notes = sigterm_notes(figures) if index == 0 else []
                 add_note(notes, describe(tally))
                 ctx.add(Row(f"SIGTERM under load: {name}", server.label, tally, notes, figures))
 
@@ -465,7 +502,8 @@ async def control(
 async def reload_cycles(server: lk.Server, cycles: int, cap_s: float) -> tuple[lk.Tally, lk.Tally, dict[str, Any]]:
     done = False
     load, tasks = lk.run_load(server.http, lk.infer("add_sub", lk.add_sub_json()), 32, lambda: done)
-    await asyncio.sleep(WARM_S)
+    await asyncio.sleep(WARM_S + BEFORE_S)
+    rate_before = load.rate(time.monotonic() - BEFORE_S, time.monotonic())
     root = server.pid
     before = {"model_processes": len(lk.model_processes(root)), "rss_mib": lk.tree_rss_mib(root)}
     cycle_tally, times = lk.Tally(), []
@@ -482,7 +520,8 @@ async def reload_cycles(server: lk.Server, cycles: int, cap_s: float) -> tuple[l
             conn = await control(conn, server, request, cycle_tally)
         times.append(time.monotonic() - at)
     rate_during = load.rate(started, time.monotonic())
-    await asyncio.sleep(1.0)  # an unload may finish after its answer
+    # An unload may finish after its answer: give the last model process 5 s to go.
+    await wait_for(lambda: len(lk.model_processes(root)) <= before["model_processes"], 5.0, every=0.1)
     done = True
     await asyncio.gather(*tasks)
     if conn is not None:
@@ -496,6 +535,7 @@ async def reload_cycles(server: lk.Server, cycles: int, cap_s: float) -> tuple[l
         "before": before,
         "after": after,
         "load_rate": rate_during,
+        "load_rate_before": rate_before,
         "cycle_requests": cycle_tally.counts(),
     }
     return load, cycle_tally, figures
@@ -513,7 +553,8 @@ def case_reload(ctx: Context) -> None:
             median = figures["cycle_s_median"]
             notes = [
                 f"{figures['cycles']} cycles (load, infer, unload), median {median:.2f} s, "
-                f"slowest {figures['cycle_s_max']:.2f} s; add_sub {figures['load_rate']:,.0f}/s meanwhile"
+                f"slowest {figures['cycle_s_max']:.2f} s; add_sub {figures['load_rate']:,.0f}/s meanwhile, "
+                f"{figures['load_rate_before']:,.0f}/s before"
                 if median is not None
                 else "no cycle ran",
                 f"cycle requests: sent {cycles.sent}, answered {cycles.answered}, failed {cycles.failed}, "
@@ -522,7 +563,7 @@ def case_reload(ctx: Context) -> None:
                 f"RSS {mib(b['rss_mib'])} -> {mib(a['rss_mib'])}",
             ]
             add_note(notes, describe(load))
-            label = server.label if kind == "triton" else "naiad (explicit, --load-model add_sub)"
+            label = f"{kind} (explicit, --load-model add_sub)"
             ctx.add(Row(f"{ctx.args.reload_cycles} reload cycles: add_sub x32", label, load, notes, figures))
 
 
@@ -538,7 +579,7 @@ class SlowKind:
     refused: int = 0
 
     def closed_after(self) -> list[float]:
-        return sorted(c.closed_at - t for c, t in zip(self.conns, self.opened_at) if c.closed)
+        return sorted(c.closed_at - t for c, t in zip(self.conns, self.opened_at) if c.by_server)
 
     def statuses(self) -> dict[int, int]:
         found: dict[int, int] = {}
@@ -842,6 +883,9 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--bursts", type=int, default=20)
     parser.add_argument("--burst-size", type=int, default=64)
+    parser.add_argument(
+        "--term-load", type=float, default=2.0, help="seconds the clients go on sending after SIGTERM (default 2)"
+    )
     parser.add_argument("--reload-cycles", type=int, default=50)
     parser.add_argument("--slow-window", type=float, default=35.0, help="seconds the slow uploaders stay (default 35)")
     parser.add_argument("--reader-window", type=float, default=20.0, help="seconds the slow readers stay (default 20)")

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
@@ -562,11 +562,13 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.closed_at = 0.0
         self.reset = False  # closed by a reset (ECONNRESET) rather than an orderly close
+        self.by_client = False  # this side closed it (close() or abort())
+        self.by_server = False  # the server closed it (or reset it) first
         self.on_close: Callable[[Connection], None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without deriving from it.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -584,6 +586,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self.closed_at = time.monotonic()
         self.reset = isinstance(exc, ConnectionResetError)
+        self.by_server = not self.by_client
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(Lost("reset" if self.reset else "closed"))
         if self.on_close is not None:
@@ -604,10 +607,12 @@ class Connection(asyncio.Protocol):
             self.waiter = None
 
     def close(self) -> None:
+        self.by_client = True
         if self.transport is not None:
             self.transport.close()
 
     def abort(self) -> None:
+        self.by_client = True
         if self.transport is not None:
             self.transport.abort()
 
@@ -773,21 +778,26 @@ STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
 # What grpc's own transport says when a call ended with no status from the server (a closed or
 # reset connection, a GOAWAY that cut a call in flight, a deadline): such calls are lost.
 _TRANSPORT = re.compile(
-    r"socket closed|connection reset|broken pipe|goaway|stream removed|connection refused|failed to connect|"
-    r"deadline exceeded|rst_stream|end of tcp stream|connection aborted|not connected|unavailable: ipv4",
+    r"socket closed|connection reset|broken pipe|goaway|stream removed|deadline exceeded|rst_stream|"
+    r"end of tcp stream|connection aborted|not connected",
     re.IGNORECASE,
 )
+# ... and when it could not open a connection, so the call never left.
+_REFUSED = re.compile(r"failed to connect to all addresses|connection refused", re.IGNORECASE)
 
 
-def grpc_outcome(error: Any) -> tuple[bool, str]:
-    """(lost, why) for a grpc.aio.AioRpcError: lost when grpc's transport made it up, failed
-    when the server sent the status."""
+def grpc_outcome(error: Any) -> tuple[str, str]:
+    """("lost" | "refused" | "failed", why) for a grpc.aio.AioRpcError: lost or refused when
+    grpc's transport made the status up, failed when the server sent it."""
     code = error.code().name
     details = error.details() or ""
-    lost = code in ("UNAVAILABLE", "UNKNOWN", "CANCELLED", "DEADLINE_EXCEEDED", "INTERNAL") and bool(
-        _TRANSPORT.search(details)
-    )
-    return lost, f"{code}: {details[:80]}"
+    why = f"{code}: {details[:80]}"
+    transport = code in ("UNAVAILABLE", "UNKNOWN", "CANCELLED", "DEADLINE_EXCEEDED", "INTERNAL")
+    if transport and _REFUSED.search(details):
+        return "refused", why
+    if transport and _TRANSPORT.search(details):
+        return "lost", why
+    return "failed", why
 
 
 def grpc_add_sub() -> bytes:
@@ -804,25 +814,36 @@ def grpc_add_sub() -> bytes:
 
 
 async def grpc_unary_client(
-    channel: Any, method: str, payload: bytes, tally: Tally, until: Callable[[], bool], timeout: float = 10.0
+    channel: Any,
+    method: str,
+    payload: bytes,
+    tally: Tally,
+    until: Callable[[], bool],
+    timeout: float = 10.0,
+    retry_s: float = 0.02,
 ) -> None:
     """Sends `payload` (a serialized request) again and again on `channel` (grpc.aio)."""
     import grpc  # type: ignore[import-untyped]
 
     call = channel.unary_unary(method)
     while not until():
-        tally.sent += 1
         try:
             await call(payload, timeout=timeout)
         except grpc.aio.AioRpcError as error:
-            lost, why = grpc_outcome(error)
-            if lost:
+            outcome, why = grpc_outcome(error)
+            if outcome == "refused":
+                tally.refused += 1
+                await asyncio.sleep(retry_s)
+                continue
+            tally.sent += 1
+            if outcome == "lost":
                 tally.lost += 1
                 tally.lost_why[why] += 1
             else:
                 tally.failed += 1
                 tally.statuses[why] += 1
             continue
+        tally.sent += 1
         tally.answered += 1
         if tally.keep_times:
             tally.answered_at.append(time.monotonic())

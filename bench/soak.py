@@ -260,9 +260,10 @@ async def grpc_stream_client(channel: Any, payload: bytes, tally: lk.Tally, unti
                     tally.answered += 1
             await call.done_writing()
         except grpc.aio.AioRpcError as error:
-            lost, why = lk.grpc_outcome(error)
-            tally.lost += lost
-            tally.failed += not lost
+            outcome, why = lk.grpc_outcome(error)
+            tally.lost += outcome == "lost"
+            tally.failed += outcome == "failed"
+            tally.refused += outcome == "refused"
             tally.lost_why[why] += 1
         except ConnectionError as error:
             tally.lost += 1
@@ -405,7 +406,9 @@ def print_totals(streams: Streams, seconds: float) -> None:
         )
 
 
-async def soak(server: lk.Server, repo: Path, minutes: float, warmup_minutes: float) -> tuple[dict[str, Any], Streams]:
+async def soak(
+    server: lk.Server, repo: Path, minutes: float, warmup_minutes: float, every_s: float
+) -> tuple[dict[str, Any], Streams]:
     done = False
     channel = grpc.aio.insecure_channel(f"{lk.HOST}:{server.ports.grpc}")
     streams = start_streams(server, channel, lambda: done)
@@ -415,7 +418,7 @@ async def soak(server: lk.Server, repo: Path, minutes: float, warmup_minutes: fl
     previous: dict[str, tuple[int, int]] = {}
     try:
         while True:
-            await asyncio.sleep(SAMPLE_S - (time.monotonic() - started) % SAMPLE_S)
+            await asyncio.sleep(every_s - (time.monotonic() - started) % every_s)
             now = time.monotonic() - started
             s = sample(server.pid, now)
             for pid in s.rss_kib:
@@ -441,6 +444,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--warmup-minutes", type=float, default=2.0, help="growth is measured from here (default 2)")
+    parser.add_argument("--every", type=float, default=SAMPLE_S, help="seconds between samples (default 30)")
     parser.add_argument("--server", choices=("naiad", "triton"), default="naiad")
     parser.add_argument("--naiad", default=lk.default_naiad(), help="the naiad command (default: .venv's, else PATH's)")
     parser.add_argument("--naiad-flags", default="", help="extra flags for naiad serve (one word: --naiad-flags=--x)")
@@ -461,7 +465,7 @@ def main() -> int:
         print(f"{server.label} (pid {server.pid}) for {args.minutes:g} min; client on {loop}", flush=True)
         with lk.running(server):
             try:
-                result, streams = asyncio.run(soak(server, repo, args.minutes, args.warmup_minutes))
+                result, streams = asyncio.run(soak(server, repo, args.minutes, args.warmup_minutes, args.every))
             except Exception:
                 print(
                     f"the soak failed; the last of the server's log:\n{server.log.read_text(errors='replace')[-3000:]}"
