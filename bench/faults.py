@@ -298,9 +298,8 @@ async def kill_under_load(
     server.note_processes()
     fault_at = time.monotonic()
     baseline = tally.rate(fault_at - BEFORE_S, fault_at)
+    before = tally.snapshot()
     os.kill(victim, signal.SIGKILL)
-    before = lk.Tally()
-    before.add(tally)
 
     def replaced() -> bool:
         return any(pid != victim for pid in find())
@@ -327,10 +326,17 @@ async def kill_under_load(
         "all_others_gone_s": await gone,
         "recovery_s": recovery_s(tally, fault_at, baseline, end),
         "lowest_bin_rate": lowest_bin(tally, fault_at, min(end, fault_at + 2.0)),
-        "lost_before_kill": before.lost,
+        "before_kill": before.counts(),
         "watched_s": end - fault_at,
     }
-    return tally, figures
+    # The row counts what happened from the kill on; what came before is in the figures.
+    return tally.since(before), figures
+
+
+def before_note(figures: dict[str, Any]) -> str:
+    b = figures["before_kill"]
+    text = f"counted from the kill on; in the {WARM_S + BEFORE_S:g} s before it: sent {b['sent']}, lost {b['lost']}"
+    return text + f", failed {b['failed']}" + (" (start-up resets: see start burst)" if b["lost"] else "")
 
 
 def recovery_notes(figures: dict[str, Any]) -> list[str]:
@@ -343,6 +349,7 @@ def recovery_notes(figures: dict[str, Any]) -> list[str]:
         + "; rate back to 80% "
         + (f"after {back:.2f} s" if back is not None else f"not within {figures['watched_s']:.1f} s")
         + " (goal: 1 s)",
+        before_note(figures),
     ]
 
 
@@ -361,7 +368,9 @@ def case_worker_kill(ctx: Context) -> None:
             find = functools.partial(lk.pids_named, root, name)
             watch_s = 5.0 if supervisor else AFTER_MAX_S
             tally, figures = asyncio.run(kill_under_load(server, find, watch_s, expect_back=not supervisor))
-            notes = recovery_notes(figures) if not supervisor else [f"killed {name}, the supervisor"]
+            notes = (
+                recovery_notes(figures) if not supervisor else [f"killed {name}, the supervisor", before_note(figures)]
+            )
             if supervisor:
                 notes += supervisor_aftermath(server, figures)
             add_note(notes, describe(tally))
@@ -379,8 +388,9 @@ def supervisor_aftermath(server: lk.Server, figures: dict[str, Any]) -> list[str
     return [f"every other process of the server had exited {figures['all_others_gone_s']:.2f} s after the kill"]
 
 
-def answer_status(server: lk.Server) -> int:
-    return lk.http_call(server.http, lk.infer("add_sub", lk.add_sub_json()), timeout=10)[0]
+def answer_status(server: lk.Server) -> str:
+    status = lk.http_call(server.http, lk.infer("add_sub", lk.add_sub_json()), timeout=10)[0]
+    return str(status) if status else "nothing (no server)"
 
 
 def case_stub_kill(ctx: Context) -> None:

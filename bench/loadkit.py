@@ -673,6 +673,21 @@ class Tally:
         self.lost_why.update(other.lost_why)
         self.answered_at = sorted(self.answered_at + other.answered_at)
 
+    def snapshot(self) -> Tally:
+        copy = Tally(keep_times=self.keep_times)
+        copy.add(self)
+        return copy
+
+    def since(self, earlier: Tally) -> Tally:
+        """What this tally counted after `earlier` (a snapshot of it) was taken."""
+        later = Tally(keep_times=self.keep_times)
+        for name in ("sent", "answered", "failed", "lost", "refused", "told_to_close", "closed_idle"):
+            setattr(later, name, getattr(self, name) - getattr(earlier, name))
+        later.statuses = self.statuses - earlier.statuses
+        later.lost_why = self.lost_why - earlier.lost_why
+        later.answered_at = self.answered_at[len(earlier.answered_at) :]
+        return later
+
     def rate(self, start: float, end: float) -> float:
         """Answers per second between two time.monotonic() instants."""
         count = bisect.bisect_left(self.answered_at, end) - bisect.bisect_left(self.answered_at, start)

@@ -350,7 +350,8 @@ def print_sample(s: Sample, names: dict[int, str], streams: Streams, previous: d
 
 
 def growth(samples: list[Sample], warmup_s: float, names: dict[int, str]) -> dict[str, Any]:
-    base = next((s for s in samples if s.at_s >= warmup_s), samples[0])
+    # A sample lands a few milliseconds either side of its mark.
+    base = next((s for s in samples if s.at_s >= warmup_s - 1.0), samples[0])
     end = samples[-1]
     rows = {}
     for pid in sorted(set(base.rss_kib) | set(end.rss_kib)):
