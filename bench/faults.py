@@ -326,6 +326,7 @@ async def kill_under_load(
         "all_others_gone_s": await gone,
         "recovery_s": recovery_s(tally, fault_at, baseline, end),
         "lowest_bin_rate": lowest_bin(tally, fault_at, min(end, fault_at + 2.0)),
+        "rate_last_2s": tally.rate(end - 2.0, end),
         "before_kill": before.counts(),
         "watched_s": end - fault_at,
     }
@@ -335,7 +336,7 @@ async def kill_under_load(
 
 def before_note(figures: dict[str, Any]) -> str:
     b = figures["before_kill"]
-    text = f"counted from the kill on; in the {WARM_S + BEFORE_S:g} s before it: sent {b['sent']}, lost {b['lost']}"
+    text = f"counts: requests that ended after the kill; in the {WARM_S + BEFORE_S:g} s before it: sent {b['sent']}, lost {b['lost']}"
     return text + f", failed {b['failed']}" + (" (start-up resets: see start burst)" if b["lost"] else "")
 
 
@@ -348,7 +349,12 @@ def recovery_notes(figures: dict[str, Any]) -> list[str]:
         + (f"appeared after {replaced:.2f} s" if replaced is not None else f"none within {figures['watched_s']:.1f} s")
         + "; rate back to 80% "
         + (f"after {back:.2f} s" if back is not None else f"not within {figures['watched_s']:.1f} s")
-        + " (goal: 1 s)",
+        + " (goal: 1 s)"
+        + (
+            f"; the last 2 s of the watch: {figures['rate_last_2s']:,.0f}/s"
+            if back is None and figures["watched_s"] >= 2.0
+            else ""
+        ),
         before_note(figures),
     ]
 

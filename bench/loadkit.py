@@ -679,10 +679,12 @@ class Tally:
         return copy
 
     def since(self, earlier: Tally) -> Tally:
-        """What this tally counted after `earlier` (a snapshot of it) was taken."""
+        """The requests that ended after `earlier` (a snapshot of this tally) was taken, those
+        in flight then included; call it once every request has ended."""
         later = Tally(keep_times=self.keep_times)
-        for name in ("sent", "answered", "failed", "lost", "refused", "told_to_close", "closed_idle"):
+        for name in ("answered", "failed", "lost", "refused", "told_to_close", "closed_idle"):
             setattr(later, name, getattr(self, name) - getattr(earlier, name))
+        later.sent = later.answered + later.failed + later.lost
         later.statuses = self.statuses - earlier.statuses
         later.lost_why = self.lost_why - earlier.lost_why
         later.answered_at = self.answered_at[len(earlier.answered_at) :]
