@@ -133,7 +133,8 @@ class TritonPythonModel:
                 requested_output_names=["OUT"],
             )
             count = 0
-            async for answer in await repeat.async_exec(decoupled=True):
+            # A plain for, as Triton iterates a decoupled BLS result (it has no __aiter__ there).
+            for answer in await repeat.async_exec(decoupled=True):
                 if answer.has_error():
                     raise pb_utils.TritonModelException(answer.error().message())
                 if pb_utils.get_output_tensor_by_name(answer, "OUT") is not None:
