@@ -80,7 +80,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,7 +121,7 @@ class Context:
     def ports(self, kind: str) -> lk.Ports:
         return lk.Ports(*(self.args.triton_ports if kind == "triton" else self.args.naiad_ports))
 
-    def start(self, kind: str, repo: Path, flags: list[str] = [], triton_args: str = "") -> lk.Server:  # noqa: B006
+    def start(self, kind: str, repo: Path, flags: Sequence[str] = (), triton_args: str = "") -> lk.Server:
         log = self.work / f"{kind}-{len(self.rows)}-{time.monotonic_ns()}.log"
         return lk.start(kind, self.args.naiad, repo, self.ports(kind), [*flags, *self.naiad_flags()], log, triton_args)
 
