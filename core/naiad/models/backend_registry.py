@@ -53,7 +53,10 @@ class BackendRegistry:
         for plugin in plugins:
             self._manager.register(plugin)
         self._classes: dict[str, type[Backend]] = {}
-        for classes in self._manager.hook.naiad_backends():
+        # An entry point (or plugin) that is a Backend class is its own plugin: the default
+        # plugin of a one-class backend (hookspecs.py).
+        provided = [[p for p in self._manager.get_plugins() if isinstance(p, type) and issubclass(p, Backend)]]
+        for classes in provided + self._manager.hook.naiad_backends():
             for cls in classes:
                 if not cls.name:
                     raise NaiadError.internal(f"backend class {cls.__qualname__} has no name")
