@@ -3,8 +3,9 @@
 import re
 from pathlib import Path
 
-from naiad.backend.helpers import setting_keys
 from naiad_backend_pytorch.settings import PyTorchBackendSettings
+
+from naiad.backend.helpers import setting_keys
 
 SOURCE = Path(__file__).resolve().parents[1] / "src" / "naiad_backend_pytorch"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "backends" / "pytorch.md"

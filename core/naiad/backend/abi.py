@@ -77,9 +77,7 @@ ABI_VERSION: tuple[int, int] = (2, 0)
 #: What `ModelInstance.execute` returns: one response per request in order (None in the
 #: place of a rescheduled request), None for a decoupled model, or an awaitable of either
 #: from an `async def execute`.
-ExecuteResult: TypeAlias = (
-    "list[InferenceResponse | None] | None | Awaitable[list[InferenceResponse | None] | None]"
-)
+ExecuteResult: TypeAlias = "list[InferenceResponse | None] | None | Awaitable[list[InferenceResponse | None] | None]"
 
 
 @dataclass(slots=True)

@@ -10,11 +10,18 @@ with `reshape: { shape: [] }`, as Triton writes scalars. What the config already
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, TypeAlias, cast
 
 from ..config.model_config import ConfigError
 from ..datatypes import datatype_to_config_type
 from ..protos import model_config_pb2 as pb
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
+    _Declared: TypeAlias = (
+        RepeatedCompositeFieldContainer[pb.ModelInput] | RepeatedCompositeFieldContainer[pb.ModelOutput]
+    )
 
 __all__ = ["SignatureTensor", "complete_tensors"]
 
@@ -52,20 +59,33 @@ def complete_tensors(
     the ConfigError raised for a listed tensor that the model gives no Triton datatype or
     no rank. `shape_tensors` names TensorRT-style shape tensors: marked `is_shape_tensor`,
     their dims keep the first dimension."""
-    for kind, declared, found_list in (("input", proto.input, inputs), ("output", proto.output, outputs)):
-        if not declared:
-            # Tensors without a Triton datatype are left out: the model runs without them.
-            for signature in found_list:
-                if signature.datatype is not None:
-                    declared.add(name=signature.name)
-        by_name = {t.name: t for t in found_list}
-        for index, tensor in enumerate(declared):
-            found = by_name.get(tensor.name)
-            if found is not None:
-                where = f"{kind} '{tensor.name}' ({kind}[{index}]"
-                _fill(tensor, found, batching and found.name not in shape_tensors, model, where, source)
-                if found.name in shape_tensors:
-                    tensor.is_shape_tensor = True
+    _complete("input", proto.input, inputs, batching, model, source, shape_tensors)
+    _complete("output", proto.output, outputs, batching, model, source, shape_tensors)
+
+
+def _complete(
+    kind: str,
+    declared: _Declared,
+    found_list: Sequence[SignatureTensor],
+    batching: bool,
+    model: str,
+    source: str,
+    shape_tensors: Collection[str],
+) -> None:
+    if not declared:
+        # Tensors without a Triton datatype are left out: the model runs without them.
+        for signature in found_list:
+            if signature.datatype is not None:
+                declared.add(name=signature.name)
+    by_name = {t.name: t for t in found_list}
+    # enumerate typed by hand: inferred, mypy joins the union's items to Message.
+    for index, tensor in enumerate[pb.ModelInput | pb.ModelOutput](declared):
+        found = by_name.get(tensor.name)
+        if found is not None:
+            where = f"{kind} '{tensor.name}' ({kind}[{index}]"
+            _fill(tensor, found, batching and found.name not in shape_tensors, model, where, source)
+            if found.name in shape_tensors:
+                tensor.is_shape_tensor = True
 
 
 def _fill(
@@ -81,7 +101,8 @@ def _fill(
     if not tensor.dims and not tensor.HasField("reshape"):
         if found.shape is None:
             raise ConfigError(
-                model, f"{where}.dims): the {source} leaves the rank of '{found.name}' open; list its dims in config.pbtxt"
+                model,
+                f"{where}.dims): the {source} leaves the rank of '{found.name}' open; list its dims in config.pbtxt",
             )
         dims = list(found.shape[1:] if batching else found.shape)
         if dims:

@@ -36,13 +36,14 @@ class BackendHookSpecs:
     """Hook specifications for backend plugins."""
 
     @hookspec
-    def naiad_backends(self) -> list[type[Backend]]:
+    def naiad_backends(self) -> list[type[Backend]] | None:
         """Return the Backend classes this plugin provides.
 
         Each class's `name` is the name configs use (`backend: "onnxruntime"`); the server
         instantiates a class once, on the first model that needs it, and calls
         `initialize` with that backend's `--backend-config` settings. A plugin may return
-        several classes; two plugins offering the same name is a start-up error.
+        several classes; two plugins offering the same name is a start-up error. None, which
+        pluggy leaves out of the results, provides nothing (a plugin whose framework is absent).
 
         .. versionadded:: 1.0
         """
