@@ -56,3 +56,24 @@ def test_the_documented_backend_installs_and_serves(tmp_path):
         result = client.infer("echo", [tensor])
         assert result.as_numpy("OUTPUT0").tolist() == [[b"a", b"bc"]]
         assert client.get_model_config("echo")["backend"] == "echo"
+
+
+def test_backend_plugin_flag_takes_the_backend_class(tmp_path):
+    """`--backend-plugin MODULE:OBJECT` instantiates a class it names: a Backend class given
+    there serves as well as through its entry point (nothing is installed here)."""
+    (tmp_path / "code" / "naiad_backend_echo").mkdir(parents=True)
+    (tmp_path / "code" / "naiad_backend_echo" / "__init__.py").write_text(
+        _block("python", "# naiad_backend_echo/__init__.py")
+    )
+    repo = tmp_path / "models"
+    (repo / "echo" / "1").mkdir(parents=True)
+    (repo / "echo" / "config.pbtxt").write_text(
+        'backend: "echo" input [{ name: "INPUT0" data_type: TYPE_INT32 dims: [3] }] '
+        'output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [3] }]'
+    )
+    path = os.pathsep.join(p for p in (str(tmp_path / "code"), os.environ.get("PYTHONPATH", "")) if p)
+    with ServerProcess(repo, "--backend-plugin", "naiad_backend_echo:EchoBackend", env={"PYTHONPATH": path}) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        tensor = httpclient.InferInput("INPUT0", [3], "INT32")
+        tensor.set_data_from_numpy(np.array([1, 2, 3], dtype=np.int32))
+        assert client.infer("echo", [tensor]).as_numpy("OUTPUT0").tolist() == [1, 2, 3]
