@@ -1,6 +1,8 @@
 """Shared steps of config auto-complete for framework backends: declare the tensors a
 model file has when the config lists none, and fill each declared tensor's datatype and
-dims from the model.
+dims from the model. Every framework backend completes its tensors here, so they follow one
+rule: outputs that clients could not receive (no Triton datatype) are left out; such an
+input, or a tensor whose rank the model leaves open, is a ConfigError naming it.
 
 Dims are the model's shape without the batch dimension (for batching models; a shape tensor
 has none to drop), variable dimensions as -1; a tensor left with no dims becomes `dims: [1]`
@@ -73,9 +75,11 @@ def _complete(
     shape_tensors: Collection[str],
 ) -> None:
     if not declared:
-        # Tensors without a Triton datatype are left out: the model runs without them.
+        # An output without a Triton datatype is left out: the model runs without fetching
+        # it. An input is not: the model cannot run without it, so it is added and refused
+        # below, naming its type, rather than failing every request later.
         for signature in found_list:
-            if signature.datatype is not None:
+            if signature.datatype is not None or kind == "input":
                 declared.add(name=signature.name)
     by_name = {t.name: t for t in found_list}
     # enumerate typed by hand: inferred, mypy joins the union's items to Message.
