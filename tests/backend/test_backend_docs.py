@@ -11,8 +11,9 @@ import types
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from naiad import InferenceRequest, Server, ServerOptions, Tensor
+from naiad import InferenceRequest, NaiadError, Server, ServerOptions, Tensor
 from naiad.backend import hookspecs
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "backends" / "writing-a-backend.md"
@@ -59,3 +60,16 @@ def test_documented_example_backend_serves(tmp_path):
             assert list(response.output("OUTPUT0").data) == [b"a", b"bc"]
 
     asyncio.run(go())
+
+
+def test_documented_settings_class_reads_and_refuses():
+    code = re.findall(
+        r"```python\n(from dataclasses import dataclass\n.*?class EchoSettings.*?)```", DOC.read_text(), re.S
+    )[0]
+    namespace: dict = {}
+    exec(compile(code, "writing-a-backend.md", "exec"), namespace)
+    settings_class = namespace["EchoSettings"]
+    read_settings = namespace["read_settings"]
+    assert read_settings(settings_class, "echo", {"upper-case": "YES"}).upper_case is True
+    with pytest.raises(NaiadError, match=r"--backend-config echo,upper-case: expected true or false .*, got 'maybe'"):
+        read_settings(settings_class, "echo", {"upper-case": "maybe"})
