@@ -49,6 +49,7 @@ import orjson
 
 from .balance import balanced
 from .connections import close_lingering, stop_serving
+from .heap_return import HeapReturn
 
 __all__ = [
     "Http1Server",
@@ -344,6 +345,8 @@ class Http1Connection(asyncio.Protocol):
             self._overdraft = False
             self._overdraft_left = len(self._queue) + (1 if self._task is not None else 0) + 1
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        if len(self._body) > 1:
+            self.server.heap.released(len(body))
         self._body.clear()  # the pieces are not kept until the next request
         parser = self.parser
         self._queue.append(
@@ -526,6 +529,7 @@ class Http1Connection(asyncio.Protocol):
     def _drop_requests(self) -> None:
         """Let go of the body being read and of the requests queued: no request of this
         connection will be answered but the one being answered now."""
+        self.server.heap.released(sum(map(len, self._body)))
         self._body = []
         self._headers = []
         self._queue.clear()
@@ -733,6 +737,7 @@ class Http1Server:
         self.write_timeout_s = write_timeout_s
         self.max_buffered = max_buffered
         self.buffered = 0
+        self.heap = HeapReturn()
         self.holder: Http1Connection | None = None
         self._waiting: collections.deque[Http1Connection] = collections.deque()
         self.connections: set[Http1Connection] = set()
