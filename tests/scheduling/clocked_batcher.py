@@ -65,7 +65,9 @@ class ClockedBatcher:
         self.model = _RecordingModel(ModelContext(config.name, 1, here, here / "1", config))
         statistics = ModelStatistics(config.name, "1")
         self.instances = [
-            _RecordingInstance(self.model, InstanceContext(f"{config.name}_0_{i}", "CPU", 0, i, config.name), self.model.batches)
+            _RecordingInstance(
+                self.model, InstanceContext(f"{config.name}_0_{i}", "CPU", 0, i, config.name), self.model.batches
+            )
             for i in range(instances)
         ]
         self.runners = [

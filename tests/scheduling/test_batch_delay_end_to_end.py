@@ -23,11 +23,11 @@ TESTS = Path(__file__).resolve().parent.parent
 
 DELAY_S = 3
 
-CONFIG = f'''backend: "numpy" max_batch_size: 8
+CONFIG = f"""backend: "numpy" max_batch_size: 8
 input [{{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}}]
 output [{{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}}]
 parameters [{{key:"op" value {{string_value:"identity"}}}}]
-dynamic_batching {{ preferred_batch_size: [4, 6] max_queue_delay_microseconds: {DELAY_S * 1_000_000} }}'''
+dynamic_batching {{ preferred_batch_size: [4, 6] max_queue_delay_microseconds: {DELAY_S * 1_000_000} }}"""
 
 
 @pytest.fixture(scope="module")

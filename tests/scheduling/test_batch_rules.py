@@ -43,7 +43,7 @@ def test_a_batch_of_a_preferred_size_goes_at_once_and_another_waits_exactly_the_
             assert batcher.batches == [["four"]] and "five" not in batcher.answers
             await batcher.clock.advance(1)
             assert batcher.batches == [["four"], ["five"]]
-            assert batcher.answers["five"].error is None and batcher.answers["five"].outputs[0].shape == [5, 1]
+            assert batcher.answers["five"].error is None and batcher.answers["five"].outputs[0].shape == (5, 1)
 
     asyncio.run(go())
 

@@ -372,7 +372,12 @@ def test_requests_arriving_while_every_instance_is_busy_do_not_wake_the_dispatch
     nothing with them until one is free (which wakes it), so they must not cost it a pass
     each. (A request with a queue deadline still wakes it; the queue timeout tests cover
     those deadlines firing while the instance is busy.)"""
-    write_model(tmp_path, "m", sleep_config("dynamic_batching { max_queue_delay_microseconds: 100 }", sleep_ms=300))
+    # The ten queued behind the busy instance then run as one batch, not ten executions.
+    write_model(
+        tmp_path,
+        "m",
+        sleep_config("dynamic_batching { max_queue_delay_microseconds: 100 }", sleep_ms=300, max_batch_size=16),
+    )
 
     async def go():
         async with serving(tmp_path) as server:
