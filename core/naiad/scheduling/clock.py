@@ -44,6 +44,9 @@ class DeadlineTimer(Protocol):
 
 
 class Clock(Protocol):
+    """What the batchers need of time: to read it, and to be woken at a deadline (on the
+    loop's timers, or to the microsecond where a sub-millisecond queue delay needs it)."""
+
     def monotonic_ns(self) -> int:
         """Now, in nanoseconds of a clock that never goes back."""
         ...
