@@ -133,9 +133,12 @@ def test_header_forward_pattern(tuned):
 
 def test_restricted_protocols(tuned):
     with tg.InferenceServerClient(tuned.grpc_url) as client:
-        for call in (
-            lambda **kw: client.get_model_config("identity", **kw),
-            lambda **kw: client.get_inference_statistics("identity", **kw),
+        for call, name_of in (
+            (lambda **kw: client.get_model_config("identity", **kw), lambda answer: answer.config.name),
+            (
+                lambda **kw: client.get_inference_statistics("identity", **kw),
+                lambda answer: answer.model_stats[0].name,
+            ),
         ):
             for headers in (None, {"admin-key": "s3cret"}, {"triton-grpc-protocol-admin-key": "wrong"}):
                 with pytest.raises(InferenceServerException) as info:
@@ -144,11 +147,12 @@ def test_restricted_protocols(tuned):
                 assert info.value.message() == (
                     "This protocol is restricted, expecting header 'triton-grpc-protocol-admin-key'"
                 )
-            assert call(headers={"triton-grpc-protocol-admin-key": "s3cret"})
+            assert name_of(call(headers={"triton-grpc-protocol-admin-key": "s3cret"})) == "identity"
         with pytest.raises(InferenceServerException) as info:
             client.get_log_settings(headers={"triton-grpc-protocol-admin-key": "s3cret"})
         assert "'triton-grpc-protocol-log-key'" in info.value.message()
-        assert client.get_log_settings(headers={"triton-grpc-protocol-log-key": "1"})
+        settings = client.get_log_settings(headers={"triton-grpc-protocol-log-key": "1"}).settings
+        assert {"log_info", "log_warning", "log_error", "log_verbose_level"} <= set(settings)
         # Protocols not named stay open.
         assert client.is_server_ready() and client.get_model_metadata("identity").name == "identity"
 

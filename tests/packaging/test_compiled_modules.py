@@ -56,6 +56,8 @@ def test_ci_runs_every_hot_module_compiled(setup_py, package, directory):
         assert module.__file__.endswith(".so"), module.__file__
 
 
+@pytest.mark.packaging
+@pytest.mark.slow
 @pytest.mark.skipif(
     os.environ.get("CI", "").lower() != "true" and os.environ.get("NAIAD_TEST_PACKAGING") != "1",
     reason="builds naiad-wire in a new environment (~40 s): runs in CI or with NAIAD_TEST_PACKAGING=1",

@@ -18,10 +18,14 @@ from distributions import ROOT, distribution_dirs, project_table
 
 from naiad.testing import ServerProcess
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("CI", "").lower() != "true" and os.environ.get("NAIAD_TEST_PACKAGING") != "1",
-    reason="builds and installs wheels (~1 min): runs in CI or with NAIAD_TEST_PACKAGING=1",
-)
+pytestmark = [
+    pytest.mark.packaging,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        os.environ.get("CI", "").lower() != "true" and os.environ.get("NAIAD_TEST_PACKAGING") != "1",
+        reason="builds and installs wheels (~1 min): runs in CI or with NAIAD_TEST_PACKAGING=1",
+    ),
+]
 
 pytest.importorskip("onnx")
 

@@ -1,12 +1,13 @@
 """The dynamic batcher through the in-process server: batch formation, preferred sizes,
 the delay bound, queue policies, priorities, ordering, shapes and cancellation.
 
-Every assertion is about counts, orderings and overlaps; none about speed."""
+Every assertion is about counts, orderings and overlaps; none about speed. Rules about
+time (the queue delay, queue timeouts) are checked on a clock the test moves, in
+test_batch_rules.py and test_queue_timeouts.py."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import numpy as np
 import pytest
@@ -121,26 +122,6 @@ def test_preferred_batch_size_is_formed_without_waiting_for_the_delay(tmp_path):
     asyncio.run(go())
 
 
-def test_incomplete_batch_is_sent_once_the_delay_passes(tmp_path):
-    delay_us = 300_000
-    write_model(
-        tmp_path,
-        "m",
-        add_sub_config(f"dynamic_batching {{ preferred_batch_size: [4] max_queue_delay_microseconds: {delay_us} }}"),
-    )
-
-    async def go():
-        async with serving(tmp_path) as server:
-            # Five requests: a preferred batch of 4 goes at once, the fifth waits for the delay.
-            await asyncio.gather(*(server.infer(add_sub_request(i)) for i in range(5)))
-            stats = server.statistics("m")[0]
-            assert batch_sizes(stats) == {4: 1, 1: 1}
-            # The lone request waited (at least) the configured delay for company.
-            assert stats["inference_stats"]["queue"]["ns"] >= delay_us * 1000
-
-    asyncio.run(go())
-
-
 def test_requests_with_different_variable_dims_are_not_batched_together(tmp_path):
     config = """backend: "numpy" max_batch_size: 8
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1] %s}]
@@ -182,83 +163,6 @@ def test_full_queue_rejects_with_unavailable_and_the_model_keeps_serving(tmp_pat
             assert stats["inference_count"] == 2
             assert (await server.infer(one_input("after"))).id == "after"
             assert server.model("m").statistics.pending == 0
-
-    asyncio.run(go())
-
-
-def test_queue_timeout_rejects_requests_that_waited_too_long(tmp_path):
-    policy = "default_queue_policy { default_timeout_microseconds: 600000000 allow_timeout_override: true }"
-    write_model(tmp_path, "m", sleep_config(f"dynamic_batching {{ {policy} }}", sleep_ms=300))
-
-    async def go():
-        async with serving(tmp_path) as server:
-            # The first request holds the only instance for 300 ms; the others may wait
-            # 20 ms (a request may shorten the default timeout).
-            results = await asyncio.gather(
-                outcome(server.infer(one_input("long"))),
-                *(outcome(server.infer(one_input(f"short{i}", timeout=20_000))) for i in range(2)),
-            )
-            assert results[0].id == "long"
-            for error in results[1:]:
-                assert isinstance(error, NaiadError)
-                assert error.code is ErrorCode.UNAVAILABLE and "timed out" in error.message
-            assert model_of(server, "m").started == ["long"]
-            assert server.statistics("m")[0]["inference_stats"]["fail"]["count"] == 2
-
-    asyncio.run(go())
-
-
-def test_request_cannot_extend_the_default_timeout(tmp_path):
-    # Level 1 has no timeout (so the first request surely runs); level 2 a 20 ms default.
-    batching = """dynamic_batching { priority_levels: 2 default_priority_level: 2
-        priority_queue_policy { key: 2 value { default_timeout_microseconds: 20000 allow_timeout_override: true } } }"""
-    write_model(tmp_path, "m", sleep_config(batching, sleep_ms=300))
-
-    async def go():
-        async with serving(tmp_path) as server:
-            first = asyncio.ensure_future(server.infer(one_input("first", priority=1)))
-            await wait_until(lambda: model_of(server, "m").started, "the first request runs")
-            # Asks for 600 s, but the default (20 ms) is the most it may wait.
-            late = await outcome(server.infer(one_input("late", timeout=600_000_000)))
-            assert isinstance(late, NaiadError) and late.code is ErrorCode.UNAVAILABLE
-            assert (await first).id == "first"
-
-    asyncio.run(go())
-
-
-def test_request_timeout_needs_a_default_to_shorten(tmp_path):
-    policy = "default_queue_policy { allow_timeout_override: true }"
-    write_model(tmp_path, "m", sleep_config(f"dynamic_batching {{ {policy} }}", sleep_ms=200))
-
-    async def go():
-        async with serving(tmp_path) as server:
-            # As in Triton: with no default timeout, the request's timeout does not apply.
-            results = await asyncio.gather(server.infer(one_input("a")), server.infer(one_input("b", timeout=1000)))
-            assert [r.id for r in results] == ["a", "b"]
-
-    asyncio.run(go())
-
-
-def test_timeout_action_delay_moves_expired_requests_behind_the_others(tmp_path):
-    policy = (
-        "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 600000000 "
-        "allow_timeout_override: true }"
-    )
-    write_model(tmp_path, "m", sleep_config(f"dynamic_batching {{ {policy} }}", sleep_ms=200))
-
-    async def go():
-        async with serving(tmp_path) as server:
-            first = asyncio.ensure_future(server.infer(one_input("A")))
-            await wait_until(lambda: model_of(server, "m").started, "A runs")
-            rest = await asyncio.gather(
-                server.infer(one_input("B", timeout=10_000)),
-                server.infer(one_input("C")),
-                server.infer(one_input("D")),
-            )
-            await first
-            assert [r.id for r in rest] == ["B", "C", "D"]  # every request is answered
-            # B timed out while A ran and was delayed, not rejected.
-            assert model_of(server, "m").started == ["A", "C", "D", "B"]
 
     asyncio.run(go())
 
@@ -468,7 +372,12 @@ def test_requests_arriving_while_every_instance_is_busy_do_not_wake_the_dispatch
     nothing with them until one is free (which wakes it), so they must not cost it a pass
     each. (A request with a queue deadline still wakes it; the queue timeout tests cover
     those deadlines firing while the instance is busy.)"""
-    write_model(tmp_path, "m", sleep_config("dynamic_batching { max_queue_delay_microseconds: 100 }", sleep_ms=300))
+    # The ten queued behind the busy instance then run as one batch, not ten executions.
+    write_model(
+        tmp_path,
+        "m",
+        sleep_config("dynamic_batching { max_queue_delay_microseconds: 100 }", sleep_ms=300, max_batch_size=16),
+    )
 
     async def go():
         async with serving(tmp_path) as server:
@@ -510,50 +419,5 @@ def test_an_execution_that_leaves_the_queue_empty_does_not_wake_the_dispatcher(t
             # Behind a busy instance: the end of the first execution dispatches the rest.
             responses = await asyncio.gather(*(server.infer(one_input(str(i))) for i in range(4)))
             assert [r.id for r in responses] == ["0", "1", "2", "3"]
-
-    asyncio.run(go())
-
-
-def queue_ns(server) -> int:
-    return server.statistics("m")[0]["inference_stats"]["queue"]["ns"]
-
-
-def test_a_batch_short_of_the_requests_last_answered_waits_out_a_sub_millisecond_delay(tmp_path):
-    """Clients in a closed loop come back one by one after their answers. A batch that has
-    fewer requests than the last execution answered waits for the rest, to the microsecond,
-    until the queue delay is over (as Triton's batcher waits): sent after a turn of the loop,
-    it would leave the late ones a whole execution behind. A request short of nobody goes
-    after a turn of the loop, as before."""
-    write_model(tmp_path, "m", add_sub_config("dynamic_batching { max_queue_delay_microseconds: 900 }"))
-
-    async def go():
-        async with serving(tmp_path) as server:
-            await asyncio.gather(*(server.infer(add_sub_request(i, str(i))) for i in range(4)))
-            assert batch_sizes(server.statistics("m")[0]) == {4: 1}
-            # One of the four clients is back: it waits the whole delay for the other three.
-            before = queue_ns(server)
-            await server.infer(add_sub_request(1, "alone"))
-            assert queue_ns(server) - before >= 900_000
-            assert batch_sizes(server.statistics("m")[0]) == {4: 1, 1: 1}
-            # The last execution answered one request: the next lone requests are not held
-            # (the least of five, as the machine may pause any one of them).
-            waits = []
-            for _ in range(5):
-                before = queue_ns(server)
-                await server.infer(add_sub_request(1, "alone again"))
-                waits.append(queue_ns(server) - before)
-            assert min(waits) < 900_000, waits
-            # Four again, then three back at once and the fourth a few turns of the loop
-            # later, within the delay: one batch of four.
-            await asyncio.gather(*(server.infer(add_sub_request(i, str(i))) for i in range(4)))
-            started = time.monotonic_ns()
-            first = [asyncio.ensure_future(server.infer(add_sub_request(i, str(i)))) for i in range(3)]
-            for _ in range(3):
-                await asyncio.sleep(0)
-            if time.monotonic_ns() - started > 450_000:
-                pytest.skip("three turns of the loop took half the queue delay on this machine")
-            responses = await asyncio.gather(*first, server.infer(add_sub_request(3, "3")))
-            assert [r.id for r in responses] == ["0", "1", "2", "3"]
-            assert batch_sizes(server.statistics("m")[0]) == {4: 3, 1: 6}
 
     asyncio.run(go())

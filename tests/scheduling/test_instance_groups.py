@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 from scheduling_helpers import model_of, serving, write_model
 
-from naiad import ConfigError
+from naiad import ConfigError, InferenceRequest, Tensor
 from naiad.config.model_config import parse_config_text, validate_config
 from naiad.devices import gpu_ids
 from naiad.models.instance_groups import expand_instance_groups
@@ -83,14 +84,23 @@ def test_server_creates_every_instance_of_every_group(tmp_path):
         tmp_path,
         "m",
         BASE
-        + """parameters {key:"op" value {string_value:"sleep"}}
+        # Each execution waits until three are running at once: only three instances can answer.
+        + """parameters [{key:"op" value {string_value:"rendezvous"}}, {key:"barrier" value {string_value:"groups"}},
+            {key:"parties" value {string_value:"3"}}]
 instance_group [{count: 2 kind: KIND_CPU}, {name: "extra" count: 1 kind: KIND_CPU}]""",
     )
 
     async def go():
         async with serving(tmp_path) as server:
             assert [r.name for r in server.model("m").runners] == ["m_0_0", "m_0_1", "extra_0"]
-            assert model_of(server, "m") is not None
+            requests = [
+                InferenceRequest("m", [Tensor.from_numpy("INPUT0", np.full((1, 1), i, np.float32))], id=str(i))
+                for i in range(3)
+            ]
+            responses = await asyncio.gather(*(server.infer(request) for request in requests))
+            assert [float(r.output("OUTPUT0").data[0, 0]) for r in responses] == [0.0, 1.0, 2.0]
+            executions = model_of(server, "m").executions
+            assert sorted(e.instance for e in executions) == ["extra_0", "m_0_0", "m_0_1"]
 
     asyncio.run(go())
 

@@ -1,5 +1,6 @@
 """The sequence batcher through the in-process server: interleaved sequences with both
-strategies, control inputs, slots, idle release and implicit state."""
+strategies, control inputs, slots and implicit state. Rules about time (queue delays, the
+idle release) are checked on a clock the test moves, in test_batch_rules.py."""
 
 from __future__ import annotations
 
@@ -205,23 +206,6 @@ def test_end_releases_the_slot_for_a_waiting_sequence(tmp_path):
             assert not waiting.done()  # sequence 2 waits for the only slot
             assert total(await server.infer(step(1, 1, end=True, batched=False))) == 2
             assert total(await waiting) == 7
-
-    asyncio.run(go())
-
-
-def test_idle_sequence_is_released(tmp_path):
-    write_model(tmp_path, "m", accumulate_config("direct { }", max_batch_size=0, idle_us=200_000))
-
-    async def go():
-        async with serving(tmp_path) as server:
-            await server.infer(step(1, 1, start=True, batched=False))
-            # Sequence 1 holds the only slot and never ends: sequence 2 can only run once
-            # sequence 1 is released for being idle.
-            response = await asyncio.wait_for(server.infer(step(7, 2, start=True, end=True, batched=False)), 60)
-            assert total(response) == 7
-            with pytest.raises(NaiadError) as info:
-                await server.infer(step(1, 1, batched=False))
-            assert info.value.code is ErrorCode.INVALID_ARG and "START" in info.value.message
 
     asyncio.run(go())
 

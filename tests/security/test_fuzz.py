@@ -308,6 +308,7 @@ def check_grpc_error(
 # -- the fuzz -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_http_json_infer_bodies(server: FuzzServer) -> None:
     def check(case: HttpCase) -> str:
         return check_http(case, server.http.send(case.method, case.path, case.body, case.headers), server)
@@ -316,6 +317,7 @@ def test_http_json_infer_bodies(server: FuzzServer) -> None:
     after_fuzz(server)
 
 
+@pytest.mark.slow
 def test_http_binary_tensor_bodies(server: FuzzServer) -> None:
     def check(case: HttpCase) -> str:
         return check_http(case, server.http.send(case.method, case.path, case.body, case.headers), server)
@@ -324,6 +326,7 @@ def test_http_binary_tensor_bodies(server: FuzzServer) -> None:
     after_fuzz(server)
 
 
+@pytest.mark.slow
 def test_config_overrides(server: FuzzServer) -> None:
     loads = grpc_unary(server, "RepositoryModelLoad", pb.RepositoryModelLoadResponse)
 
@@ -353,6 +356,7 @@ def test_config_overrides(server: FuzzServer) -> None:
     after_fuzz(server)
 
 
+@pytest.mark.slow
 def test_grpc_model_infer_requests(server: FuzzServer) -> None:
     infer = grpc_unary(server, "ModelInfer", pb.ModelInferResponse)
 

@@ -169,7 +169,7 @@ def test_a_models_metrics_leave_with_it_and_come_back_fresh():
                 infer_counting(client, model, size)
         families = scrape(process)
         for model in COUNTING:
-            assert of_model(families["pymodel_requests"], model)
+            assert list(of_model(families["pymodel_requests"], model).values()) == [2.0]
 
         client.unload_model("metrics_counting")
         client.unload_model("metrics_counting_in_process")

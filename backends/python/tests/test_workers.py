@@ -500,6 +500,7 @@ def test_every_worker_traces_into_one_trace_file(repo: Path, tmp_path: Path) -> 
     assert len([t for t in traces if t.get("model_name") == "pid"]) == CONNECTIONS
 
 
+@pytest.mark.slow
 def test_poll_mode_follows_the_repository_on_every_worker(tmp_path: Path) -> None:
     # The model home scans; every worker sees what it loaded.
     (tmp_path / "pid" / "1").mkdir(parents=True)
@@ -534,6 +535,7 @@ def test_workers_refuse_what_they_cannot_keep_coherent(repo: Path, flags: list[s
     assert message in result.stderr
 
 
+@pytest.mark.slow
 def test_the_default_is_one_worker_per_cpu_and_one_with_an_ephemeral_port(repo: Path) -> None:
     cpus = len(os.sched_getaffinity(0))  # the machines that run this have no cgroup CPU limit below it
     with ServerProcess(repo, "--model-control-mode", "explicit", "--load-model", "pid", workers=None) as server:
@@ -616,6 +618,7 @@ def _children_on(cpus: set[int]) -> Iterator[None]:
         os.sched_setaffinity(0, own)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning two event loops needs two usable CPUs")
 def test_each_worker_loop_runs_on_a_cpu_of_its_own_and_nothing_else_is_pinned(tmp_path: Path) -> None:
     # Two workers pin only when they are one per usable CPU (the default layout): the server

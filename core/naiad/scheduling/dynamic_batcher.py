@@ -10,7 +10,6 @@ requests pile up and batches grow by themselves, even with no queue delay config
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 
 from ..config.model_config import ModelConfig
@@ -18,9 +17,9 @@ from ..errors import NaiadError
 from ..inference import InferenceResponse
 from .batch_compatibility import BatchSignature
 from .batch_policy import BatchDecision, BatchPolicy
+from .clock import Cancellable, Clock, DeadlineTimer, SystemClock
 from .instance_runner import InstanceRunner
 from .job import Job
-from .precise_timer import PreciseTimer
 from .priority_queue import PriorityQueue
 from .response_ordering import ResponseOrdering
 from .scheduler import Scheduler
@@ -39,8 +38,12 @@ _TIMER_RESOLUTION_NS = 1_000_000
 
 
 class DynamicBatcher(Scheduler):
-    def __init__(self, config: ModelConfig, runners: list[InstanceRunner]) -> None:
+    """The batcher of one model version; `clock` is where it reads the time and sets its
+    wake-ups (clock.py; the system's when not given)."""
+
+    def __init__(self, config: ModelConfig, runners: list[InstanceRunner], clock: Clock | None = None) -> None:
         settings = config.proto.dynamic_batching
+        self._clock: Clock = clock if clock is not None else SystemClock()
         batching = config.max_batch_size > 0
         self._model_name = config.name
         self._queue = PriorityQueue(config.name, settings)
@@ -63,7 +66,7 @@ class DynamicBatcher(Scheduler):
         # How many requests the last execution answered: under closed-loop load (clients that
         # send again once answered), how many are about to arrive again.
         self._expected = 0
-        self._precise: PreciseTimer | None = None
+        self._precise: DeadlineTimer | None = None
 
     def enqueue(self, job: Job) -> None:
         if not self._accepting:
@@ -86,15 +89,16 @@ class DynamicBatcher(Scheduler):
 
     async def start(self) -> None:
         self._accepting = True
-        self._precise = PreciseTimer.create(asyncio.get_running_loop(), self._changed.set)
+        self._precise = self._clock.precise_timer(self._changed.set)
         self._dispatcher = asyncio.create_task(self._dispatch(), name=f"naiad-batcher-{self._model_name}")
 
     async def _dispatch(self) -> None:
         loop = asyncio.get_running_loop()
+        clock = self._clock
         delay_over_at = 0  # a queue delay waited for as one turn of the loop ends here
         decision: BatchDecision | None = None
         while True:
-            now = time.monotonic_ns()
+            now = clock.monotonic_ns()
             if self._sweep_requested or self._queue.needs_sweep(now):
                 self._sweep_requested = False
                 self._queue.sweep(now)
@@ -118,7 +122,7 @@ class DynamicBatcher(Scheduler):
                 if runner.run_now(decision.jobs) is not None:
                     # It ran on the loop (a short batch) and is free again.
                     self._expected = len(decision.jobs)
-                    now = time.monotonic_ns()
+                    now = clock.monotonic_ns()
                     continue
                 self._free.popleft()
                 task = asyncio.create_task(self._execute(runner, decision.jobs))
@@ -129,11 +133,11 @@ class DynamicBatcher(Scheduler):
             # Not holding the last batch (and its tensors) while waiting.
             decision = None
             self._changed.clear()
-            timer = None
+            timer: Cancellable | None = None
             delay_over_at = 0
             precise_at = 0
             if wake is not None:
-                wait_ns = wake - time.monotonic_ns()
+                wait_ns = wake - clock.monotonic_ns()
                 if wake == delay_wake and self._precise is not None and len(self._queue) < self._expected:
                     # Fewer queued than the last execution answered: at a few clients in a
                     # closed loop, the rest are on their way back, a few tens of us apart.
@@ -150,7 +154,7 @@ class DynamicBatcher(Scheduler):
                     # 15.1k to 12.0k req/s.
                     timer = loop.call_soon(self._changed.set)
                 else:
-                    timer = loop.call_later(max(wait_ns, 0) / 1e9, self._changed.set)
+                    timer = clock.call_at(wake, self._changed.set)
             if self._precise is not None and self._precise.due_ns != precise_at:
                 self._precise.set(precise_at)
             await self._changed.wait()

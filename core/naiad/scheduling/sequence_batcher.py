@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +49,7 @@ from ..inference import InferenceRequest, InferenceResponse
 from ..tensor import Tensor
 from .batch_compatibility import BatchSignature
 from .batch_policy import BatchPolicy
+from .clock import Cancellable, Clock, SystemClock, sleep_until
 from .implicit_state import ImplicitState, StateValues
 from .instance_runner import InstanceRunner
 from .job import Job
@@ -66,10 +66,11 @@ _FLUSH = 2**63
 @dataclass(eq=False)
 class _Sequence:
     correlation_id: int | str
+    # When a request of it last arrived or finished executing (the batcher's clock).
+    last_seen_ns: int
+    slot: _Slot | None = None
     pending: deque[Job] = field(default_factory=deque)
     state: StateValues = field(default_factory=dict)
-    slot: _Slot | None = None
-    last_seen_ns: int = field(default_factory=time.monotonic_ns)
     in_flight: bool = False
     # The END request is queued: only a new START may follow.
     ending: bool = False
@@ -101,8 +102,12 @@ class _InstanceWorker:
 
 
 class SequenceBatcher(Scheduler):
-    def __init__(self, config: ModelConfig, runners: list[InstanceRunner]) -> None:
+    """The sequence batcher of one model version; `clock` is where it reads the time and
+    sets its wake-ups (clock.py; the system's when not given)."""
+
+    def __init__(self, config: ModelConfig, runners: list[InstanceRunner], clock: Clock | None = None) -> None:
         settings = config.proto.sequence_batching
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._config = config
         self._model_name = config.name
         self._batched = config.max_batch_size > 0
@@ -162,7 +167,7 @@ class SequenceBatcher(Scheduler):
                 f"inference request to {model} must specify batch-size 1 due to requirements of sequence "
                 f"batcher (one request of a sequence runs at a time), got {job.batch_size}"
             )
-        now = time.monotonic_ns()
+        now = self._clock.monotonic_ns()
         sequence = self._sequences.get(correlation_id)
         if sequence is not None and self._is_idle(sequence, now):
             self._release(sequence)
@@ -184,7 +189,7 @@ class SequenceBatcher(Scheduler):
                     "on the first request of the sequence (no active sequence has this correlation ID; it may "
                     "have ended or been released after max_sequence_idle_microseconds)"
                 )
-            sequence = _Sequence(correlation_id)
+            sequence = _Sequence(correlation_id, now)
             self._sequences[correlation_id] = sequence
             self._assign_slot(sequence)
         sequence.ending = request.sequence_end
@@ -279,20 +284,20 @@ class SequenceBatcher(Scheduler):
 
     async def _reap_idle(self) -> None:
         """Release sequences that stopped sending requests, so their slots serve others."""
-        interval = min(self._idle_ns / 4e9, 1.0)
+        interval_ns = min(self._idle_ns // 4, 1_000_000_000)
         while True:
-            await asyncio.sleep(interval)
-            now = time.monotonic_ns()
+            await sleep_until(self._clock, self._clock.monotonic_ns() + interval_ns)
+            now = self._clock.monotonic_ns()
             for sequence in [s for s in self._sequences.values() if self._is_idle(s, now)]:
                 self._release(sequence)
 
     # -- executing ---------------------------------------------------------------------------
 
     async def _work(self, worker: _InstanceWorker) -> None:
-        loop = asyncio.get_running_loop()
+        clock = self._clock
         while True:
             self._drop_cancelled(worker)
-            now = time.monotonic_ns()
+            now = clock.monotonic_ns()
             # Once stopping, nothing waits for more requests: run what is pending.
             jobs, wake = self._form_batch(worker, now if self._accepting else _FLUSH)
             if jobs:
@@ -301,7 +306,7 @@ class SequenceBatcher(Scheduler):
             if not self._accepting and not any(s.sequence and s.sequence.pending for s in worker.slots):
                 return
             worker.changed.clear()
-            timer = loop.call_later(max(wake - now, 0) / 1e9, worker.changed.set) if wake is not None else None
+            timer: Cancellable | None = clock.call_at(wake, worker.changed.set) if wake is not None else None
             await worker.changed.wait()
             if timer is not None:
                 timer.cancel()
@@ -360,7 +365,7 @@ class SequenceBatcher(Scheduler):
                 return
             again = await worker.runner.run(batch, reschedulable=self._iterative)
         finally:
-            now = time.monotonic_ns()
+            now = self._clock.monotonic_ns()
             for (_slot, job), sequence in zip(chosen, sequences):
                 assert sequence is not None
                 sequence.in_flight = False

@@ -21,6 +21,10 @@ from tritonclient.utils import InferenceServerException
 
 from naiad.testing import free_port
 
+# Each test deploys replicas on the directory's local Ray cluster, whose start takes a
+# minute on a loaded machine: every test here is slow.
+pytestmark = pytest.mark.slow
+
 APP = "direct"
 
 

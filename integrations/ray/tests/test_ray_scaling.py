@@ -19,6 +19,10 @@ from tritonclient.utils import InferenceServerException
 from naiad import ConfigError, NaiadError, ServerOptions
 from naiad.testing import free_port
 
+# Each test deploys replicas on the directory's local Ray cluster, whose start takes a
+# minute on a loaded machine: every test here is slow.
+pytestmark = pytest.mark.slow
+
 
 def test_scales_on_naiads_queue_on_the_direct_path(serve_url: str, tmp_path: Path) -> None:
     # One instance taking 50 ms a request, 8 clients straight to the replica's port: about 7

@@ -18,6 +18,10 @@ from ray_clients import THROUGH_PROXY, Load, infer_pid, running_replicas, wait_f
 from ray_models import write_identity_model, write_pid_model
 from tritonclient.utils import InferenceServerException
 
+# Each test deploys replicas on the directory's local Ray cluster, whose start takes a
+# minute on a loaded machine: every test here is slow.
+pytestmark = pytest.mark.slow
+
 
 def process_title(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
