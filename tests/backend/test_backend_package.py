@@ -9,9 +9,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tritonclient.http as httpclient
 
 from naiad.testing import ServerProcess
+
+# It installs a distribution with pip (offline, into a folder of its own).
+pytestmark = pytest.mark.packaging
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "backends" / "writing-a-backend.md"
 
