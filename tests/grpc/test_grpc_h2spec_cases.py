@@ -437,7 +437,9 @@ CASES = [
     # http2/4.1: frame format
     Case("http2/4.1/1", "a frame of unknown type", raw(frame(0x16, 0, 0, b"12345678")), alive),
     Case("http2/4.1/2", "undefined flags on PING", raw(frame(PING, 0x16, 0, b"12345678")), acknowledged(b"12345678")),
-    Case("http2/4.1/3", "the reserved bit set", raw(frame(PING, 0, 0x80000000, b"12345678")), acknowledged(b"12345678")),
+    Case(
+        "http2/4.1/3", "the reserved bit set", raw(frame(PING, 0, 0x80000000, b"12345678")), acknowledged(b"12345678")
+    ),
     # http2/4.2: frame size
     Case(
         "http2/4.2/1",
