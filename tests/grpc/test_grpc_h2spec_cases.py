@@ -31,6 +31,7 @@ from raw_http2 import (
     INFER,
     PADDED,
     PING,
+    PREFACE,
     PRIORITY,
     PRIORITY_FLAG,
     PUSH_PROMISE,
@@ -113,10 +114,6 @@ def then(*steps: Send) -> Send:
             step(client)
 
     return send
-
-
-def block(client: RawHttp2) -> bytes:
-    return client.header_block()
 
 
 def headers(stream_id: int, flags: int = END_HEADERS | END_STREAM, before: bytes = b"", after: bytes = b"") -> Send:
@@ -303,6 +300,7 @@ class Case:
     says: str
     send: Send
     check: Check
+    preface: bytes = PREFACE
 
 
 HUFFMAN_EOS = b"\x00\x01a\x84\xff\xff\xff\xff"  # a value of 32 ones: EOS inside the string
@@ -433,7 +431,13 @@ CASES = [
         served(1),
     ),
     # http2/3.5: the preface
-    Case("http2/3.5/2", "an invalid connection preface", None, goaway(PROTOCOL_ERROR)),  # see the test below
+    Case(
+        "http2/3.5/2",
+        "an invalid connection preface",
+        raw(),
+        goaway(PROTOCOL_ERROR),
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\r",
+    ),
     # http2/4.1: frame format
     Case("http2/4.1/1", "a frame of unknown type", raw(frame(0x16, 0, 0, b"12345678")), alive),
     Case("http2/4.1/2", "undefined flags on PING", raw(frame(PING, 0x16, 0, b"12345678")), acknowledged(b"12345678")),
@@ -820,23 +824,14 @@ CASES = [
         goaway(COMPRESSION_ERROR),
     ),
 ]
-BY_FRAMES = [case for case in CASES if case.send is not None]
 
 
-@pytest.mark.parametrize("case", BY_FRAMES, ids=[f"{case.id} {case.says}" for case in BY_FRAMES])
+@pytest.mark.parametrize("case", CASES, ids=[f"{case.id} {case.says}" for case in CASES])
 def test_h2spec_case(port, case):
-    client = RawHttp2(port)
+    client = RawHttp2(port, preface=case.preface)
     try:
         case.send(client)
         case.check(client)
-    finally:
-        client.close()
-
-
-def test_h2spec_3_5_2_an_invalid_preface_is_a_connection_error(port):
-    client = RawHttp2(port, preface=b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\r")
-    try:
-        assert goaway_code(client) == PROTOCOL_ERROR
     finally:
         client.close()
 
