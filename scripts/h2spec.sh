@@ -2,7 +2,8 @@
 # Runs h2spec (summerwind/h2spec: the generic, http2 and hpack sections, h2c with prior
 # knowledge) against naiad's gRPC port and prints its report. h2spec is taken from $H2SPEC,
 # else from PATH; without it this prints why and exits 0 (CI does not need it: the raw-frame
-# tests in tests/grpc/test_grpc_http2_rules.py check the same rules).
+# tests in tests/grpc/test_grpc_h2spec_cases.py, one per h2spec case, and
+# tests/grpc/test_grpc_http2_rules.py check the same rules).
 # Extra arguments go to h2spec (e.g. `-v`, `-j report.xml`, a section such as `http2/8.1`).
 # docs/grpc.md lists what h2spec reports and why.
 set -euo pipefail

@@ -11,6 +11,14 @@ from mypyc_build import compiled  # noqa: E402
 
 # Run for every request: parsing, HPACK, gRPC framing. The rest (listening, balancing
 # connections between workers, draining at shutdown) runs once per connection or less.
-HOT_MODULES = ("http1", "http2", "http2_protocol", "header_compression", "grpc_framing", "request_headers")
+HOT_MODULES = (
+    "http1",
+    "http2",
+    "http2_protocol",
+    "header_compression",
+    "huffman",
+    "grpc_framing",
+    "request_headers",
+)
 
 setup(**compiled([f"src/naiad_wire/{name}.py" for name in HOT_MODULES]))

@@ -139,6 +139,26 @@ class RawHttp2:
         raise TimeoutError(f"no frame of type {kind} within {timeout}s")
 
 
+def reset_code(client: RawHttp2, stream_id: int) -> int:
+    """The error code of the RST_STREAM the server sends for `stream_id` (a stream error: no
+    GOAWAY before it)."""
+    while True:
+        got = client.read_frame()
+        assert got is not None, "the connection closed instead of the stream"
+        kind, _, sid, payload = got
+        assert kind != GOAWAY, f"GOAWAY {payload!r} instead of a stream error"
+        if kind == RST_STREAM and sid == stream_id:
+            return int.from_bytes(payload, "big")
+
+
+def goaway_code(client: RawHttp2) -> int:
+    """The error code of the GOAWAY the server sends, after which it closes the connection."""
+    goaway = client.wait_for(GOAWAY)
+    assert goaway is not None, "the connection closed without GOAWAY"
+    assert client.read_frame(timeout=5) is None  # and then it closes
+    return int.from_bytes(goaway[3][4:8], "big")
+
+
 def grpc_status(response: dict) -> tuple[int, str]:
     fields = dict(response["headers"][-1])
     return int(fields["grpc-status"]), fields.get("grpc-message", "")

@@ -32,6 +32,7 @@ from raw_http2 import (
 STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer"
 REFUSED_STREAM, ENHANCE_YOUR_CALM = 0x7, 0xB
 MAX_STREAMS = 10
+MAX_RESETS = 20
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,8 @@ def server(tmp_path_factory):
         "500",
         "--grpc-max-connection-idle",
         "1000",
+        "--grpc-max-stream-resets",
+        str(MAX_RESETS),
     ]
     with numpy_server(repo, *flags) as process:
         yield process
@@ -90,6 +93,35 @@ def test_the_default_limit_is_advertised(tmp_path):
             assert server_settings(client)[0x3] == 1000
         finally:
             client.close()
+
+
+def test_a_client_that_opens_and_resets_streams_past_the_bound_gets_goaway(server):
+    """HTTP/2 "rapid reset" (CVE-2023-44487): calls started and cancelled at once never fill
+    MAX_CONCURRENT_STREAMS; past --grpc-max-stream-resets the connection is closed, and the
+    server serves other clients on."""
+    client = RawHttp2(port_of(server))
+    cancel = (0x8).to_bytes(4, "big")
+    try:
+        opened_and_reset = b"".join(
+            frame(HEADERS, END_HEADERS, 2 * i + 1, client.header_block()) + frame(RST_STREAM, 0, 2 * i + 1, cancel)
+            for i in range(MAX_RESETS)
+        )
+        client.sock.sendall(opened_and_reset)
+        client.send(PING, 0, 0, b"still ok")  # the bound itself is allowed
+        answer = client.wait_for(PING)
+        assert answer is not None and answer[3] == b"still ok"
+        stream_id = 2 * MAX_RESETS + 1
+        client.sock.sendall(
+            frame(HEADERS, END_HEADERS, stream_id, client.header_block()) + frame(RST_STREAM, 0, stream_id, cancel)
+        )
+        goaway = client.wait_for(GOAWAY)
+        assert goaway is not None, "the connection closed without GOAWAY"
+        assert int.from_bytes(goaway[3][4:8], "big") == ENHANCE_YOUR_CALM and goaway[3][8:] == b"too_many_resets"
+        assert client.read_frame(timeout=5) is None
+    finally:
+        client.close()
+    with tg.InferenceServerClient(server.grpc_url) as other:
+        assert other.is_server_live()
 
 
 def test_pings_are_policed_while_a_call_is_open(server):
@@ -278,6 +310,7 @@ def test_a_frame_of_many_messages_is_split_in_linear_time():
     "field, value, message",
     [
         ("max_concurrent_streams", 0, "--grpc-max-concurrent-streams must be at least 1"),
+        ("max_stream_resets", -1, "--grpc-max-stream-resets must not be negative"),
         ("handshake_timeout_ms", -1, "--grpc-handshake-timeout must not be negative"),
         ("max_connection_idle_ms", -5, "--grpc-max-connection-idle must not be negative"),
     ],

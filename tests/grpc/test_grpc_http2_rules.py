@@ -13,22 +13,22 @@ from raw_http2 import (
     DATA,
     END_HEADERS,
     END_STREAM,
-    GOAWAY,
     HEADERS,
     INFER,
     PADDED,
     PING,
     PRIORITY,
     PRIORITY_FLAG,
-    RST_STREAM,
     SETTINGS,
     WINDOW_UPDATE,
     RawHttp2,
     frame,
+    goaway_code,
     grpc_message,
     grpc_status,
     identity_request,
     infer_response,
+    reset_code,
 )
 
 from naiad_wire.header_compression import HeaderCompressionError, HeaderDecoder
@@ -56,24 +56,6 @@ def client(port):
     raw = RawHttp2(port)
     yield raw
     raw.close()
-
-
-def reset_code(client: RawHttp2, stream_id: int) -> int:
-    """The error code of the RST_STREAM the server sends for `stream_id`."""
-    while True:
-        got = client.read_frame()
-        assert got is not None, "the connection closed instead of the stream"
-        kind, _, sid, payload = got
-        assert kind != GOAWAY, f"GOAWAY {payload!r} instead of a stream error"
-        if kind == RST_STREAM and sid == stream_id:
-            return int.from_bytes(payload, "big")
-
-
-def goaway_code(client: RawHttp2) -> int:
-    goaway = client.wait_for(GOAWAY)
-    assert goaway is not None, "the connection closed without GOAWAY"
-    assert client.read_frame(timeout=5) is None  # and then it closes
-    return int.from_bytes(goaway[3][4:8], "big")
 
 
 def serves_on(client: RawHttp2, stream_id: int) -> None:

@@ -4,6 +4,7 @@ loop): what it yields, what it has to send, and the rules it enforces."""
 from __future__ import annotations
 
 import struct
+import time
 
 import hpack
 
@@ -197,3 +198,59 @@ def test_data_past_the_stream_window_is_a_flow_control_error():
     peer.feed(peer.headers(1))
     out = peer.feed(frame(DATA, 0, 1, b"z" * 101))
     assert (RST_STREAM, 0, 1, struct.pack(">I", ErrorCode.FLOW_CONTROL_ERROR)) in out and peer.handlers[1].reset
+
+
+def goaway_of(out: list[tuple[int, int, int, bytes]]) -> tuple[int, bytes] | None:
+    """The error code and debug data of the GOAWAY among `out`, if any."""
+    for kind, _, _, payload in out:
+        if kind == GOAWAY:
+            return struct.unpack(">II", payload[:8])[1], payload[8:]
+    return None
+
+
+def test_streams_opened_and_reset_past_the_bound_close_the_connection():
+    """HTTP/2 "rapid reset" (CVE-2023-44487): each stream starts a call and is cancelled at
+    once, so MAX_CONCURRENT_STREAMS never fills; past `max_resets`, GOAWAY ENHANCE_YOUR_CALM."""
+    peer = Peer(Http2Limits(max_resets=3, reset_window_s=60.0))
+    for stream_id in (1, 3, 5):
+        out = peer.feed(peer.headers(stream_id) + frame(RST_STREAM, 0, stream_id, struct.pack(">I", ErrorCode.CANCEL)))
+        assert goaway_of(out) is None and not peer.state.closed
+    out = peer.feed(peer.headers(7) + frame(RST_STREAM, 0, 7, struct.pack(">I", ErrorCode.CANCEL)))
+    assert goaway_of(out) == (ErrorCode.ENHANCE_YOUR_CALM, b"too_many_resets") and peer.state.closed
+    assert all(handler.reset for handler in peer.handlers.values())  # every call was told
+
+
+def test_streams_the_peer_makes_the_server_reset_count_too():
+    """The variant where the peer breaks a rule on its streams so that the server resets them
+    (CVE-2025-8671, "MadeYouReset"): a WINDOW_UPDATE of 0 on an open stream here."""
+    peer = Peer(Http2Limits(max_resets=2, reset_window_s=60.0))
+    outs = []
+    for stream_id in (1, 3, 5):
+        outs.append(peer.feed(peer.headers(stream_id) + frame(WINDOW_UPDATE, 0, stream_id, struct.pack(">I", 0))))
+    assert [goaway_of(out) for out in outs[:2]] == [None, None]
+    assert goaway_of(outs[2]) == (ErrorCode.ENHANCE_YOUR_CALM, b"too_many_resets") and peer.state.closed
+
+
+def test_resets_of_answered_streams_and_resets_spread_in_time_are_allowed():
+    peer = Peer(Http2Limits(max_resets=2, reset_window_s=0.05))
+
+    def answer(stream) -> None:
+        stream.respond(b"\x88", b"", b"\x88")
+
+    for stream_id in range(1, 20, 2):  # answered at once: the reset finds no call to stop
+        peer.feed(peer.headers(stream_id, flags=END_HEADERS | END_STREAM), on_request=answer)
+        peer.feed(frame(RST_STREAM, 0, stream_id, struct.pack(">I", ErrorCode.CANCEL)))
+    assert not peer.state.closed
+    for stream_id in range(21, 33, 2):  # two per window
+        peer.feed(peer.headers(stream_id) + frame(RST_STREAM, 0, stream_id, struct.pack(">I", ErrorCode.CANCEL)))
+        if stream_id % 4 == 3:
+            time.sleep(0.1)
+    assert not peer.state.closed
+    assert goaway_of(peer.feed(peer.headers(33) + frame(RST_STREAM, 0, 33, b"\x00\x00\x00\x08"))) is None
+
+
+def test_no_bound_when_max_resets_is_zero():
+    peer = Peer(Http2Limits(max_resets=0))
+    for stream_id in range(1, 1001, 2):
+        peer.feed(peer.headers(stream_id) + frame(RST_STREAM, 0, stream_id, struct.pack(">I", ErrorCode.CANCEL)))
+    assert not peer.state.closed

@@ -39,3 +39,13 @@ def test_every_module_imports_with_naiad_unimportable():
     script += "assert not any(n == 'naiad' or n.startswith('naiad.') for n in sys.modules if sys.modules[n])\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_no_http2_library_is_needed_at_run_time():
+    """HPACK's tables are naiad_wire's own (static_table.py, huffman.py): nothing imports the
+    `hpack`, `h2` or `hyperframe` packages, whose tables are outside their public API (the
+    tests use them, as implementations to check against)."""
+    script = "import sys\nfor name in ('hpack', 'h2', 'hyperframe'): sys.modules[name] = None\n"
+    script += "".join(f"import {m}\n" for m in MODULES)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -174,6 +174,12 @@ class GrpcOptions:
         "streams (calls) open at once on one connection; more are refused",
         metavar="N",
     )
+    max_stream_resets: int = option(
+        200,
+        "--grpc-max-stream-resets",
+        "calls a client may cancel (or break) on one connection in 30 s; one more closes it; 0: no limit",
+        metavar="N",
+    )
     handshake_timeout_ms: int = option(
         10_000,
         "--grpc-handshake-timeout",

@@ -3,8 +3,9 @@ clients send again and again, and a stateless encoder for the few headers a serv
 
 Why not `hpack.Decoder`: it takes ~25 us for a block of eight indexed fields, a good part of a
 small request's server time. This decoder keeps the same table semantics with a tight loop
-over the block and memoised Huffman strings (2.6 us for the same block). It borrows the `hpack` package's
-static table and Huffman decoder (data from the RFC), not its decoding loop.
+over the block and memoised Huffman strings (2.6 us for the same block). The static table
+and the Huffman code are the RFC's data, written out in `static_table.py` and `huffman.py`:
+nothing is borrowed from the `hpack` package, whose tables are outside its public API.
 
 The Huffman memo is one per process, not per connection: the first block of a new
 connection is all literals (h2load's first request: five Huffman strings, ~45 us of pure
@@ -20,14 +21,12 @@ from __future__ import annotations
 
 from collections import deque
 
-from hpack.huffman_table import decode_huffman
-from hpack.table import HeaderTable
+from .huffman import HuffmanError, decode_huffman
+from .static_table import STATIC_TABLE
 
 __all__ = ["HeaderDecoder", "HeaderCompressionError", "encode_headers", "TABLE_SIZE_ZERO"]
 
-_STATIC: list[tuple[str, str]] = [("", "")] + [
-    (name.decode("ascii"), value.decode("ascii")) for name, value in HeaderTable.STATIC_TABLE
-]
+_STATIC: list[tuple[str, str]] = [("", ""), *STATIC_TABLE]  # index 0 is no field
 _STATIC_COUNT = len(_STATIC) - 1  # 61
 _STATIC_NAME_INDEX: dict[str, int] = {}
 for _index, (_name, _value) in enumerate(_STATIC):
@@ -158,7 +157,7 @@ class HeaderDecoder:
         if text is None:
             try:
                 text = decode_huffman(raw).decode("utf-8", "replace")
-            except Exception as exc:  # hpack raises its own error type for bad padding
+            except HuffmanError as exc:
                 raise HeaderCompressionError(f"bad Huffman string: {exc}") from None
             if memo:
                 if len(_huffman) >= _HUFFMAN_ENTRIES:

@@ -724,8 +724,13 @@ class Http1Server:
         body_min_rate: int = BODY_MIN_RATE,
         write_timeout_s: float = WRITE_TIMEOUT_S,
         max_buffered: int = MAX_BUFFERED,
+        balance: bool = True,
     ) -> None:
         self.app = app
+        # Whether connections may move to another process serving the port (balance.py): not
+        # for a port only this process serves (the metrics port), whose connections another
+        # process would answer with its own app.
+        self.balance = balance
         self.direct = direct
         self.error_app = error_app
         self.max_input_size = max_input_size
@@ -803,9 +808,12 @@ class Http1Server:
 
     async def start(self, sock: Any) -> None:
         loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(
-            balanced(b"h", lambda: Http1Connection(self)), sock=sock, backlog=2048
-        )
+
+        def connection() -> asyncio.BaseProtocol:
+            return Http1Connection(self)
+
+        factory = balanced(b"h", connection) if self.balance else connection
+        self._listener = await loop.create_server(factory, sock=sock, backlog=2048)
         self._sweeper = loop.call_later(self._sweep_s, self._sweep)
 
     def _sweep(self) -> None:

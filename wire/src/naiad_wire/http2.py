@@ -14,10 +14,11 @@ frame is parsed: the caller handles each as it comes, so a handler's answer (or 
 not do: server push, and priorities (PRIORITY is parsed and ignored, as RFC 9113 allows).
 
 What a peer may cost is bounded here (`Http2Limits`): open streams (MAX_CONCURRENT_STREAMS,
-then REFUSED_STREAM), pings (gRPC's policy), what waits to be sent (reading pauses while the
-peer does not read), what waits to be read (receive windows; a stream may reopen its window
-only as its reader takes the data, `Stream.acknowledge`), header blocks, and time (preface
-and SETTINGS, idle connections). Request headers are checked as RFC 9113 8.2/8.3 require
+then REFUSED_STREAM), streams ended while their call runs (the "rapid reset" attack), pings
+(gRPC's policy), what waits to be sent (reading pauses while the peer does not read), what
+waits to be read (receive windows; a stream may reopen its window only as its reader takes
+the data, `Stream.acknowledge`), header blocks, and time (preface and SETTINGS, idle
+connections). Request headers are checked as RFC 9113 8.2/8.3 require
 (request_headers.py) before a stream is handed on.
 """
 
@@ -116,6 +117,15 @@ class Http2Limits:
     # no open stream stays open (GOAWAY, then close). None: no limit.
     handshake_timeout_s: float | None = 10.0
     idle_timeout_s: float | None = None
+    # Streams that end while their handler runs, by the peer's RST_STREAM or by a stream error
+    # the peer provoked, at most this many per `reset_window_s` (0: no limit); one more gets
+    # GOAWAY ENHANCE_YOUR_CALM "too_many_resets" and the connection closes. Opening a stream
+    # and resetting it at once costs the peer two frames and the server a call's start, and
+    # never counts against MAX_CONCURRENT_STREAMS: the "rapid reset" attack (CVE-2023-44487)
+    # and its variant where the server is made to reset (CVE-2025-8671). Netty's defaults (200
+    # in 30 s): a client cancelling its calls one by one at a human pace never meets them.
+    max_resets: int = 200
+    reset_window_s: float = 30.0
 
 
 class StreamEvents(Protocol):
@@ -358,6 +368,8 @@ class Http2State:
         self._pings_without_data = 0
         self._ping_strikes = 0
         self._next_ping_allowed = 0.0
+        self._resets = 0  # streams reset while open since `_resets_since`
+        self._resets_since = 0.0
 
     # -- the caller's side -------------------------------------------------------------------
 
@@ -590,8 +602,12 @@ class Http2State:
         end = bool(flags & END_STREAM)
         stream = self._streams.get(stream_id)
         if stream is not None:  # trailers: gRPC clients send none, but they end the body
-            if stream.remote_closed or not end:
-                raise _ConnectionError(ErrorCode.PROTOCOL_ERROR, f"second HEADERS on stream {stream_id}")
+            if stream.remote_closed:  # half-closed (remote): RFC 9113 5.1
+                self._stream_error(stream_id, ErrorCode.STREAM_CLOSED)
+                return
+            if not end:  # trailers end the stream, or the request is malformed (RFC 9113 8.1)
+                self._stream_error(stream_id, ErrorCode.PROTOCOL_ERROR)
+                return
             try:
                 check_trailers(headers)
             except MalformedRequest as malformed:  # not `exc` again: mypyc types a name once per function
@@ -733,6 +749,7 @@ class Http2State:
         stream._wake()
         if events is not None:
             self._events.append(StreamReset(events))
+            self._count_reset()
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -814,8 +831,28 @@ class Http2State:
             stream.reset(code)
             if events is not None:
                 self._events.append(StreamReset(events))
+                self._count_reset()
         else:
             self._write(frame(RST_STREAM, 0, stream_id, _U32.pack(code)))
+
+    def _count_reset(self) -> None:
+        """A stream ended while its handler ran: past `max_resets` in the window, GOAWAY."""
+        limits = self.limits
+        if not limits.max_resets:
+            return
+        now = time.monotonic()
+        if now - self._resets_since > limits.reset_window_s:
+            self._resets_since = now
+            self._resets = 0
+        self._resets += 1
+        if self._resets > limits.max_resets:
+            log.warning(
+                "closing an HTTP/2 connection that reset more than %d streams within %g s",
+                limits.max_resets,
+                limits.reset_window_s,
+            )
+            self._goaway(ErrorCode.ENHANCE_YOUR_CALM, b"too_many_resets")
+            self._close()
 
     # -- connection lifetime -----------------------------------------------------------------
 

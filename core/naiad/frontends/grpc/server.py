@@ -45,6 +45,8 @@ def http2_limits(options: GrpcOptions) -> Http2Limits:
 
     if options.max_concurrent_streams < 1:
         raise ValueError(f"--grpc-max-concurrent-streams must be at least 1, got {options.max_concurrent_streams}")
+    if options.max_stream_resets < 0:
+        raise ValueError(f"--grpc-max-stream-resets must not be negative, got {options.max_stream_resets}")
     for flag, value in (
         ("--grpc-handshake-timeout", options.handshake_timeout_ms),
         ("--grpc-max-connection-idle", options.max_connection_idle_ms),
@@ -62,6 +64,7 @@ def http2_limits(options: GrpcOptions) -> Http2Limits:
         max_connection_age_s=seconds(options.max_connection_age_ms),
         max_connection_age_grace_s=seconds(options.max_connection_age_grace_ms),
         max_concurrent_streams=options.max_concurrent_streams,
+        max_resets=options.max_stream_resets,
         handshake_timeout_s=seconds(options.handshake_timeout_ms),
         idle_timeout_s=seconds(options.max_connection_idle_ms),
     )

@@ -55,7 +55,11 @@ async def serve_naiad(
 
 
 async def serve_uvicorn(app: ASGIApp, sock: socket.socket, started: asyncio.Event, keep_alive_s: float) -> None:
-    import uvicorn
+    try:
+        import uvicorn
+    except ImportError:
+        sock.close()
+        raise RuntimeError("--http-server uvicorn needs uvicorn: pip install 'naiad[uvicorn]'") from None
 
     class _EmbeddedServer(uvicorn.Server):
         # `naiad serve` handles SIGINT/SIGTERM itself and cancels the frontends.

@@ -2,7 +2,8 @@
 
 Per-model counters are read from the server's statistics at scrape time; CPU and GPU
 gauges are sampled every `--metrics-interval-ms` in a worker thread. The endpoint is a
-bare ASGI app on uvicorn, in the server's event loop.
+bare ASGI app on naiad's own HTTP/1.1 server (`naiad_wire.http1`), in the server's event
+loop: serving metrics needs no other HTTP server installed.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from naiad_wire.http1 import ASGIApp, Http1Server, Scope
 from naiad_wire.listen import listen
 
 from ..options import HttpOptions, MetricsOptions
@@ -26,6 +27,11 @@ if TYPE_CHECKING:
 __all__ = ["run", "MetricsEndpoint"]
 
 log = logging.getLogger("naiad.metrics")
+
+# A scrape is a GET: a body is never read, so a small bound is all it needs.
+_MAX_BODY = 64 << 10
+# Time the scrapes being answered get to finish when the server stops.
+_GRACE_S = 1.0
 
 
 class MetricsEndpoint:
@@ -82,43 +88,45 @@ async def _respond(send: Any, status: int, body: bytes, content_type: str, head:
     await send({"type": "http.response.body", "body": b"" if head else body})
 
 
+def _error_answer(exc: Exception, scope: Scope) -> ASGIApp:
+    """A scrape that failed: 500, its cause in the log, not in the answer."""
+    log.error("unexpected error answering %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
+
+    async def answer(scope: Scope, receive: Any, send: Any) -> None:
+        await _respond(send, 500, b"internal error while reading the metrics\n", "text/plain; charset=utf-8")
+
+    return answer
+
+
 async def run(server: Server, options: MetricsOptions, started: asyncio.Event) -> None:
     """Serve `/metrics` until cancelled (the frontend contract of `naiad serve`)."""
-    import uvicorn
-
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            # `naiad serve` owns SIGINT/SIGTERM and stops frontends by cancelling them.
-            yield
-
     # No address of its own: the HTTP frontend's (`naiad serve` passes --http-address).
-    host = options.address or HttpOptions().address
+    http = HttpOptions()
+    host = options.address or http.address
     sock = listen(host, options.port, backlog=128, name="metrics:")
     endpoint = MetricsEndpoint(server)
     endpoint.gauges.start_gpu()
     interval = server.metrics_settings.interval_ms / 1000.0
     sampler = asyncio.create_task(endpoint.gauges.run(interval), name="naiad-metrics-sampler")
-    # uvicorn's own info lines ("Started server process") would speak for naiad under its name.
-    config = uvicorn.Config(
-        endpoint, log_config=None, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+    # Only this process serves the metrics port (under --workers, the model home): its
+    # connections never move to another process, which would answer with its KServe app.
+    web = Http1Server(
+        endpoint,
+        _MAX_BODY,
+        http.keepalive_timeout_s,
+        http.header_read_timeout_s,
+        error_app=_error_answer,
+        balance=False,
     )
-    web = _Server(config)
-    serving = asyncio.create_task(web.serve(sockets=[sock]), name="naiad-metrics-uvicorn")
     try:
-        while not web.started:
-            if serving.done():
-                serving.result()
-                raise RuntimeError("metrics server stopped during start-up")
-            await asyncio.sleep(0.01)
+        await web.start(sock)
         log.info("Started Metrics Service at %s:%d", host, sock.getsockname()[1])
         started.set()
-        await asyncio.shield(serving)
+        await asyncio.Event().wait()
     finally:
-        web.should_exit = True
         sampler.cancel()
         with contextlib.suppress(BaseException):
-            await asyncio.wait_for(serving, timeout=5)
+            await web.stop(_GRACE_S)
         with contextlib.suppress(BaseException):
             await sampler
         endpoint.gauges.stop()
