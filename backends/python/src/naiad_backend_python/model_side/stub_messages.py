@@ -313,7 +313,7 @@ StubMessage = (
     | Finalized
 )
 
-_CLASS_OF_OP: dict[int, Any] = {
+_CLASS_OF_OP: dict[Op, Any] = {
     Op.INIT: Init,
     Op.READY: Ready,
     Op.INIT_ERROR: InitError,
@@ -335,7 +335,8 @@ _CLASS_OF_OP: dict[int, Any] = {
     Op.FINALIZE: Finalize,
     Op.FINALIZED: Finalized,
 }
-# Plain ints: an Op member would pickle as a reference to its class, which the reader refuses.
+# Plain ints on the wire: an Op member would pickle as a reference to its class, which the
+# reader refuses.
 _OP_OF_CLASS: dict[type, int] = {cls: int(op) for op, cls in _CLASS_OF_OP.items()}
 
 
@@ -344,54 +345,90 @@ class MalformedMessage(ValueError):
     peer it should be): the reader drops the connection."""
 
 
-# -- the wire form of the messages that hold records or tensors ----------------------------
-# Each writer returns the whole wire tuple, `mark` (the ring's, when the message placed
-# tensors) last; each reader takes the fields after `op` and checks their count by unpacking.
+# -- the wire form ---------------------------------------------------------------------------
+# A writer returns a message's whole wire tuple, `mark` (the ring's, when the message placed
+# tensors) last; the records inside become plain tuples. A reader takes the whole wire tuple
+# and checks every count. Readers build the classes with `tuple.__new__`, and neither side
+# goes through more calls than it must: execute and result are on every request's path
+# (their typed form costs about as much as the dicts before them saved, measured in
+# docs/backends/python.md).
+
+_new = tuple.__new__
+_REQUEST_FIELDS = len(RequestItem._fields)
+_RESPONSE_FIELDS = len(ResponseItem._fields)
 
 
-def _plain(item: ResponseItem | None) -> tuple[Any, ...] | None:
-    return None if item is None else tuple(item)
+def _count_error(name: str, got: int, count: int) -> ValueError:
+    return ValueError(f"{name} has {got} fields, not {count}")
+
+
+def _plain_writer(cls: type) -> Callable[[Any, int | None], tuple[Any, ...]]:
+    op = _OP_OF_CLASS[cls]
+    return lambda message, mark: (op, *message)
+
+
+def _plain_reader(cls: Any) -> Callable[[tuple[Any, ...]], Any]:
+    count = len(cls._fields)
+
+    def read(wire: tuple[Any, ...]) -> Any:
+        if len(wire) != count + 1:
+            raise _count_error(cls.__name__, len(wire) - 1, count)
+        return _new(cls, wire[1:])
+
+    return read
 
 
 def _response(data: Any) -> ResponseItem | None:
-    return None if data is None else ResponseItem._make(data)
+    if data is None:
+        return None
+    if len(data) != _RESPONSE_FIELDS:
+        raise _count_error("ResponseItem", len(data), _RESPONSE_FIELDS)
+    return _new(ResponseItem, data)  # type: ignore[no-any-return]
 
 
 def _write_execute(m: Execute, mark: int | None) -> tuple[Any, ...]:
-    return (_EXECUTE, m.call_id, m.model, [tuple(r) for r in m.requests], mark)
+    return (_EXECUTE, m.call_id, m.model, list(map(tuple, m.requests)), mark)
 
 
-def _read_execute(fields: tuple[Any, ...]) -> Execute:
-    call_id, model, requests, mark = fields
-    return Execute(call_id, model, [RequestItem._make(r) for r in requests], mark)
+def _read_execute(wire: tuple[Any, ...]) -> Execute:
+    _, call_id, model, requests, mark = wire
+    items = [_new(RequestItem, r) for r in requests]
+    for item in items:
+        if len(item) != _REQUEST_FIELDS:
+            raise _count_error("RequestItem", len(item), _REQUEST_FIELDS)
+    return _new(Execute, (call_id, model, items, mark))  # type: ignore[no-any-return]
 
 
 def _write_result(m: Result, mark: int | None) -> tuple[Any, ...]:
-    responses = None if m.responses is None else [_plain(r) for r in m.responses]
+    responses = m.responses
+    if responses is not None:
+        responses = [None if r is None else tuple(r) for r in responses]  # type: ignore[misc]
     return (_RESULT, m.call_id, responses, m.rescheduled, m.error, mark)
 
 
-def _read_result(fields: tuple[Any, ...]) -> Result:
-    call_id, responses, rescheduled, error, mark = fields
-    return Result(call_id, None if responses is None else [_response(r) for r in responses], rescheduled, error, mark)
+def _read_result(wire: tuple[Any, ...]) -> Result:
+    _, call_id, responses, rescheduled, error, mark = wire
+    if responses is not None:
+        responses = [None if r is None else _response(r) for r in responses]
+    return _new(Result, (call_id, responses, rescheduled, error, mark))  # type: ignore[no-any-return]
 
 
 def _write_respond(m: Respond, mark: int | None) -> tuple[Any, ...]:
-    return (_RESPOND, m.key, m.final, _plain(m.response), mark)
+    return (_RESPOND, m.key, m.final, None if m.response is None else tuple(m.response), mark)
 
 
-def _read_respond(fields: tuple[Any, ...]) -> Respond:
-    key, final, response, mark = fields
-    return Respond(key, final, _response(response), mark)
+def _read_respond(wire: tuple[Any, ...]) -> Respond:
+    _, key, final, response, mark = wire
+    return _new(Respond, (key, final, _response(response), mark))  # type: ignore[no-any-return]
 
 
 def _write_bls_response(m: BlsResponse, mark: int | None) -> tuple[Any, ...]:
-    return (_BLS_RESPONSE, m.qid, m.final, _plain(m.response), mark)
+    return (_BLS_RESPONSE, m.qid, m.final, None if m.response is None else tuple(m.response), mark)
 
 
-def _read_bls_response(fields: tuple[Any, ...]) -> BlsResponse:
-    qid, final, response, mark = fields
-    return BlsResponse(qid, final, _response(response), mark)
+def _read_bls_response(wire: tuple[Any, ...]) -> BlsResponse:
+    _, qid, final, response, mark = wire
+    return _new(BlsResponse, (qid, final, _response(response), mark))  # type: ignore[no-any-return]
 
 
 def _write_bls(m: Bls, mark: int | None) -> tuple[Any, ...]:
@@ -402,26 +439,25 @@ _EXECUTE, _RESULT, _RESPOND, _BLS_RESPONSE, _BLS = (
     int(op) for op in (Op.EXECUTE, Op.RESULT, Op.RESPOND, Op.BLS_RESPONSE, Op.BLS)
 )
 _WRITERS: dict[type, Callable[[Any, int | None], tuple[Any, ...]]] = {
+    **{cls: _plain_writer(cls) for cls in _OP_OF_CLASS},
     Execute: _write_execute,
     Result: _write_result,
     Respond: _write_respond,
     BlsResponse: _write_bls_response,
     Bls: _write_bls,
 }
-_READERS: dict[type, Callable[[tuple[Any, ...]], Any]] = {
-    Execute: _read_execute,
-    Result: _read_result,
-    Respond: _read_respond,
-    BlsResponse: _read_bls_response,
+_READERS: dict[int, Callable[[tuple[Any, ...]], Any]] = {
+    **{int(op): _plain_reader(cls) for op, cls in _CLASS_OF_OP.items()},
+    _EXECUTE: _read_execute,
+    _RESULT: _read_result,
+    _RESPOND: _read_respond,
+    _BLS_RESPONSE: _read_bls_response,
 }
 
 
 def pack(message: StubMessage) -> bytes:
     """The frame of a message that placed no tensors in a ring."""
-    write = _WRITERS.get(type(message))
-    if write is None:
-        return pack_frame((_OP_OF_CLASS[type(message)], *message))
-    return pack_frame(write(message, getattr(message, "mark", None)))
+    return pack_frame(_WRITERS[type(message)](message, getattr(message, "mark", None)))
 
 
 def pack_placing(build: Callable[[RingWriter], StubMessage], ring: RingWriter) -> bytes:
@@ -436,9 +472,7 @@ def unpack(body: bytes) -> StubMessage:
     """The message of a frame's body; MalformedMessage when it is none of this module's."""
     wire = unpack_message(body)
     try:
-        cls = _CLASS_OF_OP[wire[0]]
-        read = _READERS.get(cls)
-        message: StubMessage = cls._make(wire[1:]) if read is None else read(wire[1:])
+        message: StubMessage = _READERS[wire[0]](wire)
     except (TypeError, ValueError, KeyError, IndexError) as exc:
         op = wire[0] if isinstance(wire, tuple) and wire else None
         raise MalformedMessage(f"not a stub message (operation {op!r}): {type(exc).__name__}: {exc}") from None
