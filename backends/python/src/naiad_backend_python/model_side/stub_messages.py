@@ -383,11 +383,15 @@ def _response(data: Any) -> ResponseItem | None:
         return None
     if len(data) != _RESPONSE_FIELDS:
         raise _count_error("ResponseItem", len(data), _RESPONSE_FIELDS)
-    return _new(ResponseItem, data)  # type: ignore[no-any-return]
+    return _new(ResponseItem, data)
+
+
+# `record[:]` is a record's plain tuple (a slice of a tuple subclass is a tuple), the
+# cheapest conversion there is.
 
 
 def _write_execute(m: Execute, mark: int | None) -> tuple[Any, ...]:
-    return (_EXECUTE, m.call_id, m.model, list(map(tuple, m.requests)), mark)
+    return (_EXECUTE, m.call_id, m.model, [r[:] for r in m.requests], mark)
 
 
 def _read_execute(wire: tuple[Any, ...]) -> Execute:
@@ -396,39 +400,41 @@ def _read_execute(wire: tuple[Any, ...]) -> Execute:
     for item in items:
         if len(item) != _REQUEST_FIELDS:
             raise _count_error("RequestItem", len(item), _REQUEST_FIELDS)
-    return _new(Execute, (call_id, model, items, mark))  # type: ignore[no-any-return]
+    return _new(Execute, (call_id, model, items, mark))
 
 
 def _write_result(m: Result, mark: int | None) -> tuple[Any, ...]:
     responses = m.responses
-    if responses is not None:
-        responses = [None if r is None else tuple(r) for r in responses]  # type: ignore[misc]
-    return (_RESULT, m.call_id, responses, m.rescheduled, m.error, mark)
+    plain = None if responses is None else [None if r is None else r[:] for r in responses]
+    return (_RESULT, m.call_id, plain, m.rescheduled, m.error, mark)
 
 
 def _read_result(wire: tuple[Any, ...]) -> Result:
     _, call_id, responses, rescheduled, error, mark = wire
     if responses is not None:
-        responses = [None if r is None else _response(r) for r in responses]
-    return _new(Result, (call_id, responses, rescheduled, error, mark))  # type: ignore[no-any-return]
+        responses = [None if r is None else _new(ResponseItem, r) for r in responses]
+        for item in responses:
+            if item is not None and len(item) != _RESPONSE_FIELDS:
+                raise _count_error("ResponseItem", len(item), _RESPONSE_FIELDS)
+    return _new(Result, (call_id, responses, rescheduled, error, mark))
 
 
 def _write_respond(m: Respond, mark: int | None) -> tuple[Any, ...]:
-    return (_RESPOND, m.key, m.final, None if m.response is None else tuple(m.response), mark)
+    return (_RESPOND, m.key, m.final, None if m.response is None else m.response[:], mark)
 
 
 def _read_respond(wire: tuple[Any, ...]) -> Respond:
     _, key, final, response, mark = wire
-    return _new(Respond, (key, final, _response(response), mark))  # type: ignore[no-any-return]
+    return _new(Respond, (key, final, _response(response), mark))
 
 
 def _write_bls_response(m: BlsResponse, mark: int | None) -> tuple[Any, ...]:
-    return (_BLS_RESPONSE, m.qid, m.final, None if m.response is None else tuple(m.response), mark)
+    return (_BLS_RESPONSE, m.qid, m.final, None if m.response is None else m.response[:], mark)
 
 
 def _read_bls_response(wire: tuple[Any, ...]) -> BlsResponse:
     _, qid, final, response, mark = wire
-    return _new(BlsResponse, (qid, final, _response(response), mark))  # type: ignore[no-any-return]
+    return _new(BlsResponse, (qid, final, _response(response), mark))
 
 
 def _write_bls(m: Bls, mark: int | None) -> tuple[Any, ...]:
