@@ -4,10 +4,13 @@ Both sides import this module; the server's `StubConnection` and the stub's `Cha
 frame them with naiad_wire.interprocess (a length, then a pickle the reader's unpickler
 refuses classes in). A message travels as a plain tuple, ``(op, *fields)``, `op` a number
 of `Op`: a class would have to be named in the pickle and the reader refuses names, and a
-tuple pickles and reads faster than a dict keyed by strings (execute and result are on
-every request's path; measured in docs/backends/python.md). Each class is a NamedTuple,
-that tuple with names and types. The records a message holds (`RequestItem`,
-`ResponseItem`) travel as plain tuples inside it; `pack` and `unpack` convert them.
+tuple pickles smaller and reads faster than a dict keyed by strings. Each class is a
+NamedTuple, that tuple with names and types, so most messages need no code of their own to
+travel (a slotted dataclass costs as much to build and read, measured, and its fields would
+be copied out for each). Execute and result are on every request's path: what their types
+cost beside dicts is in docs/history/performance.md (backends/python/bench/message_cost.py).
+The records a message holds (`RequestItem`, `ResponseItem`) travel as plain tuples inside
+it; `pack` and `unpack` convert them.
 
 Tensors travel as naiad_wire descriptors (`encode_array`): small ones inside the message,
 larger ones in the sender's shared-memory ring. A message that may place tensors has a
@@ -348,10 +351,8 @@ class MalformedMessage(ValueError):
 # -- the wire form ---------------------------------------------------------------------------
 # A writer returns a message's whole wire tuple, `mark` (the ring's, when the message placed
 # tensors) last; the records inside become plain tuples. A reader takes the whole wire tuple
-# and checks every count. Readers build the classes with `tuple.__new__`, and neither side
-# goes through more calls than it must: execute and result are on every request's path
-# (their typed form costs about as much as the dicts before them saved, measured in
-# docs/backends/python.md).
+# and checks every count. Readers build the classes with `tuple.__new__` (a fraction of a
+# call to the class), and neither side goes through more calls than it must.
 
 _new = tuple.__new__
 _REQUEST_FIELDS = len(RequestItem._fields)
