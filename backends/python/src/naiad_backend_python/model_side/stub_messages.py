@@ -58,7 +58,6 @@ __all__ = [
     "MetricNew",
     "MetricUpdate",
     "MetricValue",
-    "METRIC_MESSAGES",
     "Finalize",
     "Finalized",
     "StubMessage",
@@ -290,8 +289,6 @@ class MetricValue(NamedTuple):
 class Finalized(NamedTuple):
     """`finalize` has run; the process exits next."""
 
-
-METRIC_MESSAGES = (MetricFamilyNew, MetricFamilyDelete, MetricNew, MetricUpdate, MetricValue)
 
 StubMessage = (
     Init
