@@ -1,8 +1,8 @@
 """The framed messages between two processes of one server, their tensors in shared-memory
 rings (a front door and the model home; the model home and a Python model's process).
 
-A message is a 4-byte little-endian length and a pickled dict of plain values (str, int,
-float, bool, None, bytes, bytearray, lists, tuples, dicts); the unpickler refuses anything
+A message is a 4-byte little-endian length and a pickle of plain values (str, int, float,
+bool, None, bytes, bytearray, lists, tuples, dicts; a dict or a tuple at the top); the unpickler refuses anything
 that would import code, so a message can never run code on the reader's side. A tensor
 travels as ``(name, datatype, shape, location)``. A small one carries its bytes in the
 message itself (``("i", bytes)``): for a few hundred bytes, a ring's bookkeeping on both
@@ -65,7 +65,7 @@ class _PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"control messages carry plain values only, not {module}.{name}")
 
 
-def pack_frame(message: dict[str, Any]) -> bytes:
+def pack_frame(message: object) -> bytes:
     body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return FRAME_HEADER.pack(len(body)) + body
 
@@ -81,9 +81,10 @@ def pack_placing(build: Callable[[RingWriter], dict[str, Any]], ring: RingWriter
     return pack_frame(message)
 
 
-def unpack_message(body: bytes) -> dict[str, Any]:
-    message: dict[str, Any] = _PlainUnpickler(io.BytesIO(body)).load()
-    return message
+def unpack_message(body: bytes) -> Any:
+    """The plain values of a frame's body: whatever the writer packed (a dict, or a tuple
+    whose first item names its kind, as the Python backend's stub messages are)."""
+    return _PlainUnpickler(io.BytesIO(body)).load()
 
 
 class FrameReader:

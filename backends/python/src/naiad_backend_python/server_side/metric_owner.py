@@ -3,27 +3,21 @@
 It maps the handles the model side uses to families and series of the core registry
 (`server.custom_metrics`), holding each through `acquire_*` so instances that create the
 same family and labels share one series, and `release_all` (at unload, or when a model
-process ends) takes away what this instance created. `serve` answers the stub's metric
-messages, for process mode; the in-process bridge calls the methods directly.
+process ends) takes away what this instance created. The in-process bridge calls its
+methods directly; in process mode the stub's metric messages do (stub_connection.py).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from naiad.backend import NaiadError
 
 if TYPE_CHECKING:
     from naiad.backend.helpers import CustomMetric, CustomMetricFamily, CustomMetricRegistry
 
-__all__ = ["MetricOwner", "METRIC_OPS"]
-
-log = logging.getLogger("naiad.backends.python")
-
-# The stub's metric messages; those with a "qid" get a "metric_reply".
-METRIC_OPS = frozenset({"metric_family_new", "metric_family_delete", "metric_new", "metric_update", "metric_value"})
+__all__ = ["MetricOwner"]
 
 
 class MetricOwner:
@@ -93,29 +87,3 @@ class MetricOwner:
             handles = list(self._families)
         for handle in handles:
             self.family_delete(handle)
-
-    # -- process mode ----------------------------------------------------------------------
-
-    def serve(self, message: dict[str, Any]) -> dict[str, Any] | None:
-        """Apply one of the stub's metric messages; the reply to send, if it wants one."""
-        op = message["op"]
-        result: float | None = None
-        try:
-            if op == "metric_family_new":
-                self.family_new(message["handle"], message["name"], message["description"], message["kind"])
-            elif op == "metric_family_delete":
-                self.family_delete(message["handle"])
-            elif op == "metric_new":
-                self.metric_new(message["handle"], message["family"], message["labels"], message.get("buckets"))
-            elif op == "metric_update":
-                self.update(message["handle"], message["operation"], message["value"])
-            elif op == "metric_value":
-                result = self.value(message["handle"])
-        except NaiadError as exc:
-            if "qid" not in message:
-                log.warning("%s: custom metric %s failed: %s", self.label, op, exc.message)
-                return None
-            return {"op": "metric_reply", "qid": message["qid"], "error": exc.message}
-        if "qid" not in message:
-            return None
-        return {"op": "metric_reply", "qid": message["qid"], "error": None, "value": result}

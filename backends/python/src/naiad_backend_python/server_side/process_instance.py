@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from naiad.backend import (
     InferenceRequest as CoreRequest,
@@ -26,10 +26,12 @@ from naiad.backend import (
     NaiadError,
 )
 from naiad_wire.interprocess.messages import encode_array, plain_parameters
+from naiad_wire.interprocess.shm_ring import RingWriter
 
 from ..model_side.model_host import batch_failure_message
+from ..model_side.stub_messages import Execute, RequestItem
 from .conversions import core_error, requested_output_names, sequence_flags
-from .stub_connection import StubConnection, StubLaunch
+from .stub_connection import ExecuteOutcome, StubConnection, StubLaunch
 
 if TYPE_CHECKING:
     from .backend import PythonModel
@@ -119,7 +121,7 @@ class ProcessInstance(ModelInstance):
         connection = await self._live_connection()
         loop = asyncio.get_running_loop()
         call_id = connection.new_id()
-        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        future: asyncio.Future[ExecuteOutcome] = loop.create_future()
         keys = [connection.new_id() for _ in requests]
         decoupled = self._launch.decoupled
         for key, request in zip(keys, requests):
@@ -127,15 +129,12 @@ class ProcessInstance(ModelInstance):
             if decoupled:
                 connection.decoupled_keys.add(key)
 
-        def build(ring: Any) -> dict[str, Any]:
-            # Each request as a tuple (the stub's _build_requests reads it in this order):
-            # a tuple pickles and reads faster than a dict, and a batch holds many.
-            return {
-                "op": "execute",
-                "id": call_id,
-                "model": self._model,
-                "requests": [
-                    (
+        def build(ring: RingWriter) -> Execute:
+            return Execute(
+                call_id,
+                self._model,
+                [
+                    RequestItem(
                         key,
                         request.id,
                         request.correlation_id,
@@ -147,14 +146,14 @@ class ProcessInstance(ModelInstance):
                     )
                     for key, request in zip(keys, requests)
                 ],
-            }
+            )
 
         connection.calls[call_id] = future
         try:
             connection.send_with(build)
             timeout = self._launch.settings.execute_timeout_s
             try:
-                message = await asyncio.wait_for(asyncio.shield(future), timeout) if timeout else await future
+                result, responses = await asyncio.wait_for(asyncio.shield(future), timeout) if timeout else await future
             except TimeoutError:
                 reason = (
                     f"{self.label}: execute did not finish within {timeout:g} s "
@@ -169,20 +168,22 @@ class ProcessInstance(ModelInstance):
             if not decoupled:
                 for key in keys:
                     connection.requests.pop(key, None)
-        if message.get("error") is not None:
-            code, text = message["error"]
+        if result.error is not None:
+            code, text = result.error
             if decoupled:
                 # The core ends these streams with the error; stop routing to them.
                 for key in keys:
                     connection.requests.pop(key, None)
                     connection.decoupled_keys.discard(key)
             raise core_error(code, batch_failure_message(self.label, text))
-        for index in message.get("rescheduled", ()):
+        for index in result.rescheduled:
             requests[index].reschedule = True
             # Its next execution routes its responses under a new key.
             connection.requests.pop(keys[index], None)
             connection.decoupled_keys.discard(keys[index])
-        return message.get("responses")
+        # None in the slot of a request the model rescheduled, as abi.py's contract has it
+        # (its annotation does not say so).
+        return responses  # type: ignore[return-value]
 
     # -- unload --------------------------------------------------------------------------
 

@@ -7,6 +7,11 @@ the server's event loop: a protocol decodes what the stub sends (execute results
 responses, BLS requests, cancellation queries, log lines) in `data_received` and routes it,
 so a result resumes the `execute` awaiting it with no thread hop and no task in between. When the process dies, every request still
 waiting on it gets an error at once.
+
+Every message from the stub (model_side/stub_messages.py) goes through one dispatch table,
+whichever reads it: the blocking reads of start-up and of `finalize_blocking`, before the
+connection is attached to the loop, or the protocol after. A handler that needs the loop
+(BLS, model control) answers "not available" before it is attached.
 """
 
 from __future__ import annotations
@@ -30,17 +35,41 @@ from naiad_wire.interprocess.messages import (
     FrameReader,
     decode_array,
     encode_array,
-    pack_frame,
-    pack_placing,
     plain_parameters,
-    unpack_message,
 )
 from naiad_wire.interprocess.shm_ring import RingReader, RingWriter, create_ring_fd, remove_segments_of
 
+from ..model_side.stub_messages import (
+    Bls,
+    BlsCancel,
+    BlsResponse,
+    Finalize,
+    Finalized,
+    Init,
+    InitError,
+    IsCancelled,
+    Log,
+    MalformedMessage,
+    MetricFamilyDelete,
+    MetricFamilyNew,
+    MetricNew,
+    MetricUpdate,
+    MetricValue,
+    ModelControl,
+    Ready,
+    Reply,
+    Respond,
+    ResponseItem,
+    Result,
+    StubMessage,
+    pack,
+    pack_placing,
+    unpack,
+)
 from .bls_runner import BlsCall, cancelled_response, run_bls
 from .conversions import FINAL_MARKER, core_response_from_parts
 from .forked_process import StubProcess, describe_exit
-from .metric_owner import METRIC_OPS, MetricOwner
+from .metric_owner import MetricOwner
 from .model_control import manage_model
 from .settings import ModelSettings
 from .stub_forker import StubForker
@@ -48,11 +77,14 @@ from .stub_forker import StubForker
 if TYPE_CHECKING:
     from naiad.backend import InferenceService as Server
 
-__all__ = ["StubConnection", "StubLaunch", "describe_exit"]
+__all__ = ["StubConnection", "StubLaunch", "ExecuteOutcome", "describe_exit"]
 
 log = logging.getLogger("naiad.backends.python")
 
 _LOG_LEVELS = {0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR, 3: logging.DEBUG}
+
+# What an `execute` awaits: the stub's Result, and its responses decoded into core ones.
+ExecuteOutcome = tuple[Result, list[CoreResponse | None] | None]
 
 
 @dataclass
@@ -129,8 +161,8 @@ class StubConnection:
         self._gone: asyncio.Task[None] | None = None  # runs _after_exit once the socket closes
         self._cleaned_up: asyncio.Event | None = None  # set when _after_exit has run
         self._ids = itertools.count(1)
-        # execute id -> future of the stub's "result" message
-        self.calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        # execute id -> future of the stub's Result
+        self.calls: dict[int, asyncio.Future[ExecuteOutcome]] = {}
         # request key -> core request, while the stub may still ask about it or answer it
         self.requests: dict[int, CoreRequest] = {}
         self.decoupled_keys: set[int] = set()
@@ -144,9 +176,32 @@ class StubConnection:
         # Why the process is going away, when the server decided it (timeout, unload).
         self.exit_reason: str | None = None
         self.on_exit: Callable[[StubConnection], None] | None = None
+        # What the stub said about initialize and finalize (Ready, InitError, Finalized).
+        self._ready = False
+        self._init_error: InitError | None = None
+        self._finalized_seen = False
         self._finalized: asyncio.Event | None = None  # created on the loop, in attach
         # The custom metrics this process's model created; released when the process goes.
         self.metrics = MetricOwner(launch.server.custom_metrics if launch.server is not None else None, launch.label)
+        # The one table of what each message from the stub does.
+        metrics = self.metrics
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Result: self._on_result,
+            Respond: self._on_respond,
+            IsCancelled: self._on_is_cancelled,
+            Bls: self._on_bls,
+            BlsCancel: self._on_bls_cancel,
+            ModelControl: self._on_model_control,
+            Log: self._on_log,
+            MetricFamilyNew: lambda m: self._answer(m.qid, metrics.family_new, m.handle, m.name, m.description, m.kind),
+            MetricNew: lambda m: self._answer(m.qid, metrics.metric_new, m.handle, m.family, m.labels, m.buckets),
+            MetricValue: lambda m: self._answer(m.qid, metrics.value, m.handle),
+            MetricUpdate: lambda m: self._apply(m, metrics.update, m.handle, m.operation, m.value),
+            MetricFamilyDelete: lambda m: self._apply(m, metrics.family_delete, m.handle),
+            Ready: self._on_ready,
+            InitError: self._on_init_error,
+            Finalized: self._on_finalized,
+        }
 
     # -- start-up (worker thread) ----------------------------------------------------------
 
@@ -194,83 +249,37 @@ class StubConnection:
             os.close(from_fd)
 
     def _handshake(self) -> None:
-        """Send `init` and wait (blocking) until the model's initialize has run."""
+        """Send `Init` and serve the stub's messages (blocking) until initialize has run."""
         launch = self.launch
         self.sock.settimeout(launch.settings.start_timeout_s or None)
-        self.sock.sendall(
-            pack_frame(
-                {
-                    "op": "init",
-                    "model_file": str(launch.model_file),
-                    "args": launch.args,
-                    "decoupled": launch.decoupled,
-                    "label": launch.label,
-                }
-            )
-        )
-        while True:
+        self.sock.sendall(pack(Init(str(launch.model_file), launch.args, launch.decoupled, launch.label)))
+        while not self._ready:
             try:
                 message = self._receive_blocking()
             except TimeoutError:
                 raise NaiadError.unavailable(
                     f"{launch.label}: the model did not finish initialize within {launch.settings.start_timeout_s:g} s"
                 ) from None
+            except MalformedMessage as exc:
+                raise NaiadError.unavailable(f"{launch.label}: bad message from the model's process: {exc}") from None
             if message is None:
                 code = self.process.wait()
                 raise NaiadError.unavailable(
                     f"{launch.label}: the model's process ended during initialize ({describe_exit(code)})"
                 )
-            op = message["op"]
-            if op == "ready":
-                break
-            if op == "init_error":
-                log.error("%s: initialize failed:\n%s", launch.label, message.get("traceback", ""))
-                raise NaiadError.unavailable(f"{launch.label}: initialize failed: {message['message']}")
-            if op == "log":
-                self._log(message)
-            elif op == "bls":
-                # Serving BLS needs the event loop; initialize runs before it is attached.
-                self.from_stub.consumed(message.get("mark"))
-                self.sock.sendall(
-                    pack_frame(
-                        {
-                            "op": "bls_response",
-                            "qid": message["qid"],
-                            "final": True,
-                            "response": ([], ("UNAVAILABLE", "BLS requests are not available during initialize"), {}),
-                        }
-                    )
-                )
-            elif op == "is_cancelled":
-                self.sock.sendall(pack_frame({"op": "cancelled", "qid": message["qid"], "value": False}))
-            elif op == "model_control":
-                # As BLS: serving it needs the event loop, not attached yet.
-                self.sock.sendall(
-                    pack_frame(
-                        {
-                            "op": "control_reply",
-                            "qid": message["qid"],
-                            "error": "the model loading API is not available during initialize",
-                        }
-                    )
-                )
-            elif op in METRIC_OPS:
-                # Models create their metric families in initialize.
-                self._serve_metric_blocking(message)
+            self._dispatch(message)
+            if self._init_error is not None:
+                log.error("%s: initialize failed:\n%s", launch.label, self._init_error.traceback)
+                raise NaiadError.unavailable(f"{launch.label}: initialize failed: {self._init_error.message}")
         self.sock.settimeout(None)
         self.sock.setblocking(False)
 
-    def _serve_metric_blocking(self, message: dict[str, Any]) -> None:
-        reply = self.metrics.serve(message)
-        if reply is not None:
-            self.sock.sendall(pack_frame(reply))
-
-    def _receive_blocking(self) -> dict[str, Any] | None:
+    def _receive_blocking(self) -> StubMessage | None:
         header = self._read_exactly(FRAME_HEADER.size)
         if header is None:
             return None
         body = self._read_exactly(FRAME_HEADER.unpack(header)[0])
-        return None if body is None else unpack_message(body)
+        return None if body is None else unpack(body)
 
     def _read_exactly(self, size: int) -> bytes | None:
         chunks = []
@@ -296,12 +305,17 @@ class StubConnection:
     def attached(self) -> bool:
         return self._transport is not None
 
-    def send(self, message: dict[str, Any]) -> None:
-        if self.closed or self._transport is None:
+    def send(self, message: StubMessage) -> None:
+        """Send a message without tensors: on the loop once attached, else on the blocking
+        socket of start-up and `finalize_blocking`."""
+        if self.closed:
             return
-        self._transport.write(pack_frame(message))
+        if self._transport is not None:
+            self._transport.write(pack(message))
+        else:
+            self.sock.sendall(pack(message))
 
-    def send_with(self, build: Callable[[RingWriter], dict[str, Any]]) -> None:
+    def send_with(self, build: Callable[[RingWriter], StubMessage]) -> None:
         """Place tensors and send the message with no await in between, so ring order
         is socket order."""
         if self.closed or self._transport is None:
@@ -316,59 +330,105 @@ class StubConnection:
         if self._gone is None:
             self._gone = asyncio.ensure_future(self._after_exit())
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
-        op = message["op"]
-        if op == "result":
-            if "responses" in message and message["responses"] is not None:
-                message["responses"] = [self._decode_response(r) for r in message["responses"]]
-            self.from_stub.consumed(message.get("mark"))
-            future = self.calls.pop(message["id"], None)
-            if future is not None and not future.done():
-                future.set_result(message)
-        elif op == "respond":
-            response = self._decode_response(message.get("response"))
-            self.from_stub.consumed(message.get("mark"))
-            self._respond(message["key"], response, bool(message.get("final")))
-        elif op == "is_cancelled":
-            request = self.requests.get(message["key"])
-            self.send({"op": "cancelled", "qid": message["qid"], "value": bool(request and request.cancelled)})
-        elif op == "bls":
-            data = message["request"]
-            inputs = [decode_array(self.from_stub, d) for d in data["inputs"]]
-            self.from_stub.consumed(message.get("mark"))
-            call = BlsCall(
-                data["model_name"],
-                data["model_version"],
-                inputs,
-                data["requested_output_names"],
-                data["request_id"],
-                data["correlation_id"],
-                data["flags"],
-                data["timeout"],
-                data["parameters"],
+    # -- what each message from the stub does --------------------------------------------
+
+    def _dispatch(self, message: StubMessage) -> None:
+        handler = self._handlers.get(type(message))
+        if handler is None:
+            raise MalformedMessage(
+                f"the model's process sent {type(message).__name__}, a message only the server sends"
             )
-            self._serve_query(message["qid"], self._serve_bls(message["qid"], call, bool(message.get("decoupled"))))
-        elif op == "bls_cancel":
-            cancelled = self._query_tasks.get(message["qid"])
-            if cancelled is not None:
-                cancelled.cancel()
-        elif op == "model_control":
-            self._serve_query(message["qid"], self._serve_model_control(message))
-        elif op == "log":
-            self._log(message)
-        elif op in METRIC_OPS:
-            reply = self.metrics.serve(message)
-            if reply is not None:
-                self.send(reply)
-        elif op == "finalized" and self._finalized is not None:
+        handler(message)
+
+    def _on_result(self, message: Result) -> None:
+        responses = None if message.responses is None else [self._decode_response(r) for r in message.responses]
+        self.from_stub.consumed(message.mark)
+        future = self.calls.pop(message.call_id, None)
+        if future is not None and not future.done():
+            future.set_result((message, responses))
+
+    def _on_respond(self, message: Respond) -> None:
+        response = self._decode_response(message.response)
+        self.from_stub.consumed(message.mark)
+        self._respond(message.key, response, message.final)
+
+    def _on_is_cancelled(self, message: IsCancelled) -> None:
+        request = self.requests.get(message.key)
+        self.send(Reply(message.qid, bool(request and request.cancelled)))
+
+    def _on_bls(self, message: Bls) -> None:
+        if self._transport is None:
+            # Serving BLS needs the event loop, not attached yet (or no more).
+            self.from_stub.consumed(message.mark)
+            unavailable = ("UNAVAILABLE", f"BLS requests are not available during {self._phase()}")
+            self.send(BlsResponse(message.qid, True, ResponseItem([], unavailable, {})))
+            return
+        inputs = [decode_array(self.from_stub, d) for d in message.inputs]
+        self.from_stub.consumed(message.mark)
+        call = BlsCall(
+            message.model_name,
+            message.model_version,
+            inputs,
+            message.output_names,
+            message.request_id,
+            message.correlation_id,
+            message.flags,
+            message.timeout,
+            message.parameters,
+        )
+        self._serve_query(message.qid, self._serve_bls(message.qid, call, message.decoupled))
+
+    def _on_bls_cancel(self, message: BlsCancel) -> None:
+        cancelled = self._query_tasks.get(message.qid)
+        if cancelled is not None:
+            cancelled.cancel()
+
+    def _on_model_control(self, message: ModelControl) -> None:
+        if self._transport is None:
+            # As BLS: serving it needs the event loop.
+            self.send(Reply(message.qid, error=f"the model loading API is not available during {self._phase()}"))
+            return
+        self._serve_query(message.qid, self._serve_model_control(message))
+
+    def _on_log(self, message: Log) -> None:
+        log.log(_LOG_LEVELS.get(message.level, logging.INFO), "%s: %s", self.launch.label, message.message)
+
+    def _answer(self, qid: int, call: Callable[..., object], *arguments: Any) -> None:
+        """Run a metric query and reply with its value, or the reason it was refused."""
+        try:
+            value = call(*arguments)
+        except NaiadError as exc:
+            self.send(Reply(qid, error=exc.message))
+            return
+        self.send(Reply(qid, value))
+
+    def _apply(self, message: StubMessage, call: Callable[..., object], *arguments: Any) -> None:
+        """Run a metric change the model does not wait for; a refusal is only logged."""
+        try:
+            call(*arguments)
+        except NaiadError as exc:
+            log.warning("%s: custom metric %s failed: %s", self.launch.label, type(message).__name__, exc.message)
+
+    def _on_ready(self, message: Ready) -> None:
+        self._ready = True
+
+    def _on_init_error(self, message: InitError) -> None:
+        self._init_error = message
+
+    def _on_finalized(self, message: Finalized) -> None:
+        self._finalized_seen = True
+        if self._finalized is not None:
             self._finalized.set()
 
-    def _decode_response(self, data: tuple[Any, ...] | None) -> CoreResponse | None:
-        """A response as the stub sends it: ``(outputs, error, parameters)``."""
-        if data is None:
+    def _phase(self) -> str:
+        return "finalize" if self._ready else "initialize"
+
+    def _decode_response(self, item: ResponseItem | None) -> CoreResponse | None:
+        if item is None:
             return None
-        outputs, error, parameters = data
-        return core_response_from_parts([decode_array(self.from_stub, d) for d in outputs], error, parameters)
+        return core_response_from_parts(
+            [decode_array(self.from_stub, d) for d in item.outputs], item.error, item.parameters
+        )
 
     def _respond(self, key: int, response: CoreResponse | None, final: bool) -> None:
         request = self.requests.get(key)
@@ -392,7 +452,7 @@ class StubConnection:
         except asyncio.CancelledError:
             if self.closed:
                 raise
-            # The model cancelled the stream (bls_cancel): leaving run_bls cancelled the call.
+            # The model cancelled the stream (BlsCancel): leaving run_bls cancelled the call.
             self._send_bls_response(qid, cancelled_response())
 
     def _send_bls_response(self, qid: int, response: CoreResponse) -> bool:
@@ -402,33 +462,18 @@ class StubConnection:
         final = response.final
         bare = final and not response.outputs and response.error is None and FINAL_MARKER in response.parameters
         try:
-            self.send_with(
-                lambda ring: {
-                    "op": "bls_response",
-                    "qid": qid,
-                    "final": final,
-                    "response": None if bare else _encode_core_response(ring, response),
-                }
-            )
+            self.send_with(lambda ring: BlsResponse(qid, final, None if bare else _core_response_item(ring, response)))
         except NaiadError:
             return False
         return True
 
-    async def _serve_model_control(self, message: dict[str, Any]) -> None:
-        reply: dict[str, Any] = {"op": "control_reply", "qid": message["qid"]}
+    async def _serve_model_control(self, message: ModelControl) -> None:
         try:
-            reply["value"] = await manage_model(self.launch.server, message["action"], message["arguments"])
+            value = await manage_model(self.launch.server, message.action, message.arguments)
         except NaiadError as exc:
-            reply["error"] = exc.message
-        self.send(reply)
-
-    def _log(self, message: dict[str, Any]) -> None:
-        log.log(
-            _LOG_LEVELS.get(message.get("level", 0), logging.INFO),
-            "%s: %s",
-            self.launch.label,
-            message.get("message", ""),
-        )
+            self.send(Reply(message.qid, error=exc.message))
+            return
+        self.send(Reply(message.qid, value))
 
     # -- shutdown ------------------------------------------------------------------------
 
@@ -478,7 +523,7 @@ class StubConnection:
         self.exit_reason = f"{self.launch.label}: the model was unloaded"
         self.accepting = False
         if not self.closed:
-            self.send({"op": "finalize"})
+            self.send(Finalize())
             assert self._finalized is not None
             try:
                 await asyncio.wait_for(self._finalized.wait(), timeout)
@@ -500,16 +545,13 @@ class StubConnection:
         try:
             self.sock.setblocking(True)
             self.sock.settimeout(timeout)
-            self.sock.sendall(pack_frame({"op": "finalize"}))
-            while True:
+            self.sock.sendall(pack(Finalize()))
+            while not self._finalized_seen:
                 message = self._receive_blocking()
-                if message is None or message["op"] == "finalized":
+                if message is None:
                     break
-                if message["op"] == "log":
-                    self._log(message)
-                elif message["op"] in METRIC_OPS:
-                    self._serve_metric_blocking(message)
-        except OSError:
+                self._dispatch(message)
+        except (OSError, MalformedMessage):
             pass
         try:
             self.process.wait(5)
@@ -544,9 +586,14 @@ class _StubProtocol(asyncio.Protocol):
         connection = self._connection
         try:
             for body in self._frames.feed(data):
-                connection._dispatch(unpack_message(body))
-        except Exception:  # noqa: BLE001 - a garbled message: drop this process, keep serving
-            log.exception("%s: bad message from the model's process", connection.launch.label)
+                connection._dispatch(unpack(body))
+        except Exception as exc:  # noqa: BLE001 - a garbled message: drop this process, keep serving
+            label = connection.launch.label
+            log.exception("%s: bad message from the model's process", label)
+            connection.exit_reason = (
+                f"{label}: the model's process sent a bad message ({exc}); it was stopped and is being restarted"
+            )
+            connection.kill()
             if connection._transport is not None:
                 connection._transport.close()
 
@@ -557,9 +604,9 @@ class _StubProtocol(asyncio.Protocol):
         self._connection._lost()
 
 
-def _encode_core_response(ring: RingWriter, response: CoreResponse) -> tuple[Any, ...]:
-    """A BLS response as the stub's decode_response reads it: ``(outputs, error, parameters)``."""
-    return (
+def _core_response_item(ring: RingWriter, response: CoreResponse) -> ResponseItem:
+    """A BLS response, its outputs placed in `ring` (the stub's read_response reads it)."""
+    return ResponseItem(
         [encode_array(ring, t.name, t.datatype, t.data) for t in response.outputs],
         None if response.error is None else (response.error.code.name, response.error.message),
         plain_parameters({k: v for k, v in response.parameters.items() if k != FINAL_MARKER}),
