@@ -11,8 +11,8 @@ from naiad.testing import ServerProcess
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
 
-def explicit_server(repository: Path, *flags: str) -> ServerProcess:
-    """Not yet started; HTTP only, models loaded through the repository API."""
+def explicit_server(repository: Path, *flags: str, grpc: bool = False) -> ServerProcess:
+    """Not yet started; HTTP (and gRPC when asked), models loaded through the repository API."""
     python_path = os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH", "")) if p)
     return ServerProcess(
         repository,
@@ -21,7 +21,7 @@ def explicit_server(repository: Path, *flags: str) -> ServerProcess:
         "--model-control-mode",
         "explicit",
         "--allow-grpc",
-        "false",
+        str(grpc).lower(),
         "--allow-metrics",
         "false",
         *flags,

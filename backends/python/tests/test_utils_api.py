@@ -98,7 +98,7 @@ def test_auto_complete_config_rules():
     config.add_input({"name": "A", "data_type": "TYPE_FP32", "dims": [2]})
     with pytest.raises(ValueError, match="data_type"):
         config.add_input({"name": "A", "data_type": "TYPE_INT32", "dims": [2]})
-    with pytest.raises(ValueError, match="properties"):
+    with pytest.raises(ValueError, match="contains property other than"):
         config.add_output({"name": "B", "data_type": "TYPE_FP32", "dims": [2], "shape": [1]})
     config.set_max_batch_size(8)
     with pytest.raises(ValueError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..protos import model_config_pb2 as pb
 from .config_error import ConfigError
+from .ensemble_graph_checks import ensemble_graph_problem
 
 __all__ = ["check_model_wide", "check_model_metrics"]
 
@@ -132,7 +133,9 @@ def _control_problem(batcher: pb.ModelSequenceBatching, name: str, kind: int) ->
     return None
 
 
-def _control_values_problem(control: pb.ModelSequenceBatching.Control, kind: int, kind_name: str, name: str) -> str | None:
+def _control_values_problem(
+    control: pb.ModelSequenceBatching.Control, kind: int, kind_name: str, name: str
+) -> str | None:
     given = [
         (field, len(values))
         for field, values in (
@@ -172,14 +175,14 @@ def _control_values_problem(control: pb.ModelSequenceBatching.Control, kind: int
 
 def _ensemble_problem(proto: pb.ModelConfig, name: str) -> str | None:
     is_ensemble = proto.platform == "ensemble"
+    if is_ensemble and proto.backend:
+        return f"Ensemble model '{name}' must have platform type 'ensemble' and empty backend type"
     if not proto.HasField("ensemble_scheduling"):
         if is_ensemble:
             return f"ensemble scheduling must be set for ensemble {name} whose platform is ensemble"
         return None
     if not is_ensemble:
         return f"ensemble scheduling cannot be set for model '{name}' whose platform is not ensemble"
-    if proto.backend:
-        return f"Ensemble model '{name}' must have platform type 'ensemble' and empty backend type"
     if proto.instance_group:
         return f"instance group should not be specified for ensemble '{name}'"
     if proto.HasField("optimization"):
@@ -192,4 +195,4 @@ def _ensemble_problem(proto: pb.ModelConfig, name: str) -> str | None:
         for field in ("model_name", "input_map", "output_map"):
             if not getattr(step, field):
                 return f"must specify '{field}' in step {index} of ensemble '{name}'"
-    return None
+    return ensemble_graph_problem(proto, name)

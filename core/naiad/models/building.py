@@ -14,16 +14,16 @@ from ..backend.abi import ModelContext
 from ..cache.response_cache import check_cache_config
 from ..config.defaults import fill_config_defaults
 from ..config.ensemble_validation import validate_ensemble
+from ..config.instance_group_checks import check_instance_groups
 from ..config.model_config import (
     ConfigError,
     ModelConfig,
-    config_from_dict,
     check_config_alone,
+    config_from_dict,
     parse_config_text,
     resolve_backend,
     validate_config,
 )
-from ..config.instance_group_checks import check_instance_groups
 from ..config.unacted import unacted_fields
 from ..devices import gpu_ids
 from ..errors import NaiadError

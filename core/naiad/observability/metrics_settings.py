@@ -7,11 +7,10 @@ how often it samples CPU and GPU gauges.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import logging
 
 from ..errors import NaiadError
 from .latency_summary import DEFAULT_BUCKETS_MS, DEFAULT_QUANTILES, parse_quantiles

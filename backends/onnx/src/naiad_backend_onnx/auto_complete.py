@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from naiad.backend import complete_tensors
+from naiad.backend import ConfigError, complete_tensors
 from naiad.backend import model_config_pb2 as pb
 
 from .dtypes import datatype_of_ort_type
@@ -63,6 +63,13 @@ def auto_complete(
 ) -> None:
     """Fill `proto` in place; what the config already says is kept."""
     everything = {t.name: t for t in inputs + outputs}
+    if proto.max_batch_size > 0 and not model_supports_batching(inputs, outputs):
+        # Triton's words.
+        raise ConfigError(
+            proto.name,
+            f"autofill failed for model '{proto.name}': model does not support batching while non-zero "
+            "max_batch_size is specified",
+        )
     if proto.max_batch_size == 0 and default_max_batch_size > 0 and model_supports_batching(inputs, outputs):
         declared = _declared_dims_imply_batching(proto, everything)
         if declared is None or declared:

@@ -1,0 +1,168 @@
+"""Triton's Python auto-complete cases (qa/L0_model_config/autofill_noplatform/python and
+autofill_noplatform_success/python), our own copies, through a real server and tritonclient:
+a config that leaves a tensor's datatype or dims to `auto_complete_config` is completed to
+Triton's expected config (read back over gRPC, for a host without GPUs), and what Triton
+refuses fails with Triton's message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import tritonclient.grpc as grpcclient
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+from tritonclient.utils import InferenceServerException
+
+from naiad.devices import gpu_ids
+from naiad.testing import ServerProcess
+
+FP32_4 = {"data_type": "TYPE_FP32", "dims": [4]}
+TENSORS = {
+    "inputs": [{"name": "INPUT0", **FP32_4}, {"name": "INPUT1", **FP32_4}],
+    "outputs": [{"name": "OUTPUT0", **FP32_4}, {"name": "OUTPUT1", **FP32_4}],
+}
+
+MODEL_PY = """
+import json
+
+TENSORS = json.loads({tensors!r})
+
+
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(config):
+        config.set_max_batch_size({max_batch_size})
+        for spec in TENSORS["inputs"]:
+            config.add_input(spec)
+        for spec in TENSORS["outputs"]:
+            config.add_output(spec)
+        {returns}
+
+    def execute(self, requests):
+        return None
+"""
+
+FULL_CONFIG = (
+    'input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [4] }, { name: "INPUT1" data_type: TYPE_FP32 dims: [4] }] '
+    'output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [4] }, { name: "OUTPUT1" data_type: TYPE_FP32 dims: [4] }]'
+)
+
+
+def without(kind: str, index: int, key: str) -> dict:
+    tensors = json.loads(json.dumps(TENSORS))
+    del tensors[kind][index][key]
+    return tensors
+
+
+def with_extra(kind: str, index: int, key: str) -> dict:
+    tensors = json.loads(json.dumps(TENSORS))
+    tensors[kind][index][key] = True
+    return tensors
+
+
+def write(
+    repository: Path,
+    name: str,
+    config: str,
+    tensors: dict = TENSORS,
+    max_batch_size: int = 0,
+    returns: str = "return config",
+) -> None:
+    (repository / name / "1").mkdir(parents=True)
+    (repository / name / "config.pbtxt").write_text(f'name: "{name}" {config}')
+    text = MODEL_PY.format(tensors=json.dumps(tensors), max_batch_size=max_batch_size, returns=returns)
+    (repository / name / "1" / "model.py").write_text(text)
+
+
+# (model, config.pbtxt after the name, what model.py's auto_complete_config adds, the text Triton shows)
+FAILURES = [
+    (
+        "input_missing_datatype",
+        FULL_CONFIG,
+        {"tensors": without("inputs", 0, "data_type")},
+        "input 'INPUT0' in auto-complete-config function for model 'input_missing_datatype' is missing "
+        "'data_type' property.",
+    ),
+    (
+        "output_missing_dims",
+        FULL_CONFIG,
+        {"tensors": without("outputs", 1, "dims")},
+        "output 'OUTPUT1' in auto-complete-config function for model 'output_missing_dims' is missing 'dims' property.",
+    ),
+    (
+        "input_missing_name",
+        FULL_CONFIG,
+        {"tensors": without("inputs", 0, "name")},
+        "input in auto-complete-config function for model 'input_missing_name' is missing 'name' property.",
+    ),
+    (
+        "output_wrong_property",
+        FULL_CONFIG,
+        {"tensors": with_extra("outputs", 1, "optional")},
+        "output 'OUTPUT1' in auto-complete-config function for model 'output_wrong_property' contains property "
+        "other than 'name', 'data_type' and 'dims'.",
+    ),
+    (
+        "conflicting_max_batch_size",
+        "max_batch_size: 6 " + FULL_CONFIG,
+        {"max_batch_size": 4},
+        "configuration specified max_batch_size 6, but in auto-complete-config function for model "
+        "'conflicting_max_batch_size' specified max_batch_size 4",
+    ),
+    (
+        "input_mismatch_datatype",
+        FULL_CONFIG.replace("TYPE_FP32", "TYPE_INT32", 2).replace("TYPE_INT32", "TYPE_FP32", 1),
+        {},
+        "unable to load model 'input_mismatch_datatype', configuration expects datatype TYPE_INT32 for input "
+        "'INPUT1', model provides TYPE_FP32",
+    ),
+    (
+        "output_mismatch_dims",
+        FULL_CONFIG[: FULL_CONFIG.rindex("[4]")] + "[16] }]",
+        {},
+        "model 'output_mismatch_dims', tensor 'OUTPUT1': the model expects dims [4] but the model configuration "
+        "specifies dims [16]",
+    ),
+    (
+        "no_return",
+        FULL_CONFIG,
+        {"returns": "pass"},
+        "auto_complete_config function in model 'no_return' must return a valid pb.ModelConfig object.",
+    ),
+]
+
+# The case of issue #36: OUTPUT1 names its dims but no datatype, OUTPUT0 the reverse.
+INCOMPLETE_OUTPUT = 'output [{ name: "OUTPUT0" data_type: TYPE_FP32 }, { name: "OUTPUT1" dims: [4] }]'
+INCOMPLETE_OUTPUT_EXPECTED = (
+    'name: "incomplete_output" version_policy { latest { num_versions: 1 } } '
+    f"{FULL_CONFIG} "
+    'instance_group { name: "incomplete_output" count: 1 kind: KIND_CPU } default_model_filename: "model.py" '
+    "optimization { input_pinned_memory { enable: true } output_pinned_memory { enable: true } } "
+    'backend: "python"'
+)
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    repository = tmp_path_factory.mktemp("python_autofill")
+    write(repository, "incomplete_output", INCOMPLETE_OUTPUT)
+    for name, config, model, _ in FAILURES:
+        write(repository, name, config, **model)
+    with ServerProcess(repository, "--model-control-mode", "explicit", "--allow-metrics", "false") as server:
+        yield grpcclient.InferenceServerClient(server.grpc_url)
+
+
+@pytest.mark.skipif(bool(gpu_ids()), reason="the expected config is that of a host without GPUs")
+def test_an_output_without_a_datatype_is_completed_as_triton_completes_it(client):
+    client.load_model("incomplete_output")
+    expected = text_format.Parse(INCOMPLETE_OUTPUT_EXPECTED, mc.ModelConfig())
+    assert client.get_model_config("incomplete_output").config == expected
+
+
+@pytest.mark.parametrize("name,config,model,expected", FAILURES, ids=[c[0] for c in FAILURES])
+def test_what_triton_refuses_fails_with_its_message(client, name, config, model, expected):
+    with pytest.raises(InferenceServerException) as info:
+        client.load_model(name)
+    assert expected in str(info.value.message())
