@@ -21,10 +21,10 @@ from naiad.testing import ServerProcess
 pytestmark = pytest.mark.skipif(bool(gpu_ids()), reason="the expected configs are those of a host without GPUs")
 
 
-def int32_to_int8(batch: object = "batch") -> bytes:
+def int32_to_int8(batching: bool = True) -> bytes:
     """Triton's onnx_int32_int8_int8 shape: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1,
-    [batch, 16] INT32 in, INT8 out."""
-    dims = [batch, 16]
+    [batch, 16] (or [16]) INT32 in, INT8 out."""
+    dims: list[object] = ["batch", 16] if batching else [16]
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT32, dims) for n in ("INPUT0", "INPUT1")]
     outputs = [helper.make_tensor_value_info(n, TensorProto.INT8, dims) for n in ("OUTPUT0", "OUTPUT1")]
     nodes = [
@@ -64,7 +64,7 @@ SUCCESSES = [
     ),
     (
         "no_config_no_batch",
-        int32_to_int8(batch=1),
+        int32_to_int8(batching=False),
         "instance_group [{ kind: KIND_CPU }]",
         f'name: "no_config_no_batch" {INT_IO} {COMPLETED} '
         'instance_group { name: "no_config_no_batch_0" count: 2 kind: KIND_CPU }',
@@ -113,7 +113,7 @@ FAILURES = [
     ),
     (
         "bad_max_batch_size",
-        int32_to_int8(batch=1),
+        int32_to_int8(batching=False),
         "max_batch_size: 1 " + TWO_IN,
         "autofill failed for model 'bad_max_batch_size': model does not support batching while non-zero "
         "max_batch_size is specified",
@@ -128,7 +128,7 @@ FAILURES = [
         "too_many_inputs",
         int32_to_int8(),
         "max_batch_size: 1 "
-        + TWO_IN.replace("] ", ', { name: "INPUT_EXTRA" data_type: TYPE_INT32 dims: [16] }] ')
+        + TWO_IN.replace("}] ", '}, { name: "INPUT_EXTRA" data_type: TYPE_INT32 dims: [16] }] ')
         + TWO_OUT,
         "unable to load model 'too_many_inputs', configuration expects 3 inputs, model provides 2",
     ),
@@ -159,7 +159,8 @@ def client(tmp_path_factory):
 @pytest.mark.parametrize("name,model,config,expected", SUCCESSES, ids=[c[0] for c in SUCCESSES])
 def test_completed_config_equals_tritons(client, name, model, config, expected):
     client.load_model(name)
-    assert client.get_model_config(name).config == text_format.Parse(expected, mc.ModelConfig())
+    loaded = client.get_model_config(name).config
+    assert text_format.MessageToString(loaded) == text_format.MessageToString(text_format.Parse(expected, mc.ModelConfig()))
 
 
 @pytest.mark.parametrize("name,model,config,expected", FAILURES, ids=[c[0] for c in FAILURES])
