@@ -13,7 +13,7 @@ import pytest
 import tritonclient.http as httpclient
 from triton_servers import explicit_server, load_error
 
-from naiad.devices import gpu_ids
+from naiad.testing import gpu_ids
 
 SHARED = {
     "<VAR_IN>": 'input [{name: "INPUT" data_type: TYPE_INT32 dims: [-1]}] '

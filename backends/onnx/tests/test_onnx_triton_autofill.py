@@ -15,8 +15,7 @@ from onnx import TensorProto, helper
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
-from naiad.devices import gpu_ids
-from naiad.testing import ServerProcess
+from naiad.testing import ServerProcess, gpu_ids
 
 pytestmark = pytest.mark.skipif(bool(gpu_ids()), reason="the expected configs are those of a host without GPUs")
 
@@ -160,7 +159,9 @@ def client(tmp_path_factory):
 def test_completed_config_equals_tritons(client, name, model, config, expected):
     client.load_model(name)
     loaded = client.get_model_config(name).config
-    assert text_format.MessageToString(loaded) == text_format.MessageToString(text_format.Parse(expected, mc.ModelConfig()))
+    assert text_format.MessageToString(loaded) == text_format.MessageToString(
+        text_format.Parse(expected, mc.ModelConfig())
+    )
 
 
 @pytest.mark.parametrize("name,model,config,expected", FAILURES, ids=[c[0] for c in FAILURES])

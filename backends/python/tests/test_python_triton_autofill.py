@@ -15,8 +15,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
-from naiad.devices import gpu_ids
-from naiad.testing import ServerProcess
+from naiad.testing import ServerProcess, gpu_ids
 
 FP32_4 = {"data_type": "TYPE_FP32", "dims": [4]}
 TENSORS = {

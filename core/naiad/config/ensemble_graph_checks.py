@@ -48,11 +48,10 @@ def ensemble_graph_problem(proto: pb.ModelConfig, name: str) -> str | None:
 
     queue = []
     for item in proto.input:
-        tensor = tensors.get(item.name)
-        if tensor is None:
+        if item.name not in tensors:
             return f"ensemble input '{item.name}' for ensemble {name}' is not used"
-        tensor.ready = True
-        queue.append(tensor)
+        tensors[item.name].ready = True
+        queue.append(tensors[item.name])
     while queue:
         for reader in queue.pop(0).readers:
             if not reader.ready and all(source.ready for source in reader.sources):
@@ -60,13 +59,12 @@ def ensemble_graph_problem(proto: pb.ModelConfig, name: str) -> str | None:
                 queue.append(reader)
 
     outputs = set()
-    for item in proto.output:
-        tensor = tensors.get(item.name)
-        if tensor is None:
-            return f"ensemble output '{item.name}' for ensemble {name}' is not used"
-        if not tensor.ready:
-            return _not_written(tensor, name)
-        outputs.add(item.name)
+    for declared in proto.output:
+        if declared.name not in tensors:
+            return f"ensemble output '{declared.name}' for ensemble {name}' is not used"
+        if not tensors[declared.name].ready:
+            return _not_written(tensors[declared.name], name)
+        outputs.add(declared.name)
     for tensor in tensors.values():
         if tensor.name not in outputs and (not tensor.ready or not tensor.readers):
             return f"ensemble tensor '{tensor.name}' is unused in ensemble '{name}'"
