@@ -98,7 +98,7 @@ def test_broken_model_beside_good_ones(tmp_path):
             assert server.model_ready("good") and server.is_ready()
             rows = {r["name"]: r for r in server.repository_index()}
             assert rows["bad"]["state"] == "UNAVAILABLE"
-            assert "model 'bad': input 'X' (input[0].dims)" in rows["bad"]["reason"]
+            assert "model 'bad': model input 'X' must specify 'dims' for bad" in rows["bad"]["reason"]
             assert "backend 'not_installed' is not installed (installed backends: " in rows["no_backend"]["reason"]
 
     asyncio.run(go())
