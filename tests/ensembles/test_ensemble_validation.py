@@ -159,7 +159,8 @@ CASES = [
     (
         unknown_model,
         ErrorCode.NOT_FOUND,
-        "ensemble 'e', step 0 (model 'nope'): unknown model 'nope': no such model in the model repository",
+        "ensemble 'e', step 0 (model 'nope'): ensemble e contains models that are not available or ambiguous: nope "
+        "(unknown model 'nope': no such model in the model repository)",
     ),
     (
         cycle_between_steps,
@@ -171,12 +172,14 @@ CASES = [
     (
         cycle_between_ensembles,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e': its steps lead back to itself through ensembles: e -> inner -> e",
+        "ensemble 'e': circular dependency between ensembles: e -> ... -> inner -> e (its steps lead back to itself "
+        "through ensembles: e -> inner -> e",
     ),
     (
         ensemble_containing_itself,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e': its steps lead back to itself through ensembles: e -> e",
+        "ensemble 'e': circular dependency between ensembles: e -> ... -> e -> e (its steps lead back to itself "
+        "through ensembles: e -> e",
     ),
     (
         input_not_consumed,

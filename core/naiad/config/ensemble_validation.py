@@ -233,7 +233,15 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
         try:
             step_config = lookup(step.model_name, step.model_version)
         except NaiadError as exc:
-            raise _fault(name, label, exc.message, exc.code) from None
+            # Triton's words first, then why.
+            if step.model_version > 0:
+                triton = (
+                    f"ensemble '{name}' depends on '{step.model_name}' whose required version "
+                    f"{step.model_version} is not loaded"
+                )
+            else:
+                triton = f"ensemble {name} contains models that are not available or ambiguous: {step.model_name}"
+            raise _fault(name, label, f"{triton} ({exc.message})", exc.code) from None
         if step_config.max_batch_size > 0 and step_config.max_batch_size < proto.max_batch_size:
             raise _fault(
                 name,
