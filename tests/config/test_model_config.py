@@ -175,8 +175,11 @@ def test_backend_resolution(tmp_path):
     assert proto.backend == "python"
     with pytest.raises(ConfigError, match="platform: unknown platform 'tensorflow_hub'"):
         resolve_backend(parse_config_text('platform: "tensorflow_hub"', "m"), "m", [version])
-    with pytest.raises(ConfigError, match="names neither 'platform' nor 'backend'"):
+    with pytest.raises(ConfigError, match="Invalid model name: Could not determine backend for model 'm'"):
         resolve_backend(parse_config_text("", "m"), "m", [tmp_path / "missing"])
+    proto = parse_config_text("", "m.identity")
+    resolve_backend(proto, "m.identity", [tmp_path / "missing"])
+    assert (proto.backend, proto.default_model_filename) == ("identity", "model.identity")
 
 
 def test_typed_parameters():

@@ -129,7 +129,10 @@ def test_backend_no_package_provides_is_the_configs_error():
     with pytest.raises(NaiadError) as info:
         registry.get("no_such_backend")
     assert info.value.code is ErrorCode.INVALID_ARG
-    assert info.value.message == "backend 'no_such_backend' is not installed (installed backends: none)"
+    assert info.value.message == (
+        "backend 'no_such_backend' is not installed (installed backends: none): unable to find backend library for "
+        "backend 'no_such_backend', try specifying runtime on the model configuration."
+    )
 
 
 def test_backend_for_another_abi_major_is_refused(tmp_path):

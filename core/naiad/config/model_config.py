@@ -328,7 +328,8 @@ def _check_enums(message: Any, model: str, source: str, path: str = "") -> None:
 
 def resolve_backend(proto: pb.ModelConfig, model: str, version_dirs: list[Path]) -> None:
     """Fill `backend` and `platform` the way Triton does: platform names a backend; with
-    neither, the model file in a version directory decides."""
+    neither, the model file in a version directory decides, else a model name of the form
+    `<anything>.<backend>`."""
     if proto.platform and not proto.backend:
         backend = PLATFORM_TO_BACKEND.get(proto.platform)
         if backend is None:
@@ -352,10 +353,19 @@ def resolve_backend(proto: pb.ModelConfig, model: str, version_dirs: list[Path])
             if (directory / filename).exists() and filename in FILENAME_TO_BACKEND:
                 proto.backend, proto.platform = FILENAME_TO_BACKEND[filename]
                 return
+    # As Triton: a model named `<anything>.<backend>` is served by that backend.
+    _, dot, suffix = model.partition(".")
+    if dot and suffix:
+        proto.backend = suffix
+        proto.default_model_filename = f"model.{suffix}"
+        return
     raise ConfigError(
         model,
-        "backend: the config names neither 'platform' nor 'backend', and no version "
-        "directory holds a model file that identifies one (" + ", ".join(FILENAME_TO_BACKEND) + ")",
+        f"Invalid model name: Could not determine backend for model '{model}' with no backend in model "
+        "configuration. Expected model name of the form 'model.<backend_name>'. (The config names neither "
+        "'platform' nor 'backend', and no version directory holds a model file that identifies one: "
+        + ", ".join(FILENAME_TO_BACKEND)
+        + ")",
     )
 
 
