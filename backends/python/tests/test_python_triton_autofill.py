@@ -37,6 +37,7 @@ class TritonPythonModel:
             config.add_input(spec)
         for spec in TENSORS["outputs"]:
             config.add_output(spec)
+        {extra}
         {returns}
 
     def execute(self, requests):
@@ -67,11 +68,12 @@ def write(
     config: str,
     tensors: dict = TENSORS,
     max_batch_size: int = 0,
+    extra: str = "pass",
     returns: str = "return config",
 ) -> None:
     (repository / name / "1").mkdir(parents=True)
     (repository / name / "config.pbtxt").write_text(f'name: "{name}" {config}')
-    text = MODEL_PY.format(tensors=json.dumps(tensors), max_batch_size=max_batch_size, returns=returns)
+    text = MODEL_PY.format(tensors=json.dumps(tensors), max_batch_size=max_batch_size, extra=extra, returns=returns)
     (repository / name / "1" / "model.py").write_text(text)
 
 
@@ -130,6 +132,41 @@ FAILURES = [
         {"returns": "pass"},
         "auto_complete_config function in model 'no_return' must return a valid pb.ModelConfig object.",
     ),
+    (
+        "input_wrong_property",
+        FULL_CONFIG,
+        {"tensors": with_extra("inputs", 1, "is_shape_tensor")},
+        "input 'INPUT1' in auto-complete-config function for model 'input_wrong_property' contains property other "
+        "than 'name', 'data_type', 'dims' and 'optional'.",
+    ),
+    (
+        "output_mismatch_datatype",
+        FULL_CONFIG.replace('TYPE_FP32 dims: [4] }, { name: "OUTPUT1"', 'TYPE_INT32 dims: [4] }, { name: "OUTPUT1"'),
+        {},
+        "unable to load model 'output_mismatch_datatype', configuration expects datatype TYPE_INT32 for output "
+        "'OUTPUT0', model provides TYPE_FP32",
+    ),
+    (
+        "conflicting_scheduler_sequence",
+        FULL_CONFIG + " sequence_batching: { }",
+        {"max_batch_size": 4, "extra": "config.set_dynamic_batching()"},
+        "Configuration specified scheduling_choice as 'sequence_batching', but auto-complete-config function for "
+        "model 'conflicting_scheduler_sequence' tries to set scheduling_choice as 'dynamic_batching'",
+    ),
+    (
+        "model_transaction_policy_invalid_args",
+        FULL_CONFIG,
+        {"max_batch_size": 4, "extra": 'config.set_model_transaction_policy({"invalid": "argument"})'},
+        "model transaction property in auto-complete-config function for model "
+        "'model_transaction_policy_invalid_args' contains property other than 'decoupled'",
+    ),
+    (
+        "model_transaction_policy_mismatch",
+        "model_transaction_policy { decoupled: false } " + FULL_CONFIG,
+        {"max_batch_size": 4, "extra": "config.set_model_transaction_policy(dict(decoupled=True))"},
+        "trying to change decoupled property in auto-complete-config for model 'model_transaction_policy_mismatch', "
+        "which is already set to 'False'",
+    ),
 ]
 
 # The case of issue #36: OUTPUT1 names its dims but no datatype, OUTPUT0 the reverse.
@@ -143,21 +180,47 @@ INCOMPLETE_OUTPUT_EXPECTED = (
 )
 
 
+# auto_complete_config makes the model decoupled and batching.
+TRANSACTION_POLICY_EXPECTED = (
+    'name: "model_transaction_policy" version_policy { latest { num_versions: 1 } } max_batch_size: 4 '
+    f"{FULL_CONFIG} "
+    'instance_group { name: "model_transaction_policy" count: 1 kind: KIND_CPU } default_model_filename: "model.py" '
+    "optimization { input_pinned_memory { enable: true } output_pinned_memory { enable: true } } "
+    'backend: "python" model_transaction_policy { decoupled: true }'
+)
+
+
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     repository = tmp_path_factory.mktemp("python_autofill")
     write(repository, "incomplete_output", INCOMPLETE_OUTPUT)
+    write(
+        repository,
+        "model_transaction_policy",
+        FULL_CONFIG,
+        max_batch_size=4,
+        extra="config.set_model_transaction_policy(dict(decoupled=True))",
+    )
     for name, config, model, _ in FAILURES:
         write(repository, name, config, **model)
     with ServerProcess(repository, "--model-control-mode", "explicit", "--allow-metrics", "false") as server:
         yield grpcclient.InferenceServerClient(server.grpc_url)
 
 
-@pytest.mark.skipif(bool(gpu_ids()), reason="the expected config is that of a host without GPUs")
-def test_an_output_without_a_datatype_is_completed_as_triton_completes_it(client):
-    client.load_model("incomplete_output")
-    expected = text_format.Parse(INCOMPLETE_OUTPUT_EXPECTED, mc.ModelConfig())
-    assert client.get_model_config("incomplete_output").config == expected
+@pytest.mark.skipif(bool(gpu_ids()), reason="the expected configs are those of a host without GPUs")
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("incomplete_output", INCOMPLETE_OUTPUT_EXPECTED),
+        ("model_transaction_policy", TRANSACTION_POLICY_EXPECTED),
+    ],
+)
+def test_completed_config_equals_tritons(client, name, expected):
+    client.load_model(name)
+    loaded = client.get_model_config(name).config
+    assert text_format.MessageToString(loaded) == text_format.MessageToString(
+        text_format.Parse(expected, mc.ModelConfig())
+    )
 
 
 @pytest.mark.parametrize("name,config,model,expected", FAILURES, ids=[c[0] for c in FAILURES])
