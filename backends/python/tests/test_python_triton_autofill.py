@@ -169,53 +169,88 @@ FAILURES = [
     ),
 ]
 
-# The case of issue #36: OUTPUT1 names its dims but no datatype, OUTPUT0 the reverse.
-INCOMPLETE_OUTPUT = 'output [{ name: "OUTPUT0" data_type: TYPE_FP32 }, { name: "OUTPUT1" dims: [4] }]'
-INCOMPLETE_OUTPUT_EXPECTED = (
-    'name: "incomplete_output" version_policy { latest { num_versions: 1 } } '
-    f"{FULL_CONFIG} "
-    'instance_group { name: "incomplete_output" count: 1 kind: KIND_CPU } default_model_filename: "model.py" '
-    "optimization { input_pinned_memory { enable: true } output_pinned_memory { enable: true } } "
-    'backend: "python"'
-)
+
+def completed(name: str, fields: str, tensors: str = FULL_CONFIG) -> str:
+    """Triton's expected config for Python model `name` on a host without GPUs."""
+    return (
+        f'name: "{name}" version_policy {{ latest {{ num_versions: 1 }} }} {tensors} {fields} '
+        f'instance_group {{ name: "{name}" count: 1 kind: KIND_CPU }} default_model_filename: "model.py" '
+        "optimization { input_pinned_memory { enable: true } output_pinned_memory { enable: true } } "
+        'backend: "python"'
+    )
 
 
-# auto_complete_config makes the model decoupled and batching.
-TRANSACTION_POLICY_EXPECTED = (
-    'name: "model_transaction_policy" version_policy { latest { num_versions: 1 } } max_batch_size: 4 '
-    f"{FULL_CONFIG} "
-    'instance_group { name: "model_transaction_policy" count: 1 kind: KIND_CPU } default_model_filename: "model.py" '
-    "optimization { input_pinned_memory { enable: true } output_pinned_memory { enable: true } } "
-    'backend: "python" model_transaction_policy { decoupled: true }'
+DECOUPLED = "config.set_model_transaction_policy(dict(decoupled=True))"
+INPUT = '{{ name: "{}" data_type: TYPE_FP32 dims: [4] }}'
+OUTPUTS = (
+    'output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [4] }, { name: "OUTPUT1" data_type: TYPE_FP32 dims: [4] }]'
 )
+
+# (model, config.pbtxt after the name, what model.py's auto_complete_config does, Triton's
+# expected config). The first is the case of issue #36: OUTPUT1 names its dims but no
+# datatype, OUTPUT0 the reverse.
+SUCCESSES = [
+    (
+        "incomplete_output",
+        'output [{ name: "OUTPUT0" data_type: TYPE_FP32 }, { name: "OUTPUT1" dims: [4] }]',
+        {},
+        completed("incomplete_output", ""),
+    ),
+    (
+        "unknown_input",
+        f"input [{INPUT.format('INPUT0')}, {INPUT.format('INPUT_UNKNOWN')}] {OUTPUTS}",
+        {},
+        completed(
+            "unknown_input",
+            "",
+            f"input [{INPUT.format('INPUT0')}, {INPUT.format('INPUT_UNKNOWN')}, {INPUT.format('INPUT1')}] {OUTPUTS}",
+        ),
+    ),
+    (
+        "dynamic_batching",
+        FULL_CONFIG,
+        {"max_batch_size": 4, "extra": "config.set_dynamic_batching()"},
+        completed("dynamic_batching", "max_batch_size: 4 dynamic_batching { preferred_batch_size: 4 }"),
+    ),
+    (
+        "dynamic_batching_no_op",
+        "max_batch_size: 4 " + FULL_CONFIG + " dynamic_batching: { preferred_batch_size: [4] }",
+        {"max_batch_size": 4, "extra": "config.set_dynamic_batching()"},
+        completed("dynamic_batching_no_op", "max_batch_size: 4 dynamic_batching { preferred_batch_size: 4 }"),
+    ),
+    (
+        "model_transaction_policy",
+        FULL_CONFIG,
+        {"max_batch_size": 4, "extra": DECOUPLED},
+        completed("model_transaction_policy", "max_batch_size: 4 model_transaction_policy { decoupled: true }"),
+    ),
+    (
+        "model_transaction_policy_no_op",
+        "model_transaction_policy { decoupled: true } " + FULL_CONFIG,
+        {"max_batch_size": 4, "extra": DECOUPLED},
+        completed("model_transaction_policy_no_op", "max_batch_size: 4 model_transaction_policy { decoupled: true }"),
+    ),
+    (
+        "model_transaction_policy_decoupled_false",
+        FULL_CONFIG,
+        {"max_batch_size": 4, "extra": "config.set_model_transaction_policy(dict(decoupled=False))"},
+        completed("model_transaction_policy_decoupled_false", "max_batch_size: 4 model_transaction_policy { }"),
+    ),
+]
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     repository = tmp_path_factory.mktemp("python_autofill")
-    write(repository, "incomplete_output", INCOMPLETE_OUTPUT)
-    write(
-        repository,
-        "model_transaction_policy",
-        FULL_CONFIG,
-        max_batch_size=4,
-        extra="config.set_model_transaction_policy(dict(decoupled=True))",
-    )
-    for name, config, model, _ in FAILURES:
+    for name, config, model, _ in SUCCESSES + FAILURES:
         write(repository, name, config, **model)
     with ServerProcess(repository, "--model-control-mode", "explicit", "--allow-metrics", "false") as server:
         yield grpcclient.InferenceServerClient(server.grpc_url)
 
 
 @pytest.mark.skipif(bool(gpu_ids()), reason="the expected configs are those of a host without GPUs")
-@pytest.mark.parametrize(
-    "name,expected",
-    [
-        ("incomplete_output", INCOMPLETE_OUTPUT_EXPECTED),
-        ("model_transaction_policy", TRANSACTION_POLICY_EXPECTED),
-    ],
-)
-def test_completed_config_equals_tritons(client, name, expected):
+@pytest.mark.parametrize("name,config,model,expected", SUCCESSES, ids=[c[0] for c in SUCCESSES])
+def test_completed_config_equals_tritons(client, name, config, model, expected):
     client.load_model(name)
     loaded = client.get_model_config(name).config
     assert text_format.MessageToString(loaded) == text_format.MessageToString(
