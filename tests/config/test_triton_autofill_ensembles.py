@@ -32,6 +32,25 @@ REPOSITORY = {
     + "] output ["
     + ", ".join(f'{{ name: "OUTPUT{i}" {FP32_16} }}' for i in range(3))
     + "]",
+    "fp32_dim2_nobatch": 'name: "fp32_dim2_nobatch" max_batch_size: 0 backend: "numpy" '
+    'parameters { key: "op" value { string_value: "identity" } } instance_group [{ kind: KIND_CPU }] '
+    'input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [-1, 16] }] '
+    'output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [-1, 16] }]',
+    # A batching step feeds a non-batching one whose first dimension takes the batch, and
+    # the reverse: the shapes agree once the batch dimension is counted.
+    "inconsistent_shape": 'name: "inconsistent_shape" max_batch_size: 2 platform: "ensemble" '
+    'ensemble_scheduling { step [{ model_name: "fp32_dim1_batch4" model_version: -1 '
+    'input_map { key: "INPUT0" value: "data" } output_map { key: "OUTPUT0" value: "temp_tensor" } }, '
+    '{ model_name: "fp32_dim2_nobatch" model_version: -1 input_map { key: "INPUT0" value: "temp_tensor" } '
+    'output_map { key: "OUTPUT0" value: "prob" } }] } '
+    f'input [{{ name: "data" {FP32_16} }}] output [{{ name: "prob" {FP32_16} }}]',
+    "inconsistent_shape_2": 'name: "inconsistent_shape_2" max_batch_size: 0 platform: "ensemble" '
+    'ensemble_scheduling { step [{ model_name: "fp32_dim2_nobatch" model_version: -1 '
+    'input_map { key: "INPUT0" value: "data" } output_map { key: "OUTPUT0" value: "temp_tensor" } }, '
+    '{ model_name: "fp32_dim1_batch4" model_version: -1 input_map { key: "INPUT0" value: "temp_tensor" } '
+    'output_map { key: "OUTPUT0" value: "prob" } }] } '
+    'input [{ name: "data" data_type: TYPE_FP32 dims: [4, 16] }] '
+    'output [{ name: "prob" data_type: TYPE_FP32 dims: [4, 16] }]',
     "inner_ensemble": 'name: "inner_ensemble" '
     + ENSEMBLE_BODY.format(
         step="fp32_dim1_batch4",
@@ -66,12 +85,14 @@ def client(tmp_path_factory):
         (repository / name / "config.pbtxt").write_text(text)
     with explicit_server(repository, grpc=True) as server:
         grpc = grpcclient.InferenceServerClient(server.grpc_url)
-        for name in ("unmapped_output", "embedded_ensemble"):
+        for name in ("unmapped_output", "embedded_ensemble", "inconsistent_shape", "inconsistent_shape_2"):
             grpc.load_model(name)
         yield grpc
 
 
-@pytest.mark.parametrize("name", ["unmapped_output", "embedded_ensemble", "inner_ensemble"])
+@pytest.mark.parametrize(
+    "name", ["unmapped_output", "embedded_ensemble", "inner_ensemble", "inconsistent_shape", "inconsistent_shape_2"]
+)
 def test_ensemble_config_equals_tritons_expected_config(client, name):
     expected = text_format.Parse(REPOSITORY[name] + FILLED, mc.ModelConfig())
     assert client.get_model_config(name).config == expected
