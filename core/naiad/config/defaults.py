@@ -66,8 +66,8 @@ def _fill_instance_groups(proto: pb.ModelConfig, gpus: list[int]) -> None:
             group.gpus.extend(gpus)
 
 
-# The backends whose CPU groups Triton gives two instances by default (the others do not
-# gain from a second instance on one CPU).
+# The backends whose CPU groups Triton gives two instances by default; it leaves the others
+# at one because an instance costs them much (PyTorch, OpenVINO).
 TWO_CPU_INSTANCE_BACKENDS = frozenset(("onnxruntime", "tensorflow"))
 
 
