@@ -21,10 +21,23 @@ STEPS = {
     "int32_dim1_batch4": (4, 1, "TYPE_INT32", "[16]", ""),
     "fp32_dim3_batch4": (4, 1, "TYPE_FP32", "[16, 16, 16]", ""),
     "simple": (8, 2, "TYPE_INT32", "[16]", "version_policy: { all {} }"),
+    "int32_dim1_nobatch_output2": (0, 2, "TYPE_INT32", "[1]", ""),
 }
+
+# Triton's decoupled `repeat` backend: the numpy test backend's `repeat` answers the same way
+# (one response per element of IN, with OUT and IDX).
+REPEAT_INT32 = (
+    'name: "repeat_int32" backend: "numpy" max_batch_size: 0 model_transaction_policy { decoupled: true } '
+    'parameters { key: "op" value { string_value: "repeat" } } '
+    'input [{ name: "IN" data_type: TYPE_INT32 dims: [-1] }, { name: "DELAY" data_type: TYPE_UINT32 dims: [-1] }, '
+    '{ name: "WAIT" data_type: TYPE_UINT32 dims: [1] }] '
+    'output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }, { name: "IDX" data_type: TYPE_UINT32 dims: [1] }]'
+)
 
 
 def step_config(name: str) -> str:
+    if name == "repeat_int32":
+        return REPEAT_INT32
     max_batch_size, count, data_type, dims, extra = STEPS[name]
     inputs = ", ".join(f'{{ name: "INPUT{i}" data_type: {data_type} dims: {dims} }}' for i in range(count))
     outputs = ", ".join(f'{{ name: "OUTPUT{i}" data_type: {data_type} dims: {dims} }}' for i in range(count))
@@ -34,6 +47,16 @@ def step_config(name: str) -> str:
         f"input [{inputs}] output [{outputs}]"
     )
 
+
+# The repeat step's maps and the ensemble inputs they read, shared by the decoupled cases.
+REPEAT_MAPS = (
+    'input_map { key: "IN" value: "IN" } input_map { key: "DELAY" value: "DELAY" } '
+    'input_map { key: "WAIT" value: "WAIT" }'
+)
+ENSEMBLE_INPUTS = (
+    'input [{ name: "IN" data_type: TYPE_INT32 dims: [-1] }, { name: "DELAY" data_type: TYPE_UINT32 dims: [-1] }, '
+    '{ name: "WAIT" data_type: TYPE_UINT32 dims: [1] }]'
+)
 
 # (case and the ensemble it loads, its step models, its ensembles' configs without their
 # names, the texts Triton's log may show)
@@ -263,6 +286,45 @@ CASES = [
         },
         ["ensemble 'no_required_version_3' depends on 'simple' whose required version 2 is not loaded"],
     ),
+    (
+        "invalid_decoupled_branching",
+        ["repeat_int32", "int32_dim1_nobatch_output2"],
+        {
+            "invalid_decoupled_branching": (
+                'max_batch_size: 0 platform: "ensemble" ensemble_scheduling { step [{ model_name: "repeat_int32" '
+                f'model_version: -1 {REPEAT_MAPS} output_map {{ key: "OUT" value: "repeat_1_out" }} }}, '
+                f'{{ model_name: "repeat_int32" model_version: -1 {REPEAT_MAPS} '
+                'output_map { key: "OUT" value: "repeat_2_out" } }, { model_name: "int32_dim1_nobatch_output2" '
+                'model_version: -1 input_map { key: "INPUT0" value: "repeat_1_out" } input_map { key: "INPUT1" '
+                'value: "repeat_2_out" } output_map { key: "OUTPUT0" value: "identity_0" } output_map { key: '
+                '"OUTPUT1" value: "identity_1" } }, { model_name: "int32_dim1_nobatch_output2" model_version: -1 '
+                'input_map { key: "INPUT0" value: "identity_0" } input_map { key: "INPUT1" value: "identity_1" } '
+                f'output_map {{ key: "OUTPUT0" value: "OUT" }} }}] }} {ENSEMBLE_INPUTS} '
+                'output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]'
+            ),
+        },
+        [
+            "in ensemble invalid_decoupled_branching, step of model 'int32_dim1_nobatch_output2' receives inputs "
+            "originated from different decoupled models"
+        ],
+    ),
+    (
+        "invalid_decoupled_branching_2",
+        ["repeat_int32"],
+        {
+            "invalid_decoupled_branching_2": (
+                'max_batch_size: 0 platform: "ensemble" ensemble_scheduling { step [{ model_name: "repeat_int32" '
+                f'model_version: -1 {REPEAT_MAPS} output_map {{ key: "OUT" value: "OUT" }} }}, '
+                f'{{ model_name: "repeat_int32" model_version: -1 {REPEAT_MAPS} '
+                f'output_map {{ key: "IDX" value: "IDX" }} }}] }} {ENSEMBLE_INPUTS} '
+                'output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }, { name: "IDX" data_type: TYPE_UINT32 dims: [1] }]'
+            ),
+        },
+        [
+            "in ensemble invalid_decoupled_branching_2, step of model 'invalid_decoupled_branching_2' receives "
+            "inputs originated from different decoupled models"
+        ],
+    ),
 ]
 
 
@@ -280,6 +342,8 @@ REPOSITORIES = {
     "no_required_version": "simple",
     "no_required_version_2": "simple",
     "no_required_version_3": "simple",
+    "invalid_decoupled_branching": "decoupled",
+    "invalid_decoupled_branching_2": "decoupled",
 }
 
 

@@ -133,6 +133,32 @@ FAILURES = [
         "auto_complete_config function in model 'no_return' must return a valid pb.ModelConfig object.",
     ),
     (
+        "input_missing_dims",
+        FULL_CONFIG,
+        {"tensors": without("inputs", 1, "dims")},
+        "input 'INPUT1' in auto-complete-config function for model 'input_missing_dims' is missing 'dims' property.",
+    ),
+    (
+        "output_missing_datatype",
+        FULL_CONFIG,
+        {"tensors": without("outputs", 0, "data_type")},
+        "output 'OUTPUT0' in auto-complete-config function for model 'output_missing_datatype' is missing "
+        "'data_type' property.",
+    ),
+    (
+        "output_missing_name",
+        FULL_CONFIG,
+        {"tensors": without("outputs", 0, "name")},
+        "output in auto-complete-config function for model 'output_missing_name' is missing 'name' property.",
+    ),
+    (
+        "input_mismatch_dims",
+        FULL_CONFIG.replace('"INPUT1" data_type: TYPE_FP32 dims: [4]', '"INPUT1" data_type: TYPE_FP32 dims: [16]'),
+        {},
+        "model 'input_mismatch_dims', tensor 'INPUT1': the model expects dims [4] but the model configuration "
+        "specifies dims [16]",
+    ),
+    (
         "input_wrong_property",
         FULL_CONFIG,
         {"tensors": with_extra("inputs", 1, "is_shape_tensor")},

@@ -506,8 +506,9 @@ def _assign_lineages(
         raise _fault(
             ensemble,
             "",
-            f"the ensemble outputs come from different decoupled steps: {described}; "
-            "one response could not carry them together",
+            # Triton's words: it sees the ensemble's outputs as a step of the ensemble's own.
+            f"in ensemble {ensemble}, step of model '{ensemble}' receives inputs originated from different "
+            f"decoupled models (the ensemble outputs {described}: one response could not carry them together)",
         )
     for step in steps:
         for tensor in step.outputs.values():
