@@ -208,6 +208,7 @@ def completed(name: str, fields: str, tensors: str = FULL_CONFIG) -> str:
 
 DECOUPLED = "config.set_model_transaction_policy(dict(decoupled=True))"
 INPUT = '{{ name: "{}" data_type: TYPE_FP32 dims: [4] }}'
+OUTPUT = INPUT
 OUTPUTS = (
     'output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [4] }, { name: "OUTPUT1" data_type: TYPE_FP32 dims: [4] }]'
 )
@@ -230,6 +231,61 @@ SUCCESSES = [
             "unknown_input",
             "",
             f"input [{INPUT.format('INPUT0')}, {INPUT.format('INPUT_UNKNOWN')}, {INPUT.format('INPUT1')}] {OUTPUTS}",
+        ),
+    ),
+    (
+        "unknown_output",
+        "input ["
+        + INPUT.format("INPUT0")
+        + ", "
+        + INPUT.format("INPUT1")
+        + "] output ["
+        + OUTPUT.format("OUTPUT_UNKNOWN")
+        + ", "
+        + OUTPUT.format("OUTPUT1")
+        + "]",
+        {},
+        completed(
+            "unknown_output",
+            "",
+            "input ["
+            + INPUT.format("INPUT0")
+            + ", "
+            + INPUT.format("INPUT1")
+            + "] output ["
+            + OUTPUT.format("OUTPUT_UNKNOWN")
+            + ", "
+            + OUTPUT.format("OUTPUT1")
+            + ", "
+            + OUTPUT.format("OUTPUT0")
+            + "]",
+        ),
+    ),
+    (
+        "empty_config",
+        "",
+        {},
+        completed("empty_config", ""),
+    ),
+    (
+        "incomplete_input",
+        "input [" + INPUT.format("INPUT1") + "]",
+        {"tensors": {"inputs": TENSORS["inputs"][:1], "outputs": TENSORS["outputs"]}},
+        completed(
+            "incomplete_input", "", "input [" + INPUT.format("INPUT1") + ", " + INPUT.format("INPUT0") + "] " + OUTPUTS
+        ),
+    ),
+    (
+        "optional_input",
+        "input [" + INPUT.format("INPUT1") + "]",
+        {"tensors": {"inputs": [{**TENSORS["inputs"][0], "optional": True}], "outputs": TENSORS["outputs"]}},
+        completed(
+            "optional_input",
+            "",
+            "input ["
+            + INPUT.format("INPUT1")
+            + ', { name: "INPUT0" data_type: TYPE_FP32 dims: [4] optional: true }] '
+            + OUTPUTS,
         ),
     ),
     (
