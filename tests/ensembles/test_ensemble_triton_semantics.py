@@ -269,6 +269,31 @@ def test_a_step_response_can_reassign_the_sequence_of_the_steps_after_it(server)
         assert parameters["sequence_start"] is True and parameters["sequence_end"] is True
 
 
+def test_a_streamed_ensemble_answer_names_the_reassigned_sequence_too(server):
+    """The same over ModelStreamInfer: the streamed response carries `sequence_id`,
+    `sequence_start` and `sequence_end` beside Triton's `triton_final_response`."""
+    import queue
+
+    answers: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    client.async_stream_infer("reassigned", [_input(grpcclient, "IN", np.array([[78]], np.int32), "INT32")])
+    client.stop_stream()
+    result, error = answers.get(timeout=30)
+    assert error is None, error
+    assert int(result.as_numpy("SUM").reshape(-1)[0]) == 78
+    parameters = {
+        key: getattr(value, value.WhichOneof("parameter_choice"))
+        for key, value in result.get_response().parameters.items()
+    }
+    assert parameters == {
+        "sequence_id": 78,
+        "sequence_start": True,
+        "sequence_end": True,
+        "triton_final_response": True,
+    }
+
+
 def test_steps_reading_tensors_of_two_reassigned_sequences_keep_the_first(server):
     a, b = np.array([[5]], np.int32), np.array([[6]], np.int32)
     client = httpclient.InferenceServerClient(server.http_url)
