@@ -16,7 +16,6 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from naiad.frontends.kserve.header_pattern import compile_header_pattern
 from naiad.protos import grpc_service_pb2 as pb
 from naiad.testing import ServerProcess
 
@@ -180,6 +179,8 @@ def test_classification_asks_for_at_most_a_million_classes(upper_case):
     ],
 )
 def test_re2_patterns_read_as_re2_reads_them(pattern, matching, other):
+    from naiad.frontends.kserve.header_pattern import compile_header_pattern
+
     compiled = compile_header_pattern(pattern, "--flag")
     assert compiled.search(matching) and not compiled.search(other)
 
@@ -189,6 +190,8 @@ def test_re2_patterns_read_as_re2_reads_them(pattern, matching, other):
     [("(?U)a+", "the flag 'U' of '(?U)' in '(?U)a+' is not supported"), ("a(", "invalid regular expression 'a('")],
 )
 def test_a_pattern_python_cannot_read_is_a_clear_error(pattern, words):
+    from naiad.frontends.kserve.header_pattern import compile_header_pattern
+
     with pytest.raises(ValueError) as info:
         compile_header_pattern(pattern, "--grpc-header-forward-pattern")
     assert str(info.value).startswith("--grpc-header-forward-pattern: ") and words in str(info.value)

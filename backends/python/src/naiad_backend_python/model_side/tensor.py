@@ -99,7 +99,7 @@ class Tensor:
             source = _CapsuleHolder(dlpack_tensor)
         try:
             array = np.from_dlpack(source)
-        except (RuntimeError, TypeError, BufferError) as exc:
+        except (RuntimeError, TypeError, ValueError, BufferError) as exc:
             cpu = getattr(dlpack_tensor, "cpu", None)
             if cpu is None:
                 raise TritonModelException(f"tensor '{name}': cannot read DLPack tensor: {exc}") from exc
