@@ -75,9 +75,7 @@ def test_generate_stream_requests_back_to_back_on_one_kept_alive_connection(base
     body = json.dumps({"text_input": "one two three four", "max_tokens": 4})
     try:
         for attempt in range(12):
-            connection.request(
-                "POST", "/v2/models/tokens/generate_stream", body, {"content-type": "application/json"}
-            )
+            connection.request("POST", "/v2/models/tokens/generate_stream", body, {"content-type": "application/json"})
             response = connection.getresponse()
             assert response.status == 200, attempt
             text = response.read().decode()  # the whole chunked body, up to its last chunk

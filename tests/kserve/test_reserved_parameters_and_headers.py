@@ -86,7 +86,7 @@ def _stream_echoed(url, headers):
     client.start_stream(callback=lambda result, error: answers.append((result, error)), headers=dict(headers))
     client.async_stream_infer("parameters", _fp32(grpcclient))
     client.stop_stream()
-    (result, error), = answers
+    ((result, error),) = answers
     assert error is None, error
     return json.loads(result.as_numpy("OUTPUT0").reshape(-1)[0])
 
@@ -108,8 +108,17 @@ def test_a_case_sensitive_re2_pattern_is_accepted_and_matches_by_case(case_sensi
 
 @pytest.mark.parametrize(
     "name",
-    ["sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers", "binary_data_output",
-     "triton_enable_empty_final_response", "triton_injected_via_header"],
+    [
+        "sequence_id",
+        "sequence_start",
+        "sequence_end",
+        "priority",
+        "timeout",
+        "headers",
+        "binary_data_output",
+        "triton_enable_empty_final_response",
+        "triton_injected_via_header",
+    ],
 )
 def test_a_header_named_as_a_reserved_parameter_is_refused(upper_case, name):
     body = {"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [1.0]}]}
@@ -155,7 +164,11 @@ def test_a_triton_parameter_is_refused(upper_case, name):
 def test_classification_asks_for_at_most_a_million_classes(upper_case):
     for module, url in ((httpclient, upper_case.http_url), (grpcclient, upper_case.grpc_url)):
         client = module.InferenceServerClient(url)
-        top = client.infer("identity", _fp32(module, (0.5, 2.0)), outputs=[module.InferRequestedOutput("OUTPUT0", class_count=1_000_000)])
+        top = client.infer(
+            "identity",
+            _fp32(module, (0.5, 2.0)),
+            outputs=[module.InferRequestedOutput("OUTPUT0", class_count=1_000_000)],
+        )
         assert [v.decode() if isinstance(v, bytes) else v for v in top.as_numpy("OUTPUT0").tolist()] == [
             "2.000000:1",
             "0.500000:0",

@@ -429,7 +429,9 @@ class _EnsembleRun:
         parameters: dict[str, object] = {}
         request = self.job.request
         if request.correlation_id not in (0, ""):
-            parameters = _SequenceOverride(request.correlation_id, request.sequence_start, request.sequence_end).parameters()
+            parameters = _SequenceOverride(
+                request.correlation_id, request.sequence_start, request.sequence_end
+            ).parameters()
         for name in self.requested:
             override = frame.sequences.get(name)
             if override is not None and frame.values.get(name) is not None:

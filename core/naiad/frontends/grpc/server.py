@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import ssl
 
 from naiad_wire.balance import balanced

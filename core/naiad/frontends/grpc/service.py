@@ -31,8 +31,8 @@ from ..kserve.restrictions import Restriction
 from ..kserve.shared_memory_requests import region_selector, register_request
 from . import codec
 from .restrictions import guard
-from .stream_outbox import Place, StreamOutbox
 from .rpc import RpcMethod
+from .stream_outbox import Place, StreamOutbox
 
 __all__ = ["SERVICE_NAME", "InferenceServicer", "rpc_methods", "methods_from_descriptor"]
 
