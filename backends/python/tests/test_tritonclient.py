@@ -62,6 +62,7 @@ def naiad_server():
         "sender_after_return",
         "gather_decoupled",
         "bls_decoupled_gather",
+        "bls_decoupled_gather_in_process",
     ]
     flags = [flag for name in models for flag in ("--load-model", name)]
     with ServerProcess(MODELS, "--model-control-mode", "explicit", *flags) as server:
@@ -258,7 +259,8 @@ def test_a_non_decoupled_model_may_answer_through_the_sender_after_execute_retur
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values * 2)
 
 
-def test_concurrent_decoupled_async_exec_calls_iterated_with_a_plain_for_run_together(naiad_server):
+@pytest.mark.parametrize("caller", ["bls_decoupled_gather", "bls_decoupled_gather_in_process"])
+def test_concurrent_decoupled_async_exec_calls_iterated_with_a_plain_for_run_together(naiad_server, caller):
     """Four `await async_exec(decoupled=True)` calls gathered in one `async def execute`,
     each read with a plain `for`: the called model answers only when all four are in
     flight at once (else each call ends with an error after its wait)."""
@@ -267,6 +269,7 @@ def test_concurrent_decoupled_async_exec_calls_iterated_with_a_plain_for_run_tog
     client = httpclient.InferenceServerClient(naiad_server.http_url, network_timeout=120)
     for round_id in (1, 2):
         tensor = httpclient.InferInput("ROUND", [1], "INT32")
-        tensor.set_data_from_numpy(np.array([round_id], dtype=np.int32))
-        result = client.infer("bls_decoupled_gather", [tensor])
+        # Rounds apart for each caller: the called model counts arrivals per round.
+        tensor.set_data_from_numpy(np.array([round_id + 10 * len(caller)], dtype=np.int32))
+        result = client.infer(caller, [tensor])
         assert result.as_numpy("ARRIVED").tolist() == [4, 4, 4, 4]
