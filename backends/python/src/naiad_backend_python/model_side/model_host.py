@@ -215,9 +215,11 @@ class ModelHost:
         if result is None:
             if requests and all(r._key in collector.responses for r in requests):
                 return [collector.responses[r._key] for r in requests]
-            if requests:
-                # Triton lets such a model send the responses later, from another thread
-                # or a task it started: the batch ends when each request has its final flag.
+            if requests and all(r._key in collector.responses or r._sender is not None for r in requests):
+                # Triton lets such a model send the responses later, through senders it took
+                # in execute, from a thread or task it started: the batch ends when each
+                # request has had its final flag. Without a sender, nothing can come: the
+                # server reports the None.
                 return _AnsweredLater(self, requests, collector, None)
             return None
         if not isinstance(result, (list, tuple)):
