@@ -46,7 +46,8 @@ def serve_flag_table(parser: argparse.ArgumentParser) -> list[dict[str, Any]]:
                     "help": action.help,
                     "metavar": action.metavar,
                     "choices": list(action.choices) if action.choices else None,
-                    "action": type(action).__name__.lstrip("_"),
+                    # argparse's own actions by name; one of naiad's (its class may be renamed) as "naiad".
+                    "action": type(action).__name__.lstrip("_") if type(action).__module__ == "argparse" else "naiad",
                     "required": action.required,
                     "type": _value_type(action),
                 }
