@@ -96,7 +96,7 @@ def options_from_flags(cls: type[Options], args: argparse.Namespace) -> Options:
     """An options object from the flags `add_option_flags` made for `cls`; a repeated flag's
     list becomes a tuple."""
     values: dict[str, Any] = {}
-    for field in flag_fields(cls):  # type: ignore[arg-type]
+    for field in flag_fields(cls):
         value = getattr(args, flag_dest(field))
         values[field.name] = tuple(value) if isinstance(value, list) else value
     return cls(**values)

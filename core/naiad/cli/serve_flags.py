@@ -4,7 +4,7 @@ once as an `option` field of the class for its group of --help."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from ..observability.log_settings import LOG_FORMATS
 from ..observability.metrics_settings import MetricsSettings
@@ -263,11 +263,11 @@ class RateLimiterFlags:
 
 
 # --help's groups around the frontends' own: (title, class), the first two before them.
-SERVE_FLAG_GROUPS: Final = (
+SERVE_FLAG_GROUPS: Final[tuple[tuple[str, type[Any]], ...]] = (
     ("model repository", RepositoryFlags),
     ("server", ServerFlags),
 )
-SERVE_FLAG_GROUPS_AFTER_FRONTENDS: Final = (
+SERVE_FLAG_GROUPS_AFTER_FRONTENDS: Final[tuple[tuple[str, type[Any]], ...]] = (
     ("metrics", MeasuredMetricsFlags),
     ("logging", LoggingFlags),
     ("tracing", TracingFlags),

@@ -10,7 +10,7 @@ its `run` receives its options object typed, never the command line.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
@@ -39,7 +39,7 @@ class Frontend(Generic[Options]):
     # The title of its flags' group in `naiad serve --help`.
     title: str
     options: type[Options]
-    run: Callable[[Server, Options, asyncio.Event], Awaitable[None]]
+    run: Callable[[Server, Options, asyncio.Event], Coroutine[Any, Any, None]]
     # Frontends start (and their flags are listed) in this order, lowest first.
     order: int = 100
     # False: only the process that holds the models serves it (the metrics of several

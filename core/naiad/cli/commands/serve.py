@@ -8,6 +8,8 @@ import contextlib
 import gc
 import importlib
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from ...errors import NaiadError
 from ...workers import Topology, WorkerPool, is_worker, worker_count
@@ -68,12 +70,11 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[st
     options.log_settings.install()
     if not is_worker():  # worker 0 speaks for the server at start-up
         warn_inert_flags(args, log)
-    try:
-        import uvloop  # type: ignore[import-not-found]
+    runner: Callable[[Coroutine[Any, Any, int]], int] = asyncio.run
+    with contextlib.suppress(ImportError):
+        import uvloop  # type: ignore[import-not-found, unused-ignore]
 
         runner = uvloop.run
-    except ImportError:
-        runner = asyncio.run
     pool = topology = None
     if workers > 1:
         # The model home loads the models while the workers start; all of them forked from
