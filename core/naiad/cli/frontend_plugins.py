@@ -41,6 +41,12 @@ def installed_frontends() -> list[Frontend[Any]]:
             )
             continue
         found[entry.name] = frontend
+    if not found:
+        # naiad's own frontends are entry points of the installed distribution: a source
+        # tree put on the path without installing it has none.
+        log.warning(
+            "no frontends found under the '%s' entry points: is naiad installed (pip install)?", ENTRY_POINT_GROUP
+        )
     return sorted(found.values(), key=lambda f: (f.order, f.name))
 
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from naiad import Server
 from naiad.frontends import Frontend, option
-from naiad.frontends.http import HttpOptions, serve_uvicorn
-from naiad_wire.listen import listen
 
-from .app import create_app
+if TYPE_CHECKING:
+    from naiad import Server
 
 __all__ = ["FRONTEND", "OpenAIOptions", "run"]
 
@@ -31,6 +30,12 @@ class OpenAIOptions:
 
 async def run(server: Server, options: OpenAIOptions, started: asyncio.Event) -> None:
     """Serve the OpenAI API on the options' address and port until cancelled."""
+    # Imported here: reading the flags (every `naiad serve`) needs none of it.
+    from naiad.frontends.http import HttpOptions, serve_uvicorn
+    from naiad_wire.listen import listen
+
+    from .app import create_app
+
     address = options.address or HttpOptions().address
     sock = listen(address, options.port, reuse_port=options.reuse_port, name="OpenAI frontend")
     log.info("Started OpenAI-compatible service at %s:%d", address, sock.getsockname()[1])
