@@ -4,14 +4,17 @@ options; one that cannot be loaded is named in a warning and the others serve.""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tritonclient.http as httpclient
 
+from naiad.frontends import Frontend
 from naiad.testing import ServerProcess, free_port
 
 ECHO_FRONTEND = """
@@ -107,3 +110,15 @@ def test_a_frontends_bad_flag_value_is_refused_naming_the_flag(tmp_path):
     )
     assert result.returncode == 2
     assert "argument --echo-port: invalid int value: 'many'" in result.stderr
+
+
+def test_a_frontend_whose_options_cannot_turn_it_on_is_refused():
+    @dataclasses.dataclass(frozen=True)
+    class NoSwitch:
+        port: int = 1
+
+    async def run(server, options, started):
+        started.set()
+
+    with pytest.raises(TypeError, match="frontend 'x': NoSwitch has no 'enabled' field"):
+        Frontend(name="x", title="x", options=NoSwitch, run=run)
