@@ -62,7 +62,8 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[st
     plan = ServePlan(
         options=options,
         frontends=frontends,
-        frontend_options=frontend_options(frontends, args, shared_ports=workers > 1),
+        # Worker 0 with others, or one of the others: every process listens on the ports.
+        frontend_options=frontend_options(frontends, args, shared_ports=workers > 1 or is_worker()),
         workers=workers,
         pin_loop_threads=server_flags.pin_loop_threads,
     )
