@@ -49,4 +49,6 @@ FRONTEND = Frontend(
     run=run,
     order=40,
     address_from="http",
+    # Imported before --workers processes fork, so none imports it again.
+    imports=("naiad_openai.app", "naiad.frontends.http"),
 )
