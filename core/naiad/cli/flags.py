@@ -15,7 +15,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from .flag_values import parse_bool
+from ..flag_values import parse_bool
 
 __all__ = ["add_option_flags", "argument_group", "flag_dest", "flag_fields", "options_from_flags"]
 
