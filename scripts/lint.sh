@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The checked habits CI runs: ruff's lint and format check over the whole checkout, and mypy
-# (strict on naiad.backend with the core modules it reaches, and on naiad_wire).
+# (strict on naiad.backend and naiad.backend.helpers with the core modules they reach, and on
+# naiad_wire).
 # `bash scripts/lint.sh --fix` applies ruff's fixes and formatting first.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from naiad.backend import Backend, Batch, InferenceResponse, Model, ModelInstance, Tensor, hookimpl
+from naiad.backend import Backend, InferenceResponse, Model, ModelInstance, Tensor, hookimpl
+from naiad.backend.helpers import Batch
 
 # The sequence batcher's control inputs, under the names `accumulate` reads; `%s` is the
 # CORRID datatype (e.g. TYPE_UINT64 or TYPE_STRING).
@@ -264,6 +265,7 @@ class NumpyModel(Model):
 
 class NumpyBackend(Backend):
     name = "numpy"
+    abi_version = (2, 0)
 
     def create_model(self, context):
         return NumpyModel(context)

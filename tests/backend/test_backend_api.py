@@ -1,35 +1,51 @@
-"""`naiad.backend` is the one import path of backend authors: its names are exactly these,
-each one resolves, and the server satisfies the `InferenceService` a model sees."""
+"""`naiad.backend` is the backend ABI alone and `naiad.backend.helpers` the opt-in helpers:
+their names are exactly these, each one resolves, the two do not overlap, and the server
+satisfies the `InferenceService` a model sees."""
 
 import inspect
 
+import pytest
+
 import naiad.backend
+import naiad.backend.helpers
 from naiad import Server
 from naiad.backend import InferenceService
 
-EXPECTED = {
-    # the ABI and plugin discovery
-    "ABI_VERSION", "Backend", "BackendContext", "ENTRY_POINT_GROUP", "InferenceService", "InstanceContext",
-    "Model", "ModelContext", "ModelInstance", "ServedModel", "hookimpl",
-    # core types
-    "ConfigError", "ErrorCode", "GRPC_STATUS_NAME", "HTTP_STATUS", "InferenceRequest", "InferenceResponse",
-    "ModelConfig", "NaiadError", "RequestedOutput", "Tensor", "TensorSpec", "model_config_pb2",
-    # helpers for framework backends
-    "Batch", "SignatureTensor", "apply_output_reshape", "check_model_shape", "complete_tensors",
-    "datatype_to_config_type", "execute_by_name", "gpu_ids", "model_inputs", "model_outputs", "numpy_dtype",
-    "run_isolating_failures",
-    # custom metrics
-    "CustomMetric", "CustomMetricFamily", "CustomMetricRegistry", "MetricKind",
+ABI = {
+    # the three layers, their contexts, the version, the plugin marker
+    "ABI_VERSION", "Backend", "BackendContext", "ExecuteResult", "InstanceContext", "Model", "ModelContext",
+    "ModelInstance", "hookimpl",
+    # the server as a model sees it
+    "InferenceService", "ServedModel",
+    # what execute and a model's config exchange
+    "InferenceRequest", "InferenceResponse", "RequestedOutput", "Tensor", "ModelConfig", "TensorSpec",
+    "ConfigError", "ErrorCode", "NaiadError",
+}  # fmt: skip
+
+HELPERS = {
+    # batching
+    "Batch", "RunFunction", "StackedBatch", "execute_by_name", "group_stackable", "run_isolating_failures",
+    "split_output_tensors", "split_outputs", "stack_requests",
+    # config: auto-complete, checks, tensors, datatypes
+    "SignatureTensor", "apply_output_reshape", "check_model_shape", "complete_tensors", "datatype_to_config_type",
+    "model_config_pb2", "model_inputs", "model_outputs", "numpy_dtype",
+    # settings
+    "read_bool", "read_settings", "setting", "setting_keys",
+    # devices, custom metrics, error mapping
+    "gpu_ids", "CustomMetric", "CustomMetricFamily", "CustomMetricRegistry", "MetricKind", "GRPC_STATUS_NAME",
+    "HTTP_STATUS",
 }  # fmt: skip
 
 
-def test_all_is_exact():
-    assert sorted(naiad.backend.__all__) == sorted(EXPECTED)
-    assert len(naiad.backend.__all__) == len(EXPECTED)  # no name twice
+@pytest.mark.parametrize(("module", "expected"), [(naiad.backend, ABI), (naiad.backend.helpers, HELPERS)])
+def test_all_is_exact(module, expected):
+    assert sorted(module.__all__) == sorted(expected)
+    assert len(module.__all__) == len(expected)  # no name twice
+    assert [name for name in module.__all__ if not hasattr(module, name)] == []
 
 
-def test_every_name_resolves():
-    assert [name for name in naiad.backend.__all__ if not hasattr(naiad.backend, name)] == []
+def test_the_abi_holds_no_helper():
+    assert set(naiad.backend.__all__) & set(naiad.backend.helpers.__all__) == set()
 
 
 def test_server_offers_every_member_of_inference_service():

@@ -1,5 +1,5 @@
 """Backends and integrations reach naiad only through its public packages: a backend's
-code imports `naiad.backend` alone; its tests and benchmarks may also start a server
+code imports `naiad.backend` (the ABI) and `naiad.backend.helpers` alone; its tests and benchmarks may also start a server
 (`naiad`, `naiad.testing`) and build a config (`naiad.config`); an integration embeds the
 server (`naiad`, `naiad.frontends.http`, `naiad.frontends.grpc`), adds a frontend to
 `naiad serve` (`naiad.frontends`) and reads repositories and configs (`naiad.repository`,
@@ -10,11 +10,10 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BACKEND_CODE = {"naiad.backend"}
-TEST_CODE = {"naiad", "naiad.backend", "naiad.config", "naiad.testing"}
-INTEGRATION_CODE = {
+BACKEND_CODE = {"naiad.backend", "naiad.backend.helpers"}
+TEST_CODE = {"naiad", "naiad.config", "naiad.testing"} | BACKEND_CODE
+INTEGRATION_CODE = BACKEND_CODE | {
     "naiad",
-    "naiad.backend",
     "naiad.config",
     "naiad.repository",
     "naiad.frontends",

@@ -40,6 +40,7 @@ class CountingModel(Model):
 
 class CountingBackend(Backend):
     name = "counting"
+    abi_version = (2, 0)
 
     def create_model(self, context):
         return CountingModel(context)

@@ -26,6 +26,7 @@ class StreamingModel(Model):
 
 class StreamingBackend(Backend):
     name = "streaming"
+    abi_version = (2, 0)
 
     def create_model(self, context):
         return StreamingModel(context)

@@ -251,6 +251,7 @@ class GatedModel(Model):
 
 class GatedBackend(Backend):
     name = "gated"
+    abi_version = (2, 0)
 
     def create_model(self, context):
         return GatedModel(context)

@@ -80,6 +80,7 @@ def test_load_timeout(tmp_path):
 
     class SlowBackend(Backend):
         name = "slowload"
+        abi_version = (2, 0)
 
         def create_model(self, context):
             return SlowModel(context)
@@ -127,6 +128,7 @@ def test_a_cancelled_load_finalizes_what_its_thread_builds(tmp_path):
 
     class SlowBackend(Backend):
         name = "slowload"
+        abi_version = (2, 0)
 
         def create_model(self, context):
             return SlowModel(context)
@@ -175,6 +177,7 @@ def test_load_errors_leave_the_servers_paths_out(tmp_path, caplog):
 
     class PathBackend(Backend):
         name = "paths"
+        abi_version = (2, 0)
         default_model_filename = "model.bin"
 
         def create_model(self, context):

@@ -135,7 +135,7 @@ def test_backend_no_package_provides_is_the_configs_error():
 def test_backend_for_another_abi_major_is_refused(tmp_path):
     class FutureBackend(Backend):
         name = "future"
-        abi_version = (2, 0)
+        abi_version = (3, 0)
 
         def create_model(self, context):
             return NumpyModel(context)
@@ -150,7 +150,31 @@ def test_backend_for_another_abi_major_is_refused(tmp_path):
     async def go():
         server = Server(ServerOptions([str(tmp_path)], backend_plugins=[Plugin()]))
         async with server:
-            expected = f"built for naiad backend ABI 2.0, this server implements {ABI_VERSION[0]}.{ABI_VERSION[1]}"
+            expected = f"built for naiad backend ABI 3.0, this server implements {ABI_VERSION[0]}.{ABI_VERSION[1]}"
+            assert expected in server.startup_failures[0]
+
+    asyncio.run(go())
+
+
+def test_backend_that_declares_no_abi_version_is_refused_naming_what_to_add(tmp_path):
+    """The ABI version is the backend's own literal: a class without one once inherited
+    the server's, so the check could never fire."""
+
+    class UndeclaredBackend(Backend):
+        name = "undeclared"
+
+        def create_model(self, context):
+            return NumpyModel(context)
+
+    add_model(tmp_path, "m", config=IDENTITY.format(policy="").replace('"numpy"', '"undeclared"'))
+
+    async def go():
+        async with Server(ServerOptions([str(tmp_path)], backend_plugins=[UndeclaredBackend])) as server:
+            assert not server.model_ready("m")
+            expected = (
+                "backend 'undeclared' declares no ABI version; add "
+                f"'abi_version = ({ABI_VERSION[0]}, {ABI_VERSION[1]})' to its Backend class"
+            )
             assert expected in server.startup_failures[0]
 
     asyncio.run(go())
@@ -166,6 +190,7 @@ def test_default_model_filename_and_labels(tmp_path):
 
     class FileBackend(Backend):
         name = "filebackend"
+        abi_version = (2, 0)
         default_model_filename = "weights.bin"
 
         def create_model(self, context):

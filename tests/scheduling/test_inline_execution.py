@@ -71,6 +71,7 @@ class ThreadsModel(Model):
 
 class ThreadsBackend(Backend):
     name = "threads"
+    abi_version = (2, 0)
 
     def create_model(self, context):
         return ThreadsModel(context)

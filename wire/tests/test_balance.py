@@ -144,3 +144,59 @@ def test_a_process_that_does_not_serve_a_kind_yet_is_passed_none_of_it(tmp_path)
         second.close()
 
     asyncio.run(go())
+
+
+class Movable(Echo):
+    """An Echo whose client is asked to connect again: it answers "moved" once asked."""
+
+    def __init__(self, name: str, served: list[str], moved: list[str]) -> None:
+        super().__init__(name, served)
+        self.moved = moved
+
+    def move_on(self) -> None:
+        self.moved.append(self.name)
+        self.transport.close()  # type: ignore[attr-defined]
+
+
+def test_a_process_holding_more_than_its_share_asks_the_excess_to_move_on(tmp_path):
+    """Eight connections all held by the first process (the other was away, as a model home
+    started again): once the second serves, the first asks four to move on, and no more while
+    their clients connect again; those are passed to the second, and nothing moves after."""
+
+    async def go() -> None:
+        served: list[str] = []
+        moved: list[str] = []
+        first = ConnectionBalancer(str(tmp_path), 0, 2)
+        first.start()
+        loop = asyncio.get_running_loop()
+        listener = await loop.create_server(first.wrap(b"h", lambda: Movable("a", served, moved)), "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        streams = [await asyncio.open_connection("127.0.0.1", port) for _ in range(8)]
+        await asyncio.sleep(0.6)
+        assert moved == []  # alone, nothing is more than its share
+        second = ConnectionBalancer(str(tmp_path), 1, 2)
+        second.start()
+        second.wrap(b"h", lambda: Movable("b", served, moved))
+        await asyncio.sleep(0.6)  # two looks at the counts at least, within the settling time
+        assert moved == ["a"] * 4
+        again = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
+        for reader, writer in again:
+            writer.write(b"ping")
+            assert await asyncio.wait_for(reader.read(100), 5) == b"b:ping"
+        assert sum(await asyncio.gather(*(_closed(reader) for reader, _ in streams))) == 4
+        await asyncio.sleep(1.5)
+        assert moved == ["a"] * 4 and first.excess(b"h") == second.excess(b"h") == 0
+        for _, writer in (*streams, *again):
+            writer.close()
+        listener.close()
+        first.close()
+        second.close()
+
+    asyncio.run(go())
+
+
+async def _closed(reader: asyncio.StreamReader) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(1), 0.2) == b""
+    except TimeoutError:
+        return False

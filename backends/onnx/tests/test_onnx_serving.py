@@ -296,3 +296,19 @@ def test_missing_or_broken_model_file_fails_the_load_with_a_reason(tmp_path):
     index = onnx_models.serve(tmp_path, body)
     assert "model file not found" in index["missing"]["reason"] and "model.onnx" in index["missing"]["reason"]
     assert "onnxruntime cannot load model.onnx" in index["broken"]["reason"]
+
+
+def test_a_backend_setting_that_is_not_a_boolean_fails_the_load_naming_it(tmp_path):
+    """`enable-global-threadpool=maybe` once read as false: a setting the user changed was
+    silently off. Now it fails the load, and the message names key and value."""
+    onnx_models.write_model(tmp_path, "mlp", onnx_models.mlp(), MLP_CONFIG)
+
+    async def body(server):
+        return {row["name"]: row for row in server.repository_index()}
+
+    index = onnx_models.serve(tmp_path, body, backend_config={"onnxruntime": {"enable-global-threadpool": "maybe"}})
+    assert index["mlp"]["state"] == "UNAVAILABLE"
+    assert (
+        "--backend-config onnxruntime,enable-global-threadpool: expected true or false (1/0, yes/no, on/off), "
+        "got 'maybe'" in index["mlp"]["reason"]
+    )

@@ -9,7 +9,7 @@ import pytest
 from python_backend_servers import bytes_array
 
 from naiad import ErrorCode
-from naiad.backend import GRPC_STATUS_NAME, HTTP_STATUS
+from naiad.backend.helpers import GRPC_STATUS_NAME, HTTP_STATUS
 
 
 def test_add_sub_fp32_batched(served):

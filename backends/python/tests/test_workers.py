@@ -438,6 +438,49 @@ def test_a_killed_model_home_is_started_again_with_the_models_clients_loaded(rep
         assert server.stop() == 0
 
 
+def test_a_killed_model_home_is_forked_again_and_its_clients_spread_again(repo: Path) -> None:
+    """The new model home is forked from the fork server worker 0 made at start (a new
+    interpreter takes seconds to import naiad under load), worker 0's child as the first
+    one; and the clients that moved to worker 0 while the model home was away spread over
+    both workers again once it is back (with every request crossing from worker 0 to the
+    model home, a two-worker server is slower; docs/reliability.md)."""
+    with ServerProcess(repo, "--workers", "2") as server:
+        worker_0, home = server.worker_pids()[0], server.model_home_pid()
+        assert home is not None
+        clients = [httpclient.InferenceServerClient(server.http_url) for _ in range(8)]
+        try:
+
+            def send_on_each() -> int:
+                answered = 0
+                for client in clients:
+                    with contextlib.suppress(InferenceServerException, ConnectionError, HTTPConnectionClosed):
+                        client.infer("pid", [_int64(httpclient, 1)])
+                        answered += 1
+                return answered
+
+            send_on_each()
+            assert sorted(_http_connections(pid, server.http_port) for pid in (worker_0, home)) == [4, 4]
+            subprocess.run(["kill", "-KILL", str(home)], check=True)
+            assert _wait_for(lambda: not _alive(home))
+            assert _wait_for(lambda: send_on_each() == 8 and server.model_home_pid() not in (None, home), 30)
+            restarted = server.model_home_pid()
+            assert restarted is not None
+            assert _parent(restarted) == worker_0
+            # Forked: worker 0's own command line, without the flags a new interpreter gets.
+            assert psutil.Process(restarted).cmdline() == psutil.Process(worker_0).cmdline()
+
+            def spread() -> bool:
+                send_on_each()
+                return sorted(_http_connections(pid, server.http_port) for pid in (worker_0, restarted)) == [4, 4]
+
+            assert _wait_for(spread, 15)
+            assert send_on_each() == 8
+        finally:
+            for client in clients:
+                client.close()
+        assert server.stop() == 0
+
+
 def test_every_worker_traces_into_one_trace_file(repo: Path, tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     with ServerProcess(

@@ -140,7 +140,7 @@ output [ {{ name: "OUTPUT__0" data_type: {config_type} dims: [ 3 ] }} ]""",
                 data = np.array([[0x3F80, 0x4000, 0xC040]], dtype=np.uint16)  # 1.0, 2.0, -3.0
                 tensor = Tensor("INPUT__0", "BF16", (1, 3), data)
             else:
-                from naiad.backend import numpy_dtype
+                from naiad.backend.helpers import numpy_dtype
 
                 data = (rng.standard_normal((2, 3)) * 50).astype(numpy_dtype(datatype))
                 tensor = Tensor.from_numpy("INPUT__0", data)

@@ -113,6 +113,28 @@ def test_engine_with_fixed_first_dimension_does_not_batch():
     assert cfg.input_by_name["x"].dims == (1, 4) and cfg.output_by_name["y"].dims == (1,)
 
 
+def test_auto_complete_marks_shape_tensors_and_keeps_their_first_dimension():
+    shaped = EngineDescription(
+        (
+            EngineTensor("x", True, "FLOAT", (-1, 4), profiles=(ProfileShape((1, 4), (8, 4), (8, 4)),)),
+            EngineTensor("shape", True, "INT32", (2,), is_shape_tensor=True, on_host=True),
+            EngineTensor("y", False, "FLOAT", (-1, 4)),
+        )
+    )
+    cfg = config("max_batch_size: 8")
+    auto_complete_from_engine(cfg, shaped, "plan")
+    entries = {entry.name: entry for entry in cfg.proto.input}
+    assert entries["shape"].is_shape_tensor and list(entries["shape"].dims) == [2]
+    assert not entries["x"].is_shape_tensor and list(entries["x"].dims) == [4]
+
+
+def test_auto_complete_names_a_listed_tensor_of_a_type_clients_cannot_carry():
+    fp8 = EngineDescription((EngineTensor("x", True, "FP8", (4,)), EngineTensor("y", False, "FLOAT", (4,))))
+    with pytest.raises(ConfigError) as info:
+        auto_complete_from_engine(config('input [{name: "x"}]'), fp8, "plan")
+    assert "input 'x' (input[0].data_type): the engine's type FP8 has no Triton datatype" in info.value.message
+
+
 # -- config check ------------------------------------------------------------------------
 
 GOOD = """max_batch_size: 8

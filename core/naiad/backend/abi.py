@@ -35,9 +35,15 @@ ABI 1.3 adds `BackendContext.cpu_count` and `thread_budget`: what a backend size
 framework's thread pools by, so that a container's CPU limit, and instances that each run
 the framework's parallel operations at once, do not oversubscribe the CPUs.
 
+ABI 2.0 splits the namespace: `naiad.backend` holds this ABI alone and the opt-in helpers
+moved to `naiad.backend.helpers`, so a backend written for 1.x no longer imports; a backend
+must declare `abi_version`, and two classes make a backend (`Model` and the plugin have
+defaults: `Backend.instance_class`, and an entry point that names the Backend class).
+
 Versioning: `ABI_VERSION` is (major, minor). A backend declares the version it was built
-for in `Backend.abi_version`; the server refuses a backend with another major version, or
-a newer minor version, with a message naming both.
+for in `Backend.abi_version`, a literal in its own source (as Triton compiles the version
+into a backend library); the server refuses a backend that declares none, or another major
+version, or a newer minor version, with a message naming what to change.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ import os
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from ..inference import InferenceRequest, InferenceResponse
 
@@ -63,9 +69,15 @@ __all__ = [
     "ModelContext",
     "ModelInstance",
     "InstanceContext",
+    "ExecuteResult",
 ]
 
-ABI_VERSION: tuple[int, int] = (1, 3)
+ABI_VERSION: tuple[int, int] = (2, 0)
+
+#: What `ModelInstance.execute` returns: one response per request in order (None in the
+#: place of a rescheduled request), None for a decoupled model, or an awaitable of either
+#: from an `async def execute`.
+ExecuteResult: TypeAlias = "list[InferenceResponse | None] | None | Awaitable[list[InferenceResponse | None] | None]"
 
 
 @dataclass(slots=True)
@@ -131,33 +143,53 @@ class InstanceContext:
     group_name: str
 
 
-class Backend(abc.ABC):
-    """A framework backend, created once per server process by its plugin."""
+class Backend:
+    """A framework backend, created once per server process by its plugin.
+
+    A subclass sets `name` and `abi_version`, and either `instance_class` (each model
+    version then gets a plain `Model` whose instances are that class) or `create_model`.
+    """
 
     #: Name used in `backend: "..."` and `--backend-config NAME,...`.
-    name: str = ""
-    #: The ABI version this backend was built for.
-    abi_version: tuple[int, int] = ABI_VERSION
+    name: ClassVar[str] = ""
+    #: The ABI version this backend was built for. Deliberately no default: a default
+    #: would be the running server's own version and so always match. Declare it as a
+    #: literal, e.g. `abi_version = (2, 0)`.
+    abi_version: ClassVar[tuple[int, int]]
     #: The file a model directory holds when the config names none (e.g. "model.onnx").
-    default_model_filename: str = ""
+    default_model_filename: ClassVar[str] = ""
+    #: The instance class of the default `create_model` (ABI 2.0).
+    instance_class: ClassVar[type[ModelInstance] | None] = None
+
+    #: What `initialize` was given; set before any model is created.
+    context: BackendContext
 
     def initialize(self, context: BackendContext) -> None:
-        """Framework-wide set-up. The default keeps the context on `self.context`."""
+        """Framework-wide set-up. The default keeps the context on `self.context`; an
+        override should call it (or set `self.context` itself)."""
         self.context = context
 
-    @abc.abstractmethod
     def create_model(self, context: ModelContext) -> Model:
-        """Create (not yet initialize) the Model for one version."""
+        """Create (not yet initialize) the Model for one version. The default is a plain
+        `Model` whose instances are `instance_class`."""
+        if self.instance_class is None:
+            raise TypeError(
+                f"backend '{self.name}' ({type(self).__qualname__}) sets no instance_class; "
+                "set instance_class = <a ModelInstance subclass> or override create_model"
+            )
+        return Model(context, self.instance_class)
 
     def finalize(self) -> None:
         """Release framework-wide resources at server shutdown."""
 
 
-class Model(abc.ABC):
-    """One loaded model version."""
+class Model:
+    """One loaded model version. Subclass it for state the instances share (weights); a
+    backend without such state uses it as it is, through `Backend.instance_class`."""
 
-    def __init__(self, context: ModelContext) -> None:
+    def __init__(self, context: ModelContext, instance_class: type[ModelInstance] | None = None) -> None:
         self.context = context
+        self.instance_class = instance_class
 
     def auto_complete_config(self, config: ModelConfig) -> None:
         """Fill in what the config leaves out (inputs, outputs, max_batch_size) from the
@@ -167,9 +199,15 @@ class Model(abc.ABC):
     def initialize(self) -> None:
         """Load weights and shared state; raise to fail the load (the message is shown)."""
 
-    @abc.abstractmethod
     def create_instance(self, context: InstanceContext) -> ModelInstance:
-        """Create (not yet initialize) one instance."""
+        """Create (not yet initialize) one instance: by default of the `instance_class`
+        this model was created with."""
+        if self.instance_class is None:
+            raise TypeError(
+                f"{type(self).__qualname__} was created without an instance_class; "
+                "pass one to Model.__init__ or override create_instance"
+            )
+        return self.instance_class(self, context)
 
     def is_ready(self) -> bool:
         """Whether the model can serve; polled by model readiness."""
@@ -194,9 +232,7 @@ class ModelInstance(abc.ABC):
         """Per-instance set-up (sessions, device placement, worker processes)."""
 
     @abc.abstractmethod
-    def execute(
-        self, requests: list[InferenceRequest]
-    ) -> list[InferenceResponse] | None | Awaitable[list[InferenceResponse] | None]:
+    def execute(self, requests: list[InferenceRequest]) -> ExecuteResult:
         """Run a batch; see the module docstring for the contract."""
 
     def finalize(self) -> None:
@@ -204,7 +240,14 @@ class ModelInstance(abc.ABC):
 
 
 def describe_abi_mismatch(backend_name: str, version: Any) -> str | None:
-    """Why a backend built for `version` cannot run here, or None when it can."""
+    """Why a backend built for `version` cannot run here, or None when it can. `version`
+    None means the backend class declares no `abi_version`."""
+    if version is None:
+        return (
+            f"backend '{backend_name}' declares no ABI version; add "
+            f"'abi_version = ({ABI_VERSION[0]}, {ABI_VERSION[1]})' to its Backend class "
+            "(the naiad backend ABI it was written for)"
+        )
     try:
         major, minor = int(version[0]), int(version[1])
     except (TypeError, ValueError, IndexError):

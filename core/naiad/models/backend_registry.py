@@ -36,6 +36,13 @@ RETIRED_BACKENDS: dict[str, str] = {
 }
 
 
+def _backend_class(plugin: object) -> type[Backend] | None:
+    """The Backend class a plugin object is (or is an instance of), else None."""
+    if isinstance(plugin, type):
+        return plugin if issubclass(plugin, Backend) else None
+    return type(plugin) if isinstance(plugin, Backend) else None
+
+
 class BackendRegistry:
     """Backend classes by name, from entry points and from plugins passed in directly
     (applications embedding the server register their own backends that way)."""
@@ -53,7 +60,11 @@ class BackendRegistry:
         for plugin in plugins:
             self._manager.register(plugin)
         self._classes: dict[str, type[Backend]] = {}
-        for classes in self._manager.hook.naiad_backends():
+        # An entry point (or plugin) that is a Backend class is its own plugin: the default
+        # plugin of a one-class backend (hookspecs.py). `--backend-plugin` instantiates the
+        # class it names, so an instance stands for its class too.
+        provided = [[cls for p in self._manager.get_plugins() if (cls := _backend_class(p)) is not None]]
+        for classes in provided + self._manager.hook.naiad_backends():
             for cls in classes:
                 if not cls.name:
                     raise NaiadError.internal(f"backend class {cls.__qualname__} has no name")

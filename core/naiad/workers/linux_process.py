@@ -21,11 +21,12 @@ import os
 import signal
 from pathlib import Path
 
-__all__ = ["name_process", "process_name", "HOME_NAME", "worker_name", "end_with_parent"]
+__all__ = ["name_process", "process_name", "HOME_NAME", "worker_name", "end_with_parent", "make_subreaper"]
 
 HOME_NAME = "naiad-home"
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15  # the kernel keeps the first 15 bytes
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def worker_name(index: int) -> str:
@@ -54,11 +55,17 @@ def process_name(pid: int) -> str:
         return ""
 
 
-def end_with_parent(parent: int) -> None:
-    """SIGTERM to this process when `parent` (its parent now) exits; when it has exited
+def end_with_parent(parent: int, sig: int = signal.SIGTERM) -> None:
+    """`sig` to this process when `parent` (its parent now) exits; when it has exited
     already (this process was adopted by another), end now. The kernel ties the signal to
-    the parent's thread that started this process: worker 0 starts its workers from its
-    main thread, which lives as long as it does."""
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    the parent's thread that started this process (or adopted it): worker 0 starts its
+    workers from its main thread, which lives as long as it does, and adopts with it."""
+    _prctl(_PR_SET_PDEATHSIG, sig)
     if os.getppid() != parent:
         os._exit(1)
+
+
+def make_subreaper() -> bool:
+    """Make this process the one its orphaned descendants are handed to, instead of init;
+    whether it is. Worker 0 is, for the workers its fork server starts (fork_server.py)."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)

@@ -22,9 +22,9 @@ import signal
 import subprocess
 import sys
 import threading
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+from .fork_server import ForkServer, Main, reap_adopted, run_forked
 from .topology import WORKER_INDEX_ENV, Topology
 
 __all__ = [
@@ -48,6 +48,9 @@ WORKER_PARENT_ENV = "NAIAD_WORKER_PARENT"
 # doubled each time up to _MAX_BACKOFF_S (a model that crashes at load must not spin).
 _FIRST_BACKOFF_S = 1.0
 _MAX_BACKOFF_S = 30.0
+# After a process of the pool died, its own children come to worker 0 (the subreaper) as they
+# end: reaped this many seconds after the death.
+_REAP_AFTER_S = (0.5, 2.0, 10.0, 60.0)
 
 
 def worker_arguments(argv: Sequence[str], home: bool = False) -> list[str]:
@@ -98,10 +101,6 @@ def signal_worker_ready() -> bool:
     return True
 
 
-# A process's main program from its command-line arguments (naiad.cli.main); its exit status.
-Main = Callable[[list[str]], int]
-
-
 class _Forked:
     """A process forked from worker 0, with what the pool uses of a `subprocess.Popen`."""
 
@@ -134,9 +133,18 @@ class _Worker:
     """One process of the pool (an extra worker, or the model home) and the pipe it signals
     readiness through. With `fork`, it is forked from this process and runs `fork(argv)`:
     it shares the modules already imported, copy-on-write, which a fresh interpreter would
-    load again (tens of MB per process); without, it is a new interpreter."""
+    load again (tens of MB per process); with `forker` (a worker started again), the fork
+    server forks it the same way; without either, it is a new interpreter."""
 
-    def __init__(self, argv: list[str], topology: Topology, index: int, restarted: bool, fork: Main | None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        topology: Topology,
+        index: int,
+        restarted: bool,
+        fork: Main | None,
+        forker: ForkServer | None = None,
+    ) -> None:
         self.index = index
         home = index == topology.home_index
         self.label = "the model home" if home else f"worker {index}"
@@ -145,8 +153,11 @@ class _Worker:
         role = topology.environment_of(index, restarted, home=home)
         env = {**role, WORKER_READY_FD_ENV: str(write_end), WORKER_PARENT_ENV: str(os.getpid())}
         try:
+            forked = forker.fork(argv, env, home, write_end) if forker is not None and fork is None else None
             if fork is not None:
                 self.process: _Forked | subprocess.Popen[bytes] = _fork(fork, argv, env, home, read_end)
+            elif forked is not None:
+                self.process = _Forked(forked)
             else:
                 self.process = subprocess.Popen(
                     [sys.executable, "-m", "naiad.cli", *argv],
@@ -169,8 +180,26 @@ class _Worker:
         return bool(chunk)  # b"": every write end closed, the worker exited before it served
 
     async def wait_exit(self) -> int:
-        while (code := self.process.poll()) is None:
-            await asyncio.sleep(0.2)
+        """Its exit status, the moment it ends (a pidfd turns readable then)."""
+        try:
+            pidfd: int | None = os.pidfd_open(self.process.pid)
+        except OSError:
+            pidfd = None  # ended and reaped already, or no pidfd here: poll
+        loop = asyncio.get_running_loop()
+        try:
+            while (code := self.process.poll()) is None:
+                if pidfd is None:
+                    await asyncio.sleep(0.2)
+                    continue
+                ended = loop.create_future()
+                loop.add_reader(pidfd, lambda f=ended: f.done() or f.set_result(None))
+                try:
+                    await ended
+                finally:
+                    loop.remove_reader(pidfd)
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
         return code
 
 
@@ -179,25 +208,8 @@ def _fork(main: Main, argv: list[str], env: dict[str, str], own_group: bool, rea
     pid = os.fork()
     if pid:
         return _Forked(pid)
-    code = 1
-    try:
-        os.close(ready_read)
-        # `main` installs this process's own log handler: the one inherited would log twice.
-        root = logging.getLogger()
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        os.environ.update(env)
-        if own_group:
-            os.setpgid(0, 0)
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:  # noqa: BLE001 - the child must end here, whatever happened
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    os.close(ready_read)
+    run_forked(main, argv, env, own_group)
 
 
 class WorkerPool:
@@ -210,19 +222,24 @@ class WorkerPool:
         self._topology = topology
         self._workers: dict[int, _Worker] = {}
         self._ready: dict[int, asyncio.Task[bool]] = {}
+        self._forker: ForkServer | None = None
         self._stopping = False
+        self._reaping: set[asyncio.Task[None]] = set()
 
     def _start(self, index: int, restarted: bool, fork: Main | None = None) -> _Worker:
         argv = self._home_argv if index == self._topology.home_index else self._worker_argv
-        worker = self._workers[index] = _Worker(argv, self._topology, index, restarted, fork)
+        worker = self._workers[index] = _Worker(argv, self._topology, index, restarted, fork, self._forker)
         return worker
 
     def start(self, main: Main) -> None:
         """Start the model home and the extra workers, all at once (the workers connect to
         the model home once its models are loaded), forked from this process running `main`.
         Call it before this process starts threads or an event loop: a fork keeps only the
-        thread that forks. A process started again later is a new interpreter."""
+        thread that forks. A process started again later comes from the fork server, forked
+        first (or is a new interpreter where there is none)."""
         fork: Main | None = main if threading.active_count() == 1 else None
+        if fork is not None:
+            self._forker = ForkServer.start(main)
         for index in range(1, self._topology.count):
             self._start(index, restarted=False, fork=fork)
         log.info(
@@ -265,13 +282,27 @@ class WorkerPool:
             if self._stopping:
                 return
             log.error("%s (pid %d) exited with %s; starting it again", worker.label, worker.process.pid, code)
-            worker = self._start(index, restarted=True)
+            self._reap_orphans_later()
+            worker = await asyncio.get_running_loop().run_in_executor(None, self._start, index, True)
             if await worker.wait_ready():
                 log.info("%s serves again (pid %d)", worker.label, worker.process.pid)
                 backoff = _FIRST_BACKOFF_S
             else:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    def _reap_orphans_later(self) -> None:
+        """The processes the dead one started (its model processes) end on their own, and
+        come to worker 0, the subreaper, to be reaped."""
+
+        async def reap() -> None:
+            for delay in _REAP_AFTER_S:
+                await asyncio.sleep(delay)
+                reap_adopted(w.process.pid for w in self._workers.values())
+
+        task = asyncio.ensure_future(reap())
+        self._reaping.add(task)
+        task.add_done_callback(self._reaping.discard)
 
     def stop_front_doors(self) -> None:
         """SIGTERM to every worker but the model home: each stops listening and drains its
@@ -285,8 +316,10 @@ class WorkerPool:
         """Stop the front doors (each drains its own requests) and wait for them, then the
         model home, which runs them meanwhile; SIGKILL to any still running after timeout_s."""
         self._stopping = True
-        for task in self._ready.values():
+        for task in [*self._ready.values(), *self._reaping]:
             task.cancel()
+        if self._forker is not None:
+            self._forker.close()
         home = self._topology.home_index
         await self._stop_processes([w for i, w in self._workers.items() if i != home], timeout_s)
         await self._stop_processes([self._workers[home]] if home in self._workers else [], timeout_s)

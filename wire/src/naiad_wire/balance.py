@@ -17,6 +17,16 @@ counting is one step under a lock on the file: in a burst, both processes accept
 and neither may decide on counts the other is about to change. A process started again
 starts with no load. A handoff that cannot be delivered (the other process is gone) keeps the
 connection where it is.
+
+Connections that stay open would stay where they first landed: when a process dies, its
+clients reconnect to the others, and when it is back it would get only new clients. Measured
+with two workers: the 32 connections of a killed model home all went to worker 0 and stayed
+there, so every request crossed from one process to the other from then on (no return to 80%
+of the rate within 15 s). So each process looks at the counts every `_REBALANCE_S` and, when it
+holds more than its share by `_SLACK` or more, asks that many of its connections to move on
+(`Connection.move_on`: `Connection: close` on the next answer, or HTTP/2's GOAWAY); their
+clients connect again and are balanced as new ones. Nothing is lost: a connection with nothing
+to answer is never closed for this.
 """
 
 from __future__ import annotations
@@ -36,6 +46,16 @@ from typing import cast
 __all__ = ["ConnectionBalancer", "install", "balanced", "retire"]
 
 log = logging.getLogger("naiad.wire")
+
+# How often a process looks for more connections than its share; how many more than its share
+# (rounded up) it may hold before it asks some to move on, not fewer than _SLACK_MIN: clients
+# that close their own connections unevenly should not set the others' moving.
+_REBALANCE_S = 0.25
+_SLACK = 0.125
+_SLACK_MIN = 2
+# After asking, a process waits this long before it asks again: the clients that moved on
+# connect again when they next send, and are not counted anywhere meanwhile.
+_SETTLE_S = 1.0
 
 # The kinds of connection balanced, each with its slots in the count file.
 _KINDS = (b"h", b"g")  # HTTP, gRPC
@@ -81,6 +101,11 @@ class ConnectionBalancer:
         self._outbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._outbox.setblocking(False)
         self._loop: asyncio.AbstractEventLoop | None = None
+        # This process's open connections of each kind, and those asked to move on.
+        self._connections: dict[bytes, set[asyncio.BaseProtocol]] = {kind: set() for kind in _KINDS}
+        self._moving: set[asyncio.BaseProtocol] = set()
+        self._rebalancing: asyncio.TimerHandle | None = None
+        self._settled_at = 0.0
 
     def _inbox_path(self, index: int) -> str:
         return os.path.join(self._directory, f"handoff-{index}.sock")
@@ -129,6 +154,7 @@ class ConnectionBalancer:
         """Adopt what other processes pass, on the running loop."""
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._inbox.fileno(), self._receive)
+        self._rebalancing = self._loop.call_later(_REBALANCE_S, self._rebalance)
 
     def wrap(self, kind: bytes, factory: ProtocolFactory) -> ProtocolFactory:
         """The factory to give the listener: it keeps or passes on each new connection, and
@@ -181,13 +207,43 @@ class ConnectionBalancer:
         slot = self._open(kind, self.index)
         self._add(slot, 1)
         lost = protocol.connection_lost
+        connections = self._connections[kind]
+        connections.add(protocol)
 
         def connection_lost(exc: Exception | None) -> None:
             self._add(slot, -1)
+            connections.discard(protocol)
+            self._moving.discard(protocol)
             lost(exc)
 
         protocol.connection_lost = connection_lost  # type: ignore[method-assign]
         return protocol
+
+    # -- more than its share ------------------------------------------------------------------
+
+    def _rebalance(self) -> None:
+        assert self._loop is not None
+        self._rebalancing = self._loop.call_later(_REBALANCE_S, self._rebalance)
+        if self._loop.time() < self._settled_at:
+            return
+        for kind, connections in self._connections.items():
+            excess = self.excess(kind) - len(self._moving & connections)
+            for connection in list(connections - self._moving)[: max(excess, 0)]:
+                move_on = getattr(connection, "move_on", None)
+                if move_on is not None:
+                    self._moving.add(connection)
+                    self._settled_at = self._loop.time() + _SETTLE_S
+                    move_on()
+
+    def excess(self, kind: bytes) -> int:
+        """How many connections of `kind` this process holds beyond its share among the
+        processes serving that kind; 0 within the slack."""
+        with self._decision():
+            loads = [self._load(kind, i) for i in range(self.count)]
+            serving = [i for i in range(self.count) if i == self.index or self._read(self._serving(kind, i))]
+        share = -(-sum(loads[i] for i in serving) // len(serving))
+        excess = loads[self.index] - share
+        return excess if excess >= max(_SLACK_MIN, int(share * _SLACK)) else 0
 
     # -- a connection passed here --------------------------------------------------------------
 
@@ -230,6 +286,8 @@ class ConnectionBalancer:
                 self._add(adopted, 1)
 
     def close(self) -> None:
+        if self._rebalancing is not None:
+            self._rebalancing.cancel()
         if self._loop is not None:
             self._loop.remove_reader(self._inbox.fileno())
         self._inbox.close()

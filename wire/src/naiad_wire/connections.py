@@ -19,6 +19,10 @@ class Connection(Protocol):
     def shutdown(self) -> None:
         """Take no new requests; close once the ones in progress are answered."""
 
+    def move_on(self) -> None:
+        """Have the client connect again, losing nothing (balance.py spreads connections
+        anew that way)."""
+
     def abort(self) -> None: ...
 
 

@@ -185,6 +185,7 @@ class Http1Connection(asyncio.Protocol):
         self._loop = asyncio.get_event_loop()
         self.lost: asyncio.Future[None] = self._loop.create_future()
         self._draining = False  # shutting down: the next answer with nothing queued is the last
+        self._moving_on = False  # the next answer with nothing queued is the last (move_on)
         self._queue: collections.deque[Request] = collections.deque()
         self._task: asyncio.Task[None] | None = None
         self._queued_bytes = 0
@@ -438,9 +439,10 @@ class Http1Connection(asyncio.Protocol):
             self.transport.close()  # type: ignore[union-attr]
 
     def _head(self, request: Request, status: int, headers: bytes) -> bytes:
-        if self._draining and not self._queue:
-            # The last answer before the connection closes for the shutdown: it says so, and
-            # the client sends its next request elsewhere instead of losing it here.
+        if (self._draining or self._moving_on) and not self._queue:
+            # The last answer before the connection closes (for the shutdown, or to move on):
+            # it says so, and the client sends its next request on a new connection instead
+            # of losing it here.
             request.keep_alive = False
         connection = b""
         if not request.keep_alive:
@@ -625,6 +627,12 @@ class Http1Connection(asyncio.Protocol):
         self._draining = True
         if self._task is None and not self._queue:
             self._loop.call_later(_DRAIN_IDLE_S, self._close_if_idle)
+
+    def move_on(self) -> None:
+        """Ask the client to connect again (to be balanced anew): the next answer with nothing
+        queued says `Connection: close`, and the connection closes after it. An idle
+        connection is never closed for this: a request may be on its way."""
+        self._moving_on = True
 
     def _close_if_idle(self) -> None:
         if not self.closed and self._task is None and not self._queue and not (self._in_head or self._in_body):

@@ -120,6 +120,11 @@ class Http2Connection(asyncio.Protocol):
         self.state.shutdown()
         self._flush()
 
+    def move_on(self) -> None:
+        """Ask the client to connect again (to be balanced anew): GOAWAY, which tells it which
+        streams were taken, so it retries any other on a new connection."""
+        self.shutdown()
+
     def abort(self) -> None:
         if self.transport is not None:
             self.state.closed = self._closing = True

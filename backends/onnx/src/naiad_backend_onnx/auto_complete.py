@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from naiad.backend import complete_tensors
-from naiad.backend import model_config_pb2 as pb
+from naiad.backend.helpers import complete_tensors
+from naiad.backend.helpers import model_config_pb2 as pb
 
 from .dtypes import datatype_of_ort_type
 
@@ -31,6 +31,10 @@ class ModelTensor:
     @property
     def datatype(self) -> str | None:
         return datatype_of_ort_type(self.ort_type)
+
+    @property
+    def native_type(self) -> str:
+        return self.ort_type
 
     @classmethod
     def from_node_arg(cls, arg: object) -> ModelTensor:

@@ -13,7 +13,6 @@ import numpy as np
 import onnxruntime as ort
 
 from naiad.backend import (
-    Batch,
     ConfigError,
     InferenceRequest,
     InferenceResponse,
@@ -23,6 +22,9 @@ from naiad.backend import (
     ModelContext,
     ModelInstance,
     NaiadError,
+)
+from naiad.backend.helpers import (
+    Batch,
     apply_output_reshape,
     check_model_shape,
     model_inputs,

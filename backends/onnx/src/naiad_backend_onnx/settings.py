@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from naiad.backend import ConfigError, ModelConfig
+from naiad.backend.helpers import read_settings, setting
 
 __all__ = [
     "OnnxBackendSettings",
@@ -36,35 +37,22 @@ _LEVELS = {"disable": 0, "basic": 1, "extended": 2, "all": 99}
 
 @dataclass(frozen=True, slots=True)
 class OnnxBackendSettings:
-    default_max_batch_size: int = 4
-    intra_op_threads: int = 0
-    inter_op_threads: int = 0
-    global_thread_pool: bool = False
+    """`--backend-config onnxruntime,KEY=VALUE`, in the keys of Triton's onnxruntime backend."""
 
-
-def _int_setting(config: dict[str, str], key: str, default: int) -> int:
-    text = config.get(key)
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError(
-            "onnxruntime", f"--backend-config onnxruntime,{key}: expected an integer, got '{text}'"
-        ) from None
-    if value < 0:
-        raise ConfigError("onnxruntime", f"--backend-config onnxruntime,{key}: must not be negative, got {value}")
-    return value
+    default_max_batch_size: int = setting(
+        4, "default-max-batch-size", "max_batch_size auto-complete gives batching models", minimum=0
+    )
+    intra_op_threads: int = setting(
+        0, "intra_op_thread_count", "threads of one operator, for models that set none; 0: ORT's choice", minimum=0
+    )
+    inter_op_threads: int = setting(
+        0, "inter_op_thread_count", "threads across operators, for models that set none; 0: ORT's choice", minimum=0
+    )
+    global_thread_pool: bool = setting(False, "enable-global-threadpool", "sessions share ORT's global thread pools")
 
 
 def read_backend_settings(config: dict[str, str]) -> OnnxBackendSettings:
-    pool = config.get("enable-global-threadpool", "0").strip().lower()
-    return OnnxBackendSettings(
-        default_max_batch_size=_int_setting(config, "default-max-batch-size", 4),
-        intra_op_threads=_int_setting(config, "intra_op_thread_count", 0),
-        inter_op_threads=_int_setting(config, "inter_op_thread_count", 0),
-        global_thread_pool=pool in ("1", "true", "yes", "on"),
-    )
+    return read_settings(OnnxBackendSettings, "onnxruntime", config)
 
 
 @dataclass(frozen=True, slots=True)

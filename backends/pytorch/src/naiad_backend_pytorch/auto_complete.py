@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from naiad.backend import complete_tensors
-from naiad.backend import model_config_pb2 as pb
+from naiad.backend.helpers import complete_tensors
+from naiad.backend.helpers import model_config_pb2 as pb
 
 from .dtypes import datatype_of_dtype
 
@@ -27,6 +27,8 @@ class ProgramTensor:
     name: str
     datatype: str | None
     shape: tuple[int, ...]
+    # torch's name of the dtype (`torch.complex64`), for messages.
+    native_type: str = ""
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -50,7 +52,7 @@ def program_signature(program: Any, arg_names: list[str]) -> tuple[list[ProgramT
         if not isinstance(value, torch.Tensor):
             continue
         name = arg_names[index] if index < len(arg_names) else placeholder
-        inputs.append(ProgramTensor(name, datatype_of_dtype(value.dtype), _shape(value)))
+        inputs.append(ProgramTensor(name, datatype_of_dtype(value.dtype), _shape(value), str(value.dtype)))
     output_node = next(node for node in program.graph.nodes if node.op == "output")
     results = output_node.args[0]
     results = list(results) if isinstance(results, (list, tuple)) else [results]
@@ -61,7 +63,7 @@ def program_signature(program: Any, arg_names: list[str]) -> tuple[list[ProgramT
     for name, node in zip(names, user_results):
         value = getattr(node, "meta", {}).get("val")
         if isinstance(value, torch.Tensor):
-            outputs.append(ProgramTensor(name, datatype_of_dtype(value.dtype), _shape(value)))
+            outputs.append(ProgramTensor(name, datatype_of_dtype(value.dtype), _shape(value), str(value.dtype)))
     return inputs, outputs
 
 

@@ -6,24 +6,22 @@ gives an exported program whose inputs have a dynamic first dimension (default 4
 
 from __future__ import annotations
 
-from naiad.backend import Backend, BackendContext, ConfigError, Model, ModelContext
+from naiad.backend import Backend, BackendContext, Model, ModelContext
+from naiad.backend.helpers import read_settings
+
+from .settings import PyTorchBackendSettings
 
 __all__ = ["PyTorchBackend"]
 
 
 class PyTorchBackend(Backend):
     name = "pytorch"
+    abi_version = (2, 0)
     default_model_filename = "model.pt"
 
     def initialize(self, context: BackendContext) -> None:
         super().initialize(context)
-        text = context.config.get("default-max-batch-size", "4")
-        try:
-            self.default_max_batch_size = int(text)
-        except ValueError:
-            raise ConfigError(
-                "pytorch", f"--backend-config pytorch,default-max-batch-size: expected an integer, got '{text}'"
-            ) from None
+        self.settings = read_settings(PyTorchBackendSettings, self.name, context.config)
 
     def create_model(self, context: ModelContext) -> Model:
         from .model import TorchModel

@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from naiad.backend import (
-    Batch,
     ConfigError,
     InferenceRequest,
     InferenceResponse,
@@ -29,6 +28,9 @@ from naiad.backend import (
     ModelInstance,
     NaiadError,
     TensorSpec,
+)
+from naiad.backend.helpers import (
+    Batch,
     apply_output_reshape,
     model_config_pb2,
     model_inputs,
@@ -84,7 +86,7 @@ class TorchModel(Model):
         if loaded.kind != "export":
             return  # TorchScript has no tensor metadata; initialize explains what is missing.
         inputs, outputs = program_signature(loaded.program, loaded.arg_names)
-        auto_complete(config.proto, inputs, outputs, self.backend.default_max_batch_size)
+        auto_complete(config.proto, inputs, outputs, self.backend.settings.default_max_batch_size)
         config.refresh()
 
     def initialize(self) -> None:

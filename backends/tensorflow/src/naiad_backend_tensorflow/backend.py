@@ -40,6 +40,7 @@ class TensorFlowBackend(Backend):
     """
 
     name = "tensorflow"
+    abi_version = (2, 0)
     default_model_filename = "model.savedmodel"
 
     def initialize(self, context: BackendContext) -> None:

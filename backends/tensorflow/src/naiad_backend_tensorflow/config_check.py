@@ -3,15 +3,8 @@ mismatch is a load error naming the tensor, not a failure on the first request."
 
 from __future__ import annotations
 
-from naiad.backend import (
-    ConfigError,
-    ModelConfig,
-    TensorSpec,
-    check_model_shape,
-    datatype_to_config_type,
-    model_inputs,
-    model_outputs,
-)
+from naiad.backend import ConfigError, ModelConfig, TensorSpec
+from naiad.backend.helpers import check_model_shape, datatype_to_config_type, model_inputs, model_outputs
 
 from .model_tensors import ModelSignature, ModelTensor
 

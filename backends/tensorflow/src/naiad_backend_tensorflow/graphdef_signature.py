@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from naiad.backend import ConfigError, ModelConfig, model_inputs, model_outputs
+from naiad.backend import ConfigError, ModelConfig
+from naiad.backend.helpers import model_inputs, model_outputs
 
 from .dtypes import datatype_of_tf
 from .model_tensors import ModelSignature, ModelTensor

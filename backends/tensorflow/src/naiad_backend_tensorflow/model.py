@@ -18,13 +18,9 @@ from naiad.backend import (
     ModelContext,
     ModelInstance,
     NaiadError,
-    execute_by_name,
-    model_inputs,
-    model_outputs,
 )
-from naiad.backend import (
-    model_config_pb2 as pb,
-)
+from naiad.backend.helpers import execute_by_name, model_inputs, model_outputs
+from naiad.backend.helpers import model_config_pb2 as pb
 
 from .auto_complete import auto_complete_from_signature
 from .config_check import check_config_against_model

@@ -24,6 +24,15 @@ class ModelTensor:
     datatype: str | None
     shape: tuple[int, ...] | None
 
+    @property
+    def name(self) -> str:
+        """The name configs use (auto-complete's `SignatureTensor`)."""
+        return self.key
+
+    @property
+    def native_type(self) -> str:
+        return self.tf_dtype
+
 
 @dataclass(frozen=True, slots=True)
 class ModelSignature:

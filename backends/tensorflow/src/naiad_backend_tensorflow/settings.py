@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from naiad.backend import ConfigError, ModelConfig, NaiadError
+from naiad.backend import ConfigError, ModelConfig
+from naiad.backend.helpers import read_bool, read_settings, setting, setting_keys
 
 __all__ = [
     "BACKEND_CONFIG_KEYS",
@@ -17,15 +18,29 @@ __all__ = [
     "parse_model_settings",
 ]
 
+
+@dataclass(frozen=True, slots=True)
+class BackendSettings:
+    """Process-wide settings (`--backend-config tensorflow,...`).
+
+    Thread counts of 0 let TensorFlow choose (one thread per core).
+    """
+
+    intra_op_threads: int = setting(0, "intra-op-thread-count", "threads of one operator", minimum=0)
+    inter_op_threads: int = setting(0, "inter-op-thread-count", "threads across operators", minimum=0)
+    allow_soft_placement: bool = setting(True, "allow-soft-placement", "run an op on the CPU where the GPU has none")
+    gpu_memory_fraction: float = setting(
+        0.0, "gpu-memory-fraction", "share of GPU memory TensorFlow takes up front", minimum=0, maximum=1
+    )
+    default_max_batch_size: int = setting(
+        4, "default-max-batch-size", "max_batch_size auto-complete gives batchable models", minimum=0
+    )
+    # Triton's backend takes 1 or 2; only TensorFlow 2 exists for naiad.
+    version: str = setting("2", "version", "TensorFlow major version", choices=("2",))
+
+
 # Every key this backend reads (docs/backends/tensorflow.md lists the same; a test checks).
-BACKEND_CONFIG_KEYS = (
-    "intra-op-thread-count",
-    "inter-op-thread-count",
-    "allow-soft-placement",
-    "gpu-memory-fraction",
-    "default-max-batch-size",
-    "version",
-)
+BACKEND_CONFIG_KEYS = setting_keys(BackendSettings)
 MODEL_PARAMETERS = (
     "TF_SIGNATURE_DEF",
     "TF_GRAPH_TAG",
@@ -35,23 +50,6 @@ MODEL_PARAMETERS = (
     "MAX_SESSION_SHARE_COUNT",
     "TF_INIT_OPS_FILE",
 )
-
-_TRUE = {"true", "on", "yes", "1"}
-_FALSE = {"false", "off", "no", "0"}
-
-
-@dataclass(frozen=True, slots=True)
-class BackendSettings:
-    """Process-wide settings (`--backend-config tensorflow,...`).
-
-    Thread counts of 0 let TensorFlow choose (one thread per core).
-    """
-
-    intra_op_threads: int = 0
-    inter_op_threads: int = 0
-    allow_soft_placement: bool = True
-    gpu_memory_fraction: float = 0.0
-    default_max_batch_size: int = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +65,6 @@ class ModelSettings:
     init_ops_file: str
 
 
-def _parse_bool(value: str, what: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ValueError(f"{what}: expected true/false (or on/off, yes/no, 1/0), got '{value}'")
-
-
 def _parse_int(value: str, what: str, minimum: int) -> int:
     try:
         number = int(value.strip())
@@ -89,35 +78,7 @@ def _parse_int(value: str, what: str, minimum: int) -> int:
 def parse_backend_settings(config: dict[str, str]) -> BackendSettings:
     """Read `--backend-config tensorflow,...`; unknown keys are ignored (Triton passes
     global settings such as `backend-directory` to every backend)."""
-    settings = BackendSettings()
-    values: dict[str, object] = {}
-    try:
-        if "version" in config and config["version"].strip() != "2":
-            raise ValueError(f"version: only TensorFlow 2 is supported, got '{config['version']}'")
-        if "intra-op-thread-count" in config:
-            values["intra_op_threads"] = _parse_int(config["intra-op-thread-count"], "intra-op-thread-count", 0)
-        if "inter-op-thread-count" in config:
-            values["inter_op_threads"] = _parse_int(config["inter-op-thread-count"], "inter-op-thread-count", 0)
-        if "allow-soft-placement" in config:
-            values["allow_soft_placement"] = _parse_bool(config["allow-soft-placement"], "allow-soft-placement")
-        if "gpu-memory-fraction" in config:
-            raw = config["gpu-memory-fraction"]
-            try:
-                fraction = float(raw)
-            except ValueError:
-                raise ValueError(f"gpu-memory-fraction: expected a number between 0 and 1, got '{raw}'") from None
-            if not 0.0 <= fraction <= 1.0:
-                raise ValueError(f"gpu-memory-fraction: must be between 0 and 1, got {fraction}")
-            values["gpu_memory_fraction"] = fraction
-        if "default-max-batch-size" in config:
-            values["default_max_batch_size"] = _parse_int(config["default-max-batch-size"], "default-max-batch-size", 0)
-    except ValueError as exc:
-        raise NaiadError.invalid(f"--backend-config tensorflow,{exc}") from None
-    return BackendSettings(**{**_as_dict(settings), **values})
-
-
-def _as_dict(settings: BackendSettings) -> dict[str, object]:
-    return {name: getattr(settings, name) for name in BackendSettings.__slots__}
+    return read_settings(BackendSettings, "tensorflow", config)
 
 
 def parse_model_settings(config: ModelConfig, backend: BackendSettings, model: str) -> ModelSettings:
@@ -136,7 +97,7 @@ def parse_model_settings(config: ModelConfig, backend: BackendSettings, model: s
         inter_threads = _parse_int(inter, "TF_NUM_INTER_THREADS", 0) if inter else backend.inter_op_threads
         per_session = parameter("TF_USE_PER_SESSION_THREADS")
         if per_session:
-            per_session_threads = _parse_bool(per_session, "TF_USE_PER_SESSION_THREADS")
+            per_session_threads = read_bool(per_session, "TF_USE_PER_SESSION_THREADS")
         else:
             per_session_threads = (intra_threads, inter_threads) != (
                 backend.intra_op_threads,

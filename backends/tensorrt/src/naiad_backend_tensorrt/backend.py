@@ -8,6 +8,9 @@ import threading
 from typing import Any
 
 from naiad.backend import Backend, BackendContext, Model, ModelContext, NaiadError
+from naiad.backend.helpers import read_settings
+
+from .settings import TensorRTBackendSettings
 
 __all__ = ["TensorRTBackend"]
 
@@ -22,11 +25,13 @@ class TensorRTBackend(Backend):
     """
 
     name = "tensorrt"
+    abi_version = (2, 0)
     default_model_filename = "model.plan"
 
     def initialize(self, context: BackendContext) -> None:
         super().initialize(context)
-        self._plugin_paths = [p for p in context.config.get("plugins", "").split(";") if p.strip()]
+        self.settings = read_settings(TensorRTBackendSettings, self.name, context.config)
+        self._plugin_paths = [p for p in self.settings.plugins.split(";") if p.strip()]
         self._runtime: Any = None
         self._lock = threading.Lock()
         self.logger: Any = None

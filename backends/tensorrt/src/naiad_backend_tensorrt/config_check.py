@@ -4,7 +4,8 @@ the batch size fits the engine's optimization profiles."""
 
 from __future__ import annotations
 
-from naiad.backend import ConfigError, ModelConfig, TensorSpec, check_model_shape, datatype_to_config_type
+from naiad.backend import ConfigError, ModelConfig, TensorSpec
+from naiad.backend.helpers import check_model_shape, datatype_to_config_type
 
 from .engine_description import EngineDescription, EngineTensor
 

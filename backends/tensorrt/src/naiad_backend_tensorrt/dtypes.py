@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from naiad.backend import numpy_dtype
+from naiad.backend.helpers import numpy_dtype
 
 __all__ = ["datatype_of_trt", "numpy_dtype_of"]
 

@@ -41,6 +41,10 @@ class EngineTensor:
     def datatype(self) -> str | None:
         return datatype_of_trt(self.trt_dtype)
 
+    @property
+    def native_type(self) -> str:
+        return self.trt_dtype
+
 
 @dataclass(frozen=True, slots=True)
 class EngineDescription:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from naiad.backend import NaiadError, gpu_ids
+from naiad.backend import NaiadError
+from naiad.backend.helpers import gpu_ids
 
 from .cuda_runtime import gpu_count
 

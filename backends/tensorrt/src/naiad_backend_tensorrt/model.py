@@ -18,8 +18,8 @@ from naiad.backend import (
     ModelContext,
     ModelInstance,
     NaiadError,
-    execute_by_name,
 )
+from naiad.backend.helpers import execute_by_name
 
 from .auto_complete import auto_complete_from_engine
 from .compute_capability import format_compute_capability, select_plan_filename

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from naiad import ErrorCode, NaiadError
-from naiad.backend import HTTP_STATUS
+from naiad.backend.helpers import HTTP_STATUS
 
 __all__ = ["error_body", "error_status"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from naiad.backend import model_config_pb2 as pb
+from naiad.backend.helpers import model_config_pb2 as pb
 from naiad.config import parse_config_text
 from naiad.repository import LocalRepository, is_remote
 

@@ -41,6 +41,7 @@ log = logging.getLogger("naiad.backends.python")
 
 class PythonBackend(Backend):
     name = "python"
+    abi_version = (2, 0)
     default_model_filename = "model.py"
 
     def initialize(self, context: BackendContext) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from naiad.backend import NaiadError
 
 if TYPE_CHECKING:
-    from naiad.backend import CustomMetric, CustomMetricFamily, CustomMetricRegistry
+    from naiad.backend.helpers import CustomMetric, CustomMetricFamily, CustomMetricRegistry
 
 __all__ = ["MetricOwner", "METRIC_OPS"]
 
