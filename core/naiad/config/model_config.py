@@ -16,6 +16,7 @@ from google.protobuf import json_format, text_format
 from google.protobuf.descriptor import FieldDescriptor
 
 from ..datatypes import config_type_to_datatype
+from ..flag_values import BOOLEAN_WORDS, bool_of
 from ..protos import model_config_pb2 as pb
 from ..safe_names import inside_directory
 from .config_error import ConfigError
@@ -199,12 +200,10 @@ class ModelConfig:
         text = self.parameter(key)
         if text is None or not text.strip():
             return default
-        lowered = text.strip().lower()
-        if lowered in ("1", "true", "yes", "on"):
-            return True
-        if lowered in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(self.name, f"parameters.{key}: expected true or false, got '{text}'")
+        value = bool_of(text)
+        if value is None:
+            raise ConfigError(self.name, f"parameters.{key}: expected {BOOLEAN_WORDS}, got '{text}'")
+        return value
 
     def int_parameter(self, key: str, default: int | None, minimum: int = 0) -> int | None:
         """An integer parameter of at least `minimum`; an empty or absent one is `default`,
