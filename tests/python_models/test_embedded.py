@@ -123,7 +123,10 @@ def test_what_a_function_returns_is_checked():
         async with Server(ServerOptions(python_models=[wrong_name, raises])) as server:
             with pytest.raises(NaiadError) as info:
                 await infer(server, "wrong_name", x=np.ones(1, np.float32))
-            assert info.value.message == "model 'wrong_name' returned no output 'y' and undeclared output(s) 'z'; it declares y"
+            assert (
+                info.value.message
+                == "model 'wrong_name' returned no output 'y' and undeclared output(s) 'z'; it declares y"
+            )
             with pytest.raises(NaiadError) as info:
                 await infer(server, "raises", x=np.ones(1, np.float32))
             assert info.value.message == "model 'raises' raised ValueError: no good"

@@ -5,4 +5,12 @@ from .app_reload import AppReloader
 from .declaration import BACKEND_NAME, ModelDeclaration, TensorDeclaration, declaration_of, model
 from .declared_models import DeclaredModels
 
-__all__ = ["AppReloader", "BACKEND_NAME", "DeclaredModels", "ModelDeclaration", "TensorDeclaration", "declaration_of", "model"]
+__all__ = [
+    "AppReloader",
+    "BACKEND_NAME",
+    "DeclaredModels",
+    "ModelDeclaration",
+    "TensorDeclaration",
+    "declaration_of",
+    "model",
+]

@@ -18,9 +18,9 @@ from typing import Any, Final, TypeVar
 from google.protobuf import text_format
 
 from ..datatypes import DATATYPES, datatype_to_config_type
+from ..errors import NaiadError
 from ..protos import model_config_pb2 as pb
 from ..safe_names import check_model_name
-from ..errors import NaiadError
 
 __all__ = ["BACKEND_NAME", "ModelDeclaration", "TensorDeclaration", "declaration_of", "declarations", "model"]
 
@@ -127,7 +127,9 @@ def model(
             outputs=_tensors(model_name, "output", outputs, max_batch_size),
             max_batch_size=_count(model_name, "max_batch_size", max_batch_size, 0),
             instances=_count(model_name, "instances", instances, 1),
-            max_queue_delay_microseconds=_count(model_name, "max_queue_delay_microseconds", max_queue_delay_microseconds, 0),
+            max_queue_delay_microseconds=_count(
+                model_name, "max_queue_delay_microseconds", max_queue_delay_microseconds, 0
+            ),
         )
         if inspect.isclass(target) and _class_call(target) is None:
             raise TypeError(f"@naiad.model '{model_name}': the class defines no __call__ to run a batch")
@@ -208,7 +210,9 @@ def _tensors(
                 f"{where}: {kind} '{tensor_name}' has datatype {datatype!r}; expected one of {', '.join(sorted(DATATYPES))}"
             )
         if any(d < -1 or d == 0 for d in dims):
-            raise ValueError(f"{where}: {kind} '{tensor_name}' has shape {list(dims)}; each dimension is -1 or positive")
+            raise ValueError(
+                f"{where}: {kind} '{tensor_name}' has shape {list(dims)}; each dimension is -1 or positive"
+            )
         if max_batch_size > 0:
             if not dims or dims[0] != -1:
                 raise ValueError(

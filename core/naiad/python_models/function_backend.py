@@ -16,8 +16,16 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from ..backend import Backend, InferenceRequest, InferenceResponse, InstanceContext, Model, ModelContext, ModelInstance
-from ..backend import NaiadError
+from ..backend import (
+    Backend,
+    InferenceRequest,
+    InferenceResponse,
+    InstanceContext,
+    Model,
+    ModelContext,
+    ModelInstance,
+    NaiadError,
+)
 from ..backend.helpers import Batch
 from .declaration import BACKEND_NAME, ModelDeclaration
 

@@ -51,7 +51,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def run(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
     if not args.model_repository and not args.app:
-        parser.error("the following arguments are required: --model-repository/--model-store (or an app file: naiad serve APP.py)")
+        parser.error(
+            "the following arguments are required: --model-repository/--model-store (or an app file: naiad serve APP.py)"
+        )
     if args.reload and not args.app:
         parser.error("--reload: it reloads an app file, and none is given (naiad serve APP.py --reload)")
     try:
