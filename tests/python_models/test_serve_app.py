@@ -195,3 +195,26 @@ def wait_for(condition, timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("the condition did not hold in time")
         time.sleep(0.1)
+
+
+def test_explicit_mode_loads_only_the_declared_models_asked_for(tmp_path):
+    app = write_app(tmp_path, SEVERAL_APP)
+    with ServerProcess(str(app), "--model-control-mode", "explicit", "--load-model", "double") as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert [row["name"] for row in client.get_model_repository_index() if row.get("state") == "READY"] == ["double"]
+        assert not client.is_model_ready("offset")
+        client.load_model("offset")
+        np.testing.assert_array_equal(http_infer(server, "offset", X), X + 100)
+        client.unload_model("double")
+        assert not client.is_model_ready("double")
+
+
+def test_a_name_both_declared_and_in_a_repository_fails_to_load(tmp_path):
+    app = write_app(tmp_path, ACCEPTANCE_APP)
+    repository = tmp_path / "models"
+    (repository / "double" / "1").mkdir(parents=True)
+    server = ServerProcess(str(app), repository)
+    with pytest.raises(RuntimeError) as info:
+        server.start()
+    server.stop()
+    assert f"model 'double' appears in more than one model repository: {repository.resolve()}, {app}" in str(info.value)
