@@ -75,6 +75,11 @@ class FunctionInstance(ModelInstance):
     """One instance: the function itself, or one object of the declared class."""
 
     model: FunctionModel
+    # A declared function has no tie to a thread (a class's setup already runs in the
+    # loading thread, not the one that calls it): short batches may run on the loop,
+    # saving the two thread wake-ups of a hand-off (scheduling/inline_execution.py); a
+    # function measured slow keeps to its instance thread.
+    runs_on_any_thread = True
 
     def initialize(self) -> None:
         declaration = self.model.declaration
