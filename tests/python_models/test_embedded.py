@@ -183,3 +183,60 @@ def test_an_undecorated_object_is_refused_at_start():
         assert info.value.message.endswith("is not decorated with @naiad.model")
 
     asyncio.run(go())
+
+
+def test_a_class_is_torn_down_on_unload_and_a_failing_setup_fails_its_load():
+    events: list[str] = []
+
+    @naiad.model(inputs={"x": ("FP32", [1])}, outputs={"y": ("FP32", [1])}, instances=2)
+    class Counted:
+        def setup(self) -> None:
+            events.append("setup")
+
+        def __call__(self, x):
+            return {"y": x}
+
+        def teardown(self) -> None:
+            events.append("teardown")
+
+    @naiad.model(inputs={"x": ("FP32", [1])}, outputs={"y": ("FP32", [1])})
+    class Broken:
+        def setup(self) -> None:
+            raise FileNotFoundError("weights.bin")
+
+        def __call__(self, x):
+            return {"y": x}
+
+    async def go():
+        options = ServerOptions(python_models=[Counted, Broken], exit_on_error=False)
+        async with Server(options) as server:
+            assert events == ["setup", "setup"]  # one object per instance
+            assert server.startup_failures == ["failed to load 'Broken': FileNotFoundError: weights.bin"]
+            await server.unload_model("Counted")
+            assert events == ["setup", "setup", "teardown", "teardown"]
+
+    asyncio.run(go())
+
+
+def test_an_ensemble_over_declared_models_in_process(tmp_path):
+    @naiad.model(inputs={"x": ("INT32", [-1, 2])}, outputs={"y": ("INT32", [-1, 2])}, max_batch_size=4)
+    def increment(x):
+        return {"y": x + 1}
+
+    (tmp_path / "twice" / "1").mkdir(parents=True)
+    (tmp_path / "twice" / "config.pbtxt").write_text(
+        'platform: "ensemble" max_batch_size: 4\n'
+        'input [{name: "IN" data_type: TYPE_INT32 dims: [2]}] output [{name: "OUT" data_type: TYPE_INT32 dims: [2]}]\n'
+        "ensemble_scheduling { step [\n"
+        '  {model_name: "increment" model_version: -1 input_map {key: "x" value: "IN"} output_map {key: "y" value: "mid"}},\n'
+        '  {model_name: "increment" model_version: -1 input_map {key: "x" value: "mid"} output_map {key: "y" value: "OUT"}}\n'
+        "] }\n"
+    )
+
+    async def go():
+        async with Server(ServerOptions([str(tmp_path)], python_models=[increment])) as server:
+            response = await infer(server, "twice", IN=np.array([[1, 2]], np.int32))
+            assert response.output("OUT").data.tolist() == [[3, 4]]
+            assert server.statistics("increment")[0]["inference_count"] == 2
+
+    asyncio.run(go())

@@ -169,17 +169,23 @@ def test_reload_follows_the_app_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_with_several_workers_the_model_home_imports_the_app(tmp_path):
+def test_with_several_workers_the_model_home_imports_and_reloads_the_app(tmp_path):
     # The file notes each process that imports it: the model home alone should.
     imports = tmp_path / "imported_by"
     app = write_app(tmp_path, f"import os\nopen({str(imports)!r}, 'a').write(f'{{os.getpid()}}\\n')\n" + ACCEPTANCE_APP)
-    with ServerProcess(str(app), workers=2) as server:
-        assert imports.read_text().split() == [str(server.model_home_pid())]
+    with ServerProcess(str(app), "--reload", workers=2) as server:
+        home = str(server.model_home_pid())
+        assert imports.read_text().split() == [home]
         for _ in range(4):  # over fresh connections, whichever worker takes them
             np.testing.assert_array_equal(http_infer(server, "double", X), X * 2)
             np.testing.assert_array_equal(grpc_infer(server, "double", X), X * 2)
         stats = httpclient.InferenceServerClient(server.http_url).get_inference_statistics("double")
         assert stats["model_stats"][0]["inference_stats"]["success"]["count"] == 8
+
+        # The model home reloads; every worker serves the new code.
+        app.write_text(app.read_text().replace("x * 2", "x * 5"))
+        wait_for(lambda: all(_answer(server, "double") == (X * 5).tolist() for _ in range(4)))
+        assert imports.read_text().split() == [home, home]
 
 
 def _answer(server: ServerProcess, model: str) -> list:
