@@ -240,3 +240,13 @@ def test_an_ensemble_over_declared_models_in_process(tmp_path):
             assert server.statistics("increment")[0]["inference_count"] == 2
 
     asyncio.run(go())
+
+
+def test_a_repository_poll_leaves_declared_models_as_they_are():
+    async def go():
+        async with Server(ServerOptions(python_models=[double], model_control_mode="poll")) as server:
+            serving = server.model("double")
+            await server.poller.poll_once()
+            assert server.model("double") is serving
+
+    asyncio.run(go())
