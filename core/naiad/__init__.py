@@ -13,6 +13,7 @@ from .backend.hookspecs import hookimpl
 from .config.model_config import ConfigError, ModelConfig, TensorSpec
 from .errors import ErrorCode, NaiadError
 from .inference import InferenceRequest, InferenceResponse, RequestedOutput
+from .python_models import model
 from .server import Server, ServerOptions
 from .tensor import Tensor
 from .version import __version__
@@ -38,4 +39,5 @@ __all__ = [
     "Tensor",
     "TensorSpec",
     "hookimpl",
+    "model",
 ]

@@ -33,6 +33,8 @@ from .observability.metrics_settings import BUILTIN_METRIC_FAMILIES, MetricsSett
 from .observability.statistics import failure_reason
 from .observability.trace_settings import TraceSettings
 from .observability.tracing import Tracing
+from .python_models import AppReloader, DeclaredModels
+from .repository.local import Repository
 from .repository.remote import open_repository
 from .repository.uploaded_models import UploadedModels
 from .request_validation import validate_request
@@ -85,6 +87,13 @@ class ServerOptions:
     # --rate-limit / --rate-limit-resource: "off" or "execution_count", and the resource counts.
     rate_limit: str = "off"
     rate_limit_resources: list[ResourceLimit] = field(default_factory=list)
+    # Models declared in Python: functions and classes decorated with @naiad.model, served
+    # beside the repositories' models (docs/python-models.md).
+    python_models: list[object] = field(default_factory=list)
+    # Python files declaring such models (`naiad serve app.py`), imported at start; with
+    # `reload_app_files`, imported again whenever one changes, and their models reloaded.
+    app_files: list[str] = field(default_factory=list)
+    reload_app_files: bool = False
 
 
 class Server:
@@ -109,6 +118,8 @@ class Server:
         self._inflight = 0
         self._idle = asyncio.Event()
         self._poll_task: asyncio.Task[None] | None = None
+        self.declared_models: DeclaredModels | None = None
+        self._reload_task: asyncio.Task[None] | None = None
         self.metrics_settings = self.options.metrics_settings
         # The logging and trace extensions read and change these live.
         self.log_settings = self.options.log_settings or LogSettings()
@@ -148,14 +159,21 @@ class Server:
         options = self.options
         if options.cache is not None:
             self.response_cache = await open_cache(options.cache)
-        self.backends = BackendRegistry(
-            options.backend_config, options.backend_plugins, options.load_backend_entry_points
+        plugins = list(options.backend_plugins)
+        repositories: list[Repository] = list(
+            await asyncio.gather(
+                *(asyncio.to_thread(open_repository, location) for location in options.model_repositories)
+            )
         )
-        repositories = await asyncio.gather(
-            *(asyncio.to_thread(open_repository, location) for location in options.model_repositories)
-        )
+        if options.python_models or options.app_files:
+            declared = DeclaredModels(options.python_models, options.app_files)
+            await asyncio.to_thread(declared.load)
+            self.declared_models = declared
+            plugins.append(declared.backend)
+            repositories.append(declared.repository)
+        self.backends = BackendRegistry(options.backend_config, plugins, options.load_backend_entry_points)
         self.models = ModelManager(
-            list(repositories),
+            repositories,
             self.backends,
             self,
             options.auto_complete_config,
@@ -176,6 +194,9 @@ class Server:
         if options.model_control_mode == "poll":
             self.poller = RepositoryPoller(self.models, options.repository_poll_secs)
             self._poll_task = asyncio.create_task(self.poller.run(), name="naiad-poller")
+        if options.reload_app_files and self.declared_models is not None and self.declared_models.app_files:
+            reloader = AppReloader(self.declared_models, self.models, load_new=options.model_control_mode != "explicit")
+            self._reload_task = asyncio.create_task(reloader.run(), name="naiad-app-reload")
 
     def _all_model_names(self) -> list[str]:
         assert self.models is not None
@@ -223,9 +244,10 @@ class Server:
     async def stop(self) -> None:
         self._draining = True
         self._live = False
-        if self._poll_task is not None:
-            self._poll_task.cancel()
-            await asyncio.gather(self._poll_task, return_exceptions=True)
+        for task in (self._poll_task, self._reload_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self.models is not None:
             await self.models.unload_all(self.options.exit_timeout_secs)
         if self.backends is not None:

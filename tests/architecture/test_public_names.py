@@ -16,7 +16,7 @@ def test_naiad():
     assert sorted(naiad.__all__) == sorted([
         "__version__", "ABI_VERSION", "Backend", "BackendContext", "ConfigError", "ErrorCode", "InferenceRequest",
         "InferenceResponse", "InstanceContext", "Model", "ModelConfig", "ModelContext", "ModelInstance", "NaiadError",
-        "RequestedOutput", "Server", "ServerOptions", "Tensor", "TensorSpec", "hookimpl",
+        "RequestedOutput", "Server", "ServerOptions", "Tensor", "TensorSpec", "hookimpl", "model",
     ])  # fmt: skip
 
 

@@ -57,10 +57,17 @@ class RepositoryFlags:
     model_repository: tuple[str, ...] = option(
         (),
         "--model-repository",
-        "a model repository directory (or s3://, gs:// URL); repeat for several",
+        "a model repository directory (or s3://, gs:// URL); repeat for several; required "
+        "unless an app file declares the models",
         aliases=("--model-store",),
-        required=True,
         metavar="PATH",
+    )
+    reload: bool = option(
+        False,
+        "--reload",
+        "import the app file again whenever it changes and reload the models it declares",
+        switch=True,
+        shown="",
     )
     model_control_mode: str = option(
         "none",

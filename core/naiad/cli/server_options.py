@@ -90,4 +90,6 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         cache=cache_spec_from_flags(list(cache.cache_config), cache.response_cache_byte_size),
         rate_limit=limiter.rate_limit,
         rate_limit_resources=list(limiter.rate_limit_resource),
+        app_files=[args.app] if getattr(args, "app", None) else [],
+        reload_app_files=repository.reload,
     )

@@ -28,6 +28,13 @@ log = logging.getLogger("naiad")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "app",
+        nargs="?",
+        metavar="APP.py",
+        help="a Python file declaring models with @naiad.model, served beside any "
+        "--model-repository (docs/python-models.md)",
+    )
     for title, flags in SERVE_FLAG_GROUPS:
         add_option_flags(argument_group(parser, title), flags)
     for frontend in installed_frontends():
@@ -43,6 +50,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def run(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
+    if not args.model_repository and not args.app:
+        parser.error(
+            "the following arguments are required: --model-repository/--model-store (or an app file: naiad serve APP.py)"
+        )
+    if args.reload and not args.app:
+        parser.error("--reload: it reloads an app file, and none is given (naiad serve APP.py --reload)")
     try:
         options = options_from_args(args)
     except NaiadError as exc:
