@@ -28,7 +28,7 @@ def test_config_repository_and_testing():
         "validate_config",
     ]
     assert sorted(naiad.repository.__all__) == ["LocalRepository", "is_remote"]
-    assert sorted(naiad.testing.__all__) == ["ServerProcess", "expand_instance_groups", "free_port"]
+    assert sorted(naiad.testing.__all__) == ["ServerProcess", "expand_instance_groups", "free_port", "gpu_ids"]
 
 
 def test_frontends_an_integration_runs():

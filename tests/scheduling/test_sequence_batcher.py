@@ -282,7 +282,7 @@ def test_bad_control_config_fails_the_load_with_a_clear_message(tmp_path):
         try:
             assert len(server.startup_failures) == 1
             message = server.startup_failures[0]
-            assert "model 'm'" in message and "START" in message and "two values" in message
+            assert "model 'm'" in message and "START" in message and "must have exactly 2 entries" in message
         finally:
             await server.stop()
 

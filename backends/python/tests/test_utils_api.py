@@ -96,9 +96,11 @@ def test_auto_complete_config_rules():
         {"name": "m", "max_batch_size": 0, "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [2]}]}
     )
     config.add_input({"name": "A", "data_type": "TYPE_FP32", "dims": [2]})
-    with pytest.raises(ValueError, match="data_type"):
+    with pytest.raises(
+        ValueError, match="configuration expects datatype TYPE_FP32 for input .A., model provides TYPE_INT32"
+    ):
         config.add_input({"name": "A", "data_type": "TYPE_INT32", "dims": [2]})
-    with pytest.raises(ValueError, match="properties"):
+    with pytest.raises(ValueError, match="contains property other than"):
         config.add_output({"name": "B", "data_type": "TYPE_FP32", "dims": [2], "shape": [1]})
     config.set_max_batch_size(8)
     with pytest.raises(ValueError):

@@ -7,6 +7,7 @@ how often it samples CPU and GPU gauges.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -16,11 +17,17 @@ from .latency_summary import DEFAULT_BUCKETS_MS, DEFAULT_QUANTILES, parse_quanti
 
 if TYPE_CHECKING:
     from ..config.model_config import ModelConfig
+    from ..protos import model_config_pb2 as pb
     from .statistics import ModelStatistics
 
-__all__ = ["MetricsSettings", "FIRST_RESPONSE_HISTOGRAM", "BUILTIN_METRIC_FAMILIES"]
+__all__ = ["MetricsSettings", "FIRST_RESPONSE_HISTOGRAM", "BUILTIN_METRIC_FAMILIES", "warn_unknown_metric_families"]
 
 FIRST_RESPONSE_HISTOGRAM = "nv_inference_first_response_histogram_ms"
+
+# The families a config's `model_metrics` may give buckets to (Triton's are the same).
+CUSTOMIZABLE_METRIC_FAMILIES = frozenset((FIRST_RESPONSE_HISTOGRAM,))
+
+log = logging.getLogger("naiad.models")
 
 # The server's own Prometheus families; custom metrics may not take these names.
 BUILTIN_METRIC_FAMILIES = (
@@ -120,3 +127,16 @@ def first_response_buckets(config: ModelConfig) -> tuple[float, ...]:
         if control.metric_identifier.family == FIRST_RESPONSE_HISTOGRAM and control.histogram_options.buckets:
             return tuple(control.histogram_options.buckets)
     return DEFAULT_BUCKETS_MS
+
+
+def warn_unknown_metric_families(proto: pb.ModelConfig, model: str) -> None:
+    """Log, in Triton's words, each `model_metrics` family that has no buckets to set: the
+    load goes on (Triton's does too), but the block has no effect."""
+    for control in proto.model_metrics.metric_control:
+        family = control.metric_identifier.family
+        if family not in CUSTOMIZABLE_METRIC_FAMILIES:
+            log.warning(
+                "model '%s': Metric family '%s' in 'metric_identifier' is not a customizable metric in Triton core.",
+                model,
+                family,
+            )

@@ -87,8 +87,10 @@ def run_auto_complete(model_file: Path, config: dict[str, Any], in_server: bool)
         return config
     result = hook(ModelConfig(config))
     if not isinstance(result, ModelConfig):
+        # Triton's words (the config's name stands for the model's).
         raise TritonModelException(
-            f"auto_complete_config must return the config it was given, got {type(result).__name__}"
+            f"auto_complete_config function in model '{config.get('name', '')}' must return a valid "
+            f"pb.ModelConfig object."
         )
     return result.as_dict()
 
