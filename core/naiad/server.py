@@ -192,7 +192,8 @@ class Server:
                 continue  # the load reports a repository it cannot read
             if empty:
                 log.warning(
-                    "model repository '%s' holds no model directory: the server serves no model%s",
+                    "model repository '%s' holds no model directory: the server serves no model%s "
+                    "(a model is a directory NAME holding config.pbtxt and a version directory 1/ with the model file)",
                     repository.location,
                     " until one is added (poll mode)" if self.options.model_control_mode == "poll" else "",
                 )
