@@ -65,12 +65,17 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/python -m pip install -q --upgrade pip
 fi
 names() { local d; for d in "$@"; do [ "$d" = . ] && d=naiad; printf '%s ' "${d##*/}"; done; }
+if [ "${NAIAD_PURE_PYTHON:-}" = 1 ]; then
+  compiling="naiad and naiad-wire as pure Python: NAIAD_PURE_PYTHON=1"
+else
+  compiling="naiad and naiad-wire compile their hot modules with mypyc; NAIAD_PURE_PYTHON=1 skips that"
+fi
 pip=(.venv/bin/python -m pip install -q)
 
 if [ "$mode" = serve ]; then
   pkgs=()
   for d in "${core[@]}"; do pkgs+=(-e "$d"); done
-  step "installing, editable: $(names "${core[@]}")+ backends python onnx + onnx (naiad and naiad-wire compile their hot modules with mypyc; NAIAD_PURE_PYTHON=1 skips that)"
+  step "installing, editable: $(names "${core[@]}")+ backends python onnx + onnx ($compiling)"
   "${pip[@]}" "${pkgs[@]}" -e backends/python -e backends/onnx onnx
 else
   step "installing $TORCH_CPU (the CPU-only build)"
@@ -83,7 +88,7 @@ else
   # command for all, so the resolver sees every pin at once (alone, ray's would lift protobuf
   # past the core's <7).
   for d in "${core[@]}" "${backends[@]}" "${integrations[@]}"; do pkgs+=(-e "$d[test]"); done
-  step "installing, editable, with their test tools: $(names "${core[@]}")+ backends $(names "${backends[@]}")+ integrations $(names "${integrations[@]}")(TensorFlow is the largest download; naiad and naiad-wire compile their hot modules with mypyc)"
+  step "installing, editable, with their test tools: $(names "${core[@]}")+ backends $(names "${backends[@]}")+ integrations $(names "${integrations[@]}")(TensorFlow is the largest download; $compiling)"
   "${pip[@]}" "$TORCH_CPU" "${pkgs[@]}"
 fi
 # A rebuild whose C came out the same keeps the old files: they stand for today's sources.
