@@ -25,7 +25,12 @@ def fields_written_in_text(text: str, descriptor: Descriptor) -> frozenset[str]:
     """The scalar fields `text` (protobuf text a parser accepted) gives a value."""
     tokenizer = text_format.Tokenizer(text.splitlines())
     written: set[str] = set()
-    _walk_text(tokenizer, descriptor, "", written, closing=None)
+    try:
+        _walk_text(tokenizer, descriptor, "", written, closing=None)
+    except text_format.ParseError:
+        # Text the real parser took but this walk cannot read: what was read so far still
+        # holds, and a load must not fail over its warnings.
+        pass
     return frozenset(written)
 
 
