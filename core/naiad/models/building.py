@@ -137,8 +137,8 @@ class VersionBuilder:
         source: ModelSource,
         base: pb.ModelConfig,
         version: int,
-        statistics: ModelStatistics | None = None,
-        written: Written | None = None,
+        statistics: ModelStatistics | None,
+        written: Written,
     ) -> LoadedVersion:
         name = source.name
         log.info("loading: %s:%d", name, version)
@@ -150,7 +150,6 @@ class VersionBuilder:
         check_instance_groups(proto, name, gpu_ids())
         backend = self.backends.get(proto.backend)
         filename = proto.default_model_filename or backend.default_model_filename
-        written = written or Written(frozenset(), "")
         provisional = ModelConfig(proto, written=written.fields)
         context = ModelContext(
             name=name,
@@ -229,13 +228,13 @@ def _refuse_misplaced_model_file(source: ModelSource, proto: pb.ModelConfig, ava
     misplaced = source.misplaced_model_file(names)
     if misplaced is None:
         return
-    version = str(available[-1] if available else 1)
+    version = available[-1] if available else 1
     # The server log shows the whole path; clients read it relative to the model directory
     # (the manager cuts server paths from what they see).
     raise ConfigError(
         source.name,
         f"{misplaced} lies beside config.pbtxt, but model files belong in numbered version directories: "
-        f"move it into {version}/ ({source.version_path(int(version)) / misplaced})",
+        f"move it into {version}/ ({source.version_path(version) / misplaced})",
     )
 
 
