@@ -4,7 +4,8 @@
 #   pip install --find-links DIR naiad naiad-backend-onnx ...
 # Usage: bash scripts/build-wheels.sh [DIR]
 # Uses .venv's Python when there is one, else python3; each build runs in pip's isolated
-# build environment (setuptools from the package index or pip's cache).
+# build environment (setuptools from the package index or pip's cache). A line on stderr
+# says which wheel is being built, with the seconds since the script began.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath -m "${1:-dist}")
@@ -16,5 +17,10 @@ for d in */ backends/*/; do
   if [[ "$d" != backends/ && -f "$d/pyproject.toml" ]]; then dists+=("./${d%/}"); fi
 done
 mkdir -p "$out"
-"$py" -m pip wheel -q --no-deps --wheel-dir "$out" "${dists[@]}"
+for d in "${dists[@]}"; do
+  # naiad and naiad-wire compile their hot modules with mypyc: the slow ones.
+  printf 'build-wheels.sh [%4d s] building %s\n' "$SECONDS" "$( [ "$d" = . ] && echo "the core (naiad)" || echo "${d#./}")" >&2
+  "$py" -m pip wheel -q --no-deps --wheel-dir "$out" "$d"
+done
+printf 'build-wheels.sh [%4d s] done: %d wheels in %s\n' "$SECONDS" "${#dists[@]}" "$out" >&2
 ls "$out"/*.whl

@@ -10,11 +10,14 @@
 #
 # A second run with this script and every pyproject.toml unchanged installs nothing (the
 # inputs' digest is kept in .venv/.setup-<mode>); `rm -rf .venv` starts afresh.
+# Each step prints a line on stderr as it starts, with the seconds since the script began: pip
+# runs quietly, and a step can take minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-test}
 case "$mode" in serve | test) ;; *) echo "usage: $0 [serve|test]" >&2; exit 2 ;; esac
 PY=${PYTHON:-python3}
+step() { printf 'setup.sh [%4d s] %s\n' "$SECONDS" "$*" >&2; }
 # PyPI's Linux torch wheels are the CUDA build: they pull ~3.4 GB of nvidia-* packages and
 # triton, even where a range such as torch>=2.3 is all that is asked. The CPU build has the
 # local version +cpu; pinning it exactly keeps pip's resolver from trading it for the CUDA
@@ -52,20 +55,30 @@ stale_extension() {
 }
 installed() { [ -f ".venv/.setup-$1" ] && [ "$(cat ".venv/.setup-$1")" = "$digest" ] && ! stale_extension; }
 if installed "$mode" || { [ "$mode" = serve ] && installed test; }; then
+  step ".venv is up to date for '$mode': nothing to install"
   exit 0
 fi
 
 if [ ! -x .venv/bin/python ]; then
+  step "creating .venv with $("$PY" --version 2>&1) and upgrading pip"
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
+fi
+names() { local d; for d in "$@"; do [ "$d" = . ] && d=naiad; printf '%s ' "${d##*/}"; done; }
+if [ "${NAIAD_PURE_PYTHON:-}" = 1 ]; then
+  compiling="naiad and naiad-wire as pure Python: NAIAD_PURE_PYTHON=1"
+else
+  compiling="naiad and naiad-wire compile their hot modules with mypyc; NAIAD_PURE_PYTHON=1 skips that"
 fi
 pip=(.venv/bin/python -m pip install -q)
 
 if [ "$mode" = serve ]; then
   pkgs=()
   for d in "${core[@]}"; do pkgs+=(-e "$d"); done
+  step "installing, editable: $(names "${core[@]}")+ backends python onnx + onnx ($compiling)"
   "${pip[@]}" "${pkgs[@]}" -e backends/python -e backends/onnx onnx
 else
+  step "installing $TORCH_CPU (the CPU-only build)"
   if ! "${pip[@]}" "$TORCH_CPU"; then
     echo "setup.sh: $TORCH_CPU is in no configured index; trying PyTorch's CPU index" >&2
     "${pip[@]}" --extra-index-url "$TORCH_CPU_INDEX" "$TORCH_CPU"
@@ -75,8 +88,10 @@ else
   # command for all, so the resolver sees every pin at once (alone, ray's would lift protobuf
   # past the core's <7).
   for d in "${core[@]}" "${backends[@]}" "${integrations[@]}"; do pkgs+=(-e "$d[test]"); done
+  step "installing, editable, with their test tools: $(names "${core[@]}")+ backends $(names "${backends[@]}")+ integrations $(names "${integrations[@]}")(TensorFlow is the largest download; $compiling)"
   "${pip[@]}" "$TORCH_CPU" "${pkgs[@]}"
 fi
 # A rebuild whose C came out the same keeps the old files: they stand for today's sources.
 find core wire/src -name '*.so' -exec touch {} +
 echo "$digest" > ".venv/.setup-$mode"
+step "done: .venv is ready for '$mode'"

@@ -1,7 +1,7 @@
 """A tiny backend written in numpy, registered as a plugin object, so core tests exercise
 the real server path without any framework. Models pick an operation with the config
 parameter `op`: `add_sub` (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1),
-`identity` (OUTPUTi = INPUTi), `fail` (raises; `fail_loads` with `load_log`: the first loads fail), `sleep` (touches `started_file` if set, sleeps `sleep_ms`, then identity),
+`identity` (OUTPUTi = INPUTi), `fail` (raises; `fail_loads` with `load_log`: the first loads fail; any op with `load_ms` takes that long to load), `sleep` (touches `started_file` if set, sleeps `sleep_ms`, then identity),
 `scale` (OUTPUTi = INPUTi * `factor`), `echo_parameters` (OUTPUT0 = the request's parameters as one
 JSON string, BYTES [1]), `reassign_sequence` (OUTPUT0 = INPUT0, with the response parameters
 `sequence_id` = INPUT0's first value and `sequence_start` / `sequence_end` from the config
@@ -248,6 +248,8 @@ class NumpyModel(Model):
                 log.write("load\n")
             if len(Path(load_log).read_text().splitlines()) <= int(self.context.config.parameter("fail_loads", "0")):
                 raise RuntimeError("the model failed to load on purpose")
+        # `load_ms` stands in for a framework that takes long to load a model.
+        time.sleep(int(self.context.config.parameter("load_ms", "0")) / 1000)
         # `allocate_mb` stands in for weights: memory a model holds until it is finalized.
         self.weights = np.ones(int(self.context.config.parameter("allocate_mb", "0")) * 2**20, np.uint8)
         self.executions: list[Execution] = []

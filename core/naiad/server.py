@@ -190,6 +190,7 @@ class Server:
                 names = self._all_model_names()
         else:
             names = self._all_model_names()
+            self._warn_empty_repositories()
         await self._load_at_startup(names)
         if options.model_control_mode == "poll":
             self.poller = RepositoryPoller(self.models, options.repository_poll_secs)
@@ -202,6 +203,22 @@ class Server:
         assert self.models is not None
         found, duplicates = self.models.sources()
         return sorted(set(found) | set(duplicates))
+
+    def _warn_empty_repositories(self) -> None:
+        """A repository without a model directory serves nothing yet reports ready: say so
+        (an empty repository is the Helm chart's default, easy to deploy by mistake)."""
+        for repository in self._models().repositories:
+            try:
+                empty = not repository.list_models()
+            except NaiadError:
+                continue  # the load reports a repository it cannot read
+            if empty:
+                log.warning(
+                    "model repository '%s' holds no model directory: the server serves no model%s "
+                    "(a model is a directory NAME holding config.pbtxt and a version directory 1/ with the model file)",
+                    repository.location,
+                    " until one is added (poll mode)" if self.options.model_control_mode == "poll" else "",
+                )
 
     async def _load_at_startup(self, names: list[str]) -> None:
         parallel = asyncio.Semaphore(max(1, self.options.model_load_thread_count))

@@ -6,6 +6,7 @@ It builds seven wheels and installs into a new environment (a minute or so, most
 so it runs in CI (CI=true) or when NAIAD_TEST_PACKAGING=1, and is skipped otherwise."""
 
 import os
+import re
 import subprocess
 import venv
 import zipfile
@@ -49,11 +50,20 @@ def wheel_metadata(wheel):
 
 def test_wheels_install_alone_and_serve(tmp_path):
     wheels = tmp_path / "wheels"
-    subprocess.run(
-        ["bash", str(ROOT / "scripts" / "build-wheels.sh"), str(wheels)], check=True, capture_output=True, timeout=300
+    build = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-wheels.sh"), str(wheels)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     built = {wheel_metadata(w)[0]["Name"]: w for w in wheels.glob("*.whl")}
     assert set(built) == {project_table(d)["name"] for d in distribution_dirs()}
+    # A line as each wheel starts (the compiled ones take minutes), and one at the end.
+    progress = re.findall(r"^build-wheels\.sh \[ *\d+ s\] (.*)$", build.stderr, re.MULTILINE)
+    assert progress[0] == "building the core (naiad)"
+    assert len([line for line in progress if line.startswith("building ")]) == len(built)
+    assert progress[-1] == f"done: {len(built)} wheels in {wheels}"
     for name, wheel in built.items():
         metadata, names = wheel_metadata(wheel)
         assert metadata["License-Expression"] == "Apache-2.0", name

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch_models
+import tritonclient.http as httpclient
 
 from naiad import InferenceRequest, Tensor
+from naiad.testing import ServerProcess
 
 
 def test_exported_mlp_without_config_serves_and_describes_itself(tmp_path):
@@ -102,3 +104,26 @@ output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
     assert index["m"]["state"] == "UNAVAILABLE"
     assert "input 'a': the config says data_type INT32, the program has FP32" in index["m"]["reason"]
     assert "input 'a': the config's shape [-1, 5]" in index["w"]["reason"]
+
+
+def test_a_written_max_batch_size_0_keeps_an_exported_program_from_batching(tmp_path):
+    """Auto-complete fills only a max_batch_size the config leaves out; a written 0 means the
+    model does not batch (Triton's model configuration docs), so the program's first
+    dimension stays part of dims. Through tritonclient against `naiad serve`."""
+    program = torch_models.export(torch_models.MLP(), (torch.randn(2, 16),), tmp_path / "mlp" / "1" / "model.pt2")
+    torch_models.write_config(
+        tmp_path, "mlp", 'backend: "pytorch" default_model_filename: "model.pt2" max_batch_size: 0'
+    )
+    x = np.random.default_rng(3).standard_normal((3, 16)).astype(np.float32)
+    with ServerProcess(tmp_path, "--allow-grpc", "false", "--allow-metrics", "false") as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        config = client.get_model_config("mlp")
+        request = httpclient.InferInput("x", [3, 16], "FP32")
+        request.set_data_from_numpy(x)
+        result = client.infer("mlp", [request]).as_numpy("OUTPUT__0")
+        log = server.log()
+    assert config.get("max_batch_size", 0) == 0 and "dynamic_batching" not in config
+    assert config["input"][0]["dims"] == [-1, 16]
+    with torch.inference_mode():
+        np.testing.assert_allclose(result, program.module()(torch.from_numpy(x)).numpy(), rtol=1e-6)
+    assert "model 'mlp': auto-complete" not in log

@@ -50,6 +50,12 @@ input [{name: "x" data_type: TYPE_FP32 dims: [-1, 4]}, {name: "s" data_type: TYP
         )
         / "model.savedmodel",
     )
+    # max_batch_size 0 written, nothing else: auto-complete fills the tensors, keeps 0.
+    save_savedmodel(
+        module,
+        write_model(repo, "sm_written_zero", 'platform: "tensorflow_savedmodel" max_batch_size: 0')
+        / "model.savedmodel",
+    )
     # One output listed by name only: auto-complete fills in its type and dims, leaves "upper" out.
     save_savedmodel(
         module,

@@ -55,6 +55,24 @@ def test_http_savedmodel(process, module):
     assert list(result.as_numpy("upper").reshape(-1)) == upper
 
 
+def test_a_written_max_batch_size_0_keeps_a_savedmodel_from_batching(process, module):
+    """Auto-complete fills only a max_batch_size the config leaves out (sm_auto gets 8); a
+    written 0 means no batching, so the signature's first dimension stays part of dims."""
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(process.http_url)
+    config = client.get_model_config("sm_written_zero")
+    assert config.get("max_batch_size", 0) == 0 and "dynamic_batching" not in config
+    assert {i["name"]: i["dims"] for i in config["input"]} == {"x": [-1, 4], "s": [-1]}
+    x = httpclient.InferInput("x", [2, 4], "FP32")
+    x.set_data_from_numpy(X)
+    s = httpclient.InferInput("s", [2], "BYTES")
+    s.set_data_from_numpy(S.reshape(-1))
+    result = client.infer("sm_written_zero", [x, s])
+    np.testing.assert_allclose(result.as_numpy("y"), _expected(module, X, S.reshape(-1))[0], rtol=1e-6)
+    assert "model 'sm_written_zero': auto-complete" not in process.log()
+
+
 def test_grpc_graphdef(process, module):
     if importlib.util.find_spec("naiad.frontends.grpc") is None:
         pytest.skip("naiad.frontends.grpc is not built yet")

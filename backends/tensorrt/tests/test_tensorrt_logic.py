@@ -97,6 +97,18 @@ def test_auto_complete_keeps_an_unbatched_full_rank_config():
     assert cfg.output_by_name["OUTPUT0"].dims == (-1, 3)
 
 
+def test_auto_complete_keeps_a_written_max_batch_size_0():
+    """A written `max_batch_size: 0` (what ModelConfig.user_wrote tells from none) means no
+    batching: the engine's first dimension stays part of dims."""
+    proto = parse_config_text("max_batch_size: 0", "plan")
+    proto.name = "plan"
+    cfg = ModelConfig(proto, written=frozenset({"max_batch_size"}))
+    auto_complete_from_engine(cfg, engine(), "plan")
+    assert cfg.max_batch_size == 0 and cfg.scheduling == ""
+    assert [(s.name, s.dims) for s in cfg.inputs] == [("INPUT0", (-1, 4)), ("MASK", (-1, 4))]
+    assert cfg.output_by_name["OUTPUT0"].dims == (-1, 3)
+
+
 def test_auto_complete_fills_listed_tensors_only():
     cfg = config('max_batch_size: 4 output [{name: "OUTPUT0"}]')
     auto_complete_from_engine(cfg, engine(), "plan")

@@ -40,6 +40,9 @@ moved to `naiad.backend.helpers`, so a backend written for 1.x no longer imports
 must declare `abi_version`, and two classes make a backend (`Model` and the plugin have
 defaults: `Backend.instance_class`, and an entry point that names the Backend class).
 
+ABI 2.1 adds `ModelConfig.user_wrote(field)`: whether the user's config gives a field a
+value, zero included, so that auto-complete fills only what the config leaves out.
+
 Versioning: `ABI_VERSION` is (major, minor). A backend declares the version it was built
 for in `Backend.abi_version`, a literal in its own source (as Triton compiles the version
 into a backend library); the server refuses a backend that declares none, or another major
@@ -72,7 +75,7 @@ __all__ = [
     "ExecuteResult",
 ]
 
-ABI_VERSION: tuple[int, int] = (2, 0)
+ABI_VERSION: tuple[int, int] = (2, 1)
 
 #: What `ModelInstance.execute` returns: one response per request in order (None in the
 #: place of a rescheduled request), None for a decoupled model, or an awaitable of either

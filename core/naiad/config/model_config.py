@@ -22,6 +22,7 @@ from ..safe_names import inside_directory
 from .config_error import ConfigError
 from .io_checks import check_io
 from .model_wide_checks import check_model_wide
+from .unknown_fields import describe_unknown_field
 
 __all__ = [
     "ConfigError",
@@ -103,10 +104,23 @@ class ModelConfig:
     attributes are typed views of what the server itself acts on.
     """
 
-    def __init__(self, proto: pb.ModelConfig, labels: dict[str, tuple[str, ...]] | None = None) -> None:
+    def __init__(
+        self,
+        proto: pb.ModelConfig,
+        labels: dict[str, tuple[str, ...]] | None = None,
+        written: frozenset[str] = frozenset(),
+    ) -> None:
         self.proto = proto
         self._labels = labels or {}
+        self._written = written
         self._refresh()
+
+    def user_wrote(self, field: str) -> bool:
+        """Whether the user's config (config.pbtxt or a load's JSON override) gives `field`
+        (a path: `max_batch_size`, `instance_group[0].count`) a value, zero included.
+        The parsed proto cannot tell: `max_batch_size: 0` and no max_batch_size read the same,
+        yet auto-complete may fill only the second (Triton's model configuration docs)."""
+        return field in self._written
 
     def _refresh(self) -> None:
         p = self.proto
@@ -237,7 +251,7 @@ class ModelConfig:
     def copy(self) -> ModelConfig:
         proto = pb.ModelConfig()
         proto.CopyFrom(self.proto)
-        return ModelConfig(proto, dict(self._labels))
+        return ModelConfig(proto, dict(self._labels), self._written)
 
 
 _INT64_TYPES = frozenset(
@@ -278,6 +292,9 @@ def parse_config_text(text: str, model: str) -> pb.ModelConfig:
     try:
         text_format.Parse(text, proto)
     except text_format.ParseError as exc:
+        unknown = describe_unknown_field(str(exc))
+        if unknown is not None:
+            raise ConfigError(model, f"config.pbtxt line {exc.GetLine()}: {unknown}") from None
         raise ConfigError(model, f"config.pbtxt does not parse: {exc}") from None
     _check_enums(proto, model, "config.pbtxt")
     return proto
@@ -289,6 +306,9 @@ def config_from_dict(data: dict[str, Any], model: str) -> pb.ModelConfig:
     try:
         json_format.ParseDict(data, proto)
     except json_format.ParseError as exc:
+        unknown = describe_unknown_field(str(exc))
+        if unknown is not None:
+            raise ConfigError(model, f"config JSON: {unknown}") from None
         raise ConfigError(model, f"config JSON does not parse: {exc}") from None
     except (ValueError, TypeError, OverflowError) as exc:
         # ParseDict lets some conversions escape unwrapped (int(-Infinity) for an enum).
@@ -368,13 +388,16 @@ def resolve_backend(proto: pb.ModelConfig, model: str, version_dirs: list[Path])
     )
 
 
-def validate_config(proto: pb.ModelConfig, model: str, model_dir: Path | None = None) -> ModelConfig:
-    """Check everything the server relies on; returns the typed config or raises ConfigError."""
+def validate_config(
+    proto: pb.ModelConfig, model: str, model_dir: Path | None = None, written: frozenset[str] = frozenset()
+) -> ModelConfig:
+    """Check everything the server relies on; returns the typed config or raises ConfigError.
+    `written`: the fields the user's config gives (`ModelConfig.user_wrote`)."""
     check_config_alone(proto, model, with_io=True)
     _validate_instance_groups(proto, model)
     _validate_sizes(proto, model)
     labels = _read_labels(proto, model, model_dir) if model_dir is not None else {}
-    return ModelConfig(proto, labels)
+    return ModelConfig(proto, labels, written)
 
 
 def check_config_alone(proto: pb.ModelConfig, model: str, with_io: bool) -> None:

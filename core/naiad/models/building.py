@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backend.abi import ModelContext
@@ -16,6 +17,7 @@ from ..config.defaults import fill_config_defaults
 from ..config.ensemble_validation import validate_ensemble
 from ..config.instance_group_checks import check_instance_groups
 from ..config.model_config import (
+    FILENAME_TO_BACKEND,
     ConfigError,
     ModelConfig,
     check_config_alone,
@@ -25,6 +27,7 @@ from ..config.model_config import (
     validate_config,
 )
 from ..config.unacted import unacted_fields
+from ..config.written_fields import fields_written_in_dict, fields_written_in_text
 from ..devices import gpu_ids
 from ..errors import NaiadError
 from ..observability.metrics_settings import MetricsSettings, warn_unknown_metric_families
@@ -37,6 +40,7 @@ from ..scheduling.factory import create_scheduler
 from ..scheduling.instance_runner import InstanceRunner
 from ..scheduling.rate_limiter import InstanceGate, RateLimiter
 from .backend_registry import BackendRegistry
+from .config_changes import report_changes
 from .instance_groups import expand_instance_groups
 from .records import LoadedVersion
 
@@ -85,16 +89,21 @@ class VersionBuilder:
         name = source.name
         if override is not None:
             proto = config_from_dict(override, name)
+            written = fields_written_in_dict(override, pb.ModelConfig.DESCRIPTOR)
+            written_in = "the config override"
         else:
             text = source.config_text(self.config_name)
             if text is None and not self.auto_complete:
                 raise ConfigError(name, "config.pbtxt: not found, and auto-complete is disabled")
             proto = parse_config_text(text or "", name)
+            written = fields_written_in_text(text or "", pb.ModelConfig.DESCRIPTOR)
+            written_in = source.config_path(self.config_name).name
         # As in Triton, a broken config is reported before any model file is looked for;
         # inputs and outputs wait for auto-complete where it may fill them in.
         check_config_alone(proto, name, with_io=not self.auto_complete)
         warn_unknown_metric_families(proto, name)
         available = source.versions()
+        _refuse_misplaced_model_file(source, proto, available)
         resolve_backend(proto, name, [source.version_path(v) for v in reversed(available)])
         for field, why in unacted_fields(proto):
             log.warning("model '%s': config field '%s' has no effect in naiad: %s", name, field, why)
@@ -109,7 +118,9 @@ class VersionBuilder:
                     built[version] = current
                     continue
                 try:
-                    built[version] = self._build_version(source, proto, version, statistics.get(version))
+                    built[version] = self._build_version(
+                        source, proto, version, statistics.get(version), Written(written, written_in)
+                    )
                 except NaiadError as exc:
                     exc.failed_version = version  # type: ignore[attr-defined]
                     raise
@@ -122,7 +133,12 @@ class VersionBuilder:
         return built
 
     def _build_version(
-        self, source: ModelSource, base: pb.ModelConfig, version: int, statistics: ModelStatistics | None = None
+        self,
+        source: ModelSource,
+        base: pb.ModelConfig,
+        version: int,
+        statistics: ModelStatistics | None,
+        written: Written,
     ) -> LoadedVersion:
         name = source.name
         log.info("loading: %s:%d", name, version)
@@ -134,7 +150,7 @@ class VersionBuilder:
         check_instance_groups(proto, name, gpu_ids())
         backend = self.backends.get(proto.backend)
         filename = proto.default_model_filename or backend.default_model_filename
-        provisional = ModelConfig(proto)
+        provisional = ModelConfig(proto, written=written.fields)
         context = ModelContext(
             name=name,
             version=version,
@@ -145,10 +161,15 @@ class VersionBuilder:
             server=self.server,
         )
         model = backend.create_model(context)
+        as_written = pb.ModelConfig()
+        as_written.CopyFrom(proto)
         if self.auto_complete:
             model.auto_complete_config(provisional)
+            report_changes(name, as_written, proto, written.fields, "auto-complete", written.source)
+            as_written.CopyFrom(proto)
         fill_config_defaults(proto, name, filename, gpu_ids())
-        config = validate_config(proto, name, source.path)
+        report_changes(name, as_written, proto, written.fields, "Triton's defaults", written.source)
+        config = validate_config(proto, name, source.path, written.fields)
         check_cache_config(config)
         context.config = config
         runners: list[InstanceRunner] = []
@@ -190,6 +211,31 @@ class VersionBuilder:
         statistics = ModelStatistics(name, str(version))
         scheduler = EnsembleScheduler(self.server, config, plan, statistics, str(version), self._step_config)
         return LoadedVersion(name, version, config, scheduler, statistics, dependency_problem=scheduler.problem)
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """The fields the user's config gives a value, and the file (or override) that gives them."""
+
+    fields: frozenset[str]
+    source: str
+
+
+def _refuse_misplaced_model_file(source: ModelSource, proto: pb.ModelConfig, available: list[int]) -> None:
+    if proto.platform == "ensemble":
+        return
+    names = [proto.default_model_filename] if proto.default_model_filename else list(FILENAME_TO_BACKEND)
+    misplaced = source.misplaced_model_file(names)
+    if misplaced is None:
+        return
+    version = available[-1] if available else 1
+    # The server log shows the whole path; clients read it relative to the model directory
+    # (the manager cuts server paths from what they see).
+    raise ConfigError(
+        source.name,
+        f"{misplaced} lies beside config.pbtxt, but model files belong in numbered version directories: "
+        f"move it into {version}/ ({source.version_path(version) / misplaced})",
+    )
 
 
 def finalize(loaded: LoadedVersion) -> None:

@@ -25,6 +25,7 @@ from ..scheduling.rate_limiter import RateLimiter
 from .backend_registry import BackendRegistry
 from .building import VersionBuilder, finalize
 from .heap import HeapSettler
+from .load_progress import report_while_loading
 from .records import LoadedVersion, ModelRecord, ModelState, select_version, unknown_model
 from .warmup import warm_up
 
@@ -257,6 +258,7 @@ class ModelManager:
                     if loaded is not serving.get(loaded.version):
                         finalize(loaded)
 
+        progress = asyncio.create_task(report_while_loading(source.name), name=f"naiad-load-progress-{source.name}")
         try:
             return await asyncio.wait_for(asyncio.shield(build), self.load_timeout_secs)
         except TimeoutError:
@@ -269,6 +271,8 @@ class ModelManager:
             # thread builds after all is finalized, not left running unserved.
             build.add_done_callback(discard)
             raise
+        finally:
+            progress.cancel()
 
     async def unload(self, name: str) -> None:
         record = self._records.get(name)

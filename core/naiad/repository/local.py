@@ -54,6 +54,16 @@ class ModelSource:
     def version_path(self, version: int) -> Path:
         return self.path / str(version)
 
+    def misplaced_model_file(self, filenames: list[str]) -> str | None:
+        """The first of `filenames` that lies beside config.pbtxt while no version directory
+        holds it: a model file copied one level too high, which would otherwise surface
+        only as "no version directory" or "could not determine backend"."""
+        versions = [self.version_path(v) for v in self.versions()]
+        for filename in filenames:
+            if (self.path / filename).exists() and not any((v / filename).exists() for v in versions):
+                return filename
+        return None
+
     def model_fingerprint(self) -> str:
         """Changes whenever a file outside the version directories changes (config.pbtxt,
         label files)."""

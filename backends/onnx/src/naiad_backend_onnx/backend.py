@@ -24,7 +24,7 @@ log = logging.getLogger("naiad.backends.onnxruntime")
 
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
-    abi_version = (2, 0)
+    abi_version = (2, 1)  # ModelConfig.user_wrote
     default_model_filename = "model.onnx"
 
     def initialize(self, context: BackendContext) -> None:

@@ -152,7 +152,9 @@ class OnnxModel(Model):
 
     def auto_complete_config(self, config: ModelConfig) -> None:
         self.session(config)
-        auto_complete(config.proto, self.inputs, self.outputs, self.backend.settings.default_max_batch_size)
+        # A max_batch_size the config writes, 0 included, is the user's: only an absent one is filled.
+        default = 0 if config.user_wrote("max_batch_size") else self.backend.settings.default_max_batch_size
+        auto_complete(config.proto, self.inputs, self.outputs, default)
         config.refresh()
 
     def initialize(self) -> None:

@@ -16,7 +16,7 @@ __all__ = ["PyTorchBackend"]
 
 class PyTorchBackend(Backend):
     name = "pytorch"
-    abi_version = (2, 0)
+    abi_version = (2, 1)  # ModelConfig.user_wrote
     default_model_filename = "model.pt"
 
     def initialize(self, context: BackendContext) -> None:

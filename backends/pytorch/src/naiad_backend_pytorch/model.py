@@ -86,7 +86,9 @@ class TorchModel(Model):
         if loaded.kind != "export":
             return  # TorchScript has no tensor metadata; initialize explains what is missing.
         inputs, outputs = program_signature(loaded.program, loaded.arg_names)
-        auto_complete(config.proto, inputs, outputs, self.backend.settings.default_max_batch_size)
+        # A max_batch_size the config writes, 0 included, is the user's: only an absent one is filled.
+        default = 0 if config.user_wrote("max_batch_size") else self.backend.settings.default_max_batch_size
+        auto_complete(config.proto, inputs, outputs, default)
         config.refresh()
 
     def initialize(self) -> None:

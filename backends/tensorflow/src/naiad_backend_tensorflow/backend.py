@@ -40,7 +40,7 @@ class TensorFlowBackend(Backend):
     """
 
     name = "tensorflow"
-    abi_version = (2, 0)
+    abi_version = (2, 1)  # ModelConfig.user_wrote
     default_model_filename = "model.savedmodel"
 
     def initialize(self, context: BackendContext) -> None:

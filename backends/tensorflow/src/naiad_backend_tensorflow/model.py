@@ -105,9 +105,9 @@ class TensorFlowModel(Model):
             return  # a GraphDef has no signature to read: its config lists inputs and outputs
         settings = parse_model_settings(config, self.backend_settings, self.context.name)
         signature = self._saved_model_signature(config, settings)
-        auto_complete_from_signature(
-            config, signature, self.backend_settings.default_max_batch_size, SAVEDMODEL, self.context.name
-        )
+        # A max_batch_size the config writes, 0 included, is the user's: only an absent one is filled.
+        default = 0 if config.user_wrote("max_batch_size") else self.backend_settings.default_max_batch_size
+        auto_complete_from_signature(config, signature, default, SAVEDMODEL, self.context.name)
 
     def initialize(self) -> None:
         config = self.context.config

@@ -24,7 +24,9 @@ def auto_complete_from_engine(config: ModelConfig, engine: EngineDescription, mo
     if not proto.platform:
         proto.platform = PLATFORM
     capacity = engine.batch_capacity()
-    if proto.max_batch_size == 0 and capacity > 0 and not _lists_full_rank_tensor(proto, engine):
+    # A max_batch_size the config writes, 0 included, is the user's: only an absent one is filled.
+    written = config.user_wrote("max_batch_size")
+    if proto.max_batch_size == 0 and not written and capacity > 0 and not _lists_full_rank_tensor(proto, engine):
         proto.max_batch_size = capacity
     batching = proto.max_batch_size > 0
     shape_tensors = {t.name for t in engine.tensors if t.is_shape_tensor}

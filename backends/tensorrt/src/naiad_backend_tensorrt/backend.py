@@ -25,7 +25,7 @@ class TensorRTBackend(Backend):
     """
 
     name = "tensorrt"
-    abi_version = (2, 0)
+    abi_version = (2, 1)  # ModelConfig.user_wrote
     default_model_filename = "model.plan"
 
     def initialize(self, context: BackendContext) -> None:

@@ -1,0 +1,51 @@
+"""Tells the user, at load, where the config a model runs with differs from the one written.
+
+Auto-complete and Triton's defaults fill what a config leaves out; when one of them replaces
+a value the user did write (`instance_group { count: 0 }` becomes two instances, a Python
+model's `auto_complete_config` sets a max_batch_size the file gives as 0), the model serves
+with a config its author never saw. Each such change is logged as a warning naming both
+values; so is the max_batch_size auto-complete chooses for a config that gives none, as
+Triton logs it, since it decides how requests must be shaped.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..config.written_fields import changed_fields
+from ..protos import model_config_pb2 as pb
+
+__all__ = ["report_changes"]
+
+log = logging.getLogger("naiad.models")
+
+
+def report_changes(
+    model: str, before: pb.ModelConfig, after: pb.ModelConfig, written: frozenset[str], by: str, source: str
+) -> None:
+    """Warn of every field in `written` whose value `by` (what changed it, for the message)
+    took from `before` to `after`; `source` names where the user wrote it."""
+    for path, old, new in changed_fields(before, after, written):
+        if old == "KIND_AUTO":
+            continue  # KIND_AUTO asks the server to choose: the choice replaces nothing
+        log.warning(
+            "model '%s': %s changed %s from %s (as %s writes it) to %s",
+            model,
+            by,
+            path,
+            _shown(old),
+            source,
+            _shown(new),
+        )
+    if "max_batch_size" not in written and before.max_batch_size != after.max_batch_size:
+        log.warning(
+            "model '%s': %s set max_batch_size to %d, since the model supports batching and the config gives "
+            "no max_batch_size; write max_batch_size in the config to choose another (0 turns batching off)",
+            model,
+            by,
+            after.max_batch_size,
+        )
+
+
+def _shown(value: object) -> str:
+    return repr(value) if isinstance(value, str) and not value.startswith(("KIND_", "TYPE_")) else str(value)
