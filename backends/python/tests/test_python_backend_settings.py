@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from naiad_backend_python.server_side.settings import PythonBackendSettings, read_settings
 
+from naiad import NaiadError
 from naiad.backend import ModelConfig
 from naiad.backend.helpers import setting_keys
-from naiad.config.model_config import parse_config_text, validate_config
-from naiad.errors import NaiadError
+from naiad.config import parse_config_text, validate_config
 
 
 def _config(parameters: str = "") -> ModelConfig:
