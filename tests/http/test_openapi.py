@@ -55,7 +55,9 @@ def test_the_document_is_valid_openapi_3(document):
 
 
 def test_the_document_lists_exactly_the_routes_served(document):
-    documented = {(path, method.upper()) for path, item in document["paths"].items() for method in item if method != "parameters"}
+    documented = {
+        (path, method.upper()) for path, item in document["paths"].items() for method in item if method != "parameters"
+    }
     assert documented == served_routes()
     # Triton's endpoints and the extensions all appear, with their path parameters.
     versioned = document["paths"]["/v2/models/{model}/versions/{version}/infer"]
@@ -63,12 +65,21 @@ def test_the_document_lists_exactly_the_routes_served(document):
     assert versioned["post"]["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/InferenceRequest"
     }
-    for path in ("/v2/repository/models/{model}/load", "/v2/systemsharedmemory/region/{region}/register", "/v2/logging", "/"):
+    for path in (
+        "/v2/repository/models/{model}/load",
+        "/v2/systemsharedmemory/region/{region}/register",
+        "/v2/logging",
+        "/",
+    ):
         assert path in document["paths"]
 
 
 def concrete(path: str) -> str:
-    return re.sub(r"\{model\}", "add_sub", re.sub(r"\{version\}", "1", re.sub(r"\{region\}", "r0", re.sub(r"\{asset\}", "page.js", path))))
+    return re.sub(
+        r"\{model\}",
+        "add_sub",
+        re.sub(r"\{version\}", "1", re.sub(r"\{region\}", "r0", re.sub(r"\{asset\}", "page.js", path))),
+    )
 
 
 def test_every_documented_operation_is_served(server, document):
@@ -78,7 +89,9 @@ def test_every_documented_operation_is_served(server, document):
             for method in item:
                 if method == "parameters" or path.endswith("/unload"):
                     continue  # unloading would change what the next requests see
-                answer = client.request(method.upper(), base + concrete(path), content=b"{}" if method == "post" else None)
+                answer = client.request(
+                    method.upper(), base + concrete(path), content=b"{}" if method == "post" else None
+                )
                 assert answer.status_code not in (404, 405) or answer.json() not in ROUTE_MISSES, (method, path)
 
 

@@ -59,7 +59,13 @@ def test_status_lists_every_model_with_figures_equal_to_the_statistics(repo):
     assert f["batch_sizes"] == {"1": 1, "2": 2}
     assert f["histograms"]["request_s"]["counts"][-1] == 3
     assert f["histograms"]["batch_size"] == {"bounds": [1.0, 2.0, 4.0, 8.0], "counts": [1, 3, 3, 3, 3], "sum": 5.0}
-    assert 0 < f["busy_ns"] <= stats["inference_stats"]["compute_infer"]["ns"] + stats["inference_stats"]["compute_input"]["ns"] + stats["inference_stats"]["compute_output"]["ns"]
+    assert (
+        0
+        < f["busy_ns"]
+        <= stats["inference_stats"]["compute_infer"]["ns"]
+        + stats["inference_stats"]["compute_input"]["ns"]
+        + stats["inference_stats"]["compute_output"]["ns"]
+    )
     server_part = status["server"]
     assert server_part["workers"] == 1 and server_part["model_control_mode"] == "none"
     assert server_part["uptime_s"] > 0 and server_part["resident_bytes"] > 10 * 1024 * 1024
@@ -100,7 +106,7 @@ def test_a_front_door_shows_the_model_homes_figures(repo):
     with start(repo, "--workers", "2") as server:
         client = httpclient.InferenceServerClient(server.http_url)
         seen = []
-        for i in range(6):
+        for _ in range(6):
             add_sub(client)
             with httpx.Client() as fresh:  # a new connection each time: any process may answer
                 status = fresh.get(f"http://{server.http_url}/status").json()

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +31,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 if CHROMIUM is None or CHROMEDRIVER is None:
-    pytest.skip(
-        "no browser: install Debian's chromium and chromium-driver (.ci/run does)", allow_module_level=True
-    )
+    pytest.skip("no browser: install Debian's chromium and chromium-driver (.ci/run does)", allow_module_level=True)
 
 pytestmark = pytest.mark.slow
 WAIT_S = 60
@@ -54,7 +51,13 @@ def server(tmp_path_factory):
 def browser():
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,900"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1400,900",
+    ):
         options.add_argument(argument)
     # The system's driver: selenium must not look for (download) one of its own.
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
@@ -65,7 +68,9 @@ def browser():
 def cell(browser, model, column):
     """A cell's text, read in one step (the page rewrites its cells every second)."""
     selector = f'tr[data-model="{model}"] td.{column}'
-    return browser.execute_script("const c = document.querySelector(arguments[0]); return c && c.textContent;", selector)
+    return browser.execute_script(
+        "const c = document.querySelector(arguments[0]); return c && c.textContent;", selector
+    )
 
 
 def click(browser, selector):
@@ -104,7 +109,11 @@ def number(text):
 
 def test_status_page_shows_live_figures_and_controls_models(server, browser, tmp_path):
     browser.get(f"http://{server.http_url}/")
-    wait_for(browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, "#models tbody tr")) == len(server.models), "every model listed")
+    wait_for(
+        browser,
+        lambda: len(browser.find_elements(By.CSS_SELECTOR, "#models tbody tr")) == len(server.models),
+        "every model listed",
+    )
     rows = browser.find_elements(By.CSS_SELECTOR, "#models tbody tr")
     assert sorted(row.get_attribute("data-model") for row in rows) == server.models
     assert all(cell(browser, m, "state").startswith("READY") for m in server.models)
@@ -115,7 +124,9 @@ def test_status_page_shows_live_figures_and_controls_models(server, browser, tmp
     load = threading.Thread(target=add_sub_load, args=(server.http_url, stop), daemon=True)
     load.start()
     try:
-        wait_for(browser, lambda: (number(cell(browser, "add_sub", "rps")) or 0) > 5, "requests/s of add_sub under load")
+        wait_for(
+            browser, lambda: (number(cell(browser, "add_sub", "rps")) or 0) > 5, "requests/s of add_sub under load"
+        )
         wait_for(browser, lambda: cell(browser, "add_sub", "p99").endswith("s"), "p99 of add_sub under load")
         assert cell(browser, "add_sub", "p50").endswith(("µs", "ms"))
         assert cell(browser, "add_sub", "busy").endswith("of 1")
@@ -128,19 +139,25 @@ def test_status_page_shows_live_figures_and_controls_models(server, browser, tmp
     finally:
         stop.set()
         load.join(timeout=30)
-    wait_for(browser, lambda: number(cell(browser, "add_sub", "rps")) == 0.0, "requests/s back to 0 once the load stops")
+    wait_for(
+        browser, lambda: number(cell(browser, "add_sub", "rps")) == 0.0, "requests/s back to 0 once the load stops"
+    )
     assert (tmp_path / "status-page.png").stat().st_size > 10_000
 
     # Explicit mode: unload and load again with the page's buttons.
     assert cell(browser, "classifier_onnx", "actions") == "unload"
     click(browser, 'tr[data-model="classifier_onnx"] button[data-action="unload"]')
-    wait_for(browser, lambda: cell(browser, "classifier_onnx", "state").startswith("UNAVAILABLE"), "classifier_onnx unloaded")
+    wait_for(
+        browser, lambda: cell(browser, "classifier_onnx", "state").startswith("UNAVAILABLE"), "classifier_onnx unloaded"
+    )
     assert browser.find_element(By.ID, "message").text == "unloaded classifier_onnx"
     client = httpclient.InferenceServerClient(server.http_url)
     assert not client.is_model_ready("classifier_onnx")
     assert cell(browser, "classifier_onnx", "actions") == "load"
     click(browser, 'tr[data-model="classifier_onnx"] button[data-action="load"]')
-    wait_for(browser, lambda: cell(browser, "classifier_onnx", "state").startswith("READY"), "classifier_onnx loaded again")
+    wait_for(
+        browser, lambda: cell(browser, "classifier_onnx", "state").startswith("READY"), "classifier_onnx loaded again"
+    )
     assert client.is_model_ready("classifier_onnx")
     browser.save_screenshot(str(tmp_path / "status-page-after-reload.png"))
 

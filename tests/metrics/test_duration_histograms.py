@@ -44,18 +44,29 @@ def test_histograms_count_every_request_and_batch(repo):
     labels = {"model": "add_sub", "version": "1"}
     for name in HISTOGRAMS:
         assert types[name] == "histogram"
-    assert value(samples, "nv_inference_request_duration_seconds_count", **labels) == 4 == stats["inference_stats"]["success"]["count"]
+    assert (
+        value(samples, "nv_inference_request_duration_seconds_count", **labels)
+        == 4
+        == stats["inference_stats"]["success"]["count"]
+    )
     assert value(samples, "nv_inference_queue_duration_seconds_count", **labels) == 4
     assert value(samples, "nv_inference_compute_infer_duration_seconds_count", **labels) == 4
     # The sum is the statistics extension's total, in seconds.
     total_s = value(samples, "nv_inference_request_duration_seconds_sum", **labels)
     assert total_s == pytest.approx(stats["inference_stats"]["success"]["ns"] / 1e9)
     # Batch sizes 1, 1, 3, 8 into buckets 1, 2, 4, 8 (powers of two up to max_batch_size 8).
-    buckets = {le: value(samples, "nv_inference_batch_size_bucket", le=le, **labels) for le in ("1.0", "2.0", "4.0", "8.0", "+Inf")}
+    buckets = {
+        le: value(samples, "nv_inference_batch_size_bucket", le=le, **labels)
+        for le in ("1.0", "2.0", "4.0", "8.0", "+Inf")
+    }
     assert buckets == {"1.0": 2, "2.0": 2, "4.0": 3, "8.0": 4, "+Inf": 4}
     assert value(samples, "nv_inference_batch_size_sum", **labels) == 13
     # Every duration lands at or below the +Inf bucket, and the buckets never decrease.
-    bounds = [line for line in text.splitlines() if line.startswith('nv_inference_request_duration_seconds_bucket{model="add_sub"')]
+    bounds = [
+        line
+        for line in text.splitlines()
+        if line.startswith('nv_inference_request_duration_seconds_bucket{model="add_sub"')
+    ]
     counts = [float(line.rsplit(" ", 1)[1]) for line in bounds]
     assert counts == sorted(counts) and counts[-1] == 4
     assert len(bounds) == 18  # 17 default bounds and +Inf
@@ -98,7 +109,10 @@ model_metrics { metric_control [
 
     row = asyncio.run(go())
     assert row["state"] == "UNAVAILABLE"
-    assert "model 'add_sub': model_metrics buckets of 'nv_inference_queue_duration_seconds' must strictly increase, got [5, 1]" in row["reason"]
+    assert (
+        "model 'add_sub': model_metrics buckets of 'nv_inference_queue_duration_seconds' must strictly increase, got [5, 1]"
+        in row["reason"]
+    )
 
 
 def test_duration_histograms_false_leaves_them_out(repo):

@@ -116,14 +116,21 @@ class ModelStatistics:
             getattr(self, key).observer = summary.observe
 
     def enable_histograms(
-        self, request_s: tuple[float, ...], queue_s: tuple[float, ...], compute_infer_s: tuple[float, ...],
+        self,
+        request_s: tuple[float, ...],
+        queue_s: tuple[float, ...],
+        compute_infer_s: tuple[float, ...],
         batch_sizes: tuple[float, ...],
     ) -> None:
         """Count request (successful), queue and compute-infer durations and batch sizes into
         buckets, for Prometheus histograms a fleet can sum across servers."""
         # A reload keeps the counts (statistics live as long as the server) unless the new
         # config moved the bounds.
-        for duration, bounds in ((self.success, request_s), (self.queue, queue_s), (self.compute_infer, compute_infer_s)):
+        for duration, bounds in (
+            (self.success, request_s),
+            (self.queue, queue_s),
+            (self.compute_infer, compute_infer_s),
+        ):
             if duration.histogram is None or duration.histogram.buckets != tuple(sorted(bounds)):
                 duration.histogram = LatencyHistogram(bounds)
         if self.batch_size_histogram is None or self.batch_size_histogram.buckets != tuple(sorted(batch_sizes)):

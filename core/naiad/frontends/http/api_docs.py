@@ -41,7 +41,9 @@ _PAGE = """<!doctype html>
 </html>
 """
 
-_MISSING = "Swagger UI is not installed on this server: pip install 'naiad[docs]' (the description is at /v2/openapi.json)"
+_MISSING = (
+    "Swagger UI is not installed on this server: pip install 'naiad[docs]' (the description is at /v2/openapi.json)"
+)
 
 
 def swagger_ui_directory() -> Path | None:

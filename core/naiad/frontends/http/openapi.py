@@ -68,7 +68,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         {"name": _STR, "version": _STR, "extensions": {"type": "array", "items": _STR}}, required=["name", "version"]
     ),
     "TensorMetadata": _obj(
-        {"name": _STR, "datatype": _STR, "shape": {"type": "array", "items": _INT}}, required=["name", "datatype", "shape"]
+        {"name": _STR, "datatype": _STR, "shape": {"type": "array", "items": _INT}},
+        required=["name", "datatype", "shape"],
     ),
     "ModelMetadata": _obj(
         {
@@ -107,7 +108,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "GenerateRequest": _obj(
         additionalProperties=True, description="inputs and parameters by name (Triton's generate extension)"
     ),
-    "GenerateResponse": _obj(additionalProperties=True, description="outputs by name, with model_name and model_version"),
+    "GenerateResponse": _obj(
+        additionalProperties=True, description="outputs by name, with model_name and model_version"
+    ),
     "ModelStatistics": _obj(
         {
             "model_stats": {
@@ -147,8 +150,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "items": _obj({"name": _STR, "version": _STR, "state": _STR, "reason": _STR}, required=["name"]),
     },
     "RepositoryRequest": _obj({"parameters": {"$ref": "#/components/schemas/Parameters"}}),
-    "LogSettings": _obj(additionalProperties=True, description="log_file, log_info, log_warning, log_error, log_verbose_level, log_format"),
-    "TraceSettings": _obj(additionalProperties=True, description="trace_level, trace_rate, trace_count, log_frequency, ..."),
+    "LogSettings": _obj(
+        additionalProperties=True,
+        description="log_file, log_info, log_warning, log_error, log_verbose_level, log_format",
+    ),
+    "TraceSettings": _obj(
+        additionalProperties=True, description="trace_level, trace_rate, trace_count, log_frequency, ..."
+    ),
     "SystemSharedMemoryRegister": _obj({"key": _STR, "offset": _INT, "byte_size": _INT}, required=["key", "byte_size"]),
     "SharedMemoryStatus": {"type": "array", "items": _ANY_OBJECT},
     "Status": _obj(
@@ -187,9 +195,13 @@ OPERATIONS: dict[str, Operation] = {
     "live": Operation("Whether the server is live (200) or not (400)", "health"),
     "ready": Operation("Whether the server is ready (200) or not (400)", "health"),
     "server_metadata": Operation("The server's name, version and extensions", "metadata", response="ServerMetadata"),
-    "model_metadata": Operation("A model's versions, platform, inputs and outputs", "metadata", response="ModelMetadata"),
+    "model_metadata": Operation(
+        "A model's versions, platform, inputs and outputs", "metadata", response="ModelMetadata"
+    ),
     "model_ready": Operation("Whether a model (version) is ready (200) or not (400)", "health"),
-    "model_config": Operation("A model's configuration (model configuration extension)", "model-config", response="ModelConfig"),
+    "model_config": Operation(
+        "A model's configuration (model configuration extension)", "model-config", response="ModelConfig"
+    ),
     "statistics": Operation("Per-version statistics (statistics extension)", "statistics", response="ModelStatistics"),
     "infer": Operation(
         "Run an inference; with the binary-tensor extension the body is JSON followed by raw tensors",
@@ -201,7 +213,13 @@ OPERATIONS: dict[str, Operation] = {
     "generate_stream": Operation(
         "Generate, answered as server-sent events", "inference", "GenerateRequest", None, media_type="text/event-stream"
     ),
-    "logging": Operation("Read (GET) or change (POST) the log settings (logging extension)", "logging", "LogSettings", "LogSettings", True),
+    "logging": Operation(
+        "Read (GET) or change (POST) the log settings (logging extension)",
+        "logging",
+        "LogSettings",
+        "LogSettings",
+        True,
+    ),
     "trace_setting": Operation(
         "Read (GET) or change (POST) trace settings, server-wide or per model (trace extension)",
         "trace",
@@ -224,17 +242,27 @@ OPERATIONS: dict[str, Operation] = {
         True,
     ),
     "unload": Operation(
-        "Unload a model; parameter unload_dependents (explicit model control)", "model-repository", "RepositoryRequest", None, True
+        "Unload a model; parameter unload_dependents (explicit model control)",
+        "model-repository",
+        "RepositoryRequest",
+        None,
+        True,
     ),
     "shm_status": Operation("Registered system shared-memory regions", "shared-memory", response="SharedMemoryStatus"),
     "shm_register": Operation("Register a system shared-memory region", "shared-memory", "SystemSharedMemoryRegister"),
     "shm_unregister": Operation("Unregister one or every system shared-memory region", "shared-memory"),
-    "cuda_shm_status": Operation("Registered CUDA shared-memory regions (none: no CUDA support)", "shared-memory", response="SharedMemoryStatus"),
+    "cuda_shm_status": Operation(
+        "Registered CUDA shared-memory regions (none: no CUDA support)", "shared-memory", response="SharedMemoryStatus"
+    ),
     "cuda_shm_register": Operation("Refused: this server has no CUDA support", "shared-memory"),
     "cuda_shm_unregister": Operation("Unregister CUDA shared-memory regions (there are none)", "shared-memory"),
     "status_page": Operation("The status page (HTML)", "status", media_type="text/html"),
     "status_asset": Operation("A script or style sheet of the status page", "status", media_type="text/plain"),
-    "status": Operation("The status page's figures: every model with state and counters, the server's uptime", "status", response="Status"),
+    "status": Operation(
+        "The status page's figures: every model with state and counters, the server's uptime",
+        "status",
+        response="Status",
+    ),
     "openapi": Operation("This OpenAPI description", "documentation", response="OpenApi"),
     "api_docs": Operation("Swagger UI on this description (HTML)", "documentation", media_type="text/html"),
     "api_docs_asset": Operation("A script or style sheet of Swagger UI", "documentation", media_type="text/plain"),

@@ -42,7 +42,9 @@ class StatusPage:
         found = self._assets.get(request.path_params["asset"])
         if found is None:
             known = ", ".join(sorted(self._assets))
-            return json_response({"error": f"the status page has no file '{request.path_params['asset']}' (it has {known})"}, 404)
+            return json_response(
+                {"error": f"the status page has no file '{request.path_params['asset']}' (it has {known})"}, 404
+            )
         content, media = found
         return Response(content, media_type=media)
 

@@ -88,7 +88,9 @@ def model_families(server: Server, counter_latencies: bool = True) -> list[Famil
         REQUEST_HISTOGRAM: Family(
             REQUEST_HISTOGRAM, "End-to-end time of successful inference requests in the server, seconds", "histogram"
         ),
-        QUEUE_HISTOGRAM: Family(QUEUE_HISTOGRAM, "Time requests waited in the queue for an instance, seconds", "histogram"),
+        QUEUE_HISTOGRAM: Family(
+            QUEUE_HISTOGRAM, "Time requests waited in the queue for an instance, seconds", "histogram"
+        ),
         COMPUTE_INFER_HISTOGRAM: Family(
             COMPUTE_INFER_HISTOGRAM, "Model execution time per request, seconds", "histogram"
         ),
