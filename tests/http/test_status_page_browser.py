@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from http_servers import MODELS, start_server, write_repository
 
 from naiad.testing import ServerProcess
 
@@ -168,3 +169,19 @@ def test_api_docs_render(server, browser):
     assert browser.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title").text.startswith("naiad")
     paths = {e.text for e in browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")}
     assert "/v2/models/{model}/infer" in {p.replace("\u200b", "") for p in paths}
+
+
+def test_restricted_repository_api_refuses_the_buttons(browser, tmp_path):
+    # The buttons send the repository API's own request: a server that restricts it refuses
+    # them as it refuses any client without the header, and the page says why.
+    repo = write_repository(tmp_path / "models", {"add_sub": MODELS["add_sub"]})
+    flags = ("--model-control-mode", "explicit", "--load-model", "add_sub")
+    with start_server(repo, *flags, "--http-restricted-api", "model-repository:admin-key=secret") as server:
+        browser.get(f"http://{server.http_url}/")
+        wait_for(browser, lambda: cell(browser, "add_sub", "actions") == "unload", "the unload button")
+        click(browser, 'tr[data-model="add_sub"] button[data-action="unload"]')
+        wait_for(browser, lambda: "failed" in browser.find_element(By.ID, "message").text, "the refusal")
+        assert browser.find_element(By.ID, "message").text == (
+            "unload add_sub failed: This API is restricted, expecting header 'admin-key'"
+        )
+        assert httpclient.InferenceServerClient(server.http_url).is_model_ready("add_sub")
