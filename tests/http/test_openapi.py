@@ -5,11 +5,12 @@ unknown route), and a route added without a description fails the app's construc
 
 from __future__ import annotations
 
+import os
 import re
 
 import httpx
 import pytest
-from http_servers import MODELS, start_server, write_repository
+from http_servers import MODELS, server_process, start_server, write_repository
 from starlette.routing import Route
 
 from naiad import Server
@@ -101,3 +102,38 @@ def test_a_route_without_a_description_is_an_error():
 
     with pytest.raises(LookupError, match=r"route /v2/new \(undescribed\) has no OpenAPI description"):
         openapi_document([("/v2/new", undescribed, ["GET"])], "naiad", "0")
+
+
+def test_swagger_ui_is_served_from_this_server(server):
+    base = f"http://{server.http_url}"
+    page = httpx.get(base + "/v2/docs")
+    assert page.status_code == 200 and 'src="/v2/docs/swagger-ui-bundle.js"' in page.text
+    # Every file the page loads is this server's: no scheme, no other host.
+    assert re.findall(r'(?:src|href)="([^"]+)"', page.text) == [
+        "/v2/docs/swagger-ui.css",
+        "/v2/docs/favicon-32x32.png",
+        "/v2/docs/swagger-ui-bundle.js",
+    ]
+    bundle = httpx.get(base + "/v2/docs/swagger-ui-bundle.js")
+    assert bundle.status_code == 200 and len(bundle.content) > 500_000
+    unknown = httpx.get(base + "/v2/docs/index.html")
+    assert unknown.status_code == 404 and unknown.json() == {"error": "Swagger UI has no file 'index.html' here"}
+
+
+def test_without_swagger_ui_installed_the_docs_say_how_to_get_it(tmp_path):
+    # A module of that name that fails to import stands for the package not installed.
+    hidden = tmp_path / "hide" / "swagger_ui_bundle"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    repo = write_repository(tmp_path / "models", {"add_sub": MODELS["add_sub"]})
+    process = server_process(repo)
+    process.env["PYTHONPATH"] = os.pathsep.join((str(hidden.parent), process.env["PYTHONPATH"]))
+    with process:
+        answer = httpx.get(f"http://{process.http_url}/v2/docs")
+        description = httpx.get(f"http://{process.http_url}/v2/openapi.json")
+    assert answer.status_code == 404
+    assert answer.json() == {
+        "error": "Swagger UI is not installed on this server: pip install 'naiad[docs]' "
+        "(the description is at /v2/openapi.json)"
+    }
+    assert description.status_code == 200

@@ -113,3 +113,14 @@ def test_a_front_door_shows_the_model_homes_figures(repo):
             seen.append(figures_of(status, "add_sub")["figures"]["success"])
             assert status["server"]["workers"] == 2
     assert seen == [1, 2, 3, 4, 5, 6]
+
+
+def test_cache_hits_and_misses_reach_the_status(tmp_path):
+    cached = MODELS["add_sub"] + "\nresponse_cache { enable: true }"
+    repo = write_repository(tmp_path, {"add_sub": cached})
+    with start(repo, "--cache-config", "local,size=1048576") as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        for _ in range(3):
+            add_sub(client)  # the same inputs: one miss, then two hits
+        figures = figures_of(httpx.get(f"http://{server.http_url}/status").json(), "add_sub")["figures"]
+    assert (figures["cache_hits"], figures["cache_misses"]) == (2, 1)
