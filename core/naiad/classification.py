@@ -16,13 +16,17 @@ from .errors import NaiadError
 from .inference import InferenceRequest, InferenceResponse, RequestedOutput
 from .tensor import Tensor
 
-__all__ = ["classification_count", "classify_tensor", "apply_classification"]
+__all__ = ["MAX_CLASSIFICATION", "classification_count", "classify_tensor", "apply_classification"]
+
+# The most classes one output may ask for, as Triton caps it: every class becomes a string
+# in the answer, so an unbounded count lets one request build an answer of any size.
+MAX_CLASSIFICATION = 1_000_000
 
 
 def classification_count(output: RequestedOutput) -> int:
     """The N of `classification: N` on a requested output; 0 when it asks for the tensor
     (as Triton, `classification: 0` means no classification). Raises INVALID_ARG for
-    anything but a non-negative integer."""
+    anything but a non-negative integer up to MAX_CLASSIFICATION."""
     value: Any = output.parameters.get("classification")
     if value is None:
         return 0
@@ -30,6 +34,11 @@ def classification_count(output: RequestedOutput) -> int:
         raise NaiadError.invalid(
             f"output '{output.name}': 'classification' must be a non-negative integer (the number of classes; "
             f"0 returns the tensor itself), got {value!r}"
+        )
+    if value > MAX_CLASSIFICATION:
+        raise NaiadError.invalid(
+            f"output '{output.name}': 'classification' asks for {value} classes; at most {MAX_CLASSIFICATION} "
+            "may be requested"
         )
     return value
 

@@ -50,7 +50,7 @@ class InferenceRequest:
     response_sender: ResponseSender | None = None
     # Set when the client went away or its deadline passed; backends may poll it.
     cancelled: bool = False
-    # The request's `tracing.RequestTrace` when tracing sampled it; None otherwise.
+    # The request's `observability.request_trace.RequestTrace` when tracing sampled it; None otherwise.
     trace: Any = None
     # Set by a backend during `execute` to have the request scheduled again instead of
     # released (Triton's TRITONSERVER_REQUEST_RELEASE_RESCHEDULE); see naiad.backend.abi.

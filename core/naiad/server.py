@@ -32,7 +32,8 @@ from .observability.log_settings import LogSettings
 from .observability.metrics_settings import BUILTIN_METRIC_FAMILIES, MetricsSettings
 from .observability.statistics import failure_reason
 from .observability.status_report import VersionFigures, resident_bytes, status_report
-from .observability.tracing import TraceSettings, Tracing
+from .observability.trace_settings import TraceSettings
+from .observability.tracing import Tracing
 from .repository.remote import open_repository
 from .repository.uploaded_models import UploadedModels
 from .request_validation import validate_request

@@ -5,7 +5,9 @@
 
 A backend's unit tests drive its `Model` without a server: `naiad.config.validate_config(
 naiad.config.parse_config_text(text, name), name)` gives the `ModelConfig` a load would,
-and `expand_instance_groups(config, gpus=[])` the `InstanceContext`s it would create.
+and `expand_instance_groups(config, gpus=[])` the `InstanceContext`s it would create;
+`gpu_ids()` is the GPUs a server started here would use (what a loaded config's instance
+groups depend on).
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import time
 from pathlib import Path
 
 from .cli import READY_LINE
+from .devices import gpu_ids
 from .models.instance_groups import expand_instance_groups
 from .workers.linux_process import HOME_NAME, process_name, worker_name
 
-__all__ = ["ServerProcess", "expand_instance_groups", "free_port"]
+__all__ = ["ServerProcess", "expand_instance_groups", "free_port", "gpu_ids"]
 
 
 # How often start() tries fresh ports when one it picked was taken before the server bound it.

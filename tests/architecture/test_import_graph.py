@@ -7,6 +7,7 @@ checked as a module of its own. The generated protobuf modules are left out when
 they import nothing of naiad."""
 
 import ast
+import re
 import tomllib
 from pathlib import Path
 
@@ -137,3 +138,78 @@ def test_the_folders_form_layers():
         for name in imported:
             folders.setdefault(name, set())
     assert circles(folders) == []
+
+
+DOC = CORE.parent / "docs" / "architecture.md"
+
+
+def folder_unit(module: str) -> str:
+    """A module's unit in the drawing: its folder under naiad/ (naiad.models), else itself
+    (a root module, or `naiad` for the package's own __init__)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (CORE / "naiad" / parts[-1]).is_dir() else module
+
+
+def drawn_layers(drawing: str, units: set[str]) -> list[set[str]]:
+    """The rows of a layer drawing, top first: each line naming core units (`models/`,
+    `server.py`, `__init__.py` for the package) is one row; other names on it (naiad_wire)
+    are not the core's. A unit drawn nowhere belongs to the bottom row."""
+    rows = []
+    for line in drawing.splitlines():
+        named = set()
+        for name, kind in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)(/|\.py)", line):
+            unit = "naiad" if f"{name}{kind}" == "__init__.py" else f"naiad.{name}"
+            if unit in units:
+                named.add(unit)
+        if named:
+            rows.append(named)
+    return rows
+
+
+def upward_imports(graph: dict[str, set[str]], drawing: str) -> list[str]:
+    """Every import from a unit to one drawn above it, as "from -> to (module -> module)"."""
+    units = {folder_unit(m) for m in graph}
+    rows = drawn_layers(drawing, units)
+    row_of = {unit: i for i, row in enumerate(rows) for unit in row}
+    bottom = len(rows) - 1
+    found = []
+    for module, imported in graph.items():
+        for target in imported:
+            here, there = folder_unit(module), folder_unit(target)
+            if here != there and row_of.get(there, bottom) < row_of.get(here, bottom):
+                found.append(f"{here} -> {there} ({module} -> {target})")
+    return sorted(found)
+
+
+def architecture_drawing() -> str:
+    """The first code block of docs/architecture.md: the layers of the core."""
+    return DOC.read_text().split("```")[1]
+
+
+def test_imports_go_down_the_layers_docs_architecture_draws():
+    """An import goes down the rows of the drawing (or along one), never up; a root module
+    drawn nowhere is in the bottom row, where it may import only that row."""
+    assert upward_imports(import_graph(CORE), architecture_drawing()) == []
+
+
+def test_the_drawing_places_every_folder_of_the_core():
+    graph = import_graph(CORE)
+    units = {folder_unit(m) for m in graph}
+    drawn = set().union(*drawn_layers(architecture_drawing(), units))
+    folders = {u for u in units if (CORE / Path(*u.split("."))).is_dir() and u != "naiad"}
+    assert sorted(folders - drawn - {"naiad.protos"}) == []
+
+
+def test_an_import_up_the_drawing_is_found(tmp_path):
+    package = tmp_path / "naiad"
+    (package / "low").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "low" / "__init__.py").write_text("")
+    (package / "low" / "part.py").write_text("def f():\n    from ..high import H\n")
+    (package / "high.py").write_text("from .low.part import f\n")
+    (package / "helper.py").write_text("from naiad import high\n")
+    drawing = "  high.py\n    │\n  low/\n"
+    assert upward_imports(import_graph(tmp_path), drawing) == [
+        "naiad.helper -> naiad.high (naiad.helper -> naiad.high)",
+        "naiad.low -> naiad.high (naiad.low.part -> naiad.high)",
+    ]

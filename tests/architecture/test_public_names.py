@@ -4,6 +4,7 @@ import rules promise stays, and nothing leaks in by accident."""
 
 import naiad
 import naiad.config
+import naiad.frontends
 import naiad.frontends.grpc
 import naiad.frontends.http
 import naiad.repository
@@ -28,10 +29,11 @@ def test_config_repository_and_testing():
         "validate_config",
     ]
     assert sorted(naiad.repository.__all__) == ["LocalRepository", "is_remote"]
-    assert sorted(naiad.testing.__all__) == ["ServerProcess", "expand_instance_groups", "free_port"]
+    assert sorted(naiad.testing.__all__) == ["ServerProcess", "expand_instance_groups", "free_port", "gpu_ids"]
 
 
 def test_frontends_an_integration_runs():
+    assert sorted(naiad.frontends.__all__) == ["ENTRY_POINT_GROUP", "Frontend", "option"]
     assert sorted(naiad.frontends.http.__all__) == [
         "DEFAULT_MAX_INPUT_SIZE",
         "HttpOptions",
@@ -53,6 +55,7 @@ def test_every_public_name_resolves():
         naiad.config,
         naiad.repository,
         naiad.testing,
+        naiad.frontends,
         naiad.frontends.http,
         naiad.frontends.grpc,
         naiad_wire,

@@ -1,8 +1,9 @@
 """Backends and integrations reach naiad only through its public packages: a backend's
 code imports `naiad.backend` (the ABI) and `naiad.backend.helpers` alone; its tests and benchmarks may also start a server
 (`naiad`, `naiad.testing`) and build a config (`naiad.config`); an integration embeds the
-server (`naiad`, `naiad.frontends.http`, `naiad.frontends.grpc`) and reads repositories and configs
-(`naiad.repository`, `naiad.config`). The modules behind those packages may move freely.
+server (`naiad`, `naiad.frontends.http`, `naiad.frontends.grpc`), adds a frontend to
+`naiad serve` (`naiad.frontends`) and reads repositories and configs (`naiad.repository`,
+`naiad.config`). The modules behind those packages may move freely.
 docs/backends/writing-a-backend.md states the rule."""
 
 import ast
@@ -15,6 +16,7 @@ INTEGRATION_CODE = BACKEND_CODE | {
     "naiad",
     "naiad.config",
     "naiad.repository",
+    "naiad.frontends",
     "naiad.frontends.http",
     "naiad.frontends.grpc",
 }

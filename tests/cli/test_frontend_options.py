@@ -88,7 +88,8 @@ def test_options_are_frozen():
     ],
 )
 def test_metrics_listen_on_the_http_address_unless_told(flags, address):
-    from naiad.cli import _frontend_arguments
+    from naiad.cli.frontend_plugins import frontend_options as all_frontend_options
+    from naiad.cli.frontend_plugins import installed_frontends
 
     args = build_parser().parse_args(["serve", "--model-repository", "r", *flags])
-    assert _frontend_arguments(args)["naiad.frontends.metrics"].address == address
+    assert all_frontend_options(installed_frontends(), args)["metrics"].address == address

@@ -13,7 +13,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from naiad.cli import build_parser, main, options_from_args
-from naiad.inert_flags import INERT_FLAGS
+from naiad.cli.inert_flags import INERT_FLAGS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "http"))
 from http_servers import server_process, write_repository  # noqa: E402

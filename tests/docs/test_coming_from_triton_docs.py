@@ -3,8 +3,8 @@ naiad accepts without acting on, so the page cannot fall behind the code."""
 
 from pathlib import Path
 
+from naiad.cli.inert_flags import INERT_FLAGS
 from naiad.config.unacted import UNACTED_FIELDS
-from naiad.inert_flags import INERT_FLAGS
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "coming-from-triton.md").read_text()
 

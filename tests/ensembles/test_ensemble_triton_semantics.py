@@ -269,6 +269,62 @@ def test_a_step_response_can_reassign_the_sequence_of_the_steps_after_it(server)
         assert parameters["sequence_start"] is True and parameters["sequence_end"] is True
 
 
+def test_a_streamed_ensemble_answer_names_the_reassigned_sequence_too(server):
+    """The same over ModelStreamInfer: the streamed response carries `sequence_id`,
+    `sequence_start` and `sequence_end` beside Triton's `triton_final_response`."""
+    import queue
+
+    answers: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    client.async_stream_infer("reassigned", [_input(grpcclient, "IN", np.array([[78]], np.int32), "INT32")])
+    client.stop_stream()
+    result, error = answers.get(timeout=30)
+    assert error is None, error
+    assert int(result.as_numpy("SUM").reshape(-1)[0]) == 78
+    parameters = {
+        key: getattr(value, value.WhichOneof("parameter_choice"))
+        for key, value in result.get_response().parameters.items()
+    }
+    assert parameters == {
+        "sequence_id": 78,
+        "sequence_start": True,
+        "sequence_end": True,
+        "triton_final_response": True,
+    }
+
+
+def test_streamed_ensemble_answers_carry_the_sequence_flags_of_their_requests(server):
+    """Triton's L0_ensemble test_ensemble_sequence_flags: three requests of one sequence to
+    an ensemble of models without a sequence batcher, on one stream; each answer names the
+    sequence and its START / END flags, in request order."""
+    import queue
+
+    answers: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    data = np.arange(4, dtype=np.float32).reshape(1, 4)
+    for index, (start, end) in enumerate([(True, False), (False, False), (False, True)]):
+        client.async_stream_infer(
+            "maybe_pair",
+            [_input(grpcclient, "A", data)],
+            request_id=f"r{index}",
+            sequence_id=4242,
+            sequence_start=start,
+            sequence_end=end,
+        )
+    client.stop_stream()
+    flags = []
+    while not answers.empty():
+        result, error = answers.get()
+        assert error is None, error.message()
+        response = result.get_response()
+        parameters = response.parameters
+        assert parameters["sequence_id"].int64_param == 4242 or parameters["sequence_id"].uint64_param == 4242
+        flags.append((response.id, parameters["sequence_start"].bool_param, parameters["sequence_end"].bool_param))
+    assert flags == [("r0", True, False), ("r1", False, False), ("r2", False, True)]
+
+
 def test_steps_reading_tensors_of_two_reassigned_sequences_keep_the_first(server):
     a, b = np.array([[5]], np.int32), np.array([[6]], np.int32)
     client = httpclient.InferenceServerClient(server.http_url)

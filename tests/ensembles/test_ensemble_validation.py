@@ -159,102 +159,107 @@ CASES = [
     (
         unknown_model,
         ErrorCode.NOT_FOUND,
-        "ensemble 'e', step 0 (model 'nope'): unknown model 'nope': no such model in the model repository",
+        "ensemble 'e', step 0 (model 'nope'): ensemble e contains models that are not available or ambiguous: nope "
+        "(unknown model 'nope': no such model in the model repository)",
     ),
     (
         cycle_between_steps,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 1 (model 'ident'), tensor 'T': the steps form a cycle: step 0 (model 'add_sub') -> "
-        "step 1 (model 'ident') -> step 0 (model 'add_sub')",
+        # Triton's words: the config alone shows the loop, before any step model is looked up.
+        "model 'e': output 'Y' for ensemble 'e' is not written: at least one of its depending tensors, 'T', is not "
+        "connected",
     ),
     (
         cycle_between_ensembles,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e': its steps lead back to itself through ensembles: e -> inner -> e",
+        "ensemble 'e': circular dependency between ensembles: e -> ... -> inner -> e (its steps lead back to itself "
+        "through ensembles: e -> inner -> e",
     ),
     (
         ensemble_containing_itself,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e': its steps lead back to itself through ensembles: e -> e",
+        "ensemble 'e': circular dependency between ensembles: e -> ... -> e -> e (its steps lead back to itself "
+        "through ensembles: e -> e",
     ),
     (
         input_not_consumed,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', input 'SPARE': the ensemble input is not read by any step",
+        "model 'e': ensemble input 'SPARE' for ensemble e' is not used",
     ),
     (
         output_not_produced,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', output 'Z': the ensemble output is not produced by any step",
+        "model 'e': ensemble output 'Z' for ensemble e' is not used",
     ),
     (
         datatype_mismatch,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 0 (model 'ident'), tensor 'X': data type mismatch: ensemble input 'X' is TYPE_INT32, "
-        "step 0 (model 'ident') input 'INPUT0' expects TYPE_FP32",
+        "ensemble 'e', step 0 (model 'ident'), tensor 'X': in ensemble e, ensemble tensor X: inconsistent data type: "
+        "TYPE_INT32 is inferred from model e while TYPE_FP32 is inferred from model ident",
     ),
     (
         datatype_mismatch_between_steps,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 1 (model 'ints'), tensor 'T': data type mismatch: step 0 (model 'ident') output 'OUTPUT0' "
-        "is TYPE_FP32, step 1 (model 'ints') input 'INPUT0' expects TYPE_INT32",
+        "ensemble 'e', step 1 (model 'ints'), tensor 'T': in ensemble e, ensemble tensor T: inconsistent data type: "
+        "TYPE_FP32 is inferred from model ident while TYPE_INT32 is inferred from model ints",
     ),
     (
         shape_mismatch,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 0 (model 'ident'), tensor 'X': shape mismatch: ensemble input 'X' has shape [-1, 5], "
-        "step 0 (model 'ident') input 'INPUT0' expects [-1, 4]",
+        "ensemble 'e', step 0 (model 'ident'), tensor 'X': in ensemble e, ensemble tensor X: inconsistent shape: "
+        "[-1,5] is inferred from model e while [-1,4] is inferred from model ident",
     ),
     (
         step_output_never_used,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 0 (model 'add_sub'), tensor 'WASTED': output 'OUTPUT1' is mapped to ensemble tensor "
-        "'WASTED', which no step reads and which is not an ensemble output",
+        "model 'e': ensemble tensor 'WASTED' is unused in ensemble 'e'",
     ),
     (
         max_batch_size_too_large,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 0 (model 'ident'): the ensemble allows max_batch_size 16, but model 'ident' allows at most 8",
+        "ensemble 'e', step 0 (model 'ident'): ensemble e allows maximum batch size 16, but it contains model ident "
+        "which only allows maximum batch size to be 8",
     ),
     (
         map_to_missing_input,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 0 (model 'ident'), tensor 'X': input_map maps ensemble tensor 'X' to 'INPUT9', which is "
-        "not an input of model 'ident' (its inputs: INPUT0)",
+        "ensemble 'e', step 0 (model 'ident'), tensor 'X': in ensemble e, ensemble tensor X is mapping to "
+        "non-existing input INPUT9 in model ident (its inputs: INPUT0)",
     ),
     (
         map_from_missing_output,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 0 (model 'ident'), tensor 'Y': output_map maps 'OUTPUT7' to ensemble tensor 'Y', but "
-        "model 'ident' has no output 'OUTPUT7' (its outputs: OUTPUT0)",
+        "ensemble 'e', step 0 (model 'ident'), tensor 'Y': in ensemble e, ensemble tensor Y is mapped from "
+        "non-existing output OUTPUT7 in model ident (its outputs: OUTPUT0)",
     ),
     (
         step_input_not_mapped,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 0 (model 'add_sub'): input 'INPUT1' of model 'add_sub' is not mapped to any ensemble tensor",
+        "ensemble 'e', step 0 (model 'add_sub'): in ensemble e, input INPUT1 in model add_sub is not mapped to any "
+        "ensemble tensors",
     ),
     (
         tensor_produced_twice,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 1 (model 'ident2'), tensor 'Y': step 1 (model 'ident2') output 'OUTPUT0' writes ensemble "
-        "tensor 'Y', which step 0 (model 'ident') output 'OUTPUT0' already provides",
+        "model 'e': ensemble tensor 'Y' can appear in an output map only once for ensemble 'e' step 1",
     ),
     (
         tensor_never_produced,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 0 (model 'add_sub'), tensor 'GHOST': input 'INPUT1' reads ensemble tensor 'GHOST', which "
-        "is neither an ensemble input nor mapped from any step's output",
+        "model 'e': output 'S' for ensemble 'e' is not written: at least one of its depending tensors, 'GHOST', is "
+        "not connected",
     ),
     (
         mixed_decoupled_lineages,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e', step 1 (model 'add_sub'): the step reads tensors that come from different decoupled steps: "
-        "'X' (the ensemble request), 'R' (decoupled step 0 (model 'repeat'))",
+        "ensemble 'e', step 1 (model 'add_sub'): in ensemble e, step of model 'add_sub' receives inputs originated "
+        "from different decoupled models ('X' (the ensemble request), 'R' (decoupled step 0 (model 'repeat'))",
     ),
     (
         step_model_fails_to_load,
         ErrorCode.INVALID_ARG,
-        "ensemble 'e': step model 'broken' failed to load: model 'broken': input 'INPUT0' (input[0].dims)",
+        "ensemble 'e': step model 'broken' failed to load: model 'broken': model input 'INPUT0' dimension must be "
+        "integer >= 1",
     ),
 ]
 
@@ -290,7 +295,10 @@ def test_invalid_ensemble_at_startup_is_reported_and_others_serve(tmp_path):
 
     async def body(server):
         assert len(server.startup_failures) == 1
-        assert "ensemble 'e', step 0 (model 'ident'), tensor 'X': shape mismatch" in server.startup_failures[0]
+        assert (
+            "ensemble 'e', step 0 (model 'ident'), tensor 'X': in ensemble e, ensemble tensor X: inconsistent shape"
+            in (server.startup_failures[0])
+        )
         assert server.model_ready("ident") and not server.model_ready("e")
 
     serve(tmp_path, body)

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from numpy_backend import SEQUENCE_CONTROLS
 from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
@@ -36,6 +37,30 @@ parameters {key:"op" value {string_value:"repeat"}}""",
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_STRING dims:[1]}]
 parameters {key:"op" value {string_value:"echo_parameters"}}""",
+    # Two instances and a per-request delay: a later request can finish before an earlier one.
+    "delayed": """backend: "numpy" max_batch_size: 1
+instance_group [{count: 2 kind: KIND_CPU}]
+input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]},{name:"DELAY_MS" data_type: TYPE_INT32 dims:[1]}]
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
+parameters {key:"op" value {string_value:"sleep"}}""",
+    # A sequence model (running sums by correlation id) with 2 x 4 slots, each execution slowed
+    # so that requests queue behind one another.
+    "accumulate": """backend: "numpy" max_batch_size: 4
+instance_group [{count: 2 kind: KIND_CPU}]
+input [{name:"INPUT" data_type: TYPE_INT32 dims:[1]}]
+output [{name:"OUTPUT" data_type: TYPE_INT32 dims:[1]}, {name:"CONTROLS" data_type: TYPE_INT32 dims:[3]},
+        {name:"CORRID_OUT" data_type: TYPE_UINT64 dims:[1]}]
+parameters [{key:"op" value {string_value:"accumulate"}}, {key:"sleep_ms" value {string_value:"2"}}]
+sequence_batching { direct { } %s }"""
+    % (SEQUENCE_CONTROLS % "TYPE_UINT64"),
+    # One slot, one slow execution at a time: later requests of a sequence wait in its queue.
+    "accumulate_slow": """backend: "numpy" max_batch_size: 1
+input [{name:"INPUT" data_type: TYPE_INT32 dims:[1]}]
+output [{name:"OUTPUT" data_type: TYPE_INT32 dims:[1]}, {name:"CONTROLS" data_type: TYPE_INT32 dims:[3]},
+        {name:"CORRID_OUT" data_type: TYPE_UINT64 dims:[1]}]
+parameters [{key:"op" value {string_value:"accumulate"}}, {key:"sleep_ms" value {string_value:"1000"}}]
+sequence_batching { direct { } %s }"""
+    % (SEQUENCE_CONTROLS % "TYPE_UINT64"),
     "failing": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]

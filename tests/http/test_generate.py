@@ -4,6 +4,7 @@ Server-Sent Events read with httpx streaming, the curl lines docs/http.md shows,
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import shlex
@@ -63,6 +64,26 @@ def test_generate_stream_sends_one_event_per_token(base_url):
     assert events == [
         {"model_name": "tokens", "model_version": "1", "text_output": word} for word in ["the", "quick", "brown"]
     ]
+
+
+def test_generate_stream_requests_back_to_back_on_one_kept_alive_connection(base_url):
+    """Each request follows the last at once on the same HTTP/1.1 connection, as a client
+    that keeps its connection alive does: every one gets all its events (a bug once closed
+    the connection after the first event of a later request)."""
+    host, port = base_url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    body = json.dumps({"text_input": "one two three four", "max_tokens": 4})
+    try:
+        for attempt in range(12):
+            connection.request("POST", "/v2/models/tokens/generate_stream", body, {"content-type": "application/json"})
+            response = connection.getresponse()
+            assert response.status == 200, attempt
+            text = response.read().decode()  # the whole chunked body, up to its last chunk
+            events = [json.loads(e.removeprefix("data: "))["text_output"] for e in text.split("\n\n") if e]
+            assert events == ["one", "two", "three", "four"], (attempt, text)
+            assert not response.will_close, attempt
+    finally:
+        connection.close()
 
 
 def test_a_model_that_fails_mid_stream_sends_an_error_event(base_url):
@@ -155,3 +176,18 @@ def test_the_curl_lines_of_the_docs(base_url):
         args = shlex.split(line.replace("localhost:8000", base_url))
         result = subprocess.run(args, capture_output=True, text=True, timeout=30, check=True)
         assert result.stdout.rstrip("\n") == expected.rstrip("\n"), line
+
+
+@pytest.mark.parametrize("endpoint", ["generate", "generate_stream"])
+def test_a_generate_body_naming_a_key_twice_is_refused(base_url, endpoint):
+    """As Triton: a duplicate key is a client bug whichever value it meant (orjson alone
+    would keep the last one)."""
+    body = b'{"text_input": "a b", "max_tokens": 1, "max_tokens": 2}'
+    response = httpx.post(
+        f"{base_url}/v2/models/tokens/{endpoint}", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json() == {"error": "duplicate key 'max_tokens' in the generate request body"}
+    nested = b'{"text_input": "a", "parameters": {"k": 1, "k": 2}}'
+    response = httpx.post(f"{base_url}/v2/models/tokens/{endpoint}", content=nested)
+    assert response.status_code == 400 and "duplicate key 'k'" in response.json()["error"]

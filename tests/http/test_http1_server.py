@@ -155,6 +155,22 @@ def test_malformed_requests_get_400_and_close(base_url, garbage):
     assert httpx.get(base_url + "/v2/health/live").status_code == 200
 
 
+def test_content_length_with_chunked_transfer_encoding_is_refused(base_url):
+    """Both framings at once are refused and the connection closed (docs/security.md:
+    request smuggling), where Triton lets the chunked coding win: what follows the body
+    (a second request hidden in it, for a proxy that trusted Content-Length) is never read."""
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(BODY), BODY)
+    hidden = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+    with connect(base_url) as sock:
+        sock.sendall(INFER + b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n" % 5 + chunked + hidden)
+        reader = Reader(sock)
+        status, _, body = reader.response()
+        assert status == 400
+        assert "Transfer-Encoding" in json.loads(body)["error"]
+        assert reader.closed()
+    assert httpx.get(base_url + "/v2/health/live").status_code == 200
+
+
 def test_chunked_body_over_the_limit_is_refused_without_reading_it_all(base_url):
     """The session server allows 1 MiB: the connection answers 413 once the limit passes."""
     with connect(base_url) as sock:

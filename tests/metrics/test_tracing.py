@@ -10,7 +10,9 @@ from numpy_backend import NumpyPlugin
 
 from naiad import InferenceRequest, NaiadError, Server, ServerOptions, Tensor
 from naiad.cli import build_parser, options_from_args
-from naiad.observability.tracing import TraceSettings, trace_settings_from_config
+from naiad.observability.otlp_export import OtlpExportSettings, otlp_tracer_provider
+from naiad.observability.trace_config import trace_settings_from_config
+from naiad.observability.trace_settings import TraceSetting, TraceSettings
 
 TRITON_DEFAULTS = {
     "trace_level": ["OFF"],
@@ -59,7 +61,7 @@ def test_defaults_and_validation():
 
 
 def test_model_overrides_fall_back_to_global(tmp_path):
-    settings = TraceSettings(trace_file=str(tmp_path / "t.json"))
+    settings = TraceSettings(TraceSetting(file=str(tmp_path / "t.json")))
     assert settings.update({"trace_rate": "5"}, model="add_sub")["trace_rate"] == "5"
     assert settings.get()["trace_rate"] == "1000"
     settings.update({"trace_level": ["TENSORS", "TIMESTAMPS"]})
@@ -74,7 +76,7 @@ def test_model_overrides_fall_back_to_global(tmp_path):
 
 
 def test_trace_config_flags():
-    settings, otel = trace_settings_from_config(
+    settings = trace_settings_from_config(
         [
             "level=TIMESTAMPS",
             "level=TENSORS",
@@ -93,7 +95,11 @@ def test_trace_config_flags():
         "trace_file": "/tmp/t.json",
         "trace_mode": "triton",
     }
-    assert otel == {"url": "http://127.0.0.1:4318/v1/traces"}
+    # Typed inside: numbers as numbers.
+    assert settings.current() == TraceSetting(
+        level=("TIMESTAMPS", "TENSORS"), rate=10, count=3, log_frequency=2, file="/tmp/t.json"
+    )
+    assert settings.export == OtlpExportSettings(url="http://127.0.0.1:4318/v1/traces")
     for items, message in (
         (["rate"], "expected [MODE,]KEY=VALUE"),
         (["speed=1"], "unknown setting 'speed'"),
@@ -222,58 +228,140 @@ def test_opentelemetry_spans(repo):
 
 def test_otlp_export_to_a_collector_on_loopback(repo):
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
-    import http.server
-    import threading
+    from otlp_collector import OtlpCollector
 
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    with OtlpCollector() as collector:
+        provider = otlp_tracer_provider(OtlpExportSettings(url=collector.url, resource=(("deployment", "test"),)))
+        try:
 
-    from naiad.observability.tracing import otlp_tracer_provider
-    from naiad.testing import free_port
+            async def go():
+                server = serve_with(
+                    repo,
+                    "--trace-config",
+                    "mode=opentelemetry",
+                    "--trace-config",
+                    "level=TIMESTAMPS",
+                    "--trace-config",
+                    "rate=1",
+                )
+                server.tracing.tracer_provider = provider
+                async with server:
+                    await server.infer(request())
 
-    received = []
-
-    class Collector(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append((self.path, body))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    port = free_port()
-    collector = http.server.HTTPServer(("127.0.0.1", port), Collector)
-    thread = threading.Thread(target=collector.serve_forever, daemon=True)
-    thread.start()
-    provider = otlp_tracer_provider({"url": f"http://127.0.0.1:{port}/v1/traces", "resource": "deployment=test"})
-    try:
-
-        async def go():
-            server = serve_with(
-                repo,
-                "--trace-config",
-                "mode=opentelemetry",
-                "--trace-config",
-                "level=TIMESTAMPS",
-                "--trace-config",
-                "rate=1",
-            )
-            server.tracing.tracer_provider = provider
-            async with server:
-                await server.infer(request())
-
-        asyncio.run(go())
-        assert provider.force_flush(10_000)
-    finally:
-        provider.shutdown()
-        collector.shutdown()
-    assert received and received[0][0] == "/v1/traces"
-    exported = ExportTraceServiceRequest()
-    exported.ParseFromString(b"".join(body for _, body in received[:1]))
+            asyncio.run(go())
+            assert provider.force_flush(10_000)
+        finally:
+            provider.shutdown()
+    assert collector.exports and collector.exports[0].path == "/v1/traces"
+    exported = collector.exports[0].request
     resource = {a.key: a.value.string_value for a in exported.resource_spans[0].resource.attributes}
     assert resource["service.name"] == "naiad" and resource["deployment"] == "test"
-    names = sorted(s.name for rs in exported.resource_spans for ss in rs.scope_spans for s in ss.spans)
-    assert names == ["InferRequest", "compute", "queue"]
+    assert sorted(collector.exports[0].span_names) == ["InferRequest", "compute", "queue"]
+
+
+def otlp_flags(url, *settings):
+    """`--trace-config` items for opentelemetry mode sending every request's spans to `url`."""
+    items = ["mode=opentelemetry", "level=TIMESTAMPS", "rate=1", f"opentelemetry,url={url}", *settings]
+    return [flag for item in items for flag in ("--trace-config", item)]
+
+
+def test_bsp_max_export_batch_size_bounds_each_export(repo):
+    """tritonserver's opentelemetry,bsp_max_export_batch_size: no export request carries more
+    spans than it; the server's stop sends what is left."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    from otlp_collector import OtlpCollector
+
+    with OtlpCollector() as collector:
+
+        async def go():
+            flags = otlp_flags(
+                collector.url, "opentelemetry,bsp_max_export_batch_size=2", "opentelemetry,bsp_schedule_delay=50"
+            )
+            async with serve_with(repo, *flags) as server:
+                for _ in range(4):
+                    await server.infer(request())
+
+        asyncio.run(go())
+        # Four requests, three spans each (InferRequest, queue, compute).
+        assert collector.spans() == 12
+        sizes = [len(e.span_names) for e in collector.exports]
+    assert max(sizes) <= 2 and len(sizes) >= 6, sizes
+
+
+def test_bsp_schedule_delay_sets_when_spans_leave(repo):
+    """opentelemetry,bsp_schedule_delay (milliseconds): with 100 ms a request's spans reach the
+    collector well before the SDK's default of 5 s; with a minute they wait for the server's
+    stop. The margins are seconds wide."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    from otlp_collector import OtlpCollector
+
+    waited = {}
+    with OtlpCollector() as soon, OtlpCollector() as late:
+
+        async def go():
+            for name, collector, delay in (("soon", soon, 100), ("late", late, 60_000)):
+                flags = otlp_flags(collector.url, f"opentelemetry,bsp_schedule_delay={delay}")
+                async with serve_with(repo, *flags) as server:
+                    await server.infer(request())
+                    waited[name] = await asyncio.to_thread(collector.wait_for_spans, 3, 2.5)
+                assert collector.spans() == 3  # the stop flushed what the queue held
+
+        asyncio.run(go())
+    assert waited["soon"] is not None and waited["soon"] < 2.5
+    assert waited["late"] is None
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("bsp_max_export_batch_size=0", "opentelemetry,bsp_max_export_batch_size must be a positive integer, got 0"),
+        ("bsp_schedule_delay=soon", "opentelemetry,bsp_schedule_delay must be a positive integer, got 'soon'"),
+        ("bsp_max_queue_size=-5", "opentelemetry,bsp_max_queue_size must be a positive integer, got -5"),
+        (
+            "bsp_max_export_batch_size=4096",
+            "opentelemetry,bsp_max_export_batch_size (4096) must not exceed opentelemetry,bsp_max_queue_size (2048)",
+        ),
+        ("resource=team", "opentelemetry,resource: expected KEY=VALUE, got 'team'"),
+    ],
+)
+def test_bad_otlp_settings_are_refused_naming_the_setting(setting, message):
+    items = ["opentelemetry,url=http://127.0.0.1:4318/v1/traces", f"opentelemetry,{setting}"]
+    with pytest.raises(NaiadError) as info:
+        trace_settings_from_config(items)
+    assert info.value.message == f"--trace-config: {message}"
+
+
+def test_batch_settings_without_a_collector_are_refused():
+    with pytest.raises(NaiadError) as info:
+        trace_settings_from_config(["mode=opentelemetry", "opentelemetry,bsp_schedule_delay=100"])
+    assert "opentelemetry,bsp_schedule_delay configure the exporter that opentelemetry,url=URL starts" in (
+        info.value.message
+    )
+
+
+def test_naiad_serve_refuses_a_bad_batch_setting():
+    """On the command line: the usage error names the flag and the setting, exit status 2."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "naiad.cli",
+            "serve",
+            "--model-repository",
+            "unused",
+            "--trace-config",
+            "opentelemetry,url=http://127.0.0.1:4318/v1/traces",
+            "--trace-config",
+            "opentelemetry,bsp_max_queue_size=many",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "error: --trace-config: opentelemetry,bsp_max_queue_size must be a positive integer, got 'many'" in (
+        result.stderr
+    )

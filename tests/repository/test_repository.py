@@ -98,7 +98,7 @@ def test_broken_model_beside_good_ones(tmp_path):
             assert server.model_ready("good") and server.is_ready()
             rows = {r["name"]: r for r in server.repository_index()}
             assert rows["bad"]["state"] == "UNAVAILABLE"
-            assert "model 'bad': input 'X' (input[0].dims)" in rows["bad"]["reason"]
+            assert "model 'bad': model input 'X' must specify 'dims' for bad" in rows["bad"]["reason"]
             assert "backend 'not_installed' is not installed (installed backends: " in rows["no_backend"]["reason"]
 
     asyncio.run(go())
@@ -129,7 +129,10 @@ def test_backend_no_package_provides_is_the_configs_error():
     with pytest.raises(NaiadError) as info:
         registry.get("no_such_backend")
     assert info.value.code is ErrorCode.INVALID_ARG
-    assert info.value.message == "backend 'no_such_backend' is not installed (installed backends: none)"
+    assert info.value.message == (
+        "backend 'no_such_backend' is not installed (installed backends: none): unable to find backend library for "
+        "backend 'no_such_backend', try specifying runtime on the model configuration."
+    )
 
 
 def test_backend_for_another_abi_major_is_refused(tmp_path):

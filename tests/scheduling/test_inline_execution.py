@@ -24,7 +24,7 @@ from naiad import (
     hookimpl,
 )
 from naiad.cache.response_cache import CacheSpec
-from naiad.observability.tracing import TraceSettings
+from naiad.observability.trace_settings import TraceSetting, TraceSettings
 from naiad.scheduling.inline_execution import InlineExecution
 
 CONFIG = """name: "{name}"
@@ -178,7 +178,7 @@ def test_cache_and_tracing_still_apply_to_batches_run_on_the_loop(tmp_path):
         backend_plugins=[ThreadsPlugin()],
         load_backend_entry_points=False,
         cache=CacheSpec("local", {"size": "1048576"}),
-        trace_settings=TraceSettings(trace_level=["TIMESTAMPS"], trace_rate="1", trace_file=str(trace_file)),
+        trace_settings=TraceSettings(TraceSetting(level=("TIMESTAMPS",), rate=1, file=str(trace_file))),
     )
 
     async def go():

@@ -282,7 +282,7 @@ def test_bad_control_config_fails_the_load_with_a_clear_message(tmp_path):
         try:
             assert len(server.startup_failures) == 1
             message = server.startup_failures[0]
-            assert "model 'm'" in message and "START" in message and "two values" in message
+            assert "model 'm'" in message and "START" in message and "must have exactly 2 entries" in message
         finally:
             await server.stop()
 
@@ -308,7 +308,7 @@ def test_pipelined_requests_of_one_sequence_run_one_at_a_time_in_order(tmp_path,
     asyncio.run(go())
 
 
-def test_cancelled_sequence_request_is_dropped(tmp_path):
+def test_cancelling_a_queued_request_cancels_its_whole_sequence(tmp_path):
     config = accumulate_config("direct { }").replace(
         'parameters {key:"op" value {string_value:"accumulate"}}',
         'parameters [{key:"op" value {string_value:"accumulate"}}, {key:"sleep_ms" value {string_value:"300"}}]',
@@ -320,12 +320,19 @@ def test_cancelled_sequence_request_is_dropped(tmp_path):
             first = asyncio.ensure_future(server.infer(step(1, 5, start=True, rid="first")))
             await wait_until(lambda: model_of(server, "m").started, "the first request runs")
             doomed = asyncio.ensure_future(server.infer(step(100, 5, rid="doomed")))
-            await asyncio.sleep(0)  # queued behind the running request of its sequence
+            behind = asyncio.ensure_future(server.infer(step(1000, 5, rid="behind")))
+            await asyncio.sleep(0)  # both queued behind the running request of their sequence
             doomed.cancel()
+            # The request behind the cancelled one is cancelled with it, as in Triton.
+            with pytest.raises(NaiadError) as info:
+                await behind
+            assert info.value.code is ErrorCode.CANCELLED
             assert total(await first) == 1
-            assert total(await server.infer(step(2, 5, end=True, rid="last"))) == 3
-            assert model_of(server, "m").started == ["first", "last"]
-            assert server.statistics("m")[0]["inference_count"] == 2
+            # The sequence has ended: its id needs a new START.
+            with pytest.raises(NaiadError, match="START"):
+                await server.infer(step(2, 5, end=True, rid="late"))
+            assert total(await server.infer(step(7, 5, start=True, end=True, rid="again"))) == 7
+            assert model_of(server, "m").started == ["first", "again"]
 
     asyncio.run(go())
 

@@ -189,7 +189,7 @@ def test_config_that_contradicts_the_model_fails_the_load_with_a_reason(tmp_path
     index = onnx_models.serve(tmp_path, body)
     assert index["wrong_type"]["state"] == "UNAVAILABLE"
     assert "input 'INPUT0'" in index["wrong_type"]["reason"] and "INT32" in index["wrong_type"]["reason"]
-    assert "input 'B': not an input of model.onnx" in index["wrong_name"]["reason"]
+    assert "unexpected inference input 'B', allowed inputs are: INPUT0, INPUT1" in index["wrong_name"]["reason"]
     assert "parameters.intra_op_thread_count" in index["bad_threads"]["reason"]
 
 

@@ -265,7 +265,7 @@ def test_an_unknown_stub_start_is_refused_with_its_name(tmp_path: Path) -> None:
     server = ServerThread(options)
     try:
         [failure] = server.server.startup_failures
-        assert "stub-start: must be one of 'fork', 'spawn', got 'clone'" in failure
+        assert "--backend-config python,stub-start: expected one of fork, spawn, got 'clone'" in failure
     finally:
         server.close()
 

@@ -59,6 +59,10 @@ def naiad_server():
         "bls_async",
         "bls_decoupled_sync",
         "misbehaving",
+        "sender_after_return",
+        "gather_decoupled",
+        "bls_decoupled_gather",
+        "bls_decoupled_gather_in_process",
     ]
     flags = [flag for name in models for flag in ("--load-model", name)]
     with ServerProcess(MODELS, "--model-control-mode", "explicit", *flags) as server:
@@ -238,3 +242,34 @@ def test_decoupled_zero_one_many_over_grpc(naiad_server, items):
         assert received == items
     finally:
         client.stop_stream()
+
+
+def test_a_non_decoupled_model_may_answer_through_the_sender_after_execute_returned(naiad_server):
+    """Triton's response_sender tests: execute returns None, a thread sends the response and
+    the final flag later."""
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    values = np.array([1, 2, 3], dtype=np.int32)
+    for module, url in ((httpclient, naiad_server.http_url), (grpcclient, naiad_server.grpc_url)):
+        client = module.InferenceServerClient(url)
+        tensor = module.InferInput("INPUT0", [3], "INT32")
+        tensor.set_data_from_numpy(values)
+        result = client.infer("sender_after_return", [tensor])
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values * 2)
+
+
+@pytest.mark.parametrize("caller", ["bls_decoupled_gather", "bls_decoupled_gather_in_process"])
+def test_concurrent_decoupled_async_exec_calls_iterated_with_a_plain_for_run_together(naiad_server, caller):
+    """Four `await async_exec(decoupled=True)` calls gathered in one `async def execute`,
+    each read with a plain `for`: the called model answers only when all four are in
+    flight at once (else each call ends with an error after its wait)."""
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(naiad_server.http_url, network_timeout=120)
+    for round_id in (1, 2):
+        tensor = httpclient.InferInput("ROUND", [1], "INT32")
+        # Rounds apart for each caller: the called model counts arrivals per round.
+        tensor.set_data_from_numpy(np.array([round_id + 10 * len(caller)], dtype=np.int32))
+        result = client.infer(caller, [tensor])
+        assert result.as_numpy("ARRIVED").tolist() == [4, 4, 4, 4]

@@ -72,7 +72,7 @@ def test_response_and_lookup_helpers():
     assert pb_utils.get_output_tensor_by_name(response, "MISSING") is None
     assert json.loads(response.parameters()) == {"k": 1}
     assert not response.has_error()
-    with pytest.raises(pb_utils.TritonModelException):
+    with pytest.raises(TypeError):  # as Triton's binding: a tensor where a list belongs
         pb_utils.InferenceResponse(output_tensors=out)
     config = {
         "input": [{"name": "A", "data_type": "TYPE_FP32"}],
@@ -96,9 +96,11 @@ def test_auto_complete_config_rules():
         {"name": "m", "max_batch_size": 0, "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [2]}]}
     )
     config.add_input({"name": "A", "data_type": "TYPE_FP32", "dims": [2]})
-    with pytest.raises(ValueError, match="data_type"):
+    with pytest.raises(
+        ValueError, match="configuration expects datatype TYPE_FP32 for input .A., model provides TYPE_INT32"
+    ):
         config.add_input({"name": "A", "data_type": "TYPE_INT32", "dims": [2]})
-    with pytest.raises(ValueError, match="properties"):
+    with pytest.raises(ValueError, match="contains property other than"):
         config.add_output({"name": "B", "data_type": "TYPE_FP32", "dims": [2], "shape": [1]})
     config.set_max_batch_size(8)
     with pytest.raises(ValueError):
@@ -155,3 +157,55 @@ def test_memory_types_and_log_levels_have_tritons_values():
     assert (pb_utils.TRITONSERVER_MEMORY_GPU, pb_utils.TRITONSERVER_MEMORY_CPU) == (0, 1)
     assert [int(level) for level in pb_utils.Logger.LogLevel] == [0, 1, 2, 3]
     assert pb_utils.Logger.VERBOSE is pb_utils.Logger.LogLevel.VERBOSE
+
+
+def test_arguments_of_the_wrong_type_are_refused_as_tritons_binding_refuses_them():
+    """Triton's argument_validation model: the wrong type is a TypeError, a None among the
+    tensors a TritonModelException; omitted arguments keep their defaults."""
+    tensor = pb_utils.Tensor("INPUT0", np.asarray([1, 2], dtype=np.int32))
+    good = {"model_name": "m", "inputs": [tensor], "requested_output_names": ["OUT"]}
+    with pytest.raises(pb_utils.TritonModelException):
+        pb_utils.InferenceRequest(**{**good, "inputs": [None]})
+    for name, value in [
+        ("inputs", None),
+        ("model_name", None),
+        ("requested_output_names", [None]),
+        ("requested_output_names", None),
+        ("correlation_id", None),
+        ("request_id", None),
+        ("model_version", None),
+        ("flags", None),
+    ]:
+        with pytest.raises(TypeError):
+            pb_utils.InferenceRequest(**{**good, name: value})
+    assert pb_utils.InferenceRequest(**good).correlation_id() == 0
+    assert pb_utils.InferenceRequest(**good, correlation_id="seq-5").correlation_id() == "seq-5"
+    pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[])
+
+    with pytest.raises(pb_utils.TritonModelException):
+        pb_utils.InferenceResponse(output_tensors=[None])
+    with pytest.raises(TypeError):
+        pb_utils.InferenceResponse(output_tensors=None)
+    assert pb_utils.InferenceResponse(output_tensors=[]).output_tensors() == []
+    assert pb_utils.InferenceResponse(error=pb_utils.TritonError("e")).has_error()
+
+    for name, data in [(None, np.zeros(1)), ("OUTPUT0", None), ("", None)]:
+        with pytest.raises(TypeError):
+            pb_utils.Tensor(name, data)
+    for name in ("OUTPUT0", ""):
+        with pytest.raises(pb_utils.TritonModelException):
+            pb_utils.Tensor.from_dlpack(name, None)
+
+    logger = pb_utils.Logger
+    for call in (
+        lambda: logger.log("bad level", None),
+        lambda: logger.log("bad level", 1),
+        lambda: logger.log_info(None),
+        lambda: logger.log_warn(None),
+        lambda: logger.log_error(None),
+        lambda: logger.log_verbose(None),
+    ):
+        with pytest.raises(TypeError):
+            call()
+    logger.log("level left out")
+    logger.log("a level", logger.WARNING)

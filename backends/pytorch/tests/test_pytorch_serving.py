@@ -194,8 +194,10 @@ def test_framework_shape_error_is_per_request_and_server_keeps_serving(tmp_path)
 
 def test_torchscript_without_config_fails_with_a_reason(tmp_path):
     torch_models.script(torch_models.AddSub(), tmp_path / "bare" / "1" / "model.pt")
-    torch_models.script(torch_models.AddSub(), tmp_path / "misnamed" / "1" / "model.pt")
-    torch_models.write_config(tmp_path, "misnamed", ADD_SUB_NAMED.replace('"b"', '"x"'))
+    torch_models.script(torch_models.AddSub(), tmp_path / "three" / "1" / "model.pt")
+    torch_models.write_config(
+        tmp_path, "three", ADD_SUB_NAMED.replace("input [", 'input [ { name: "c" data_type: TYPE_INT32 dims: [ 4 ] },')
+    )
 
     async def body(server):
         return {row["name"]: row for row in server.repository_index()}
@@ -203,7 +205,7 @@ def test_torchscript_without_config_fails_with_a_reason(tmp_path):
     index = torch_models.serve(tmp_path, body)
     assert index["bare"]["state"] == "UNAVAILABLE"
     assert "TorchScript" in index["bare"]["reason"] and "a, b" in index["bare"]["reason"]
-    assert "input 'x'" in index["misnamed"]["reason"] and "(a, b)" in index["misnamed"]["reason"]
+    assert "unable to load model 'three', configuration expects 3 inputs, model provides 2" in index["three"]["reason"]
 
 
 def test_output_type_mismatch_is_a_clear_error(tmp_path):

@@ -8,7 +8,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from naiad.testing import ServerProcess
+from naiad.testing import ServerProcess, gpu_ids
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("naiad.frontends.http") is None, reason="naiad.frontends.http is not built yet"
@@ -69,3 +69,16 @@ def test_grpc_graphdef(process, module):
     y, upper = _expected(module, X, S.reshape(-1))
     np.testing.assert_allclose(result.as_numpy("scores"), y, rtol=1e-6)
     assert list(result.as_numpy("upper:0").reshape(-1)) == upper
+
+
+@pytest.mark.skipif(bool(gpu_ids()), reason="Triton's default instance count is for a host without GPUs")
+def test_auto_completed_config_has_tritons_instance_group(process):
+    """A SavedModel without a config gets what Triton fills in on a host without GPUs: one
+    CPU group named after the model with two instances (TensorFlow's default CPU count), and
+    the SavedModel's file name."""
+    import tritonclient.grpc as grpcclient
+
+    config = grpcclient.InferenceServerClient(process.grpc_url).get_model_config("sm_auto").config
+    groups = [(group.name, group.kind, group.count, list(group.gpus)) for group in config.instance_group]
+    assert groups == [("sm_auto", config.instance_group[0].KIND_CPU, 2, [])]
+    assert config.default_model_filename == "model.savedmodel"

@@ -28,7 +28,7 @@ BAD_CONFIGS = {
         'platform: "tensorflow_savedmodel" max_batch_size: 0\n'
         'input [{name: "x" data_type: TYPE_FP32 dims: [2, 5]}, {name: "s" data_type: TYPE_STRING dims: [-1]}]',
         "sm",
-        ["input 'x'", "dimension 1", "[2, 5]", "[-1, 4]"],
+        ["tensor 'x'", "the model expects 2 dimensions (shape [-1,4])", "specifies 2 dimensions (shape [2,5])"],
     ),
     "missing_signature": (
         'platform: "tensorflow_savedmodel"\nparameters {key: "TF_SIGNATURE_DEF" value {string_value: "predict"}}',

@@ -147,8 +147,8 @@ output [{name: "OUTPUT0" data_type: TYPE_FP16 dims: [3]}]"""
     [
         (GOOD.replace('"INPUT0"', '"IMAGE"'), ["input 'IMAGE'", "no input", "INPUT0, MASK"]),
         (GOOD.replace("TYPE_FP16", "TYPE_FP32"), ["output 'OUTPUT0'", "TYPE_FP32", "HALF"]),
-        (GOOD.replace("dims: [3]", "dims: [5]"), ["output 'OUTPUT0'", "dimension 1 is 5", "3"]),
-        (GOOD.replace("dims: [3]", "dims: [1, 3]"), ["output 'OUTPUT0'", "[-1, 1, 3]", "batch dimension"]),
+        (GOOD.replace("dims: [3]", "dims: [5]"), ["tensor 'OUTPUT0'", "making complete shape [-1,5]"]),
+        (GOOD.replace("dims: [3]", "dims: [1, 3]"), ["tensor 'OUTPUT0'", "[-1,1,3]", "batch dimension"]),
         (GOOD.replace(', {name: "MASK" data_type: TYPE_BOOL dims: [4]}', ""), ["needs input(s) ['MASK']"]),
         (GOOD.replace("max_batch_size: 8", "max_batch_size: 64"), ["max_batch_size", "64", "(32)"]),
     ],

@@ -24,21 +24,27 @@ def check_model_shape(model: str, where: str, spec: TensorSpec, actual: list[int
             )
         return
     expected = ([-1] if batched else []) + list(spec.reshape if spec.reshape is not None else spec.dims)
-    if len(actual) != len(expected):
-        hint = " (the batch dimension counts when max_batch_size > 0)" if batched else ""
-        raise ConfigError(
-            model, f"{where}.dims): the config describes shape {expected}{hint}, the {source} has {actual}"
+    fits = len(actual) == len(expected) and all(
+        want == have or -1 in (want, have) for want, have in zip(expected, actual)
+    )
+    # A fixed first dimension cannot hold a batch of any size.
+    if fits and not (batched and actual[0] != -1):
+        return
+    # Triton's words (its framework backends'), so scripts that match on them still work.
+    if batched:
+        specified = (
+            f"{len(expected)} dimensions (an initial batch dimension because max_batch_size > 0 followed by the "
+            f"explicit tensor shape, making complete shape {_shape(expected)})"
         )
-    if batched and actual[0] != -1:
-        raise ConfigError(
-            model,
-            f"{where}.dims): max_batch_size > 0 stacks requests along the first dimension, but the "
-            f"{source} fixes it at {actual[0]} (shape {actual}); set max_batch_size: 0",
-        )
-    for position, (want, have) in enumerate(zip(expected, actual)):
-        if want != -1 and have != -1 and want != have:
-            raise ConfigError(
-                model,
-                f"{where}.dims): dimension {position} is {want} in the config and {have} in the {source} "
-                f"(config shape {expected}, {source} shape {actual})",
-            )
+    else:
+        specified = f"{len(expected)} dimensions (shape {_shape(expected)})"
+    hint = f"; the {source} fixes the batch dimension: set max_batch_size: 0" if fits else ""
+    raise ConfigError(
+        model,
+        f"model '{model}', tensor '{spec.name}': the model expects {len(actual)} dimensions (shape "
+        f"{_shape(actual)}) but the model configuration specifies {specified}{hint}",
+    )
+
+
+def _shape(dims: list[int]) -> str:
+    return "[" + ",".join(str(d) for d in dims) + "]"

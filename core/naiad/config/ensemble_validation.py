@@ -187,6 +187,7 @@ class _TensorEnd:
     data_type: int
     dims: tuple[int, ...]
     batching: bool
+    model: str  # the step's model, or the ensemble for its own inputs and outputs
 
     @property
     def full_dims(self) -> tuple[int, ...]:
@@ -203,6 +204,10 @@ def _dims_agree(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 
 def _type_name(data_type: int) -> str:
     return pb.DataType.Name(data_type)
+
+
+def _shape(dims: tuple[int, ...]) -> str:
+    return "[" + ",".join(str(d) for d in dims) + "]"
 
 
 def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> EnsemblePlan:
@@ -228,13 +233,22 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
         try:
             step_config = lookup(step.model_name, step.model_version)
         except NaiadError as exc:
-            raise _fault(name, label, exc.message, exc.code) from None
+            # Triton's words first, then why.
+            if step.model_version > 0:
+                triton = (
+                    f"ensemble '{name}' depends on '{step.model_name}' whose required version "
+                    f"{step.model_version} is not loaded"
+                )
+            else:
+                triton = f"ensemble {name} contains models that are not available or ambiguous: {step.model_name}"
+            raise _fault(name, label, f"{triton} ({exc.message})", exc.code) from None
         if step_config.max_batch_size > 0 and step_config.max_batch_size < proto.max_batch_size:
             raise _fault(
                 name,
                 label,
-                f"the ensemble allows max_batch_size {proto.max_batch_size}, but model '{step.model_name}' "
-                f"allows at most {step_config.max_batch_size}; lower the ensemble's max_batch_size",
+                f"ensemble {name} allows maximum batch size {proto.max_batch_size}, but it contains model "
+                f"{step.model_name} which only allows maximum batch size to be {step_config.max_batch_size} "
+                "(lower the ensemble's max_batch_size)",
             )
         _check_step_maps(name, label, step, step_config)
         # Protobuf maps have no order; sort so messages and runs are reproducible.
@@ -260,7 +274,7 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
     ensemble_inputs = [i.name for i in proto.input]
     for item in proto.input:
         dims = tuple(item.reshape.shape) if item.HasField("reshape") else tuple(item.dims)
-        produced[item.name] = _TensorEnd(f"ensemble input '{item.name}'", item.data_type, dims, ensemble_batching)
+        produced[item.name] = _TensorEnd(f"ensemble input '{item.name}'", item.data_type, dims, ensemble_batching, name)
     for step, step_config in zip(steps, step_configs):
         for output_name, tensor in step.outputs.items():
             spec = _output_proto(step_config, output_name)
@@ -272,7 +286,7 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
                     f"{where} writes ensemble tensor '{tensor}', which {produced[tensor].where} already provides; "
                     "every ensemble tensor must have exactly one producer",
                 )
-            produced[tensor] = _TensorEnd(where, spec.data_type, tuple(spec.dims), step.batching)
+            produced[tensor] = _TensorEnd(where, spec.data_type, tuple(spec.dims), step.batching, step.model_name)
             producer[tensor] = step.index
 
     consumers: dict[str, list[int]] = {}
@@ -293,7 +307,9 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
     for step, step_config in zip(steps, step_configs):
         for input_name, tensor in step.inputs.items():
             spec = _input_proto(step_config, input_name)
-            reader = _TensorEnd(f"{step.label} input '{input_name}'", spec.data_type, tuple(spec.dims), step.batching)
+            reader = _TensorEnd(
+                f"{step.label} input '{input_name}'", spec.data_type, tuple(spec.dims), step.batching, step.model_name
+            )
             _check_agree(name, f"{step.label}, tensor '{tensor}'", tensor, produced[tensor], reader)
     ensemble_outputs = [o.name for o in proto.output]
     for item in proto.output:
@@ -306,7 +322,7 @@ def validate_ensemble(config: ModelConfig, lookup: StepConfigLookup) -> Ensemble
                 "the ensemble output is not produced by any step (map a step output to it in output_map)",
             )
         dims = tuple(item.reshape.shape) if item.HasField("reshape") else tuple(item.dims)
-        reader = _TensorEnd(f"ensemble output '{item.name}'", item.data_type, dims, ensemble_batching)
+        reader = _TensorEnd(f"ensemble output '{item.name}'", item.data_type, dims, ensemble_batching, name)
         step_label = steps[producer[item.name]].label
         _check_agree(name, f"{step_label}, tensor '{item.name}'", item.name, produced[item.name], reader)
 
@@ -362,15 +378,16 @@ def _check_step_maps(ensemble: str, label: str, step: pb.ModelEnsembling.Step, c
             raise _fault(
                 ensemble,
                 f"{label}, tensor '{tensor}'",
-                f"input_map maps ensemble tensor '{tensor}' to '{input_name}', which is not an input of model "
-                f"'{model}' (its inputs: {', '.join(input_names) or 'none'})",
+                f"in ensemble {ensemble}, ensemble tensor {tensor} is mapping to non-existing input {input_name} "
+                f"in model {model} (its inputs: {', '.join(input_names) or 'none'})",
             )
     for spec in config.inputs:
         if spec.name not in step.input_map and not spec.optional:
             raise _fault(
                 ensemble,
                 label,
-                f"input '{spec.name}' of model '{model}' is not mapped to any ensemble tensor (add it to input_map)",
+                f"in ensemble {ensemble}, input {spec.name} in model {model} is not mapped to any ensemble tensors "
+                "(add it to input_map)",
             )
     targets: dict[str, str] = {}
     for output_name, tensor in sorted(step.output_map.items()):
@@ -378,8 +395,8 @@ def _check_step_maps(ensemble: str, label: str, step: pb.ModelEnsembling.Step, c
             raise _fault(
                 ensemble,
                 f"{label}, tensor '{tensor}'",
-                f"output_map maps '{output_name}' to ensemble tensor '{tensor}', but model '{model}' has no output "
-                f"'{output_name}' (its outputs: {', '.join(output_names) or 'none'})",
+                f"in ensemble {ensemble}, ensemble tensor {tensor} is mapped from non-existing output "
+                f"{output_name} in model {model} (its outputs: {', '.join(output_names) or 'none'})",
             )
         if tensor in targets:
             raise _fault(
@@ -425,15 +442,18 @@ def _check_agree(ensemble: str, where: str, tensor: str, source: _TensorEnd, rea
         raise _fault(
             ensemble,
             where,
-            f"data type mismatch: {source.where} is {_type_name(source.data_type)}, "
-            f"{reader.where} expects {_type_name(reader.data_type)}",
+            f"in ensemble {ensemble}, ensemble tensor {tensor}: inconsistent data type: "
+            f"{_type_name(source.data_type)} is inferred from model {source.model} while "
+            f"{_type_name(reader.data_type)} is inferred from model {reader.model} ({source.where} and "
+            f"{reader.where})",
         )
     if not _dims_agree(source.dims, reader.dims) and not _dims_agree(source.full_dims, reader.full_dims):
         raise _fault(
             ensemble,
             where,
-            f"shape mismatch: {source.where} has shape {list(source.full_dims)}, "
-            f"{reader.where} expects {list(reader.full_dims)}",
+            f"in ensemble {ensemble}, ensemble tensor {tensor}: inconsistent shape: {_shape(source.full_dims)} "
+            f"is inferred from model {source.model} while {_shape(reader.full_dims)} is inferred from model "
+            f"{reader.model} ({source.where} and {reader.where})",
         )
 
 
@@ -462,8 +482,8 @@ def _assign_lineages(
             raise _fault(
                 ensemble,
                 step.label,
-                f"the step reads tensors that come from different decoupled steps: {described}; their "
-                "responses cannot be paired",
+                f"in ensemble {ensemble}, step of model '{step.model_name}' receives inputs originated from "
+                f"different decoupled models ({described}: their responses cannot be paired)",
             )
         lineage = next(iter(seen), 0)
         assigned[index] = _with_lineage(step, lineage)
@@ -486,8 +506,9 @@ def _assign_lineages(
         raise _fault(
             ensemble,
             "",
-            f"the ensemble outputs come from different decoupled steps: {described}; "
-            "one response could not carry them together",
+            # Triton's words: it sees the ensemble's outputs as a step of the ensemble's own.
+            f"in ensemble {ensemble}, step of model '{ensemble}' receives inputs originated from different "
+            f"decoupled models (the ensemble outputs {described}: one response could not carry them together)",
         )
     for step in steps:
         for tensor in step.outputs.values():

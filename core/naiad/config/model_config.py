@@ -16,9 +16,12 @@ from google.protobuf import json_format, text_format
 from google.protobuf.descriptor import FieldDescriptor
 
 from ..datatypes import config_type_to_datatype
-from ..errors import ErrorCode, NaiadError
+from ..flag_values import BOOLEAN_WORDS, bool_of
 from ..protos import model_config_pb2 as pb
 from ..safe_names import inside_directory
+from .config_error import ConfigError
+from .io_checks import check_io
+from .model_wide_checks import check_model_wide
 
 __all__ = [
     "ConfigError",
@@ -30,6 +33,7 @@ __all__ = [
     "parse_config_text",
     "config_from_dict",
     "validate_config",
+    "check_config_alone",
     "resolve_backend",
 ]
 
@@ -72,14 +76,6 @@ _Derived = TypeVar("_Derived")
 MAX_INSTANCES = 10_000
 MAX_PRIORITY_LEVELS = 10_000
 MAX_SEQUENCE_SLOTS = 1_000_000
-
-
-class ConfigError(NaiadError):
-    """An invalid model configuration; the message names model, field and fault."""
-
-    def __init__(self, model: str, message: str) -> None:
-        super().__init__(ErrorCode.INVALID_ARG, f"model '{model}': {message}")
-        self.model = model
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,12 +200,10 @@ class ModelConfig:
         text = self.parameter(key)
         if text is None or not text.strip():
             return default
-        lowered = text.strip().lower()
-        if lowered in ("1", "true", "yes", "on"):
-            return True
-        if lowered in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(self.name, f"parameters.{key}: expected true or false, got '{text}'")
+        value = bool_of(text)
+        if value is None:
+            raise ConfigError(self.name, f"parameters.{key}: expected {BOOLEAN_WORDS}, got '{text}'")
+        return value
 
     def int_parameter(self, key: str, default: int | None, minimum: int = 0) -> int | None:
         """An integer parameter of at least `minimum`; an empty or absent one is `default`,
@@ -333,7 +327,8 @@ def _check_enums(message: Any, model: str, source: str, path: str = "") -> None:
 
 def resolve_backend(proto: pb.ModelConfig, model: str, version_dirs: list[Path]) -> None:
     """Fill `backend` and `platform` the way Triton does: platform names a backend; with
-    neither, the model file in a version directory decides."""
+    neither, the model file in a version directory decides, else a model name of the form
+    `<anything>.<backend>`."""
     if proto.platform and not proto.backend:
         backend = PLATFORM_TO_BACKEND.get(proto.platform)
         if backend is None:
@@ -346,6 +341,9 @@ def resolve_backend(proto: pb.ModelConfig, model: str, version_dirs: list[Path])
         proto.backend = "" if backend == "ensemble" else backend
     elif proto.backend and not proto.platform:
         proto.platform = BACKEND_TO_PLATFORM.get(proto.backend, "")
+        if proto.backend == "pytorch" and not proto.default_model_filename:
+            # Only this way does Triton name the PyTorch file in the config it reports.
+            proto.default_model_filename = "model.pt"
     if proto.platform or proto.backend:
         return
     names = [proto.default_model_filename] if proto.default_model_filename else list(FILENAME_TO_BACKEND)
@@ -354,43 +352,57 @@ def resolve_backend(proto: pb.ModelConfig, model: str, version_dirs: list[Path])
             if (directory / filename).exists() and filename in FILENAME_TO_BACKEND:
                 proto.backend, proto.platform = FILENAME_TO_BACKEND[filename]
                 return
+    # As Triton: a model named `<anything>.<backend>` is served by that backend.
+    _, dot, suffix = model.partition(".")
+    if dot and suffix:
+        proto.backend = suffix
+        proto.default_model_filename = f"model.{suffix}"
+        return
     raise ConfigError(
         model,
-        "backend: the config names neither 'platform' nor 'backend', and no version "
-        "directory holds a model file that identifies one (" + ", ".join(FILENAME_TO_BACKEND) + ")",
+        f"Invalid model name: Could not determine backend for model '{model}' with no backend in model "
+        "configuration. Expected model name of the form 'model.<backend_name>'. (The config names neither "
+        "'platform' nor 'backend', and no version directory holds a model file that identifies one: "
+        + ", ".join(FILENAME_TO_BACKEND)
+        + ")",
     )
 
 
 def validate_config(proto: pb.ModelConfig, model: str, model_dir: Path | None = None) -> ModelConfig:
     """Check everything the server relies on; returns the typed config or raises ConfigError."""
-    if not proto.name:
-        proto.name = model
-    elif proto.name != model:
-        raise ConfigError(model, f"name: config names the model '{proto.name}', its directory is '{model}'")
-    if proto.max_batch_size < 0:
-        raise ConfigError(model, f"max_batch_size: must be 0 or positive, got {proto.max_batch_size}")
-
-    is_ensemble = proto.platform == "ensemble"
-    if is_ensemble and not proto.HasField("ensemble_scheduling"):
-        raise ConfigError(model, "ensemble_scheduling: an ensemble needs ensemble_scheduling { step [...] }")
-    if proto.HasField("ensemble_scheduling") and not is_ensemble:
-        raise ConfigError(model, 'ensemble_scheduling: only allowed with platform "ensemble"')
-
-    if proto.default_model_filename and inside_directory(proto.default_model_filename) is None:
-        raise ConfigError(
-            model,
-            f"default_model_filename: '{proto.default_model_filename}' must name a file inside the version directory",
-        )
-    _validate_tensors(proto, model)
-    _validate_version_policy(proto, model)
-    _validate_batching(proto, model)
+    check_config_alone(proto, model, with_io=True)
     _validate_instance_groups(proto, model)
     _validate_sizes(proto, model)
     labels = _read_labels(proto, model, model_dir) if model_dir is not None else {}
     return ModelConfig(proto, labels)
 
 
-def _validate_tensors(proto: pb.ModelConfig, model: str) -> None:
+def check_config_alone(proto: pb.ModelConfig, model: str, with_io: bool) -> None:
+    """The checks that need nothing but the config, in Triton's order, run before a load
+    looks at any file. `with_io` adds the inputs and outputs, which a config may leave for
+    auto-complete to fill in (Triton checks them then only after the backend did)."""
+    check_model_wide(proto, model)
+    _validate_version_policy(proto, model)
+    _validate_sequence_state(proto, model)
+    if with_io:
+        check_io(proto, model)
+        _refuse_duplicate_tensors(proto, model)
+    if not proto.name:
+        proto.name = model
+    elif proto.name != model:
+        # Triton's words.
+        raise ConfigError(
+            model,
+            f"unexpected directory name '{model}' for model '{proto.name}', directory name must equal model name",
+        )
+    if proto.default_model_filename and inside_directory(proto.default_model_filename) is None:
+        raise ConfigError(
+            model,
+            f"default_model_filename: '{proto.default_model_filename}' must name a file inside the version directory",
+        )
+
+
+def _refuse_duplicate_tensors(proto: pb.ModelConfig, model: str) -> None:
     groups: tuple[tuple[str, Sequence[pb.ModelInput | pb.ModelOutput]], ...] = (
         ("input", proto.input),
         ("output", proto.output),
@@ -398,45 +410,11 @@ def _validate_tensors(proto: pb.ModelConfig, model: str) -> None:
     for kind, tensors in groups:
         seen: set[str] = set()
         for index, tensor in enumerate(tensors):
-            where = f"{kind}[{index}]"
-            if not tensor.name:
-                raise ConfigError(model, f"{where}.name: every {kind} needs a name")
-            label = f"{kind} '{tensor.name}' ({where}"
             if tensor.name in seen:
-                raise ConfigError(model, f"{label}.name): duplicate {kind} name '{tensor.name}'")
+                raise ConfigError(
+                    model, f"{kind} '{tensor.name}' ({kind}[{index}].name): duplicate {kind} name '{tensor.name}'"
+                )
             seen.add(tensor.name)
-            if tensor.data_type == pb.TYPE_INVALID:
-                raise ConfigError(model, f"{label}.data_type): missing or unknown data type")
-            if not tensor.dims and not (tensor.HasField("reshape") and proto.max_batch_size > 0):
-                raise ConfigError(model, f"{label}.dims): dims must not be empty")
-            for dim in tensor.dims:
-                if dim < -1 or dim == 0:
-                    raise ConfigError(
-                        model, f"{label}.dims): each dimension must be >= 1 or -1 (variable), got {list(tensor.dims)}"
-                    )
-            if tensor.HasField("reshape"):
-                _validate_reshape(model, label, list(tensor.dims), list(tensor.reshape.shape))
-
-
-def _validate_reshape(model: str, label: str, dims: list[int], shape: list[int]) -> None:
-    if any(d < -1 or d == 0 for d in shape):
-        raise ConfigError(model, f"{label}.reshape): each dimension must be >= 1 or -1, got {shape}")
-    if dims.count(-1) != shape.count(-1):
-        raise ConfigError(
-            model,
-            f"{label}.reshape): dims {dims} and reshape {shape} must have the same number of variable (-1) dimensions",
-        )
-    if -1 not in dims:
-        count = 1
-        for d in dims:
-            count *= d
-        reshaped = 1
-        for d in shape:
-            reshaped *= d
-        if count != reshaped:
-            raise ConfigError(
-                model, f"{label}.reshape): dims {dims} hold {count} elements, reshape {shape} holds {reshaped}"
-            )
 
 
 def _validate_version_policy(proto: pb.ModelConfig, model: str) -> None:
@@ -453,37 +431,12 @@ def _validate_version_policy(proto: pb.ModelConfig, model: str) -> None:
             raise ConfigError(model, f"version_policy.specific.versions: versions must be positive, got {bad}")
 
 
-def _validate_batching(proto: pb.ModelConfig, model: str) -> None:
-    if proto.HasField("dynamic_batching"):
-        db = proto.dynamic_batching
-        for size in db.preferred_batch_size:
-            if size < 1 or (proto.max_batch_size > 0 and size > proto.max_batch_size):
-                raise ConfigError(
-                    model,
-                    f"dynamic_batching.preferred_batch_size: {size} must be between 1 and "
-                    f"max_batch_size ({proto.max_batch_size})",
-                )
-        if db.priority_levels and not (1 <= db.default_priority_level <= db.priority_levels):
-            raise ConfigError(
-                model,
-                f"dynamic_batching.default_priority_level: must be between 1 and priority_levels "
-                f"({db.priority_levels}), got {db.default_priority_level}",
-            )
-        for level in db.priority_queue_policy:
-            if not (1 <= level <= db.priority_levels):
-                raise ConfigError(
-                    model, f"dynamic_batching.priority_queue_policy: level {level} is outside 1..{db.priority_levels}"
-                )
-    if proto.HasField("sequence_batching"):
-        sb = proto.sequence_batching
-        for control in sb.control_input:
-            if not control.name:
-                raise ConfigError(model, "sequence_batching.control_input.name: every control input needs a name")
-        for state in sb.state:
-            if not state.input_name or not state.output_name:
-                raise ConfigError(model, "sequence_batching.state: input_name and output_name are required")
-            if state.data_type == pb.TYPE_INVALID:
-                raise ConfigError(model, f"sequence_batching.state '{state.input_name}'.data_type: missing or unknown")
+def _validate_sequence_state(proto: pb.ModelConfig, model: str) -> None:
+    for state in proto.sequence_batching.state:
+        if not state.input_name or not state.output_name:
+            raise ConfigError(model, "sequence_batching.state: input_name and output_name are required")
+        if state.data_type == pb.TYPE_INVALID:
+            raise ConfigError(model, f"sequence_batching.state '{state.input_name}'.data_type: missing or unknown")
 
 
 def _validate_instance_groups(proto: pb.ModelConfig, model: str) -> None:

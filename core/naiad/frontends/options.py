@@ -1,15 +1,17 @@
 """The settings of naiad's three frontends, typed and frozen: the one place their defaults live.
 
 Each field carries tritonserver's flag name and a one-line help text in its metadata, so
-`naiad serve` builds its HTTP, gRPC and metrics flags from these classes (`naiad.cli`) and
+`naiad serve` builds its HTTP, gRPC and metrics flags from these classes (`naiad.cli.flags`) and
 an application embedding a frontend constructs the same objects directly. Values are checked
 where they are used, so a bad one fails as its frontend starts, naming the flag.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from dataclasses import dataclass
+from typing import Final
+
+from ..option_fields import option
 
 __all__ = [
     "COMPRESSION_LEVELS",
@@ -20,30 +22,12 @@ __all__ = [
     "option",
 ]
 
-T = TypeVar("T")
-
 # Largest HTTP request body accepted; tritonserver's --http-max-input-size default.
 MAX_INPUT_SIZE: Final = 64 * 1024 * 1024
 
 # tritonserver's --grpc-infer-response-compression-level names, as zlib levels; the algorithm
 # (gzip, else deflate) is one the client accepts.
 COMPRESSION_LEVELS: Final = {"none": 0, "low": 1, "medium": 6, "high": 9}
-
-
-def option(
-    default: T,
-    flag: str,
-    help: str,
-    *,
-    metavar: str | None = None,
-    choices: tuple[str, ...] = (),
-    shown: str | None = None,
-) -> T:
-    """A field with its command-line flag. `shown` is how help states the default where the
-    value itself would not say it (None: the value, or nothing when it is None or empty)."""
-    metadata = {"flag": flag, "help": help, "metavar": metavar, "choices": choices, "shown": shown}
-    # A dataclasses.Field, typed as its value, as dataclasses.field is.
-    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

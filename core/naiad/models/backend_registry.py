@@ -94,7 +94,10 @@ class BackendRegistry:
             if package is None:
                 # A name no package provides is the config's error, INVALID_ARG as in Triton
                 # ("unable to find backend library"): a load API caller gets 400, not 503.
-                raise NaiadError.invalid(f"backend '{name}' is not installed (installed backends: {known})") from None
+                raise NaiadError.invalid(
+                    f"backend '{name}' is not installed (installed backends: {known}): unable to find backend "
+                    f"library for backend '{name}', try specifying runtime on the model configuration."
+                ) from None
             raise NaiadError.unavailable(
                 f"backend '{name}' is not installed (installed backends: {known}); install it with 'pip install {package}'"
             ) from None

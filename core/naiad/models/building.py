@@ -14,9 +14,11 @@ from ..backend.abi import ModelContext
 from ..cache.response_cache import check_cache_config
 from ..config.defaults import fill_config_defaults
 from ..config.ensemble_validation import validate_ensemble
+from ..config.instance_group_checks import check_instance_groups
 from ..config.model_config import (
     ConfigError,
     ModelConfig,
+    check_config_alone,
     config_from_dict,
     parse_config_text,
     resolve_backend,
@@ -25,7 +27,7 @@ from ..config.model_config import (
 from ..config.unacted import unacted_fields
 from ..devices import gpu_ids
 from ..errors import NaiadError
-from ..observability.metrics_settings import MetricsSettings
+from ..observability.metrics_settings import MetricsSettings, warn_unknown_metric_families
 from ..observability.statistics import ModelStatistics
 from ..protos import model_config_pb2 as pb
 from ..repository.local import ModelSource, select_versions
@@ -88,12 +90,14 @@ class VersionBuilder:
             if text is None and not self.auto_complete:
                 raise ConfigError(name, "config.pbtxt: not found, and auto-complete is disabled")
             proto = parse_config_text(text or "", name)
+        # As in Triton, a broken config is reported before any model file is looked for;
+        # inputs and outputs wait for auto-complete where it may fill them in.
+        check_config_alone(proto, name, with_io=not self.auto_complete)
+        warn_unknown_metric_families(proto, name)
         available = source.versions()
         resolve_backend(proto, name, [source.version_path(v) for v in reversed(available)])
         for field, why in unacted_fields(proto):
             log.warning("model '%s': config field '%s' has no effect in naiad: %s", name, field, why)
-        # The policy can only be read after parsing; validate it before choosing versions.
-        validate_config(_policy_only(proto), name)
         versions = select_versions(proto.version_policy, available, name)
         model_files = source.model_fingerprint()
         built: dict[int, LoadedVersion] = {}
@@ -127,6 +131,7 @@ class VersionBuilder:
         proto.CopyFrom(base)
         if proto.platform == "ensemble":
             return self._build_ensemble(source, proto, version)
+        check_instance_groups(proto, name, gpu_ids())
         backend = self.backends.get(proto.backend)
         filename = proto.default_model_filename or backend.default_model_filename
         provisional = ModelConfig(proto)
@@ -175,6 +180,7 @@ class VersionBuilder:
         name = source.name
         if self.server is None:
             raise NaiadError.internal(f"ensemble '{name}' needs a server to run its steps")
+        fill_config_defaults(proto, name, "", [])
         config = validate_config(proto, name, source.path)
         plan = validate_ensemble(config, self._step_config)
         config.inherit_labels(plan.output_labels)
@@ -199,10 +205,3 @@ def finalize(loaded: LoadedVersion) -> None:
             loaded.model.finalize()
         except Exception:  # noqa: BLE001
             log.exception("model '%s' failed to finalize", loaded.name)
-
-
-def _policy_only(proto: pb.ModelConfig) -> pb.ModelConfig:
-    """A copy holding just what validation needs to check the version policy early."""
-    copy = pb.ModelConfig(name=proto.name)
-    copy.version_policy.CopyFrom(proto.version_policy)
-    return copy

@@ -345,10 +345,12 @@ class ModelManager:
             return
         cycle = find_ensemble_cycle(name, proto, self.peek_config)
         if cycle is not None:
+            # Triton's words first (it names the first and last ensembles of the loop).
             raise NaiadError.invalid(
-                f"ensemble '{name}': its steps lead back to itself through ensembles: "
+                f"ensemble '{name}': circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> "
+                f"{cycle[-1]} (its steps lead back to itself through ensembles: "
                 + " -> ".join(cycle)
-                + "; an ensemble cannot contain itself"
+                + "; an ensemble cannot contain itself)"
             )
         sources, _ = self.sources()
         for step_name in step_model_names(proto):

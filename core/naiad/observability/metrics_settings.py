@@ -7,6 +7,7 @@ how often it samples CPU and GPU gauges.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from .latency_summary import (
 
 if TYPE_CHECKING:
     from ..config.model_config import ModelConfig
+    from ..protos import model_config_pb2 as pb
     from .statistics import ModelStatistics
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "COMPUTE_INFER_HISTOGRAM",
     "BATCH_SIZE_HISTOGRAM",
     "BUILTIN_METRIC_FAMILIES",
+    "warn_unknown_metric_families",
 ]
 
 FIRST_RESPONSE_HISTOGRAM = "nv_inference_first_response_histogram_ms"
@@ -42,6 +45,13 @@ REQUEST_HISTOGRAM = "nv_inference_request_duration_seconds"
 QUEUE_HISTOGRAM = "nv_inference_queue_duration_seconds"
 COMPUTE_INFER_HISTOGRAM = "nv_inference_compute_infer_duration_seconds"
 BATCH_SIZE_HISTOGRAM = "nv_inference_batch_size"
+
+# The families a config's `model_metrics` may give buckets to: Triton's one, and naiad's own.
+CUSTOMIZABLE_METRIC_FAMILIES = frozenset(
+    (FIRST_RESPONSE_HISTOGRAM, REQUEST_HISTOGRAM, QUEUE_HISTOGRAM, COMPUTE_INFER_HISTOGRAM, BATCH_SIZE_HISTOGRAM)
+)
+
+log = logging.getLogger("naiad.models")
 
 # The server's own Prometheus families; custom metrics may not take these names.
 BUILTIN_METRIC_FAMILIES = (
@@ -170,3 +180,16 @@ def histogram_buckets(config: ModelConfig, family: str) -> tuple[float, ...]:
             )
         return buckets
     return _default_buckets(config, family)
+
+
+def warn_unknown_metric_families(proto: pb.ModelConfig, model: str) -> None:
+    """Log, in Triton's words, each `model_metrics` family that has no buckets to set: the
+    load goes on (Triton's does too), but the block has no effect."""
+    for control in proto.model_metrics.metric_control:
+        family = control.metric_identifier.family
+        if family not in CUSTOMIZABLE_METRIC_FAMILIES:
+            log.warning(
+                "model '%s': Metric family '%s' in 'metric_identifier' is not a customizable metric in Triton core.",
+                model,
+                family,
+            )

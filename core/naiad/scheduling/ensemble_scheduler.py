@@ -422,9 +422,16 @@ class _EnsembleRun:
         statistics.record_execution(self.job.batch_size, 1, 0, self.step_ns, 0)
 
     def _response(self, frame: _Frame, final: bool) -> InferenceResponse:
-        """The ensemble's answer from `frame`; an output whose step reassigned its sequence
-        carries that sequence in the response parameters, as in Triton."""
+        """The ensemble's answer from `frame`. As in Triton, it names the request's sequence
+        in its parameters (`sequence_id`, `sequence_start`, `sequence_end`: a client reading a
+        stream of several sequences tells them apart so), or the sequence a step reassigned
+        an output to."""
         parameters: dict[str, object] = {}
+        request = self.job.request
+        if request.correlation_id not in (0, ""):
+            parameters = _SequenceOverride(
+                request.correlation_id, request.sequence_start, request.sequence_end
+            ).parameters()
         for name in self.requested:
             override = frame.sequences.get(name)
             if override is not None and frame.values.get(name) is not None:

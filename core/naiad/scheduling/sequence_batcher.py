@@ -76,6 +76,8 @@ class _Sequence:
     ending: bool = False
     # Its (iterative) request is queued again after an execution: it is prepared already.
     rescheduled: bool = False
+    # A queued request was cancelled, which ends the sequence (once its running request is done).
+    cancelled: bool = False
 
 
 @dataclass(eq=False)
@@ -247,8 +249,26 @@ class SequenceBatcher(Scheduler):
             break
 
     def _cancelled(self, job: Job) -> None:
+        """A queued request of a sequence was cancelled: as Triton, the whole sequence is
+        (its other queued requests are answered as cancelled at once, and it ends); one
+        running now ends once that execution is done."""
+        sequence = self._sequences.get(job.request.correlation_id)  # type: ignore[arg-type]
+        if sequence is None or job not in sequence.pending:
+            return
+        self._cancel_sequence(sequence)
         for worker in self._workers:
             worker.changed.set()
+
+    def _cancel_sequence(self, sequence: _Sequence) -> None:
+        while sequence.pending:
+            sequence.pending.popleft().finish(InferenceResponse(error=NaiadError.cancelled_request()))
+        sequence.cancelled = True
+        # Its id is free at once: a new START begins another sequence, which gets this
+        # sequence's slot when the request running in it is done.
+        if self._sequences.get(sequence.correlation_id) is sequence:
+            del self._sequences[sequence.correlation_id]
+        if not sequence.in_flight:
+            self._release(sequence)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -314,18 +334,8 @@ class SequenceBatcher(Scheduler):
     def _drop_cancelled(self, worker: _InstanceWorker) -> None:
         for slot in worker.slots:
             sequence = slot.sequence
-            if sequence is None or not sequence.pending:
-                continue
-            if any(job.request.cancelled for job in sequence.pending):
-                kept: deque[Job] = deque()
-                for job in sequence.pending:
-                    if job.request.cancelled:
-                        job.finish(InferenceResponse(error=NaiadError.cancelled_request()))
-                    else:
-                        kept.append(job)
-                sequence.pending = kept
-                if not kept and (sequence.ending or self._iterative):
-                    self._release(sequence)
+            if sequence is not None and any(job.request.cancelled for job in sequence.pending):
+                self._cancel_sequence(sequence)
 
     def _form_batch(self, worker: _InstanceWorker, now_ns: int) -> tuple[list[tuple[_Slot, Job]], int | None]:
         ready = [slot for slot in worker.slots if slot.sequence is not None and slot.sequence.pending]
@@ -375,7 +385,7 @@ class SequenceBatcher(Scheduler):
                     job.request.sequence_start = job.request.sequence_end = False
                     sequence.rescheduled = True
                     sequence.pending.append(job)
-                elif self._iterative or (job.request.sequence_end and not sequence.pending):
+                elif self._iterative or sequence.cancelled or (job.request.sequence_end and not sequence.pending):
                     self._release(sequence)
 
     def _assemble(self, chosen: list[tuple[_Slot, Job]]) -> list[Job]:

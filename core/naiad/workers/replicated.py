@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..observability.log_settings import LogSettings
-from ..observability.tracing import TraceSettings, Tracing
+from ..observability.trace_settings import TraceSettings
+from ..observability.tracing import Tracing
 from ..shared_memory import SharedMemoryRegistry
 
 __all__ = ["Replicate", "ReplicatedSharedMemory", "HomeTracing", "SharedTracing", "ReplicatedLogSettings"]

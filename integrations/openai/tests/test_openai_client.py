@@ -122,3 +122,15 @@ def test_the_curl_line_of_the_docs(served):
     )
     answer = re.sub(r'"id":"cmpl-[0-9a-f]+","created":\d+', '"id":"cmpl-...","created":...', result.stdout)
     assert answer == shown
+
+
+def test_every_worker_serves_the_openai_port():
+    """With --workers 2 both processes listen on the OpenAI port (SO_REUSEPORT, as for HTTP):
+    the server starts, and the API answers through either."""
+    port = free_port()
+    flags = ("--allow-openai", "true", "--openai-port", str(port), "--allow-metrics", "false")
+    with ServerProcess(EXAMPLES, *flags, workers=2) as server:
+        assert "naiad is ready: http, grpc, openai (2 worker processes)" in server.log()
+        for _ in range(4):
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}/v1") as http:
+                assert http.get("/models").json()["data"][0]["id"] == "echo"

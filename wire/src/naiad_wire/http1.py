@@ -489,7 +489,10 @@ class Http1Connection(asyncio.Protocol):
             if not sent:
                 sent = True
                 return {"type": "http.request", "body": request.body, "more_body": False}
-            await self.lost
+            # Shielded: an app cancels this wait once its answer is sent (Starlette's
+            # StreamingResponse does), and a cancelled wait would cancel the connection's
+            # one `lost` future, so the next request's wait would end at once, "disconnected".
+            await asyncio.shield(self.lost)
             return {"type": "http.disconnect"}
 
         return receive

@@ -1,8 +1,8 @@
 """Fills a config's inputs, outputs and max_batch_size from an ONNX model, as Triton's
 onnxruntime backend does when auto-complete is on.
 
-A model batches when every input and output has a variable first dimension; such a model
-gets `max_batch_size` = the backend's `default-max-batch-size` (4 unless configured) and,
+Only a config that leaves its inputs or its outputs out is completed. A model batches when
+every input and output has a variable first dimension; such a model gets `max_batch_size` = the backend's `default-max-batch-size` (4 unless configured) and,
 when the config picks no scheduler, `dynamic_batching {}`. Dims are the model's shape
 without the batch dimension, variable dimensions as -1; a tensor left with no dims becomes
 `dims: [1]` with `reshape: { shape: [] }`.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from naiad.backend import ConfigError
 from naiad.backend.helpers import complete_tensors
 from naiad.backend.helpers import model_config_pb2 as pb
 
@@ -65,8 +66,18 @@ def _declared_dims_imply_batching(proto: pb.ModelConfig, model: dict[str, ModelT
 def auto_complete(
     proto: pb.ModelConfig, inputs: list[ModelTensor], outputs: list[ModelTensor], default_max_batch_size: int
 ) -> None:
-    """Fill `proto` in place; what the config already says is kept."""
+    """Fill `proto` in place; what the config already says is kept. A config that lists
+    inputs (or batch inputs) and outputs is left as it is, as Triton's backend leaves it."""
+    if (proto.input or proto.batch_input) and proto.output:
+        return
     everything = {t.name: t for t in inputs + outputs}
+    if proto.max_batch_size > 0 and not model_supports_batching(inputs, outputs):
+        # Triton's words.
+        raise ConfigError(
+            proto.name,
+            f"autofill failed for model '{proto.name}': model does not support batching while non-zero "
+            "max_batch_size is specified",
+        )
     if proto.max_batch_size == 0 and default_max_batch_size > 0 and model_supports_batching(inputs, outputs):
         declared = _declared_dims_imply_batching(proto, everything)
         if declared is None or declared:

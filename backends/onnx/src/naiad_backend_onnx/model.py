@@ -27,6 +27,7 @@ from naiad.backend.helpers import (
     Batch,
     apply_output_reshape,
     check_model_shape,
+    datatype_to_config_type,
     model_inputs,
     model_outputs,
     run_isolating_failures,
@@ -164,6 +165,15 @@ class OnnxModel(Model):
         """Refuse configs that disagree with the model, naming the tensor and the fault."""
         name = config.name
         batching = config.max_batch_size > 0
+        # Every input the model declares must be fed (a config may leave outputs out);
+        # Triton's onnxruntime backend counts them first, in these words.
+        expected = len(model_inputs(config))
+        if expected != len(self.inputs):
+            raise ConfigError(
+                name,
+                f"unable to load model '{name}', configuration expects {expected} inputs, "
+                f"model provides {len(self.inputs)}",
+            )
         for kind, specs, found_list in (
             ("input", config.inputs, self.inputs),
             ("output", config.outputs, self.outputs),
@@ -172,19 +182,23 @@ class OnnxModel(Model):
             for index, spec in enumerate(specs):
                 found = found_by_name.get(spec.name)
                 if found is None:
+                    # Triton's words.
                     raise ConfigError(
                         name,
-                        f"{kind} '{spec.name}': not an {kind} of {self.model_path.name}, whose {kind}s are "
-                        + ", ".join(f"'{t}'" for t in found_by_name),
+                        f"unexpected inference {kind} '{spec.name}', allowed {kind}s are: "
+                        + ", ".join(sorted(found_by_name)),
                     )
                 if found.datatype is None:
                     raise ConfigError(
                         name, f"{kind} '{spec.name}': the model's type {found.ort_type} has no Triton datatype"
                     )
                 if found.datatype != spec.datatype:
+                    # Triton's words.
                     raise ConfigError(
                         name,
-                        f"{kind} '{spec.name}': the config says data_type {spec.datatype}, the model has {found.datatype}",
+                        f"unable to load model '{name}', configuration expects datatype "
+                        f"{datatype_to_config_type(spec.datatype)} for {kind} '{spec.name}', model provides "
+                        f"{datatype_to_config_type(found.datatype)}",
                     )
                 # An ONNX scalar (shape []) may stand for config dims [1] without batching.
                 if found.shape or batching or spec.allow_ragged_batch:

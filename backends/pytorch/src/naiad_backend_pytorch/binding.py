@@ -3,13 +3,15 @@ PyTorch backend conventions.
 
 Inputs (config inputs, sequence control and state inputs, batch inputs alike): a name that
 is one of forward's argument names binds that argument; otherwise `<anything>__<index>`
-(INPUT__0, START__1) gives the argument position. Outputs: `<anything>__<index>`
+(INPUT__0, START__1) gives the argument position. When a name is neither, every input is
+passed in config order instead, with a warning, as Triton does. Outputs: `<anything>__<index>`
 picks that element of a tuple/list result; a dict result is looked up by output name;
 otherwise outputs take a tuple/list result's elements in config order.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
@@ -18,6 +20,8 @@ from naiad.backend import ConfigError
 __all__ = ["InputBinding", "bind_inputs", "output_index"]
 
 _INDEXED = re.compile(r"^.+__(\d+)$")
+
+log = logging.getLogger("naiad.backends.pytorch")
 
 
 def output_index(name: str, position: int) -> int:
@@ -37,7 +41,16 @@ class InputBinding:
 def bind_inputs(model: str, names: list[str], arg_names: list[str]) -> InputBinding:
     """Bind every tensor the model is fed (config inputs, sequence controls and state,
     batch inputs: `names`) to one of forward's arguments: by argument name where the name
-    is one, else by its `__<index>` suffix. Each argument 0..n-1 gets exactly one tensor."""
+    is one, else by its `__<index>` suffix; when a name is neither, all in config order.
+    Each argument 0..n-1 gets exactly one tensor."""
+    if arg_names and len(names) != len(arg_names):
+        # Triton's words.
+        raise ConfigError(
+            model,
+            f"unable to load model '{model}', configuration expects {len(names)} inputs, model provides "
+            f"{len(arg_names)} (forward's arguments: {', '.join(arg_names)}; the config feeds: "
+            f"{', '.join(names) or 'none'})",
+        )
     positions: dict[int, str] = {}
     for name in names:
         match = _INDEXED.match(name)
@@ -46,23 +59,19 @@ def bind_inputs(model: str, names: list[str], arg_names: list[str]) -> InputBind
         elif match:
             position = int(match.group(1))
         else:
-            raise ConfigError(
+            log.warning(
+                "input '%s' or previous input(s) are neither an input argument to the model '%s' nor do they "
+                "follow the <name>__<index> naming convention. Falling back to enforcing strict ordering from "
+                "model configuration.",
+                name,
                 model,
-                f"input '{name}': input names (sequence controls and state included) must follow the "
-                f"<name>__<index> convention (INPUT__0) or be forward's argument names "
-                f"({', '.join(arg_names) or 'none found'})",
             )
+            return InputBinding(list(names))
         if position in positions:
             raise ConfigError(
                 model, f"input '{name}' and input '{positions[position]}' both bind forward's argument {position}"
             )
         positions[position] = name
-    if arg_names and len(names) > len(arg_names):
-        raise ConfigError(
-            model,
-            f"input: the config feeds {len(names)} tensors ({', '.join(names)}), forward takes "
-            f"{len(arg_names)} ({', '.join(arg_names)})",
-        )
     unbound = [position for position in range(len(names)) if position not in positions]
     if unbound:
         which = f"'{arg_names[unbound[0]]}'" if unbound[0] < len(arg_names) else str(unbound[0])

@@ -93,14 +93,22 @@ class TorchModel(Model):
         config = self.context.config
         loaded = self.module(torch.device("cpu"))
         if not config.inputs or not config.outputs:
+            # Triton's words first, then what to do about it.
+            if not config.outputs:
+                fault = "model configuration must contain at least one output, none were specified"
+            else:
+                fault = (
+                    f"unable to load model '{config.name}', configuration expects 0 inputs, model provides "
+                    f"{len(loaded.arg_names)}"
+                )
             raise ConfigError(
                 config.name,
-                f"{self.model_path.name} is TorchScript, which records no input or output types: declare "
+                f"{fault}: {self.model_path.name} is TorchScript, which records no input or output types: declare "
                 "input and output in config.pbtxt (names INPUT__0, OUTPUT__0..., or forward's argument names: "
                 + (", ".join(loaded.arg_names) or "none")
                 + ")"
                 if loaded.kind == "torchscript"
-                else "the config declares no inputs or outputs",
+                else f"{fault}: the config declares no inputs or outputs",
             )
         # Sequence controls, implicit state and batch inputs are forward's arguments too.
         self.input_specs = {spec.name: spec for spec in model_inputs(config)}

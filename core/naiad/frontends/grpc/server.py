@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import ssl
 
 from naiad_wire.balance import balanced
@@ -14,6 +13,7 @@ from naiad_wire.http2_protocol import Http2Connection
 from naiad_wire.listen import listen
 
 from ...server import Server
+from ..kserve.header_pattern import compile_header_pattern
 from ..options import COMPRESSION_LEVELS, GrpcOptions
 from .health import HealthServicer, health_methods
 from .reflection import ReflectionServicer, reflection_methods
@@ -93,7 +93,8 @@ class GrpcServer:
 
     def __init__(self, server: Server, options: GrpcOptions) -> None:
         self.options = options
-        forward = re.compile(options.header_forward_pattern) if options.header_forward_pattern else None
+        pattern = options.header_forward_pattern
+        forward = compile_header_pattern(pattern, "--grpc-header-forward-pattern") if pattern else None
         restrictions = restricted_methods(options.restricted_protocols)
         methods = rpc_methods(InferenceServicer(server, forward), restrictions)
         methods.update(health_methods(HealthServicer(server), restrictions))

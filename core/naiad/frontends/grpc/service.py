@@ -20,13 +20,19 @@ from ...errors import NaiadError
 from ...inference import InferenceRequest, InferenceResponse
 from ...protos import grpc_service_pb2 as pb
 from ...server import Server
-from ..kserve.infer_parameters import forward_headers, take_empty_final_response
+from ..kserve.infer_parameters import (
+    EMPTY_FINAL_RESPONSE,
+    check_reserved_parameters,
+    forward_headers,
+    take_empty_final_response,
+)
 from ..kserve.repository_requests import index_request, unload_request
 from ..kserve.restrictions import Restriction
 from ..kserve.shared_memory_requests import region_selector, register_request
 from . import codec
 from .restrictions import guard
 from .rpc import RpcMethod
+from .stream_outbox import Place, StreamOutbox
 
 __all__ = ["SERVICE_NAME", "InferenceServicer", "rpc_methods", "methods_from_descriptor"]
 
@@ -40,6 +46,13 @@ FINAL_FLAG = "triton_final_response"
 # messages, so HTTP/2 flow control makes the client wait: one frame packed with thousands of
 # small requests cannot start thousands of tasks at once and starve every other connection.
 STREAM_IN_FLIGHT = 64
+# The same for requests of sequences (those with a `sequence_id`), higher: a sequence waiting
+# for a slot waits for other sequences' END requests, which may be further down this very
+# stream, so a low bound would stall the stream until idle sequences were released. Triton
+# reads a stream without a bound; this one still bounds what a client can make it hold.
+STREAM_SEQUENCE_IN_FLIGHT = 4096
+# The one `triton_` parameter a client sends (tritonclient's enable_empty_final_response).
+_CLIENT_TRITON_PARAMETERS = frozenset({EMPTY_FINAL_RESPONSE})
 
 
 class InferenceServicer:
@@ -89,6 +102,7 @@ class InferenceServicer:
 
     def _decode(self, message: pb.ModelInferRequest, context: Any) -> InferenceRequest:
         request = codec.decode_infer_request(message, self.server.shared_memory)
+        check_reserved_parameters(request.parameters, _CLIENT_TRITON_PARAMETERS)
         if self.forward_headers is not None:
             # Binary (-bin) metadata values are bytes: only text ones are forwarded.
             metadata = context.invocation_metadata() or ()
@@ -116,24 +130,33 @@ class InferenceServicer:
     async def ModelStreamInfer(
         self, requests: AsyncIterator[pb.ModelInferRequest], context: Any
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
-        """Requests run concurrently (up to STREAM_IN_FLIGHT at a time), started in the order
-        they arrive; every response and every error goes back on the stream, which stays open
-        until the client closes it."""
-        outbox: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
+        """Requests run concurrently (up to STREAM_IN_FLIGHT at a time, and apart from those
+        STREAM_SEQUENCE_IN_FLIGHT requests of sequences) and reach their
+        schedulers in the order they arrive, so a sequence's requests keep their order; the
+        answers of models that are not decoupled come back in request order too
+        (`StreamOutbox`). The stream stays open until the client closes it."""
+        outbox: StreamOutbox[pb.ModelStreamInferResponse] = StreamOutbox()
         running: set[asyncio.Task[None]] = set()
+        others: set[asyncio.Task[None]] = set()
+        of_sequences: set[asyncio.Task[None]] = set()
 
         async def read_all() -> None:
             try:
                 async for message in requests:
-                    task = asyncio.create_task(self._stream_one(message, context, outbox))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
-                    if len(running) >= STREAM_IN_FLIGHT:
-                        await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
+                    # The task runs to its scheduler's enqueue before it first waits, and
+                    # tasks start in creation order: arrival order is enqueue order.
+                    task = asyncio.create_task(self._stream_one(message, context, outbox, outbox.reserve()))
+                    sequence = "sequence_id" in message.parameters
+                    group, bound = (of_sequences, STREAM_SEQUENCE_IN_FLIGHT) if sequence else (others, STREAM_IN_FLIGHT)
+                    for tasks in (running, group):
+                        tasks.add(task)
+                        task.add_done_callback(tasks.discard)
+                    if len(group) >= bound:
+                        await asyncio.wait(list(group), return_when=asyncio.FIRST_COMPLETED)
                 while running:
                     await asyncio.gather(*list(running), return_exceptions=True)
             finally:
-                outbox.put_nowait(None)
+                outbox.close()
 
         reader = asyncio.create_task(read_all())
         try:
@@ -145,47 +168,61 @@ class InferenceServicer:
             for task in list(running):
                 task.cancel()
 
-    async def _stream_one(self, message: pb.ModelInferRequest, context: Any, outbox: asyncio.Queue[Any]) -> None:
+    async def _stream_one(
+        self,
+        message: pb.ModelInferRequest,
+        context: Any,
+        outbox: StreamOutbox[pb.ModelStreamInferResponse],
+        place: Place[pb.ModelStreamInferResponse],
+    ) -> None:
+        answers: list[pb.ModelStreamInferResponse] = []
         try:
             request = self._decode(message, context)
             empty_final = take_empty_final_response(request.parameters)
             if self.server.model(request.model_name, request.model_version).config.decoupled:
+                outbox.fill(place, [])  # its responses leave as they come
                 # aclosing: a cancelled stream closes the generator now, which tells the
                 # model the request was cancelled, instead of whenever it is collected.
                 async with contextlib.aclosing(self.server.infer_stream(request)) as responses:
                     async for response in responses:
-                        self._stream_put(outbox, response, request, empty_final)
+                        for answer in self._stream_answers(response, request, empty_final):
+                            outbox.send_now(answer)
             else:
                 response = await self.server.infer(request)
-                self._stream_put(outbox, response, request, empty_final)
+                answers = self._stream_answers(response, request, empty_final)
         except NaiadError as exc:
-            outbox.put_nowait(codec.stream_error(exc, message.id))
+            answers = [codec.stream_error(exc, message.id)]
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001
             log.exception("streamed request for model '%s' failed", message.model_name)
-            outbox.put_nowait(codec.stream_error(NaiadError.unexpected(exc), message.id))
+            answers = [codec.stream_error(NaiadError.unexpected(exc), message.id)]
+        if place.filled:
+            for answer in answers:
+                outbox.send_now(answer)
+        else:
+            outbox.fill(place, answers)
+        await place.wait_sent()
 
-    def _stream_put(
-        self, outbox: asyncio.Queue[Any], response: InferenceResponse, request: InferenceRequest, empty_final: bool
-    ) -> None:
+    def _stream_answers(
+        self, response: InferenceResponse, request: InferenceRequest, empty_final: bool
+    ) -> list[pb.ModelStreamInferResponse]:
+        """What the client gets for one response: nothing, the response, or an error."""
         if response.error is not None:
-            outbox.put_nowait(codec.stream_error(response.error, request.id))
-            return
+            return [codec.stream_error(response.error, request.id)]
         # A final response with nothing in it only closes the request; Triton sends it to
         # clients that asked for it and drops it otherwise.
         if response.final and not response.outputs and not empty_final:
-            return
+            return []
         try:
             encoded = codec.encode_infer_response(response, request, self.server.shared_memory)
         except NaiadError as exc:
-            outbox.put_nowait(codec.stream_error(exc, request.id))
-            return
+            return [codec.stream_error(exc, request.id)]
         encoded.id = request.id
         if not encoded.model_name:
             encoded.model_name = request.model_name
         encoded.parameters[FINAL_FLAG].bool_param = response.final
-        outbox.put_nowait(pb.ModelStreamInferResponse(infer_response=encoded))
+        return [pb.ModelStreamInferResponse(infer_response=encoded)]
 
     # -- model repository ------------------------------------------------------------------
 

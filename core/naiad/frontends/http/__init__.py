@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 
 from naiad_wire.listen import listen
 
 from ...server import Server
+from ..kserve.header_pattern import compile_header_pattern
 from ..kserve.restrictions import parse_restrictions
 from ..options import MAX_INPUT_SIZE as DEFAULT_MAX_INPUT_SIZE
 from ..options import HttpOptions
@@ -31,7 +31,8 @@ async def run(server: Server, options: HttpOptions, started: asyncio.Event) -> N
         raise ValueError(f"--http-max-input-size must be positive, got {options.max_input_size}")
     restrictions = parse_restrictions(options.restricted_apis, "--http-restricted-api", "api")
     pattern = options.header_forward_pattern
-    app = create_app(server, options.max_input_size, restrictions, re.compile(pattern) if pattern else None)
+    forward = compile_header_pattern(pattern, "--http-header-forward-pattern") if pattern else None
+    app = create_app(server, options.max_input_size, restrictions, forward)
     keep_alive_s, header_timeout_s = options.keepalive_timeout_s, options.header_read_timeout_s
     for flag, value in (
         ("--http-keepalive-timeout", keep_alive_s),

@@ -28,6 +28,7 @@ from ..options import MAX_INPUT_SIZE
 from .api_docs import ApiDocs
 from .body import BodyReader
 from .codec import decode_json
+from .duplicate_keys import check_unique_keys
 from .generate_endpoint import GenerateEndpoint
 from .infer_endpoint import HEADER_LENGTH, InferEndpoint, NaiadHttpApp
 from .responses import empty_response, error_for, forbidden, health_response, json_response
@@ -59,13 +60,15 @@ class _Routes:
             request.receive, headers.get("content-length"), headers.get("content-encoding")
         )
 
-    async def json_body(self, request: Request, what: str) -> dict[str, Any]:
+    async def json_body(self, request: Request, what: str, unique_keys: bool = False) -> dict[str, Any]:
         body = await self.body(request)
         if not body.strip():
             return {}
         document = decode_json(body, f"the {what} body")
         if not isinstance(document, dict):
             raise NaiadError.invalid(f"the {what} body must be a JSON object")
+        if unique_keys:
+            check_unique_keys(body, f"the {what} body")
         return document
 
     # -- health and metadata -------------------------------------------------------------
@@ -117,11 +120,11 @@ class _Routes:
         return Response(content, headers=extra, media_type=media_type)
 
     async def generate(self, request: Request) -> Response:
-        document = await self.json_body(request, "generate request")
+        document = await self.json_body(request, "generate request", unique_keys=True)
         return await self.generate_endpoint.generate(request.path_params["model"], _version(request), document)
 
     async def generate_stream(self, request: Request) -> Response:
-        document = await self.json_body(request, "generate request")
+        document = await self.json_body(request, "generate request", unique_keys=True)
         return await self.generate_endpoint.generate_stream(request.path_params["model"], _version(request), document)
 
     # -- model repository ----------------------------------------------------------------

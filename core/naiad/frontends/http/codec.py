@@ -21,7 +21,7 @@ from ...errors import NaiadError, shown
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...shared_memory import SharedMemoryRegistry
 from ...tensor import Tensor
-from ..kserve.infer_parameters import take_binary_data_output
+from ..kserve.infer_parameters import check_reserved_parameters, take_binary_data_output
 from .json_tensors import array_from_json, json_from_tensor
 
 __all__ = [
@@ -147,6 +147,7 @@ def decode_infer_request(
     parameters = _parameters(document, "the request")
     # binary_data_output steers this frontend; the model does not see it.
     binary_output = take_binary_data_output(parameters)
+    check_reserved_parameters(parameters)
 
     raw_inputs = document.get("inputs")
     if not isinstance(raw_inputs, list):

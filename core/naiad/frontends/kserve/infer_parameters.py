@@ -14,6 +14,7 @@ from ...errors import NaiadError, shown
 __all__ = [
     "BINARY_DATA_OUTPUT",
     "EMPTY_FINAL_RESPONSE",
+    "check_reserved_parameters",
     "forward_headers",
     "take_binary_data_output",
     "take_empty_final_response",
@@ -24,6 +25,20 @@ BINARY_DATA_OUTPUT = "binary_data_output"
 # gRPC streaming: the client wants the empty response that closes a decoupled request
 # (tritonclient: `enable_empty_final_response=True`).
 EMPTY_FINAL_RESPONSE = "triton_enable_empty_final_response"
+# Parameter names Triton keeps for itself (docs/protocol/extension_parameters.md): a client
+# may not set `triton_*` ones it has no use for, nor send a header by any of these names
+# where headers become parameters.
+_RESERVED_PREFIX = "triton_"
+_RESERVED_NAMES = frozenset(
+    {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers", BINARY_DATA_OUTPUT}
+)
+
+
+def check_reserved_parameters(parameters: dict[str, Any], allowed: frozenset[str] = frozenset()) -> None:
+    """Refuse a `triton_` parameter other than those in `allowed`, as Triton does."""
+    for key in parameters:
+        if key.startswith(_RESERVED_PREFIX) and key not in allowed:
+            raise NaiadError.invalid(f"parameter '{key}' is reserved for Triton usage and cannot be specified")
 
 
 def take_binary_data_output(parameters: dict[str, Any]) -> bool:
@@ -42,7 +57,12 @@ def take_empty_final_response(parameters: dict[str, Any]) -> bool:
 def forward_headers(parameters: dict[str, Any], pattern: re.Pattern[str], headers: Iterable[tuple[str, str]]) -> None:
     """Request headers whose names match `pattern` become request parameters
     (--http-header-forward-pattern, --grpc-header-forward-pattern); a parameter the request
-    sets itself wins."""
+    sets itself wins. Names arrive lower-case; a header named as a reserved parameter is
+    refused."""
     for key, value in headers:
+        # Every header, forwarded or not: Triton refuses a request whose header could pose
+        # as one of its own parameters.
+        if key in _RESERVED_NAMES or key.startswith(_RESERVED_PREFIX):
+            raise NaiadError.invalid(f"header '{key}' is reserved for Triton usage and cannot be used as a parameter")
         if pattern.search(key):
             parameters.setdefault(key, value)

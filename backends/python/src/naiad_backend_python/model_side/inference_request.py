@@ -31,8 +31,8 @@ class InferenceRequest:
         self,
         request_id: str = "",
         correlation_id: int | str = 0,
-        inputs: list[Tensor] | None = None,
-        requested_output_names: list[str] | set[str] | None = None,
+        inputs: list[Tensor] | tuple[Tensor, ...] = (),
+        requested_output_names: list[str] | set[str] | tuple[str, ...] = (),
         model_name: str = "",
         model_version: int = -1,
         flags: int = 0,
@@ -43,18 +43,35 @@ class InferenceRequest:
     ) -> None:
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
+        # Triton's binding checks each argument's type (TypeError); a None among the inputs
+        # is its TritonModelException.
+        if correlation_id is None:
+            raise TypeError("InferenceRequest correlation_id must be an int or a str, got None")
         if not isinstance(correlation_id, (int, str)):
             raise TritonModelException("Correlation ID must be integer or string")
+        if not isinstance(inputs, (list, tuple)):
+            raise TypeError(f"InferenceRequest inputs must be a list of pb_utils.Tensor, got {type(inputs).__name__}")
+        for tensor in inputs:
+            if not isinstance(tensor, Tensor):
+                raise TritonModelException(
+                    f"InferenceRequest inputs must hold pb_utils.Tensor objects, got {type(tensor).__name__}"
+                )
+        if not isinstance(requested_output_names, (list, tuple, set)):
+            raise TypeError(
+                "InferenceRequest requested_output_names must be a list of str, got "
+                f"{type(requested_output_names).__name__}"
+            )
+        for number, what in ((model_version, "model_version"), (flags, "flags"), (timeout, "timeout")):
+            if isinstance(number, bool) or not isinstance(number, int):
+                raise TypeError(f"InferenceRequest {what} must be an int, got {type(number).__name__}")
         self._fill(
             text_argument(request_id, "InferenceRequest request_id"),
             correlation_id,
-            list(inputs or []),
+            list(inputs),
             # A received request holds a set (as Triton's does); a BLS request keeps the list given.
             requested_output_names
             if isinstance(requested_output_names, set)
-            else [
-                text_argument(name, "InferenceRequest requested_output_names") for name in requested_output_names or []
-            ],
+            else [text_argument(name, "InferenceRequest requested_output_names") for name in requested_output_names],
             text_argument(model_name, "InferenceRequest model_name"),
             model_version,
             flags,

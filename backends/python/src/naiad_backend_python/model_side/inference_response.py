@@ -22,14 +22,14 @@ class InferenceResponse:
 
     def __init__(
         self,
-        output_tensors: list[Tensor] | None = None,
+        output_tensors: list[Tensor] | tuple[Tensor, ...] = (),
         error: TritonError | None = None,
         parameters: dict[str, Any] | str | None = None,
     ) -> None:
-        if output_tensors is None:
-            output_tensors = []
+        # As Triton's binding: the wrong type is a TypeError, a None among the tensors its
+        # TritonModelException.
         if not isinstance(output_tensors, (list, tuple)):
-            raise TritonModelException('"output_tensors" must be a list of pb_utils.Tensor')
+            raise TypeError(f'"output_tensors" must be a list of pb_utils.Tensor, got {type(output_tensors).__name__}')
         for tensor in output_tensors:
             if not isinstance(tensor, Tensor):
                 raise TritonModelException(

@@ -27,8 +27,11 @@ class Logger:
     VERBOSE = LogLevel.VERBOSE
 
     @staticmethod
-    def log(message: str, level: int = LogLevel.INFO) -> None:
+    def log(message: str, level: LogLevel = LogLevel.INFO) -> None:
         text = text_argument(message, "Logger message")
+        # Triton's binding takes only its enum: a plain number (or None) is a TypeError.
+        if not isinstance(level, Logger.LogLevel):
+            raise TypeError(f"Logger level must be a pb_utils.Logger.LogLevel, got {type(level).__name__}")
         bridge = current_bridge()
         if bridge is None:
             import sys

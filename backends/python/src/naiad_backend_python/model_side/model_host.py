@@ -15,6 +15,7 @@ import inspect
 import itertools
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +88,10 @@ def run_auto_complete(model_file: Path, config: dict[str, Any], in_server: bool)
         return config
     result = hook(ModelConfig(config))
     if not isinstance(result, ModelConfig):
+        # Triton's words (the config's name stands for the model's).
         raise TritonModelException(
-            f"auto_complete_config must return the config it was given, got {type(result).__name__}"
+            f"auto_complete_config function in model '{config.get('name', '')}' must return a valid "
+            f"pb.ModelConfig object."
         )
     return result.as_dict()
 
@@ -214,6 +217,12 @@ class ModelHost:
         if result is None:
             if requests and all(r._key in collector.responses for r in requests):
                 return [collector.responses[r._key] for r in requests]
+            if requests and all(r._key in collector.responses or r._sender is not None for r in requests):
+                # Triton lets such a model send the responses later, through senders it took
+                # in execute, from a thread or task it started: the batch ends when each
+                # request has had its final flag. Without a sender, nothing can come: the
+                # server reports the None.
+                return _AnsweredLater(self, requests, collector, None)
             return None
         if not isinstance(result, (list, tuple)):
             raise ExecuteFailure(
@@ -321,7 +330,20 @@ class PendingExecute:
             result = await self._awaitable
         except Exception as exc:  # noqa: BLE001 - the model's failure becomes the batch's error
             return self._host._failed(exc, self._requests, self._collector)
-        return self._host._checked(self._requests, result, self._collector)
+        outcome = self._host._checked(self._requests, result, self._collector)
+        if isinstance(outcome, PendingExecute):
+            return await outcome.finish()
+        return outcome
+
+
+class _AnsweredLater(PendingExecute):
+    """A non-decoupled `execute` that returned None before answering every request: its
+    responses come through the response sender later."""
+
+    async def finish(self) -> list[InferenceResponse | None] | None:
+        await self._collector.all_final(self._requests)
+        missing = TritonError("the model sent the final flag without a response")
+        return list(self._collector.answered_or(self._requests, missing))
 
 
 class _CollectingBridge(Bridge):
@@ -330,11 +352,32 @@ class _CollectingBridge(Bridge):
     def __init__(self, inner: Bridge) -> None:
         self.inner = inner
         self.responses: dict[int, InferenceResponse] = {}
+        self._finals: set[int] = set()
+        # While `all_final` waits: its loop and the wake-up to call there (senders may run
+        # on any thread).
+        self._waiting: tuple[asyncio.AbstractEventLoop, Callable[[], None]] | None = None
 
     def send_response(self, request: InferenceRequest, response: InferenceResponse | None, final: bool) -> None:
         # The sender has checked the rules: at most one response arrives here.
         if response is not None:
             self.responses[request._key] = response
+        if final:
+            self._finals.add(request._key)
+            waiting = self._waiting
+            if waiting is not None:
+                waiting[0].call_soon_threadsafe(waiting[1])
+
+    async def all_final(self, requests: list[InferenceRequest]) -> None:
+        """Wait until every request of `requests` has been sent its final flag."""
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+        self._waiting = (loop, changed.set)
+        try:
+            while not all(r._key in self._finals for r in requests):
+                changed.clear()
+                await changed.wait()
+        finally:
+            self._waiting = None
 
     def answered_or(self, requests: list[InferenceRequest], error: TritonError) -> list[InferenceResponse]:
         """A failed batch as Triton ends it: a request already answered keeps its answer,

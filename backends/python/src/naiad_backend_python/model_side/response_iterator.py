@@ -66,6 +66,15 @@ class ResponseIterator:
         self._done = final
         return response
 
+    async def first_arrived(self) -> ResponseIterator:
+        """Wait, without blocking the loop, until the first response has arrived. As Triton's
+        `async_exec` (which runs the call on another thread): every coroutine of the model
+        sends its request before any iterates with a plain `for`, which blocks the loop."""
+        while self._queue.empty():
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        return self
+
     async def complete(self) -> ResponseIterator:
         """Wait until every response has arrived: for a caller that will then iterate with a
         plain `for` on the very loop that produces them (inline execution)."""

@@ -135,7 +135,7 @@ class StubBridge(Bridge):
         return await future
 
     async def bls_stream_async(self, request: InferenceRequest) -> ResponseIterator:
-        return self.bls_stream(request)
+        return await self.bls_stream(request).first_arrived()
 
     def manage_model(self, action: str, arguments: dict[str, Any]) -> Any:
         # No time limit: loading a model takes what it takes, and when the server goes away

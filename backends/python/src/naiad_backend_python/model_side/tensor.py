@@ -24,6 +24,8 @@ class Tensor:
 
     def __init__(self, name: str, tensor: Any, datatype: str | None = None) -> None:
         name = text_argument(name, "Tensor name")
+        if tensor is None:
+            raise TypeError(f"tensor '{name}': the data must be a numpy array, got None")
         array = tensor if isinstance(tensor, np.ndarray) else np.asarray(tensor)
         if datatype is None:
             datatype = datatype_of_dtype(array.dtype)
@@ -97,7 +99,7 @@ class Tensor:
             source = _CapsuleHolder(dlpack_tensor)
         try:
             array = np.from_dlpack(source)
-        except (RuntimeError, TypeError, BufferError) as exc:
+        except (RuntimeError, TypeError, ValueError, BufferError) as exc:
             cpu = getattr(dlpack_tensor, "cpu", None)
             if cpu is None:
                 raise TritonModelException(f"tensor '{name}': cannot read DLPack tensor: {exc}") from exc

@@ -157,7 +157,7 @@ class InProcessBridge(Bridge):
             # Inline: a plain `for` over the responses (what Triton's examples do) would block
             # the loop that produces them, so the await returns once all have arrived.
             return await responses.complete()
-        return responses
+        return await responses.first_arrived()
 
     def manage_model(self, action: str, arguments: dict[str, Any]) -> Any:
         if self.server_loop is not None and asyncio._get_running_loop() is self.server_loop:

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from naiad.backend import ConfigError, ModelConfig
+from naiad.backend.helpers import read_settings as read_backend_settings
+from naiad.backend.helpers import setting
 
 __all__ = [
+    "PythonBackendSettings",
     "ModelSettings",
     "read_settings",
     "EXECUTION_MODE",
@@ -42,14 +45,27 @@ FORK = "fork"
 SPAWN = "spawn"
 _STUB_STARTS = (FORK, SPAWN)
 
-# `--backend-config python,<key>=<value>` keys and their defaults.
-_BACKEND_DEFAULTS = {
-    "execution-mode": PROCESS,
-    "execute-timeout-seconds": "0",
-    "shm-default-byte-size": str(16 * 1024 * 1024),
-    "stub-start-timeout-seconds": "120",
-    "stub-start": FORK,
-}
+
+@dataclass(frozen=True, slots=True)
+class PythonBackendSettings:
+    """`--backend-config python,KEY=VALUE`: defaults for every Python model of the server."""
+
+    execution_mode: str = setting(
+        PROCESS, "execution-mode", "where models run unless their config says", choices=_MODES
+    )
+    execute_timeout_s: float = setting(
+        0.0, "execute-timeout-seconds", "longest execute before its requests fail; 0: no limit", minimum=0
+    )
+    ring_bytes: int = setting(
+        16 * 1024 * 1024,
+        "shm-default-byte-size",
+        "bytes of each ring between the server and a model process",
+        minimum=4096,
+    )
+    start_timeout_s: float = setting(
+        120.0, "stub-start-timeout-seconds", "time a model process has to start and initialize", minimum=0
+    )
+    stub_start: str = setting(FORK, "stub-start", "how model processes start", choices=_STUB_STARTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,23 +95,15 @@ class ModelSettings:
 
 def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str, str]) -> ModelSettings:
     name = config.name
-    defaults = dict(_BACKEND_DEFAULTS)
-    defaults.update(backend_config)
+    defaults = read_backend_settings(PythonBackendSettings, "python", backend_config)
 
-    mode = (config.parameter(EXECUTION_MODE) or defaults["execution-mode"]).strip().lower()
+    mode = (config.parameter(EXECUTION_MODE) or defaults.execution_mode).strip().lower()
     if mode not in _MODES:
         choices = ", ".join(f"'{m}'" for m in _MODES)
         raise ConfigError(name, f"parameters.{EXECUTION_MODE}: must be one of {choices}, got '{mode}'")
-
-    timeout = _number(name, EXECUTE_TIMEOUT, config.parameter(EXECUTE_TIMEOUT) or defaults["execute-timeout-seconds"])
-    ring = int(_number(name, "shm-default-byte-size", defaults["shm-default-byte-size"]))
-    if ring < 4096:
-        raise ConfigError(name, f"backend config shm-default-byte-size: must be at least 4096, got {ring}")
-    start = _number(name, "stub-start-timeout-seconds", defaults["stub-start-timeout-seconds"])
-    stub_start = defaults["stub-start"].strip().lower()
-    if stub_start not in _STUB_STARTS:
-        choices = ", ".join(f"'{s}'" for s in _STUB_STARTS)
-        raise ConfigError(name, f"backend config stub-start: must be one of {choices}, got '{stub_start}'")
+    timeout_text = config.parameter(EXECUTE_TIMEOUT)
+    timeout = _number(name, EXECUTE_TIMEOUT, timeout_text) if timeout_text else defaults.execute_timeout_s
+    ring, start, stub_start = defaults.ring_bytes, defaults.start_timeout_s, defaults.stub_start
 
     env_dir: Path | None = None
     python = sys.executable

@@ -1,0 +1,1 @@
+../../bls_decoupled_gather/1/model.py

@@ -1,0 +1,15 @@
+"""The error an invalid model configuration raises."""
+
+from __future__ import annotations
+
+from ..errors import ErrorCode, NaiadError
+
+__all__ = ["ConfigError"]
+
+
+class ConfigError(NaiadError):
+    """An invalid model configuration; the message names model, field and fault."""
+
+    def __init__(self, model: str, message: str) -> None:
+        super().__init__(ErrorCode.INVALID_ARG, f"model '{model}': {message}")
+        self.model = model
