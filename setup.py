@@ -19,6 +19,7 @@ HOT_MODULES = (
     "frontends/http/codec",
     "frontends/http/direct_infer",
     "frontends/http/json_tensors",
+    "observability/latency_summary",
     "observability/statistics",
     "scheduling/batch_compatibility",
     "scheduling/batch_policy",

@@ -3,7 +3,7 @@
 #
 #   bash scripts/setup.sh serve   what serving examples/models needs: the core, the Python and
 #                                 ONNX backends, and onnx (examples/build_models.py writes the
-#                                 example's model files with it). No test tools, no torch, no
+#                                 example's model files with it), and Swagger UI's files. No test tools, no torch, no
 #                                 TensorFlow.
 #   bash scripts/setup.sh [test]  everything: every distribution with its test tools, torch as
 #                                 its CPU-only build, tensorflow-cpu.
@@ -75,8 +75,9 @@ pip=(.venv/bin/python -m pip install -q)
 if [ "$mode" = serve ]; then
   pkgs=()
   for d in "${core[@]}"; do pkgs+=(-e "$d"); done
-  step "installing, editable: $(names "${core[@]}")+ backends python onnx + onnx ($compiling)"
-  "${pip[@]}" "${pkgs[@]}" -e backends/python -e backends/onnx onnx
+  step "installing, editable: $(names "${core[@]}")+ backends python onnx + onnx, swagger-ui-bundle ($compiling)"
+  # swagger-ui-bundle: Swagger UI at /v2/docs (the extra naiad[docs]).
+  "${pip[@]}" "${pkgs[@]}" -e backends/python -e backends/onnx onnx swagger-ui-bundle
 else
   step "installing $TORCH_CPU (the CPU-only build)"
   if ! "${pip[@]}" "$TORCH_CPU"; then

@@ -31,6 +31,7 @@ from .observability.custom_metrics import CustomMetricRegistry
 from .observability.log_settings import LogSettings
 from .observability.metrics_settings import BUILTIN_METRIC_FAMILIES, MetricsSettings
 from .observability.statistics import failure_reason
+from .observability.status_report import VersionFigures, resident_bytes, status_report
 from .observability.trace_settings import TraceSettings
 from .observability.tracing import Tracing
 from .python_models import AppReloader, DeclaredModels
@@ -128,6 +129,7 @@ class Server:
         # exports them beside the server's own.
         self.custom_metrics = CustomMetricRegistry(reserved=BUILTIN_METRIC_FAMILIES)
         self._live = False
+        self._created = time.monotonic()
         # The loop the server runs on, kept: asking for the running loop costs a getpid()
         # system call per request on CPython 3.11 (it checks for a fork).
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -365,6 +367,26 @@ class Server:
             record = models.record(name)
             return [record.serving[v].statistics.to_dict() for v in sorted(record.serving)]
         return [v.statistics.to_dict() for v in sorted(models.ready_models(), key=lambda v: (v.name, v.version))]
+
+    @property
+    def process_count(self) -> int:
+        """The processes serving as this server (`--workers`; 1 in process)."""
+        return 1
+
+    def status(self) -> dict[str, Any]:
+        """The status page's JSON (`observability/status_report.py`): every model of the
+        index with its figures, and the server's uptime, processes and memory."""
+        models = self._models()
+        serving = [VersionFigures(v.statistics, len(v.runners)) for v in models.ready_models()]
+        server = {
+            "name": self.options.server_id,
+            "version": __version__,
+            "uptime_s": round(time.monotonic() - self._created, 3),
+            "workers": self.process_count,
+            "model_control_mode": self.options.model_control_mode,
+            "resident_bytes": resident_bytes(),
+        }
+        return status_report(models.index(), serving, server=server)
 
     # -- model management ----------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""Opt-in latency distributions behind `--metrics-config summary_latencies=true` and
-`histogram_latencies=true`.
+"""Latency distributions: the opt-in summaries (`--metrics-config summary_latencies=true`)
+and first-response histogram (`histogram_latencies=true`), and the duration and batch-size
+histograms (on unless `duration_histograms=false`).
 
 A `LatencySummary` keeps the observations of a sliding time window and answers quantiles
 at scrape time, as Prometheus summaries do; a `LatencyHistogram` counts observations into
@@ -15,7 +16,15 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-__all__ = ["DEFAULT_QUANTILES", "DEFAULT_BUCKETS_MS", "LatencySummary", "LatencyHistogram", "parse_quantiles"]
+__all__ = [
+    "DEFAULT_QUANTILES",
+    "DEFAULT_BUCKETS_MS",
+    "DURATION_BUCKETS_S",
+    "LatencySummary",
+    "LatencyHistogram",
+    "parse_quantiles",
+    "batch_size_buckets",
+]
 
 # tritonserver's default `summary_quantiles`: quantile:allowed error pairs.
 DEFAULT_QUANTILES: tuple[tuple[float, float], ...] = (
@@ -27,6 +36,24 @@ DEFAULT_QUANTILES: tuple[tuple[float, float], ...] = (
 )
 # tritonserver's default buckets of nv_inference_first_response_histogram_ms.
 DEFAULT_BUCKETS_MS: tuple[float, ...] = (100.0, 500.0, 2000.0, 5000.0)
+# Buckets of the request, queue and compute-infer duration histograms: an inference server's
+# requests take from tens of microseconds (a small model on CPU) to seconds (a large one),
+# so the bounds step 1-2.5-5 over that whole range; quantiles read from them are within a
+# bucket's width.
+DURATION_BUCKETS_S: tuple[float, ...] = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)  # fmt: skip
+
+
+def batch_size_buckets(max_batch_size: int) -> tuple[float, ...]:
+    """Powers of two up to the model's largest batch, and that batch itself: each bucket of
+    the batch-size histogram is then a size the dynamic batcher's preferences usually name."""
+    bounds, size = [], 1
+    while size < max_batch_size:
+        bounds.append(float(size))
+        size *= 2
+    bounds.append(float(max(max_batch_size, 1)))
+    return tuple(bounds)
 
 
 def parse_quantiles(text: str) -> tuple[tuple[float, float], ...]:
@@ -83,7 +110,7 @@ class LatencySummary:
 
 @dataclass(slots=True)
 class LatencyHistogram:
-    """Cumulative bucket counts over `buckets` upper bounds (milliseconds)."""
+    """Cumulative bucket counts over `buckets` upper bounds (a duration's unit, or a batch size)."""
 
     buckets: tuple[float, ...] = DEFAULT_BUCKETS_MS
     count: int = 0
@@ -94,10 +121,11 @@ class LatencyHistogram:
         self.buckets = tuple(sorted(self.buckets))
         self._counts = [0] * (len(self.buckets) + 1)
 
-    def observe(self, value: float) -> None:
-        self.count += 1
-        self.total += value
-        self._counts[bisect.bisect_left(self.buckets, value)] += 1
+    def observe(self, value: float, times: int = 1) -> None:
+        """`times` observations of `value` (a batch's requests share its execution time)."""
+        self.count += times
+        self.total += value * times
+        self._counts[bisect.bisect_left(self.buckets, value)] += times
 
     def cumulative(self) -> list[tuple[float, int]]:
         """(upper bound, observations at or below it), ending with (+inf, count)."""

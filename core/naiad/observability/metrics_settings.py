@@ -13,19 +13,43 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import NaiadError
-from .latency_summary import DEFAULT_BUCKETS_MS, DEFAULT_QUANTILES, parse_quantiles
+from .latency_summary import (
+    DEFAULT_BUCKETS_MS,
+    DEFAULT_QUANTILES,
+    DURATION_BUCKETS_S,
+    batch_size_buckets,
+    parse_quantiles,
+)
 
 if TYPE_CHECKING:
     from ..config.model_config import ModelConfig
     from ..protos import model_config_pb2 as pb
     from .statistics import ModelStatistics
 
-__all__ = ["MetricsSettings", "FIRST_RESPONSE_HISTOGRAM", "BUILTIN_METRIC_FAMILIES", "warn_unknown_metric_families"]
+__all__ = [
+    "MetricsSettings",
+    "FIRST_RESPONSE_HISTOGRAM",
+    "REQUEST_HISTOGRAM",
+    "QUEUE_HISTOGRAM",
+    "COMPUTE_INFER_HISTOGRAM",
+    "BATCH_SIZE_HISTOGRAM",
+    "BUILTIN_METRIC_FAMILIES",
+    "warn_unknown_metric_families",
+]
 
 FIRST_RESPONSE_HISTOGRAM = "nv_inference_first_response_histogram_ms"
+# naiad's histograms beside Triton's counters and summaries, named and measured as Prometheus
+# advises (base unit seconds, no type in the name: `promtool check metrics` finds nothing in
+# them), so a fleet's dashboards aggregate them as any other server's.
+REQUEST_HISTOGRAM = "nv_inference_request_duration_seconds"
+QUEUE_HISTOGRAM = "nv_inference_queue_duration_seconds"
+COMPUTE_INFER_HISTOGRAM = "nv_inference_compute_infer_duration_seconds"
+BATCH_SIZE_HISTOGRAM = "nv_inference_batch_size"
 
-# The families a config's `model_metrics` may give buckets to (Triton's are the same).
-CUSTOMIZABLE_METRIC_FAMILIES = frozenset((FIRST_RESPONSE_HISTOGRAM,))
+# The families a config's `model_metrics` may give buckets to: Triton's one, and naiad's own.
+CUSTOMIZABLE_METRIC_FAMILIES = frozenset(
+    (FIRST_RESPONSE_HISTOGRAM, REQUEST_HISTOGRAM, QUEUE_HISTOGRAM, COMPUTE_INFER_HISTOGRAM, BATCH_SIZE_HISTOGRAM)
+)
 
 log = logging.getLogger("naiad.models")
 
@@ -47,6 +71,10 @@ BUILTIN_METRIC_FAMILIES = (
     "nv_inference_compute_infer_summary_us",
     "nv_inference_compute_output_summary_us",
     "nv_inference_first_response_histogram_ms",
+    "nv_inference_request_duration_seconds",
+    "nv_inference_queue_duration_seconds",
+    "nv_inference_compute_infer_duration_seconds",
+    "nv_inference_batch_size",
     "nv_model_load_duration_secs",
     "nv_cpu_utilization",
     "nv_cpu_memory_total_bytes",
@@ -82,6 +110,7 @@ class MetricsSettings:
     summary_latencies: bool = False
     summary_quantiles: tuple[tuple[float, float], ...] = DEFAULT_QUANTILES
     histogram_latencies: bool = False
+    duration_histograms: bool = True
     interval_ms: float = 2000
     allow_cpu_metrics: bool = True
     allow_gpu_metrics: bool = True
@@ -95,7 +124,7 @@ class MetricsSettings:
             key = key.strip()
             if not sep:
                 raise NaiadError.invalid(f"--metrics-config: expected KEY=VALUE, got '{item}'")
-            if key in ("counter_latencies", "summary_latencies", "histogram_latencies"):
+            if key in ("counter_latencies", "summary_latencies", "histogram_latencies", "duration_histograms"):
                 if value.lower() not in _BOOL:
                     raise NaiadError.invalid(f"--metrics-config {key}: expected true or false, got '{value}'")
                 setattr(settings, key, _BOOL[value.lower()])
@@ -107,7 +136,7 @@ class MetricsSettings:
             else:
                 raise NaiadError.invalid(
                     f"--metrics-config: unknown setting '{key}' (known: counter_latencies, summary_latencies, "
-                    "summary_quantiles, histogram_latencies)"
+                    "summary_quantiles, histogram_latencies, duration_histograms)"
                 )
         if settings.interval_ms <= 0:
             raise NaiadError.invalid(f"--metrics-interval-ms must be positive, got {settings.interval_ms}")
@@ -118,15 +147,39 @@ class MetricsSettings:
         if self.summary_latencies:
             statistics.enable_summaries(self.summary_quantiles)
         if self.histogram_latencies and config.decoupled:
-            statistics.enable_first_response_histogram(first_response_buckets(config))
+            statistics.enable_first_response_histogram(histogram_buckets(config, FIRST_RESPONSE_HISTOGRAM))
+        if self.duration_histograms:
+            statistics.enable_histograms(
+                histogram_buckets(config, REQUEST_HISTOGRAM),
+                histogram_buckets(config, QUEUE_HISTOGRAM),
+                histogram_buckets(config, COMPUTE_INFER_HISTOGRAM),
+                histogram_buckets(config, BATCH_SIZE_HISTOGRAM),
+            )
 
 
-def first_response_buckets(config: ModelConfig) -> tuple[float, ...]:
-    """Buckets a model's `model_metrics` block sets for the first-response histogram."""
+def _default_buckets(config: ModelConfig, family: str) -> tuple[float, ...]:
+    if family == FIRST_RESPONSE_HISTOGRAM:
+        return DEFAULT_BUCKETS_MS
+    if family == BATCH_SIZE_HISTOGRAM:
+        return batch_size_buckets(config.proto.max_batch_size)
+    return DURATION_BUCKETS_S
+
+
+def histogram_buckets(config: ModelConfig, family: str) -> tuple[float, ...]:
+    """The buckets a model's `model_metrics` block sets for a histogram family, else its
+    defaults; bounds that do not strictly increase are refused (as Prometheus clients refuse
+    them), naming the model and the family."""
     for control in config.proto.model_metrics.metric_control:
-        if control.metric_identifier.family == FIRST_RESPONSE_HISTOGRAM and control.histogram_options.buckets:
-            return tuple(control.histogram_options.buckets)
-    return DEFAULT_BUCKETS_MS
+        buckets = tuple(control.histogram_options.buckets)
+        if control.metric_identifier.family != family or not buckets:
+            continue
+        if any(not earlier < later for earlier, later in zip(buckets, buckets[1:])):
+            shown = ", ".join(f"{b:g}" for b in buckets)
+            raise NaiadError.invalid(
+                f"model '{config.name}': model_metrics buckets of '{family}' must strictly increase, got [{shown}]"
+            )
+        return buckets
+    return _default_buckets(config, family)
 
 
 def warn_unknown_metric_families(proto: pb.ModelConfig, model: str) -> None:

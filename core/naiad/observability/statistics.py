@@ -34,14 +34,19 @@ class Duration:
     ns: int = 0
     # Set only when latency summaries are on; gets each request's share in microseconds.
     observer: Callable[[float], None] | None = field(default=None, repr=False, compare=False)
+    # Set when duration histograms are on; counts each request's share in seconds.
+    histogram: LatencyHistogram | None = field(default=None, repr=False, compare=False)
 
     def add(self, ns: int, count: int = 1) -> None:
         self.count += count
         self.ns += ns
-        if self.observer is not None and count > 0:
-            each_us = ns / count / 1000.0
-            for _ in range(count):
-                self.observer(each_us)
+        if count > 0:
+            if self.histogram is not None:
+                self.histogram.observe(ns / count / 1e9, count)
+            if self.observer is not None:
+                each_us = ns / count / 1000.0
+                for _ in range(count):
+                    self.observer(each_us)
 
     def to_dict(self) -> dict[str, int]:
         return {"count": self.count, "ns": self.ns}
@@ -98,6 +103,8 @@ class ModelStatistics:
     # None costs nothing on the request path.
     summaries: dict[str, LatencySummary] | None = None
     first_response_histogram: LatencyHistogram | None = None
+    # Inferences per execution (see `enable_histograms`; the durations' are on the Durations).
+    batch_size_histogram: LatencyHistogram | None = None
 
     def enable_summaries(self, quantiles: tuple[tuple[float, float], ...] = DEFAULT_QUANTILES) -> None:
         """Feed a sliding-window summary from the success, queue and compute durations."""
@@ -107,6 +114,27 @@ class ModelStatistics:
         for key in ("success", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss"):
             summary = self.summaries[key] = LatencySummary(quantiles)
             getattr(self, key).observer = summary.observe
+
+    def enable_histograms(
+        self,
+        request_s: tuple[float, ...],
+        queue_s: tuple[float, ...],
+        compute_infer_s: tuple[float, ...],
+        batch_sizes: tuple[float, ...],
+    ) -> None:
+        """Count request (successful), queue and compute-infer durations and batch sizes into
+        buckets, for Prometheus histograms a fleet can sum across servers."""
+        # A reload keeps the counts (statistics live as long as the server) unless the new
+        # config moved the bounds.
+        for duration, bounds in (
+            (self.success, request_s),
+            (self.queue, queue_s),
+            (self.compute_infer, compute_infer_s),
+        ):
+            if duration.histogram is None or duration.histogram.buckets != tuple(sorted(bounds)):
+                duration.histogram = LatencyHistogram(bounds)
+        if self.batch_size_histogram is None or self.batch_size_histogram.buckets != tuple(sorted(batch_sizes)):
+            self.batch_size_histogram = LatencyHistogram(batch_sizes)
 
     def enable_first_response_histogram(self, buckets_ms: tuple[float, ...] = DEFAULT_BUCKETS_MS) -> None:
         if self.first_response_histogram is None:
@@ -132,6 +160,8 @@ class ModelStatistics:
         """One execution of `request_count` requests holding `batch_size` inferences."""
         self.execution_count += 1
         self.inference_count += batch_size
+        if self.batch_size_histogram is not None:
+            self.batch_size_histogram.observe(batch_size)
         self.compute_input.add(input_ns * request_count, request_count)
         self.compute_infer.add(infer_ns * request_count, request_count)
         self.compute_output.add(output_ns * request_count, request_count)

@@ -3,7 +3,7 @@
 A front door accepts connections, decodes and encodes HTTP and gRPC, and hands every
 inference request to the model home (model_home.py), the worker where the models live once
 for the whole server. To the frontends it is the `Server` they know: configs come from its
-copy of the model table (model_mirror.py); statistics, readiness, the repository index,
+copy of the model table (model_mirror.py); statistics, the status page's figures, readiness, the repository index,
 trace settings and model control are the model home's; client shared-memory regions and
 log settings are every worker's own, kept equal as worker_server.py says.
 """
@@ -129,6 +129,10 @@ class FrontDoor(WorkerServer):
 
     def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self._ask_home("statistics", name, version)
+        return result
+
+    def status(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._ask_home("status")
         return result
 
     async def load_model(

@@ -8,7 +8,7 @@ protocols and hand each request over. Each front door holds one connection here
 `Server`, as a request of its own would run, and answers on the same connection.
 
 Beside the connections, the model home answers the front doors' quick questions (statistics,
-readiness, the repository index, trace settings) on its control-plane socket, from threads
+the status page's figures, readiness, the repository index, trace settings) on its control-plane socket, from threads
 of its own, so a question never waits for a busy event loop.
 """
 
@@ -164,6 +164,7 @@ class ModelHome(WorkerServer):
         """What the front doors ask on the control plane, answered from its threads."""
         return {
             "statistics": lambda name, version: _read(lambda: self.statistics(name, version)),
+            "status": lambda: _read(self.status),
             "index": lambda ready_only: _read(lambda: self.repository_index(ready_only)),
             "ready": lambda: _read(self.is_ready),
             "model_ready": lambda name, version: _read(lambda: self.model_ready(name, version)),

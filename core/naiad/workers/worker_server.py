@@ -82,6 +82,10 @@ class WorkerServer(Server):
         return entries
 
     @property
+    def process_count(self) -> int:
+        return self.topology.count
+
+    @property
     def label(self) -> str:
         return "the model home" if self.topology.home else f"worker {self.topology.index}"
 

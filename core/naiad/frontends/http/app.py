@@ -25,12 +25,14 @@ from ..kserve.repository_requests import FILE_PREFIX, index_request, load_reques
 from ..kserve.restrictions import Restriction
 from ..kserve.shared_memory_requests import region_selector, register_request
 from ..options import MAX_INPUT_SIZE
+from .api_docs import ApiDocs
 from .body import BodyReader
 from .codec import decode_json
 from .duplicate_keys import check_unique_keys
 from .generate_endpoint import GenerateEndpoint
 from .infer_endpoint import HEADER_LENGTH, InferEndpoint, NaiadHttpApp
 from .responses import empty_response, error_for, forbidden, health_response, json_response
+from .status_page import StatusPage
 
 __all__ = ["create_app"]
 
@@ -259,10 +261,12 @@ def create_app(
     restrictions = restrictions or {}
     body = BodyReader(max_input_size)
     r = _Routes(server, body, InferEndpoint(server, body, restrictions.get("inference"), forward_headers))
+    page, docs = StatusPage(server), ApiDocs()
     model = "/v2/models/{model}"
     versioned = "/v2/models/{model}/versions/{version:int}"
     get, post = ["GET"], ["POST"]
-    # Path, handler, methods, and the restricted group (frontends.kserve.restrictions.GROUPS) it is in.
+    # Path, handler, methods, and the restricted group (frontends.kserve.restrictions.GROUPS) it
+    # is in ("": none; a browser cannot send a header when it opens a page).
     table: list[tuple[str, Handler, list[str], str]] = [
         ("/v2/health/live", r.live, get, "health"),
         ("/v2/health/ready", r.ready, get, "health"),
@@ -299,7 +303,16 @@ def create_app(
         ("/v2/cudasharedmemory/region/{region}/register", r.cuda_shm_register, post, "shared-memory"),
         ("/v2/cudasharedmemory/region/{region}/unregister", r.cuda_shm_unregister, post, "shared-memory"),
         ("/v2/cudasharedmemory/unregister", r.cuda_shm_unregister, post, "shared-memory"),
+        # The status page and its figures (status_page.py), which are statistics.
+        ("/", page.status_page, get, ""),
+        ("/status", page.status, get, "statistics"),
+        ("/status/{asset}", page.status_asset, get, ""),
+        # This API described (openapi.py), and Swagger UI on the description.
+        ("/v2/openapi.json", docs.openapi, get, ""),
+        ("/v2/docs", docs.api_docs, get, ""),
+        ("/v2/docs/{asset}", docs.api_docs_asset, get, ""),
     ]
+    docs.describe((path, handler, methods) for path, handler, methods, _ in table)
     routes = [
         Route(path, _guarded(handler, restrictions.get(group)), methods=methods)
         for path, handler, methods, group in table

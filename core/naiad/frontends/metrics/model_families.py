@@ -7,13 +7,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...observability.custom_metrics import MetricKind
+from ...observability.latency_summary import LatencyHistogram
+from ...observability.metrics_settings import (
+    BATCH_SIZE_HISTOGRAM,
+    COMPUTE_INFER_HISTOGRAM,
+    FIRST_RESPONSE_HISTOGRAM,
+    QUEUE_HISTOGRAM,
+    REQUEST_HISTOGRAM,
+)
 from ...observability.statistics import ModelStatistics
 from .exposition import Family, bound_label
 
 if TYPE_CHECKING:
     from ...server import Server
 
-__all__ = ["model_families", "cache_families", "custom_families", "FAILURE_REASONS"]
+__all__ = ["model_families", "cache_families", "custom_families", "histogram_sources", "FAILURE_REASONS"]
 
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 
@@ -73,11 +81,21 @@ def model_families(server: Server, counter_latencies: bool = True) -> list[Famil
     load = Family("nv_model_load_duration_secs", "Seconds the last load of the model version took", "gauge")
     durations = [Family(name, text, "counter") for name, text, _, _, _ in _LATENCIES]
     summaries = [Family(name, text, "summary") for _, _, _, name, text in _LATENCIES]
-    histogram = Family(
-        "nv_inference_first_response_histogram_ms",
-        "Time from a request's arrival to its first response, milliseconds",
-        "histogram",
-    )
+    histograms = {
+        FIRST_RESPONSE_HISTOGRAM: Family(
+            FIRST_RESPONSE_HISTOGRAM, "Time from a request's arrival to its first response, milliseconds", "histogram"
+        ),
+        REQUEST_HISTOGRAM: Family(
+            REQUEST_HISTOGRAM, "End-to-end time of successful inference requests in the server, seconds", "histogram"
+        ),
+        QUEUE_HISTOGRAM: Family(
+            QUEUE_HISTOGRAM, "Time requests waited in the queue for an instance, seconds", "histogram"
+        ),
+        COMPUTE_INFER_HISTOGRAM: Family(
+            COMPUTE_INFER_HISTOGRAM, "Model execution time per request, seconds", "histogram"
+        ),
+        BATCH_SIZE_HISTOGRAM: Family(BATCH_SIZE_HISTOGRAM, "Inferences per model execution (batch size)", "histogram"),
+    }
     for stats in versions:
         labels = (("model", stats.name), ("version", stats.version))
         success.add(stats.success.count, labels)
@@ -95,19 +113,14 @@ def model_families(server: Server, counter_latencies: bool = True) -> list[Famil
         if stats.summaries is not None:
             for family, (_, _, key, _, _) in zip(summaries, _LATENCIES):
                 _add_summary(family, stats, key, labels)
-        if stats.first_response_histogram is not None:
-            h = stats.first_response_histogram
-            for bound, n in h.cumulative():
-                histogram.add(n, (*labels, ("le", bound_label(bound))), "_bucket")
-            histogram.add(h.total, labels, "_sum")
-            histogram.add(h.count, labels, "_count")
+        for name, h in histogram_sources(stats).items():
+            _add_histogram(histograms[name], h, labels)
     out = [success, failure, count, executions]
     if counter_latencies:
         out += durations
     out.append(pending)
     out += [f for f in summaries if f.samples]
-    if histogram.samples:
-        out.append(histogram)
+    out += [f for f in histograms.values() if f.samples]
     out.append(load)
     return out
 
@@ -176,6 +189,25 @@ def cache_families(server: Server) -> list[Family]:
         family.add(value)
         out.append(family)
     return out
+
+
+def histogram_sources(stats: ModelStatistics) -> dict[str, LatencyHistogram]:
+    """The histograms a version's statistics keep, by family name (those switched on)."""
+    found = {
+        FIRST_RESPONSE_HISTOGRAM: stats.first_response_histogram,
+        REQUEST_HISTOGRAM: stats.success.histogram,
+        QUEUE_HISTOGRAM: stats.queue.histogram,
+        COMPUTE_INFER_HISTOGRAM: stats.compute_infer.histogram,
+        BATCH_SIZE_HISTOGRAM: stats.batch_size_histogram,
+    }
+    return {name: h for name, h in found.items() if h is not None}
+
+
+def _add_histogram(family: Family, h: LatencyHistogram, labels: tuple[tuple[str, str], ...]) -> None:
+    for bound, n in h.cumulative():
+        family.add(n, (*labels, ("le", bound_label(bound))), "_bucket")
+    family.add(h.total, labels, "_sum")
+    family.add(h.count, labels, "_count")
 
 
 def _add_summary(family: Family, stats: ModelStatistics, key: str, labels: tuple[tuple[str, str], ...]) -> None:
