@@ -146,7 +146,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="PATH",
-        help="a model repository directory (or s3://, gs:// URL); repeat for several",
+        help="a model repository directory (or s3://, gs://, as:// URL); repeat for several",
     )
     repo.add_argument(
         "--model-control-mode",
@@ -161,6 +161,13 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         default=15.0,
         metavar="SECONDS",
         help="seconds between repository scans in poll mode (default 15)",
+    )
+    repo.add_argument(
+        "--repository-timeout-secs",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="seconds one listing or one file's download from a remote repository may take (default 300)",
     )
     repo.add_argument(
         "--load-model",
@@ -532,6 +539,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         model_control_mode=args.model_control_mode,
         load_models=list(args.load_model),
         repository_poll_secs=args.repository_poll_secs,
+        repository_timeout_secs=args.repository_timeout_secs,
         strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error,
         auto_complete_config=auto_complete,

@@ -32,7 +32,7 @@ from .observability.log_settings import LogSettings
 from .observability.metrics_settings import BUILTIN_METRIC_FAMILIES, MetricsSettings
 from .observability.statistics import failure_reason
 from .observability.tracing import TraceSettings, Tracing
-from .repository.remote import open_repository
+from .repository.remote import DEFAULT_TIMEOUT_SECS, open_repository
 from .repository.uploaded_models import UploadedModels
 from .request_validation import validate_request
 from .safe_names import check_model_name
@@ -55,6 +55,8 @@ class ServerOptions:
     model_control_mode: str = "none"  # none | poll | explicit
     load_models: list[str] = field(default_factory=list)
     repository_poll_secs: float = 15.0
+    # Seconds one call to a remote repository's store (a listing, one file's download) may take.
+    repository_timeout_secs: float = DEFAULT_TIMEOUT_SECS
     strict_readiness: bool = True
     exit_on_error: bool = True
     auto_complete_config: bool = True
@@ -151,7 +153,10 @@ class Server:
             options.backend_config, options.backend_plugins, options.load_backend_entry_points
         )
         repositories = await asyncio.gather(
-            *(asyncio.to_thread(open_repository, location) for location in options.model_repositories)
+            *(
+                asyncio.to_thread(open_repository, location, None, options.repository_timeout_secs)
+                for location in options.model_repositories
+            )
         )
         self.models = ModelManager(
             list(repositories),
