@@ -11,8 +11,9 @@ Credentials come from each store's own environment, as Triton documents them:
   AZURE_STORAGE_CONNECTION_STRING.
 
 An emulator or a private cloud is named by `host:port` before the bucket
-(`s3://host:port/bucket/path`, Triton's form for S3, taken for the other two stores as well:
-no bucket, container or account name holds a colon), or by each store's own variable
+(`s3://host:port/bucket/path`, or `s3://https://host:port/...` for TLS: Triton's form for S3,
+taken for the other two stores as well, since no bucket, container or account name holds a
+colon), or by each store's own variable
 (AWS_ENDPOINT_URL, STORAGE_EMULATOR_HOST, a connection string's BlobEndpoint).
 """
 
@@ -74,7 +75,12 @@ def resolve_store(url: str, environ: Mapping[str, str]) -> StoreAccess:
 
 
 def _endpoint_in_url(rest: str) -> tuple[str, str]:
-    """`host:port/bucket/path` -> ("http://host:port", "bucket/path"); else ("", rest)."""
+    """`host:port/bucket/path` -> ("http://host:port", "bucket/path"), `https://host:port/...`
+    likewise with https (Triton's form for an S3 endpoint over TLS); else ("", rest)."""
+    for scheme in ("https", "http"):
+        if rest.startswith(f"{scheme}://"):
+            host, _, path = rest[len(scheme) + 3 :].partition("/")
+            return f"{scheme}://{host}", path
     first, _, path = rest.partition("/")
     if ":" not in first:
         return "", rest
@@ -153,8 +159,9 @@ def _azure(url: str, rest: str, endpoint: str, environ: Mapping[str, str]) -> St
         if endpoint:
             # The SDK reaches an emulator (path-style: the account is the first path segment)
             # only through a connection string's BlobEndpoint.
+            protocol = endpoint.partition("://")[0]
             options["connection_string"] = (
-                f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={key};"
+                f"DefaultEndpointsProtocol={protocol};AccountName={account};AccountKey={key};"
                 f"BlobEndpoint={endpoint}/{account};"
             )
             endpoint = f"{endpoint}/{account}"
