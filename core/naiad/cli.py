@@ -167,7 +167,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=300.0,
         metavar="SECONDS",
-        help="seconds one listing or one file's download from a remote repository may take (default 300)",
+        help="seconds a remote repository's listing may take, and a download may go without data (default 300)",
     )
     repo.add_argument(
         "--load-model",

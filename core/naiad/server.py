@@ -55,7 +55,7 @@ class ServerOptions:
     model_control_mode: str = "none"  # none | poll | explicit
     load_models: list[str] = field(default_factory=list)
     repository_poll_secs: float = 15.0
-    # Seconds one call to a remote repository's store (a listing, one file's download) may take.
+    # Seconds a remote repository's listing may take, and a download may go without data.
     repository_timeout_secs: float = DEFAULT_TIMEOUT_SECS
     strict_readiness: bool = True
     exit_on_error: bool = True

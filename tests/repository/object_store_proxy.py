@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import socket
 import threading
+import time
 from urllib.parse import unquote
 
 __all__ = ["ObjectStoreProxy"]
@@ -27,6 +28,7 @@ class ObjectStoreProxy:
         self._listener: socket.socket | None = None
         self.mode = "down"
         self.stall_paths = ""
+        self.bytes_per_second = 0  # 0: answers pass at full speed
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
         self.port = probe.getsockname()[1]
@@ -58,6 +60,10 @@ class ObjectStoreProxy:
                 self.stall_paths = path_fragment
             else:
                 self.mode = "stalled"
+
+    def throttle(self, bytes_per_second: int) -> None:
+        """Answers trickle at this rate, in pieces every tenth of a second: a slow link."""
+        self.bytes_per_second = bytes_per_second
 
     def down(self) -> None:
         with self._lock:
@@ -114,10 +120,20 @@ class ObjectStoreProxy:
                 cut = seen.rfind(b"\r\n")
                 seen = seen[cut + 2 :] if cut >= 0 else seen[-8192:]
             try:
-                target.sendall(data)
+                self._send(target, data, from_client)
             except OSError:
                 _close(source)
                 return
+
+    def _send(self, target: socket.socket, data: bytes, from_client: bool) -> None:
+        rate = self.bytes_per_second
+        if from_client or not rate:
+            target.sendall(data)
+            return
+        piece = max(1, rate // 10)
+        for start in range(0, len(data), piece):
+            target.sendall(data[start : start + piece])
+            time.sleep(0.1)
 
 
 def _close(sock: socket.socket) -> None:

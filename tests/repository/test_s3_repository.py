@@ -255,3 +255,26 @@ def test_a_stalled_store_at_start_fails_within_the_timeout(s3, tmp_path):
         proxy.close()
     assert message.endswith("no answer within 1 s (--repository-timeout-secs)"), message
     assert time.monotonic() - started < 30
+
+
+def test_a_slow_download_that_keeps_arriving_outlives_the_timeout(s3, tmp_path):
+    """The bound is on silence, not on the whole file: a large model on a slow link loads."""
+    from object_store_proxy import ObjectStoreProxy
+
+    from naiad.repository.remote import open_repository
+
+    port, client = s3
+    size = 3_000_000
+    client.put_object(Bucket="models", Key="repo/m/config.pbtxt", Body=CONFIG)
+    client.put_object(Bucket="models", Key="repo/m/1/weights.bin", Body=b"\1" * size)
+    proxy = ObjectStoreProxy(port)
+    proxy.throttle(1_000_000)
+    started = time.monotonic()
+    try:
+        repository = open_repository(
+            f"s3://127.0.0.1:{proxy.port}/models/repo", cache_root=tmp_path / "mirror", timeout_secs=2
+        )
+    finally:
+        proxy.close()
+    assert time.monotonic() - started > 3  # the download took longer than the bound, in pieces
+    assert (repository.root / "m" / "1" / "weights.bin").read_bytes() == b"\1" * size

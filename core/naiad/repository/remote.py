@@ -7,11 +7,14 @@ name and renamed into place, so a model never loads half a file. Which store a U
 its endpoint and its credentials: `object_stores`.
 
 Every call to the store is bounded by `timeout_secs` (`--repository-timeout-secs`): a
-stalled store fails one refresh instead of hanging it, and the mirror keeps what it had.
+listing must finish within it, a download must receive data at least that often (a large
+file on a slow link may take longer in all). A stalled store fails one refresh instead of
+hanging it, and the mirror keeps what it had.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib
 import json
@@ -175,7 +178,14 @@ class RemoteRepository:
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f".{target.name}.partial")
         try:
-            self._fs.get_file(path, str(partial), **self._bound())
+            if getattr(self._fs, "async_impl", False):
+                import fsspec.asyn  # noqa: PLC0415 - present whenever a remote store is open
+
+                fsspec.asyn.sync(
+                    self._fs.loop, download_while_progressing, self._fs, path, str(partial), self.timeout_secs
+                )
+            else:
+                self._fs.get_file(path, str(partial))
         except Exception as exc:  # noqa: BLE001 - every client library raises its own types
             partial.unlink(missing_ok=True)
             raise NaiadError.unavailable(
@@ -185,6 +195,7 @@ class RemoteRepository:
         os.replace(partial, target)
 
     def _bound(self) -> dict[str, Any]:
+        """fsspec's bound on one whole call, for listings (small answers)."""
         # fsspec's asynchronous stores (s3fs, gcsfs, adlfs) cancel a call that outlives `timeout`.
         return {"timeout": self.timeout_secs} if getattr(self._fs, "async_impl", False) else {}
 
@@ -199,3 +210,32 @@ class RemoteRepository:
         partial = self._manifest_path.with_name(f".{self._manifest_path.name}.partial")
         partial.write_text(json.dumps(manifest))
         os.replace(partial, self._manifest_path)
+
+
+async def download_while_progressing(fs: Any, path: str, local_path: str, stall_secs: float) -> None:
+    """`fs._get_file`, cancelled once no data arrived for `stall_secs`: the clients report
+    each chunk they receive through fsspec's callback."""
+    import fsspec.callbacks  # noqa: PLC0415 - optional dependency, present with any remote store
+
+    loop = asyncio.get_running_loop()
+    last_progress = loop.time()
+
+    class Progress(fsspec.callbacks.Callback):  # type: ignore[misc]
+        def call(self, *args: Any, **kwargs: Any) -> None:
+            nonlocal last_progress
+            last_progress = loop.time()
+
+    task = asyncio.ensure_future(fs._get_file(path, local_path, callback=Progress()))
+    try:
+        while True:
+            quiet_until = last_progress + stall_secs
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, quiet_until - loop.time()))
+            if done:
+                task.result()
+                return
+            if loop.time() >= last_progress + stall_secs:
+                raise TimeoutError(f"no data for {stall_secs:g} s")
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
