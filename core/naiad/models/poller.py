@@ -36,13 +36,15 @@ class RepositoryPoller:
             await self.poll_and_report()
 
     async def poll_and_report(self) -> None:
-        """One scan; a failure is logged when it starts or its reason changes, and the
-        recovery when it ends."""
+        """One scan; a run of failures is logged once, when it starts (a store that is away
+        may give another reason on each try), and its end once."""
         try:
             await self.poll_once()
         except NaiadError as exc:
-            if exc.message != self.failing:
+            if self.failing is None:
                 log.error("poll: %s; the models loaded keep serving", exc.message)
+            else:
+                log.debug("poll: still failing: %s", exc.message)
             self.failing = exc.message
             return
         except Exception:  # noqa: BLE001 - one bad scan must not stop polling
