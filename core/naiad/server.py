@@ -36,7 +36,7 @@ from .observability.trace_settings import TraceSettings
 from .observability.tracing import Tracing
 from .python_models import AppReloader, DeclaredModels
 from .repository.local import Repository
-from .repository.remote import open_repository
+from .repository.remote import DEFAULT_TIMEOUT_SECS, open_repository
 from .repository.uploaded_models import UploadedModels
 from .request_validation import validate_request
 from .safe_names import check_model_name
@@ -59,6 +59,8 @@ class ServerOptions:
     model_control_mode: str = "none"  # none | poll | explicit
     load_models: list[str] = field(default_factory=list)
     repository_poll_secs: float = 15.0
+    # Seconds a remote repository's listing may take, and a download may go without data.
+    repository_timeout_secs: float = DEFAULT_TIMEOUT_SECS
     strict_readiness: bool = True
     exit_on_error: bool = True
     auto_complete_config: bool = True
@@ -164,7 +166,10 @@ class Server:
         plugins = list(options.backend_plugins)
         repositories: list[Repository] = list(
             await asyncio.gather(
-                *(asyncio.to_thread(open_repository, location) for location in options.model_repositories)
+                *(
+                    asyncio.to_thread(open_repository, location, None, options.repository_timeout_secs)
+                    for location in options.model_repositories
+                )
             )
         )
         if options.python_models or options.app_files:

@@ -57,7 +57,7 @@ class RepositoryFlags:
     model_repository: tuple[str, ...] = option(
         (),
         "--model-repository",
-        "a model repository directory (or s3://, gs:// URL); repeat for several; required "
+        "a model repository directory (or s3://, gs://, as:// URL); repeat for several; required "
         "unless an app file declares the models",
         aliases=("--model-store",),
         metavar="PATH",
@@ -79,6 +79,12 @@ class RepositoryFlags:
     )
     repository_poll_secs: float = option(
         15.0, "--repository-poll-secs", "seconds between repository scans in poll mode", metavar="SECONDS"
+    )
+    repository_timeout_secs: float = option(
+        300.0,
+        "--repository-timeout-secs",
+        "seconds a remote repository's listing may take, and a download may go without data",
+        metavar="SECONDS",
     )
     load_model: tuple[str, ...] = option(
         (), "--load-model", "in explicit mode, a model to load at start; '*' loads all; repeatable", metavar="NAME"

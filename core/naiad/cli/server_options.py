@@ -60,6 +60,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         model_control_mode=repository.model_control_mode,
         load_models=list(repository.load_model),
         repository_poll_secs=repository.repository_poll_secs,
+        repository_timeout_secs=repository.repository_timeout_secs,
         strict_readiness=server.strict_readiness,
         exit_on_error=server.exit_on_error,
         auto_complete_config=auto_complete,

@@ -4,6 +4,10 @@ Each scan compares every model directory's fingerprint (paths, sizes, modificati
 with the one it was last loaded from: new models load, changed ones reload (new versions
 beside the serving ones, unchanged versions untouched), removed ones unload. A model that
 failed to load is tried again only once its files change.
+
+A scan that cannot reach a repository (a remote store down or stalled) changes nothing: the
+models loaded keep serving and readiness stays as it was. It is logged once with the reason,
+and once more when a scan succeeds again, not on every interval in between.
 """
 
 from __future__ import annotations
@@ -23,14 +27,32 @@ class RepositoryPoller:
     def __init__(self, manager: ModelManager, interval_secs: float) -> None:
         self.manager = manager
         self.interval_secs = interval_secs
+        # Why the last scan failed, while scans fail; None while they succeed.
+        self.failing: str | None = None
 
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval_secs)
-            try:
-                await self.poll_once()
-            except Exception:  # noqa: BLE001 - one bad scan must not stop polling
-                log.exception("repository poll failed")
+            await self.poll_and_report()
+
+    async def poll_and_report(self) -> None:
+        """One scan; a run of failures is logged once, when it starts (a store that is away
+        may give another reason on each try), and its end once."""
+        try:
+            await self.poll_once()
+        except NaiadError as exc:
+            if self.failing is None:
+                log.error("poll: %s; the models loaded keep serving", exc.message)
+            else:
+                log.debug("poll: still failing: %s", exc.message)
+            self.failing = exc.message
+            return
+        except Exception:  # noqa: BLE001 - one bad scan must not stop polling
+            log.exception("repository poll failed")
+            return
+        if self.failing is not None:
+            log.info("poll: the model repositories answer again")
+            self.failing = None
 
     async def poll_once(self) -> None:
         manager = self.manager
