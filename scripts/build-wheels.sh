@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds a wheel of every naiad distribution (the core, each backend, and any sibling
-# distribution with its own pyproject.toml) into DIR (default dist/), ready for
+# Builds a wheel of every naiad distribution (the core, each backend, each integration, and
+# any sibling distribution with its own pyproject.toml) into DIR (default dist/), ready for
 #   pip install --find-links DIR naiad naiad-backend-onnx ...
 # Usage: bash scripts/build-wheels.sh [DIR]
 # Uses .venv's Python when there is one, else python3; each build runs in pip's isolated
@@ -12,9 +12,9 @@ out=$(realpath -m "${1:-dist}")
 py=.venv/bin/python
 [ -x "$py" ] || py=${PYTHON:-python3}
 dists=(.)
-for d in */ backends/*/; do
+for d in */ backends/*/ integrations/*/; do
   # "./": pip reads a bare name ("wire") as a requirement, not a directory.
-  if [[ "$d" != backends/ && -f "$d/pyproject.toml" ]]; then dists+=("./${d%/}"); fi
+  if [[ -f "$d/pyproject.toml" ]]; then dists+=("./${d%/}"); fi
 done
 mkdir -p "$out"
 for d in "${dists[@]}"; do

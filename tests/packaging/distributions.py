@@ -14,6 +14,7 @@ def distribution_dirs() -> list[Path]:
         ROOT,
         *sorted(p.parent for p in ROOT.glob("*/pyproject.toml")),
         *sorted(p.parent for p in ROOT.glob("backends/*/pyproject.toml")),
+        *sorted(p.parent for p in ROOT.glob("integrations/*/pyproject.toml")),
     ]
     return dirs
 

@@ -2,7 +2,7 @@
 which it depends on) and `naiad-backend-onnx` alone in an empty virtual environment serve an
 ONNX model to tritonclient (issue 18, item 1).
 
-It builds seven wheels and installs into a new environment (a minute or so, most of it pip),
+It builds nine wheels (the core, naiad-wire, five backends, two integrations) and installs into a new environment (a minute or so, most of it pip),
 so it runs in CI (CI=true) or when NAIAD_TEST_PACKAGING=1, and is skipped otherwise."""
 
 import os
