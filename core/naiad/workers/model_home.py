@@ -62,10 +62,11 @@ class ModelHome(WorkerServer):
 
     async def start(self) -> None:
         """Load the models, take on what clients changed (when started again), then listen
-        for the front doors."""
-        await super().start()
+        for the front doors. Their questions are answered from the start: while the models
+        load, the server is not ready and the repository index shows them loading."""
         self._loop = asyncio.get_running_loop()
         self.listen_for_peers(self._questions())
+        await super().start()
         if self.topology.restarted:
             await self._rejoin()
         models = self.models
