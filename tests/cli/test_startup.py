@@ -60,6 +60,11 @@ def _check_while_loading(server: ServerProcess) -> None:
     assert refused_grpc.value.status() == "StatusCode.UNAVAILABLE"
     assert "model 'slow' is loading" in refused_grpc.value.message()
     assert http.get_model_repository_index() == [{"name": "slow", "state": "LOADING"}]
+    # A model the repository does not hold is unknown, loading or not.
+    unknown = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+    unknown.set_data_from_numpy(np.zeros((1, 4), np.float32))
+    with pytest.raises(InferenceServerException, match=r"Request for unknown model: 'nope' is not found"):
+        http.infer("nope", [unknown])
 
 
 def _check_after_loading(server: ServerProcess) -> None:

@@ -94,17 +94,23 @@ async def _serve(plan: ServePlan, pool: WorkerPool | None, topology: Topology | 
     stop = asyncio.Event()
     # The model home serves what only the process holding the models can (the metrics).
     frontends = [f for f in plan.frontends if f.on_every_worker or not isinstance(server, FrontDoor)]
-    # The ports first: one that is taken fails before any model loads, and health probes are
-    # answered (live, not ready) while the models load.
-    tasks = await start_frontends(server, frontends, plan.frontend_options, stop)
-    if any(task.done() for task in tasks):
-        await _shut_down(server, tasks, plan.options.exit_timeout_secs, quiet=True)
-        return 1
-    if not is_worker():  # worker 0 speaks for the server
-        log.info("naiad is live (%s); not ready until the models are loaded", _names(tasks))
+    # At start-up the ports come first: one that is taken fails before any model loads, and
+    # health probes are answered (live, not ready) while the models load. A worker started
+    # again joins a server that serves: it takes no connection before it can answer it.
+    listen_first = topology is None or not topology.restarted
+    tasks: list[asyncio.Task[None]] = []
+    if listen_first:
+        tasks = await start_frontends(server, frontends, plan.frontend_options, stop)
+        if any(task.done() for task in tasks):
+            await _shut_down(server, tasks, plan.options.exit_timeout_secs, quiet=True)
+            return 1
+        if not is_worker():  # worker 0 speaks for the server
+            log.info("naiad is live (%s); not ready until the models are loaded", _names(tasks))
     if not await _start_server(server, plan, pool, topology):
         await _shut_down(server, tasks, plan.options.exit_timeout_secs, quiet=True)
         return 1
+    if not listen_first:
+        tasks = await start_frontends(server, frontends, plan.frontend_options, stop)
     _stop_on_signals(loop, stop)
     failed = any(task.done() for task in tasks)
     stopping = asyncio.create_task(stop.wait())
@@ -113,6 +119,8 @@ async def _serve(plan: ServePlan, pool: WorkerPool | None, topology: Topology | 
     if not failed and pool is not None:
         failed = not await _wait_for_workers(pool, stopping)
         if not failed:
+            if isinstance(server, FrontDoor):
+                server.tell_home_workers_serve()
             supervising = asyncio.create_task(pool.supervise())
     if not failed and not stop.is_set():
         _announce(plan, loop, topology, tasks, pool)

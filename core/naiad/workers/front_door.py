@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
+from ..models.records import unknown_model
 from ..safe_names import check_model_name
 from ..server import ServerOptions
 from .home_link import HomeLink
@@ -111,6 +112,13 @@ class FrontDoor(WorkerServer):
         except NaiadError:
             return False
 
+    def tell_home_workers_serve(self) -> None:
+        """Worker 0, once every worker serves: the server may report ready (model_home.py)."""
+        try:
+            self._ask_home("workers_serve")
+        except NaiadError as exc:
+            log.error("the model home was not told that every worker serves; it reports not ready: %s", exc.message)
+
     def model_ready(self, name: str, version: str = "") -> bool:
         try:
             return bool(self._ask_home("model_ready", name, version))
@@ -124,14 +132,17 @@ class FrontDoor(WorkerServer):
 
     def _refuse_while_loading(self, name: str) -> NoReturn:
         """Before the model home has loaded the models this front door has no table of them:
-        the model home's index says whether `name` is one it is loading (the words a
-        single process answers with), else the request waits for nothing that is known."""
+        the model home's index says what a single process would answer (the model is
+        loading, or unknown); without it, that the server is still loading."""
         try:
-            rows: list[dict[str, str]] = self._ask_home("index", False)
+            rows: list[dict[str, str]] | None = self._ask_home("index", False)
         except NaiadError:
-            rows = []
-        if any(row["name"] == name and row.get("state") == "LOADING" for row in rows):
+            rows = None
+        states = {row["name"]: row.get("state") for row in rows or []}
+        if states.get(name) == "LOADING":
             raise NaiadError.unavailable(f"model '{name}' is loading")
+        if rows is not None and name not in states:
+            raise NaiadError.not_found(unknown_model(name))
         raise NaiadError.unavailable(f"model '{name}' is not available: the server is still loading its models")
 
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
