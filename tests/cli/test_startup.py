@@ -75,11 +75,12 @@ def _check_after_loading(server: ServerProcess) -> None:
     np.testing.assert_array_equal(output, data)
 
 
-def test_live_answers_while_a_slow_model_loads_and_ready_waits_for_it(tmp_path):
+@pytest.mark.parametrize("flags", [(), ("--strict-readiness", "false")], ids=["strict", "not-strict"])
+def test_live_answers_while_a_slow_model_loads_and_ready_waits_for_it(tmp_path, flags):
     repo = tmp_path / "models"
     started, gate = tmp_path / "started", tmp_path / "gate"
     write_slow_model(repo, started, gate)
-    with ServerProcess(repo).start(expect_ready=False) as server:
+    with ServerProcess(repo, *flags).start(expect_ready=False) as server:
         _wait_for(started.exists, "the slow model's initialize starting")
         _check_while_loading(server)
         assert "naiad is live" in server.log() and "naiad is ready" not in server.log()
