@@ -97,6 +97,5 @@ def _error_text(body: bytes) -> str:
         document = json.loads(body)
     except ValueError:
         return body.decode(errors="replace").strip() or "(no body)"
-    if isinstance(document, dict) and isinstance(document.get("error"), str):
-        return document["error"]
-    return json.dumps(document)
+    error = document.get("error") if isinstance(document, dict) else None
+    return error if isinstance(error, str) else json.dumps(document)
