@@ -130,7 +130,13 @@ class Server:
         # Metric families models define (Triton's custom metrics); the metrics frontend
         # exports them beside the server's own.
         self.custom_metrics = CustomMetricRegistry(reserved=BUILTIN_METRIC_FAMILIES)
-        self._live = False
+        # Live from the moment it exists until it stops: `naiad serve` binds its ports before
+        # start() loads the models, and a health probe must be answered then. Ready waits
+        # for start() to have loaded them (Triton opens no port before that).
+        self._live = True
+        self._started = False
+        # The models start() still has to load: a request for one is told it is loading.
+        self._loading: set[str] = set()
         self._created = time.monotonic()
         # The loop the server runs on, kept: asking for the running loop costs a getpid()
         # system call per request on CPython 3.11 (it checks for a fork).
@@ -190,7 +196,6 @@ class Server:
             rate_limiter=self.rate_limiter,
             metrics_settings=self.metrics_settings,
         )
-        self._live = True
         if options.model_control_mode == "explicit":
             names = options.load_models
             if "*" in names:
@@ -198,7 +203,12 @@ class Server:
         else:
             names = self._all_model_names()
             self._warn_empty_repositories()
-        await self._load_at_startup(names)
+        self._loading = set(names)
+        try:
+            await self._load_at_startup(names)
+        finally:
+            self._loading.clear()
+        self._started = True
         if options.model_control_mode == "poll":
             self.poller = RepositoryPoller(self.models, options.repository_poll_secs)
             self._poll_task = asyncio.create_task(self.poller.run(), name="naiad-poller")
@@ -236,6 +246,8 @@ class Server:
                     await self._models().load(name)
                 except NaiadError as exc:
                     self._startup_failures.append(exc.message)
+                finally:
+                    self._loading.discard(name)
 
         # Ensembles load after the models their steps use (an ensemble validates against
         # its step models' loaded configs); everything else loads in parallel.
@@ -294,8 +306,9 @@ class Server:
         return self._live
 
     def is_ready(self) -> bool:
-        """Live, and with strict readiness every model loaded at start-up is ready."""
-        if not self._live or self.models is None:
+        """Live, started (the models of start-up loaded, or failed to), and with strict
+        readiness every model loaded at start-up is ready."""
+        if not self._live or not self._started or self.models is None:
             return False
         if self.options.strict_readiness:
             if self._startup_failures:
@@ -314,7 +327,12 @@ class Server:
 
     def model(self, name: str, version: str = "") -> LoadedVersion:
         """The loaded version serving `name`/`version`; NOT_FOUND or UNAVAILABLE otherwise."""
-        return self._models().get(name, version)
+        try:
+            return self._models().get(name, version)
+        except NaiadError as exc:
+            if name in self._loading and exc.code in (ErrorCode.NOT_FOUND, ErrorCode.UNAVAILABLE):
+                raise NaiadError.unavailable(f"model '{name}' is loading") from None
+            raise
 
     def check_trace_model(self, name: str) -> None:
         """Trace settings name a model the server serves; Triton refuses others as a bad
@@ -348,7 +366,12 @@ class Server:
         }
 
     def repository_index(self, ready_only: bool = False) -> list[dict[str, str]]:
-        return self._models().index(ready_only)
+        rows = self._models().index(ready_only)
+        # A model start-up has yet to begin loading has no state of its own yet: it is loading.
+        for row in rows:
+            if "state" not in row and row["name"] in self._loading:
+                row.update(state="LOADING", reason="")
+        return rows
 
     def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
         """Triton's `model_stats` list: one model's versions, or every loaded model."""
@@ -586,7 +609,9 @@ class Server:
 
     def _models(self) -> ModelManager:
         if self.models is None:
-            raise NaiadError.unavailable("server is not started")
+            if self._loop is None:
+                raise NaiadError.unavailable("server is not started")
+            raise NaiadError.unavailable("server is starting: its model repositories are not open yet")
         return self.models
 
 

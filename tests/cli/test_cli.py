@@ -10,23 +10,26 @@ from naiad.cli import build_parser, options_from_args
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
-def serve_parser():
+def subcommand_parsers():
     parser = build_parser()
-    return next(a for a in parser._actions if a.dest == "command").choices["serve"]
+    return next(a for a in parser._actions if a.dest == "command").choices
 
 
-def test_every_serve_flag_is_documented_and_has_help():
+def test_every_flag_of_every_subcommand_is_documented_and_has_help():
     documented = DOCS.read_text()
-    flags = [s for a in serve_parser()._actions for s in a.option_strings if s.startswith("--") and s != "--help"]
-    assert len(flags) > 20
-    missing = [f for f in flags if not re.search(re.escape(f) + r"\b", documented)]
-    assert missing == [], f"flags missing from docs/cli.md: {missing}"
-    undocumented_help = [a.option_strings for a in serve_parser()._actions if not a.help]
-    assert undocumented_help == []
+    parsers = subcommand_parsers()
+    assert {"serve", "models", "infer"} <= set(parsers)
+    for name, parser in parsers.items():
+        flags = [s for a in parser._actions for s in a.option_strings if s.startswith("--") and s != "--help"]
+        assert len(flags) > (20 if name == "serve" else 1)
+        missing = [f for f in flags if not re.search(re.escape(f) + r"\b", documented)]
+        assert missing == [], f"naiad {name}: flags missing from docs/cli.md: {missing}"
+        undocumented_help = [a.option_strings or a.dest for a in parser._actions if not a.help]
+        assert undocumented_help == [], f"naiad {name}"
 
 
 def test_documented_flags_exist():
-    flags = {s for a in serve_parser()._actions for s in a.option_strings}
+    flags = {s for parser in subcommand_parsers().values() for a in parser._actions for s in a.option_strings}
     documented = set(re.findall(r"`(--[a-z0-9-]+)", DOCS.read_text()))
     assert documented - flags == set()
 

@@ -89,14 +89,29 @@ async def serve(plan: ServePlan, pool: WorkerPool | None = None, topology: Topol
 async def _serve(plan: ServePlan, pool: WorkerPool | None, topology: Topology | None) -> int:
     """One server process with its models, or a worker of several: the model home, or a
     front door."""
-    server = await _start_server(plan, pool, topology)
-    if server is None:
-        return 1
+    server = _new_server(plan, topology)
     loop = asyncio.get_running_loop()
-    stop = _stop_on_signals(loop)
+    stop = asyncio.Event()
     # The model home serves what only the process holding the models can (the metrics).
     frontends = [f for f in plan.frontends if f.on_every_worker or not isinstance(server, FrontDoor)]
-    tasks = await start_frontends(server, frontends, plan.frontend_options, stop)
+    # At start-up the ports come first: one that is taken fails before any model loads, and
+    # health probes are answered (live, not ready) while the models load. A worker started
+    # again joins a server that serves: it takes no connection before it can answer it.
+    listen_first = topology is None or not topology.restarted
+    tasks: list[asyncio.Task[None]] = []
+    if listen_first:
+        tasks = await start_frontends(server, frontends, plan.frontend_options, stop)
+        if any(task.done() for task in tasks):
+            await _shut_down(server, tasks, plan.options.exit_timeout_secs, quiet=True)
+            return 1
+        if not is_worker():  # worker 0 speaks for the server
+            log.info("naiad is live (%s); not ready until the models are loaded", _names(tasks))
+    if not await _start_server(server, plan, pool, topology):
+        await _shut_down(server, tasks, plan.options.exit_timeout_secs, quiet=True)
+        return 1
+    if not listen_first:
+        tasks = await start_frontends(server, frontends, plan.frontend_options, stop)
+    _stop_on_signals(loop, stop)
     failed = any(task.done() for task in tasks)
     stopping = asyncio.create_task(stop.wait())
     orphaned = asyncio.create_task(wait_orphaned()) if is_worker() else None
@@ -104,6 +119,8 @@ async def _serve(plan: ServePlan, pool: WorkerPool | None, topology: Topology | 
     if not failed and pool is not None:
         failed = not await _wait_for_workers(pool, stopping)
         if not failed:
+            if isinstance(server, FrontDoor):
+                server.tell_home_workers_serve()
             supervising = asyncio.create_task(pool.supervise())
     if not failed and not stop.is_set():
         _announce(plan, loop, topology, tasks, pool)
@@ -125,39 +142,51 @@ async def _serve(plan: ServePlan, pool: WorkerPool | None, topology: Topology | 
     return 1 if failed else 0
 
 
-async def _start_server(plan: ServePlan, pool: WorkerPool | None, topology: Topology | None) -> Server | None:
-    """The server of this process, started: the one holding the models (one process, or the
-    model home), or a front door to them; None when it must not serve (the reason is logged)."""
-    if topology is None or topology.home:
-        server = Server(plan.options) if topology is None else ModelHome(plan.options, topology)
-        return server if await _start_models(server, _worker_rows(plan, topology)) else None
-    if pool is not None:
-        try:
-            await pool.wait_home()
-        except RuntimeError as exc:
-            log.error("error: the model home did not start: %s", exc)
-            return None
-    front_door = FrontDoor(plan.options, topology)
-    await front_door.start()
-    return front_door
+def _new_server(plan: ServePlan, topology: Topology | None) -> Server:
+    """The server of this process, not started yet: the one holding the models (one process,
+    or the model home), or a front door to them."""
+    if topology is None:
+        return Server(plan.options)
+    if topology.home:
+        return ModelHome(plan.options, topology)
+    return FrontDoor(plan.options, topology)
+
+
+async def _start_server(server: Server, plan: ServePlan, pool: WorkerPool | None, topology: Topology | None) -> bool:
+    """Load the models (or, in a front door, connect to the model home once it has); False
+    when this process must not serve (the reason is logged)."""
+    if not isinstance(server, FrontDoor):
+        return await _start_models(server, _worker_rows(plan, topology))
+    linked = asyncio.create_task(server.start())
+    if pool is None:
+        await linked
+        return True
+    # Worker 0 also watches the model home: one that exits before it serves ends the server.
+    home = asyncio.create_task(pool.wait_home())
+    await asyncio.wait([linked, home], return_when=asyncio.FIRST_COMPLETED)
+    if home.done() and home.exception() is not None:
+        log.error("error: the model home did not start: %s", home.exception())
+        linked.cancel()
+        await asyncio.gather(linked, return_exceptions=True)
+        return False
+    await linked
+    return True
 
 
 async def _start_models(server: Server, extra: list[tuple[str, str]]) -> bool:
     """Start a server that holds the models, print its start-up tables; False when it must
-    not serve (the reason is logged)."""
+    not serve (the reason is logged; the caller stops it)."""
     try:
         await server.start()
     except NaiadError as exc:
         # A start-up failure (a repository that is not there, ...) is one line, as in tritonserver.
         log.error("error: creating server: %s", exc.message)
-        await server.stop()
         return False
     extra.append(("compiled_modules", compiled_modules()))
     for table in (backend_table(server), model_table(server), options_table(server, extra)):
         print(table, file=sys.stderr, flush=True)
     if server.startup_failures and server.options.exit_on_error:
         log.error("exiting: %d model(s) failed to load (--exit-on-error=true)", len(server.startup_failures))
-        await server.stop()
         return False
     return True
 
@@ -188,7 +217,7 @@ def _announce(
     pin_cpu = loop_cpu(plan.pin_loop_threads, topology)
     if pin_cpu is not None and topology is not None:
         _pin_loop_thread(loop, pin_cpu, topology)
-    frontends = ", ".join(t.get_name().removeprefix("naiad-") for t in tasks) or "no frontends"
+    frontends = _names(tasks)
     if signal_worker_ready():
         log.info("worker %s serves: %s", os.environ.get(WORKER_INDEX_ENV, "?"), frontends)
     else:
@@ -196,19 +225,25 @@ def _announce(
         log.info("%s: %s%s", READY_LINE, frontends, workers)
 
 
-def _stop_on_signals(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
-    stop = asyncio.Event()
+def _names(tasks: list[asyncio.Task[None]]) -> str:
+    """The frontends these tasks run, for a log line."""
+    return ", ".join(t.get_name().removeprefix("naiad-") for t in tasks) or "no frontends"
+
+
+def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """A signal sets `stop` from now on. Before (while the models load) it ends the process at
+    once, as it did before any port was open: there is nothing to drain yet."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    return stop
 
 
-async def _shut_down(server: Server, tasks: list[asyncio.Task[None]], timeout_s: float) -> None:
+async def _shut_down(server: Server, tasks: list[asyncio.Task[None]], timeout_s: float, quiet: bool = False) -> None:
     """The frontends first: they stop listening, answer what their open connections ask
     (each connection's last answer says it closes, an HTTP/2 connection sends GOAWAY) and
     close, within `timeout_s`. A request arriving on an open connection meanwhile is served,
     not refused; what is still in flight after them (a model's BLS call) gets the rest."""
-    log.info("shutting down: finishing in-flight requests (up to %ss)", timeout_s)
+    if not quiet:
+        log.info("shutting down: finishing in-flight requests (up to %ss)", timeout_s)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     retire_balancer()  # the other workers pass this one no more connections

@@ -12,21 +12,12 @@ import naiad_wire
 from ..scheduling.rate_limiter import ResourceLimit
 from ..server import Server, ServerOptions
 from ..version import __version__
+from .text_table import text_table
 
-__all__ = ["backend_table", "compiled_modules", "model_table", "options_table", "text_table"]
+__all__ = ["backend_table", "compiled_modules", "model_table", "options_table"]
 
 # tritonserver's names for the model control modes.
 _CONTROL_MODES = {"none": "MODE_NONE", "poll": "MODE_POLL", "explicit": "MODE_EXPLICIT"}
-
-
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max([len(headers[i])] + [len(row[i]) for row in rows]) for i in range(len(headers))]
-    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-
-    def cells(values: Sequence[str]) -> str:
-        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
-
-    return "\n".join([line, cells(headers), line, *(cells(row) for row in rows), line])
 
 
 def model_table(server: Server) -> str:

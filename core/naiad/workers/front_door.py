@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
+from ..models.records import unknown_model
 from ..safe_names import check_model_name
 from ..server import ServerOptions
 from .home_link import HomeLink
@@ -50,7 +51,8 @@ class FrontDoor(WorkerServer):
 
     async def start(self) -> None:
         """Listen for the other processes, take on what clients changed (when started again),
-        and connect to the model home (waiting for it to serve)."""
+        and connect to the model home (waiting for it to serve). The frontends answer
+        meanwhile: live, not ready, every model unavailable."""
         self.listen_for_peers()
         if self.topology.restarted:
             entries = await self.journal_of_worker_0()
@@ -62,7 +64,6 @@ class FrontDoor(WorkerServer):
             log.info("%s replayed %d change(s) clients made since start-up", self.label, len(entries))
         link = await self._connect()
         self._linking = asyncio.create_task(self._keep_linked(link), name="naiad-home-link")
-        self._live = True
 
     async def _connect(self) -> HomeLink:
         """A link to the model home once it serves and has sent its model table."""
@@ -104,12 +105,19 @@ class FrontDoor(WorkerServer):
         return self._home.call(operation, *arguments, timeout_s=QUICK_CALL_S)
 
     def is_ready(self) -> bool:
-        if not self._live or self.mirror.unreachable is not None:
+        if not self._live or self._link is None or self.mirror.unreachable is not None:
             return False
         try:
             return bool(self._ask_home("ready"))
         except NaiadError:
             return False
+
+    def tell_home_workers_serve(self) -> None:
+        """Worker 0, once every worker serves: the server may report ready (model_home.py)."""
+        try:
+            self._ask_home("workers_serve")
+        except NaiadError as exc:
+            log.error("the model home was not told that every worker serves; it reports not ready: %s", exc.message)
 
     def model_ready(self, name: str, version: str = "") -> bool:
         try:
@@ -118,7 +126,24 @@ class FrontDoor(WorkerServer):
             return False
 
     def model(self, name: str, version: str = "") -> MirroredVersion:  # type: ignore[override]
+        if self._link is None:
+            self._refuse_while_loading(name)
         return self.mirror.get(name, version)
+
+    def _refuse_while_loading(self, name: str) -> NoReturn:
+        """Before the model home has loaded the models this front door has no table of them:
+        the model home's index says what a single process would answer (the model is
+        loading, or unknown); without it, that the server is still loading."""
+        try:
+            rows: list[dict[str, str]] | None = self._ask_home("index", False)
+        except NaiadError:
+            rows = None
+        states = {row["name"]: row.get("state") for row in rows or []}
+        if states.get(name) == "LOADING":
+            raise NaiadError.unavailable(f"model '{name}' is loading")
+        if rows is not None and name not in states:
+            raise NaiadError.not_found(unknown_model(name))
+        raise NaiadError.unavailable(f"model '{name}' is not available: the server is still loading its models")
 
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
         return self._metadata_of(self.model(name, version), self.mirror.versions(name))
@@ -146,13 +171,13 @@ class FrontDoor(WorkerServer):
 
     def _home_link(self) -> HomeLink:
         if self._link is None:
-            raise NaiadError.unavailable("the model home is not reachable (it may be restarting)")
+            raise NaiadError.unavailable("the server is still loading its models")
         return self._link
 
     # -- inference: in the model home -------------------------------------------------------
 
     async def infer(self, request: InferenceRequest) -> InferenceResponse:
-        link = self._admit()
+        link = self._admit(request.model_name)
         try:
             key, answer = link.infer(request)
             try:
@@ -164,7 +189,7 @@ class FrontDoor(WorkerServer):
             self._release()
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
-        link = self._admit()
+        link = self._admit(request.model_name)
         try:
             key, responses = link.stream(request)
         except BaseException:
@@ -183,10 +208,12 @@ class FrontDoor(WorkerServer):
                 link.cancel(key)  # the consumer went away
             self._release()
 
-    def _admit(self) -> HomeLink:
-        """The link to send a request on, counted in flight until `_release`."""
+    def _admit(self, model: str) -> HomeLink:
+        """The link to send a request for `model` on, counted in flight until `_release`."""
         if self._draining:
             raise NaiadError.unavailable("server is shutting down")
+        if self._link is None:
+            self._refuse_while_loading(model)
         link = self._home_link()
         self._inflight += 1
         self._idle.clear()

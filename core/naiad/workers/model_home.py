@@ -59,13 +59,18 @@ class ModelHome(WorkerServer):
         self._accepting: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._table_due = False
+        # The workers listen before the models are loaded, so one may take connections it
+        # cannot answer yet: the server is ready only once worker 0 has seen every worker
+        # serve (a model home started again joins workers that serve already).
+        self._workers_serve = topology.restarted
 
     async def start(self) -> None:
         """Load the models, take on what clients changed (when started again), then listen
-        for the front doors."""
-        await super().start()
+        for the front doors. Their questions are answered from the start: while the models
+        load, the server is not ready and the repository index shows them loading."""
         self._loop = asyncio.get_running_loop()
         self.listen_for_peers(self._questions())
+        await super().start()
         if self.topology.restarted:
             await self._rejoin()
         models = self.models
@@ -81,6 +86,9 @@ class ModelHome(WorkerServer):
         listener.setblocking(False)
         self._listener = listener
         self._accepting = asyncio.create_task(self._accept(listener), name="naiad-model-home")
+
+    def is_ready(self) -> bool:
+        return self._workers_serve and super().is_ready()
 
     async def stop(self) -> None:
         # Worker 0 stops the model home last, once the front doors have finished their requests.
@@ -167,10 +175,15 @@ class ModelHome(WorkerServer):
             "status": lambda: _read(self.status),
             "index": lambda ready_only: _read(lambda: self.repository_index(ready_only)),
             "ready": lambda: _read(self.is_ready),
+            "workers_serve": self._every_worker_serves,
             "model_ready": lambda name, version: _read(lambda: self.model_ready(name, version)),
             "trace_get": lambda model: _read(lambda: self.tracing.get(model)),
             "trace_update": lambda changes, model: self._on_loop(lambda: self.tracing.update(changes, model)),
         }
+
+    def _every_worker_serves(self) -> None:
+        """Worker 0 has seen every worker serve: from now on readiness is the models'."""
+        self._workers_serve = True
 
     def _on_loop(self, call: Callable[[], Any]) -> Any:
         """`call()` on the event loop (what it changes, the loop reads), from a control thread."""

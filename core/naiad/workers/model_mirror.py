@@ -64,7 +64,7 @@ class ModelMirror:
         self._states: dict[str, dict[int, tuple[str, str]]] = {}
         self._parsed: dict[tuple[str, int, bytes], MirroredVersion] = {}
         # Set while the model home is out of reach: every model is unavailable meanwhile.
-        self.unreachable: str | None = "the model home has not answered yet"
+        self.unreachable: str | None = "the server is still loading its models"
 
     def update(self, table: ModelTable) -> None:
         serving: dict[str, dict[int, MirroredVersion]] = {}

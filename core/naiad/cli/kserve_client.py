@@ -1,0 +1,101 @@
+"""`KServeClient`: the KServe v2 HTTP/REST calls of naiad's client subcommands (`naiad
+models`, `naiad infer`), on the standard library's urllib and JSON.
+
+They speak the protocol as any client does, so they work against naiad and against Triton
+alike, and the core needs no client library for them (tritonclient is only a test
+dependency).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ClientError", "KServeClient", "base_url"]
+
+
+class ClientError(Exception):
+    """A call that failed: the server's own error text, or why it could not be reached."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def base_url(url: str) -> str:
+    """`http://HOST:PORT` from what `--url` accepts: HOST:PORT (as tritonclient takes it) or
+    an http:// or https:// URL; ValueError naming what is wrong otherwise."""
+    text = url.strip().rstrip("/")
+    if "://" not in text:
+        text = f"http://{text}"
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"--url '{url}': the scheme must be http or https, not '{parts.scheme}'")
+    if not parts.hostname:
+        raise ValueError(f"--url '{url}' names no host (expected HOST:PORT, e.g. localhost:8000)")
+    try:
+        parts.port  # noqa: B018 - reading it checks it
+    except ValueError:
+        raise ValueError(f"--url '{url}': the port is not a number from 0 to 65535") from None
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class KServeClient:
+    """One server's HTTP/REST endpoint (`base`, from `base_url`)."""
+
+    base: str
+    timeout_s: float = 60.0
+
+    def repository_index(self) -> list[dict[str, str]]:
+        """Every model of the repository, with version, state and reason where known."""
+        rows: list[dict[str, str]] = self._call("POST", "/v2/repository/index", {})
+        return rows
+
+    def model_metadata(self, model: str, version: str = "") -> dict[str, Any]:
+        metadata: dict[str, Any] = self._call("GET", _model_path(model, version))
+        return metadata
+
+    def infer(self, model: str, body: dict[str, Any], version: str = "") -> dict[str, Any]:
+        response: dict[str, Any] = self._call("POST", _model_path(model, version) + "/infer", body)
+        return response
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base + path, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
+                return json.loads(answer.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raise ClientError(f"{method} {path}: HTTP {exc.code}: {_error_text(exc.read())}") from None
+        except urllib.error.URLError as exc:
+            raise ClientError(f"cannot reach the server at {self.base}: {exc.reason}") from None
+        except (TimeoutError, ConnectionError) as exc:
+            raise ClientError(f"cannot reach the server at {self.base}: {exc}") from None
+        except json.JSONDecodeError:
+            raise ClientError(
+                f"{method} {path}: the server's answer is not JSON (is {self.base} a KServe v2 server?)"
+            ) from None
+
+
+def _model_path(model: str, version: str) -> str:
+    path = "/v2/models/" + urllib.parse.quote(model, safe="")
+    if version:
+        path += "/versions/" + urllib.parse.quote(version, safe="")
+    return path
+
+
+def _error_text(body: bytes) -> str:
+    """The `error` of a KServe error body, else the body itself."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return body.decode(errors="replace").strip() or "(no body)"
+    error = document.get("error") if isinstance(document, dict) else None
+    return error if isinstance(error, str) else json.dumps(document)
