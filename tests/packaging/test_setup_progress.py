@@ -23,7 +23,7 @@ pytestmark = [
 
 STEP = re.compile(r"^setup\.sh \[ *\d+ s\] (.*)$", re.MULTILINE)
 # What a copy needs of the checkout: not its environment, build output or history.
-LEFT_OUT = shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.so", "build", "dist", "*.egg-info")
+LEFT_OUT = shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.so", "build", "dist", "*.egg-info", "node_modules")
 
 
 def steps(checkout, env) -> list[str]:
@@ -41,7 +41,7 @@ def test_setup_prints_a_line_per_step(tmp_path):
     version = f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}"
     assert steps(checkout, env) == [
         f"creating .venv with Python {version} and upgrading pip",
-        "installing, editable: naiad wire + backends python onnx + onnx "
+        "installing, editable: naiad wire + backends python onnx + onnx, swagger-ui-bundle "
         "(naiad and naiad-wire as pure Python: NAIAD_PURE_PYTHON=1)",
         "done: .venv is ready for 'serve'",
     ]
