@@ -75,6 +75,7 @@ import os
 import resource
 import shlex
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -688,6 +689,35 @@ async def slow_clients(
     return load, {"before": before, "peak": memory.peak(), "end": at_end}, rate_during / max(rate_before, 1e-9)
 
 
+# Linux's TCP states (tcp_states.h) as TCP_INFO's first byte gives them: after the peer's FIN,
+# and after its reset.
+_TCP_CLOSE_WAIT = 8
+_TCP_CLOSE = 7
+
+
+async def watch_closes(kind: SlowKind, until: Callable[[], bool]) -> None:
+    """A client that never reads does not see its connection closed (its transport does not
+    read, and unread answer bytes sit before the end): every 0.5 s, each one still open asks
+    the kernel for its TCP state. `closed_at` is then the look's time (up to 0.5 s late)."""
+    while not until():
+        await asyncio.sleep(0.5)
+        for conn in kind.conns:
+            sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
+            if conn.closed or sock is None:
+                continue
+            state = socket.socket(fileno=os.dup(sock.fileno()))
+            try:
+                tcp_state = state.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+            except OSError:
+                continue
+            finally:
+                state.close()
+            if tcp_state in (_TCP_CLOSE, _TCP_CLOSE_WAIT):
+                conn.closed, conn.by_server = True, True
+                conn.reset = tcp_state == _TCP_CLOSE
+                conn.closed_at = time.monotonic()
+
+
 def close_all(kinds: list[SlowKind]) -> None:
     for kind in kinds:
         for conn in kind.conns:
@@ -779,7 +809,10 @@ def case_slow_readers(ctx: Context) -> None:
             def setup(
                 server: lk.Server, until: Callable[[], bool], kinds: list[SlowKind] = kinds
             ) -> list[asyncio.Task[None]]:
-                return [asyncio.create_task(open_slow(server, kinds[0], pipelined, rcvbuf=4096, read=False))]
+                return [
+                    asyncio.create_task(open_slow(server, kinds[0], pipelined, rcvbuf=4096, read=False)),
+                    asyncio.create_task(watch_closes(kinds[0], until)),
+                ]
 
             load, memory, share = asyncio.run(_with_cleanup(slow_clients(server, window, setup), kinds))
             time.sleep(3.0)

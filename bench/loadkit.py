@@ -583,10 +583,11 @@ class Connection(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.closed_at = time.monotonic()
-        self.reset = isinstance(exc, ConnectionResetError)
-        self.by_server = not self.by_client
+        if not self.closed:  # else the kernel's state told first (faults.py's watch_closes)
+            self.closed = True
+            self.closed_at = time.monotonic()
+            self.reset = isinstance(exc, ConnectionResetError)
+            self.by_server = not self.by_client
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(Lost("reset" if self.reset else "closed"))
         if self.on_close is not None:

@@ -4,10 +4,13 @@ does not lose the last answer, and a drain of every connection at shutdown."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import struct
 from collections.abc import Collection
 from typing import Protocol
 
-__all__ = ["Connection", "close_lingering", "stop_serving"]
+__all__ = ["Connection", "close_lingering", "reset", "stop_serving"]
 
 # How long a closing connection keeps discarding the peer's input (see close_lingering).
 _LINGER_S = 1.0
@@ -37,6 +40,21 @@ def close_lingering(transport: asyncio.Transport) -> None:
         asyncio.get_running_loop().call_later(_LINGER_S, transport.close)
     else:
         transport.close()
+
+
+# SO_LINGER on, with no time to linger: close() resets the connection.
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)
+
+
+def reset(transport: asyncio.Transport) -> None:
+    """Drop a connection at once, with a reset, and what it buffers. A plain abort closes the
+    socket gracefully: with its answer unsent to a client that reads nothing, the kernel keeps
+    it (and the unsent bytes) for minutes, trying to deliver, and the client never learns."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+    transport.abort()
 
 
 # While stopping, how often the connections are looked at again for ones that came in since

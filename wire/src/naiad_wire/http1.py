@@ -48,7 +48,7 @@ import httptools
 import orjson
 
 from .balance import balanced
-from .connections import close_lingering, stop_serving
+from .connections import close_lingering, reset, stop_serving
 from .heap_return import HeapReturn
 
 __all__ = [
@@ -566,11 +566,11 @@ class Http1Connection(asyncio.Protocol):
             if size < seen:  # the client took some of it since the last look: the clock starts again
                 self.write_stuck_since = now
             elif now - stuck >= self.server.write_timeout_s:
-                # The client took none of its answer (or, closing, of its refusal): drop it;
-                # abort discards what the transport still buffers.
+                # The client took none of its answer (or, closing, of its refusal): drop it
+                # with what the transport and the kernel still buffer.
                 log.debug("dropping an HTTP connection whose client read nothing for %.0f s", now - stuck)
                 self.write_stuck_since = 0.0
-                transport.abort()
+                reset(transport)
                 return
         if self.closed:
             return
