@@ -142,6 +142,13 @@ class ConnectionBalancer:
                 load += self._read(self._passed(kind, sender, index)) - self._read(self._adopted(kind, index, sender))
         return load
 
+    def _loads_and_serving(self, kind: bytes) -> tuple[list[int], list[int]]:
+        """Every process's load of `kind`, and the processes serving it (this one always);
+        read under `_decision`."""
+        loads = [self._load(kind, i) for i in range(self.count)]
+        serving = [i for i in range(self.count) if i == self.index or self._read(self._serving(kind, i))]
+        return loads, serving
+
     @contextlib.contextmanager
     def _decision(self) -> Iterator[None]:
         fcntl.flock(self._file, fcntl.LOCK_EX)
@@ -176,8 +183,7 @@ class ConnectionBalancer:
 
     def _arrived(self, kind: bytes, transport: asyncio.Transport) -> None:
         with self._decision():
-            loads = [self._load(kind, i) for i in range(self.count)]
-            serving = [i for i in range(self.count) if i == self.index or self._read(self._serving(kind, i))]
+            loads, serving = self._loads_and_serving(kind)
             target = min(serving, key=loads.__getitem__)
             if loads[target] < loads[self.index] and self._pass(kind, transport, target):
                 return
@@ -239,8 +245,7 @@ class ConnectionBalancer:
         """How many connections of `kind` this process holds beyond its share among the
         processes serving that kind; 0 within the slack."""
         with self._decision():
-            loads = [self._load(kind, i) for i in range(self.count)]
-            serving = [i for i in range(self.count) if i == self.index or self._read(self._serving(kind, i))]
+            loads, serving = self._loads_and_serving(kind)
         share = -(-sum(loads[i] for i in serving) // len(serving))
         excess = loads[self.index] - share
         return excess if excess >= max(_SLACK_MIN, int(share * _SLACK)) else 0
