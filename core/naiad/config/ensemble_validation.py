@@ -31,6 +31,7 @@ __all__ = [
     "validate_ensemble",
     "step_model_names",
     "find_ensemble_cycle",
+    "describe_ensemble_cycle",
     "load_order",
 ]
 
@@ -150,6 +151,17 @@ def find_ensemble_cycle(
         return None
 
     return visit(name)
+
+
+def describe_ensemble_cycle(name: str, cycle: list[str]) -> str:
+    """The load error for ensemble `name` caught in `cycle` (`find_ensemble_cycle`)."""
+    # Triton's words first (it names the first and last ensembles of the loop).
+    return (
+        f"ensemble '{name}': circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> "
+        f"{cycle[-1]} (its steps lead back to itself through ensembles: "
+        + " -> ".join(cycle)
+        + "; an ensemble cannot contain itself)"
+    )
 
 
 def load_order(names: list[str], read_config: Callable[[str], pb.ModelConfig | None]) -> list[list[str]]:

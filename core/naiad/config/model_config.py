@@ -21,7 +21,7 @@ from ..protos import model_config_pb2 as pb
 from ..safe_names import inside_directory
 from .config_error import ConfigError
 from .io_checks import check_io
-from .model_wide_checks import check_model_wide
+from .model_wide_checks import MODEL_WIDE_CHECKS, ConfigCheck
 from .unknown_fields import describe_unknown_field
 
 __all__ = [
@@ -35,6 +35,8 @@ __all__ = [
     "config_from_dict",
     "validate_config",
     "check_config_alone",
+    "config_alone_checks",
+    "validation_checks",
     "resolve_backend",
 ]
 
@@ -292,10 +294,11 @@ def parse_config_text(text: str, model: str) -> pb.ModelConfig:
     try:
         text_format.Parse(text, proto)
     except text_format.ParseError as exc:
+        line, column = exc.GetLine(), exc.GetColumn()
         unknown = describe_unknown_field(str(exc))
         if unknown is not None:
-            raise ConfigError(model, f"config.pbtxt line {exc.GetLine()}: {unknown}") from None
-        raise ConfigError(model, f"config.pbtxt does not parse: {exc}") from None
+            raise ConfigError(model, f"config.pbtxt line {line}: {unknown}", line, column) from None
+        raise ConfigError(model, f"config.pbtxt does not parse: {exc}", line, column) from None
     _check_enums(proto, model, "config.pbtxt")
     return proto
 
@@ -393,9 +396,8 @@ def validate_config(
 ) -> ModelConfig:
     """Check everything the server relies on; returns the typed config or raises ConfigError.
     `written`: the fields the user's config gives (`ModelConfig.user_wrote`)."""
-    check_config_alone(proto, model, with_io=True)
-    _validate_instance_groups(proto, model)
-    _validate_sizes(proto, model)
+    for _, check in validation_checks():
+        check(proto, model)
     labels = _read_labels(proto, model, model_dir) if model_dir is not None else {}
     return ModelConfig(proto, labels, written)
 
@@ -404,12 +406,35 @@ def check_config_alone(proto: pb.ModelConfig, model: str, with_io: bool) -> None
     """The checks that need nothing but the config, in Triton's order, run before a load
     looks at any file. `with_io` adds the inputs and outputs, which a config may leave for
     auto-complete to fill in (Triton checks them then only after the backend did)."""
-    check_model_wide(proto, model)
-    _validate_version_policy(proto, model)
-    _validate_sequence_state(proto, model)
+    for _, check in config_alone_checks(with_io):
+        check(proto, model)
+
+
+def config_alone_checks(with_io: bool) -> list[tuple[str, ConfigCheck]]:
+    """`check_config_alone`'s checks, in order, each with the field it is about: a load
+    stops at the first fault, `naiad check` runs every one (each reads a part of its own)."""
+    checks = [
+        *MODEL_WIDE_CHECKS,
+        ("version_policy", _validate_version_policy),
+        ("sequence_batching.state", _validate_sequence_state),
+    ]
     if with_io:
-        check_io(proto, model)
-        _refuse_duplicate_tensors(proto, model)
+        checks += [("input", check_io), ("input", _refuse_duplicate_tensors)]
+    checks += [("name", _check_name), ("default_model_filename", _check_default_model_filename)]
+    return checks
+
+
+def validation_checks() -> list[tuple[str, ConfigCheck]]:
+    """`validate_config`'s checks (its label files aside), in order, each with the field
+    it is about."""
+    return [
+        *config_alone_checks(with_io=True),
+        ("instance_group", _validate_instance_groups),
+        ("instance_group", _validate_sizes),
+    ]
+
+
+def _check_name(proto: pb.ModelConfig, model: str) -> None:
     if not proto.name:
         proto.name = model
     elif proto.name != model:
@@ -418,6 +443,9 @@ def check_config_alone(proto: pb.ModelConfig, model: str, with_io: bool) -> None
             model,
             f"unexpected directory name '{model}' for model '{proto.name}', directory name must equal model name",
         )
+
+
+def _check_default_model_filename(proto: pb.ModelConfig, model: str) -> None:
     if proto.default_model_filename and inside_directory(proto.default_model_filename) is None:
         raise ConfigError(
             model,

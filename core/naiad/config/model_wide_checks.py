@@ -9,11 +9,13 @@ name in front, as every naiad config error does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..protos import model_config_pb2 as pb
 from .config_error import ConfigError
 from .ensemble_graph_checks import ensemble_graph_problem
 
-__all__ = ["check_model_wide", "check_model_metrics"]
+__all__ = ["MODEL_WIDE_CHECKS", "ConfigCheck", "check_model_wide", "check_model_metrics"]
 
 _Control = pb.ModelSequenceBatching.Control
 _BOOLEAN_CONTROLS = (_Control.CONTROL_SEQUENCE_START, _Control.CONTROL_SEQUENCE_END, _Control.CONTROL_SEQUENCE_READY)
@@ -22,18 +24,8 @@ _CORRID_TYPES = frozenset((pb.TYPE_UINT64, pb.TYPE_INT64, pb.TYPE_UINT32, pb.TYP
 
 def check_model_wide(proto: pb.ModelConfig, model: str) -> None:
     """Raise ConfigError for the first model-wide field Triton would refuse."""
-    name = proto.name or model
-    for check in (_batch_size_problem, _dynamic_batching_problem, _sequence_batching_problem, _ensemble_problem):
-        problem = check(proto, name)
-        if problem is not None:
-            raise ConfigError(model, problem)
-    if proto.model_transaction_policy.decoupled and proto.response_cache.enable:
-        raise ConfigError(
-            model,
-            f"Response Cache does not currently support model {name} with 'decoupled' transaction policy. "
-            "Please disable the response cache.",
-        )
-    check_model_metrics(proto, model)
+    for _, check in MODEL_WIDE_CHECKS:
+        check(proto, model)
 
 
 def check_model_metrics(proto: pb.ModelConfig, model: str) -> None:
@@ -196,3 +188,37 @@ def _ensemble_problem(proto: pb.ModelConfig, name: str) -> str | None:
             if not getattr(step, field):
                 return f"must specify '{field}' in step {index} of ensemble '{name}'"
     return ensemble_graph_problem(proto, name)
+
+
+def _decoupled_cache_check(proto: pb.ModelConfig, model: str) -> None:
+    if proto.model_transaction_policy.decoupled and proto.response_cache.enable:
+        raise ConfigError(
+            model,
+            f"Response Cache does not currently support model {proto.name or model} with 'decoupled' transaction "
+            "policy. Please disable the response cache.",
+        )
+
+
+# A check of a config: raises ConfigError (the model's name, then the fault) or returns.
+ConfigCheck = Callable[[pb.ModelConfig, str], None]
+
+
+def _raising(problem: Callable[[pb.ModelConfig, str], str | None]) -> ConfigCheck:
+    def check(proto: pb.ModelConfig, model: str) -> None:
+        found = problem(proto, proto.name or model)
+        if found is not None:
+            raise ConfigError(model, found)
+
+    return check
+
+
+# (the field a check is about, the check), in Triton's order. A load stops at the first
+# fault; `naiad check` runs each, since each looks at a part of the config of its own.
+MODEL_WIDE_CHECKS: tuple[tuple[str, ConfigCheck], ...] = (
+    ("max_batch_size", _raising(_batch_size_problem)),
+    ("dynamic_batching", _raising(_dynamic_batching_problem)),
+    ("sequence_batching", _raising(_sequence_batching_problem)),
+    ("ensemble_scheduling", _raising(_ensemble_problem)),
+    ("response_cache", _decoupled_cache_check),
+    ("model_metrics", check_model_metrics),
+)

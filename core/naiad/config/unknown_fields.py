@@ -11,19 +11,43 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from google.protobuf.descriptor import Descriptor
 
 from ..protos import model_config_pb2 as pb
 
-__all__ = ["describe_unknown_field"]
+__all__ = ["UnknownField", "describe_unknown_field", "find_unknown_field", "nearest_name"]
 
 _NO_FIELD = re.compile(r'Message type "(?P<type>[\w.]+)" has no field named "(?P<field>[^"]+)"(?: at "(?P<at>[^"]+)")?')
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownField:
+    """A field protobuf did not know: its name, where it stood (" in dynamic_batching",
+    or ""), the nearest known name (None when none is near) and every known name."""
+
+    field: str
+    where: str
+    nearest: str | None
+    known: tuple[str, ...]
+
+    def describe(self) -> str:
+        if self.nearest is not None:
+            return f"unknown field {self.field}{self.where}; did you mean {self.nearest}?"
+        return f"unknown field {self.field}{self.where} (known fields: {', '.join(self.known)})"
 
 
 def describe_unknown_field(error: str) -> str | None:
     """`unknown field NAME[ in PATH]; did you mean NEAREST?` for a protobuf parse error
     about an unknown field (the known fields listed where none is near), else None."""
+    found = find_unknown_field(error)
+    return found.describe() if found is not None else None
+
+
+def find_unknown_field(error: str) -> UnknownField | None:
+    """The unknown field a protobuf parse error names, else None."""
     found = _NO_FIELD.search(error)
     if found is None:
         return None
@@ -33,12 +57,14 @@ def describe_unknown_field(error: str) -> str | None:
     field = found["field"]
     # JSON keys may use either spelling; suggest in the one the user wrote.
     camel = any(c.isupper() for c in field)
-    names = [f.json_name if camel else f.name for f in descriptor.fields]
-    where = _where(found["at"], descriptor)
-    nearest = difflib.get_close_matches(field, names, n=1, cutoff=0.6)
-    if nearest:
-        return f"unknown field {field}{where}; did you mean {nearest[0]}?"
-    return f"unknown field {field}{where} (known fields: {', '.join(names)})"
+    names = tuple(f.json_name if camel else f.name for f in descriptor.fields)
+    return UnknownField(field, _where(found["at"], descriptor), nearest_name(field, names), names)
+
+
+def nearest_name(word: str, names: Sequence[str]) -> str | None:
+    """The name of `names` nearest to a misspelt `word`, None when none is near."""
+    nearest = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    return nearest[0] if nearest else None
 
 
 def _message_type(full_name: str) -> Descriptor | None:

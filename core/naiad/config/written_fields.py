@@ -4,7 +4,7 @@ Protobuf 3 keeps no presence for scalar fields: once parsed, `max_batch_size: 0`
 `max_batch_size` at all are the same message. Triton's auto-complete fills a field only
 where the config does not give it, and a load must never quietly replace what the user
 wrote, so the written fields are read from the config itself: the text of config.pbtxt
-(walked with protobuf's own tokenizer, after the real parser accepted it) or the keys of a
+(walked with protobuf's own tokenizer, `field_positions`) or the keys of a
 load's JSON override. A field is named by its path: `max_batch_size`,
 `instance_group[0].count`, `input[1].dims`.
 """
@@ -14,67 +14,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from google.protobuf import text_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
+
+from .field_positions import field_positions
 
 __all__ = ["changed_fields", "fields_written_in_dict", "fields_written_in_text"]
 
 
 def fields_written_in_text(text: str, descriptor: Descriptor) -> frozenset[str]:
-    """The scalar fields `text` (protobuf text a parser accepted) gives a value."""
-    tokenizer = text_format.Tokenizer(text.splitlines())
-    written: set[str] = set()
-    try:
-        _walk_text(tokenizer, descriptor, "", written, closing=None)
-    except text_format.ParseError:
-        # Text the real parser took but this walk cannot read: what was read so far still
-        # holds, and a load must not fail over its warnings.
-        pass
-    return frozenset(written)
-
-
-def _walk_text(
-    tokenizer: text_format.Tokenizer, descriptor: Descriptor, prefix: str, written: set[str], closing: str | None
-) -> None:
-    counts: dict[str, int] = {}
-    while not (tokenizer.AtEnd() if closing is None else tokenizer.TryConsume(closing)):
-        name = tokenizer.ConsumeIdentifierOrNumber()
-        field = descriptor.fields_by_name.get(name)
-        if field is None:  # the parser accepted the text, so this cannot happen; stop reading
-            return
-        tokenizer.TryConsume(":")
-        listed = tokenizer.TryConsume("[")
-        while not (listed and tokenizer.TryConsume("]")):
-            if field.message_type is None:
-                _skip_scalar(tokenizer)
-                written.add(prefix + name)
-            else:
-                index = counts.get(name, 0)
-                counts[name] = index + 1
-                path = f"{prefix}{name}[{index}]" if field.is_repeated else prefix + name
-                closer = "}" if tokenizer.TryConsume("{") else ">"
-                if closer == ">":
-                    tokenizer.Consume("<")
-                # A map's entries (parameters) are read past, not named: no default touches them.
-                into = set() if field.message_type.GetOptions().map_entry else written
-                _walk_text(tokenizer, field.message_type, path + ".", into, closer)
-            if not listed:
-                break
-            tokenizer.TryConsume(",")
-        if listed and field.message_type is None:
-            written.add(prefix + name)  # an empty list `dims: []` writes the field too
-        if not tokenizer.TryConsume(";"):
-            tokenizer.TryConsume(",")
-
-
-def _skip_scalar(tokenizer: text_format.Tokenizer) -> None:
-    if tokenizer.token[:1] in ("'", '"'):
-        while tokenizer.token[:1] in ("'", '"'):  # adjacent strings concatenate
-            tokenizer.NextToken()
-        return
-    tokenizer.TryConsume("-")
-    tokenizer.NextToken()
+    """The scalar fields `text` (protobuf text a parser accepted) gives a value. A map's
+    entries (parameters) are left out: no default touches them."""
+    return frozenset(
+        path for path, at in field_positions(text, descriptor).items() if at.scalar and not at.in_map
+    )
 
 
 def fields_written_in_dict(data: Mapping[str, Any], descriptor: Descriptor, prefix: str = "") -> frozenset[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backend.abi import ModelContext
@@ -40,14 +39,14 @@ from ..scheduling.factory import create_scheduler
 from ..scheduling.instance_runner import InstanceRunner
 from ..scheduling.rate_limiter import InstanceGate, RateLimiter
 from .backend_registry import BackendRegistry
-from .config_changes import report_changes
+from .config_completion import Written, complete_config
 from .instance_groups import expand_instance_groups
 from .records import LoadedVersion
 
 if TYPE_CHECKING:
     from ..backend.service import InferenceService
 
-__all__ = ["VersionBuilder", "finalize"]
+__all__ = ["VersionBuilder", "finalize", "misplaced_model_file", "refuse_misplaced_model_file"]
 
 log = logging.getLogger("naiad.models")
 
@@ -103,7 +102,7 @@ class VersionBuilder:
         check_config_alone(proto, name, with_io=not self.auto_complete)
         warn_unknown_metric_families(proto, name)
         available = source.versions()
-        _refuse_misplaced_model_file(source, proto, available)
+        refuse_misplaced_model_file(source, proto, available)
         resolve_backend(proto, name, [source.version_path(v) for v in reversed(available)])
         for field, why in unacted_fields(proto):
             log.warning("model '%s': config field '%s' has no effect in naiad: %s", name, field, why)
@@ -161,14 +160,8 @@ class VersionBuilder:
             server=self.server,
         )
         model = backend.create_model(context)
-        as_written = pb.ModelConfig()
-        as_written.CopyFrom(proto)
-        if self.auto_complete:
-            model.auto_complete_config(provisional)
-            report_changes(name, as_written, proto, written.fields, "auto-complete", written.source)
-            as_written.CopyFrom(proto)
-        fill_config_defaults(proto, name, filename, gpu_ids())
-        report_changes(name, as_written, proto, written.fields, "Triton's defaults", written.source)
+        for _, change in complete_config(model, provisional, filename, written, self.auto_complete):
+            log.warning("model '%s': %s", name, change)
         config = validate_config(proto, name, source.path, written.fields)
         check_cache_config(config)
         context.config = config
@@ -213,19 +206,16 @@ class VersionBuilder:
         return LoadedVersion(name, version, config, scheduler, statistics, dependency_problem=scheduler.problem)
 
 
-@dataclass(frozen=True, slots=True)
-class Written:
-    """The fields the user's config gives a value, and the file (or override) that gives them."""
-
-    fields: frozenset[str]
-    source: str
-
-
-def _refuse_misplaced_model_file(source: ModelSource, proto: pb.ModelConfig, available: list[int]) -> None:
+def misplaced_model_file(source: ModelSource, proto: pb.ModelConfig) -> str | None:
+    """The model file that lies beside config.pbtxt instead of in a version directory."""
     if proto.platform == "ensemble":
-        return
+        return None
     names = [proto.default_model_filename] if proto.default_model_filename else list(FILENAME_TO_BACKEND)
-    misplaced = source.misplaced_model_file(names)
+    return source.misplaced_model_file(names)
+
+
+def refuse_misplaced_model_file(source: ModelSource, proto: pb.ModelConfig, available: list[int]) -> None:
+    misplaced = misplaced_model_file(source, proto)
     if misplaced is None:
         return
     version = available[-1] if available else 1

@@ -15,7 +15,7 @@ import logging
 from ..config.written_fields import changed_fields
 from ..protos import model_config_pb2 as pb
 
-__all__ = ["report_changes"]
+__all__ = ["describe_changes", "report_changes"]
 
 log = logging.getLogger("naiad.models")
 
@@ -25,26 +25,29 @@ def report_changes(
 ) -> None:
     """Warn of every field in `written` whose value `by` (what changed it, for the message)
     took from `before` to `after`; `source` names where the user wrote it."""
+    for _, message in describe_changes(before, after, written, by, source):
+        log.warning("model '%s': %s", model, message)
+
+
+def describe_changes(
+    before: pb.ModelConfig, after: pb.ModelConfig, written: frozenset[str], by: str, source: str
+) -> list[tuple[str, str]]:
+    """(field path, message) for each change `report_changes` warns of."""
+    changes = []
     for path, old, new in changed_fields(before, after, written):
         if old == "KIND_AUTO":
             continue  # KIND_AUTO asks the server to choose: the choice replaces nothing
-        log.warning(
-            "model '%s': %s changed %s from %s (as %s writes it) to %s",
-            model,
-            by,
-            path,
-            _shown(old),
-            source,
-            _shown(new),
-        )
+        changes.append((path, f"{by} changed {path} from {_shown(old)} (as {source} writes it) to {_shown(new)}"))
     if "max_batch_size" not in written and before.max_batch_size != after.max_batch_size:
-        log.warning(
-            "model '%s': %s set max_batch_size to %d, since the model supports batching and the config gives "
-            "no max_batch_size; write max_batch_size in the config to choose another (0 turns batching off)",
-            model,
-            by,
-            after.max_batch_size,
+        changes.append(
+            (
+                "max_batch_size",
+                f"{by} set max_batch_size to {after.max_batch_size}, since the model supports batching and the "
+                "config gives no max_batch_size; write max_batch_size in the config to choose another (0 turns "
+                "batching off)",
+            )
         )
+    return changes
 
 
 def _shown(value: object) -> str:

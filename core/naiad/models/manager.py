@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..config.ensemble_validation import find_ensemble_cycle, step_model_names
+from ..config.ensemble_validation import describe_ensemble_cycle, find_ensemble_cycle, step_model_names
 from ..config.model_config import ModelConfig, config_from_dict, parse_config_text
 from ..errors import ErrorCode, NaiadError
 from ..observability.metrics_settings import MetricsSettings
@@ -198,14 +197,14 @@ class ModelManager:
                 if isinstance(exc, _ChangedWhileLoading):
                     record.fingerprint = None  # the next poll loads it again
                 logged = exc.message
-                exc.message = _without_paths(exc.message, source)
+                exc.message = source.without_paths(exc.message)
                 exc.args = (exc.message,)
                 self._fail(record, exc.message, getattr(exc, "failed_version", None), logged)
                 raise
             except Exception as exc:  # noqa: BLE001 - a broken backend must not take the server down
                 message = f"failed to load '{name}': {type(exc).__name__}: {exc}"
-                self._fail(record, _without_paths(message, source), logged=message)
-                raise NaiadError.internal(_without_paths(message, source)) from exc
+                self._fail(record, source.without_paths(message), logged=message)
+                raise NaiadError.internal(source.without_paths(message)) from exc
             retired = [v for v in record.serving.values() if built.get(v.version) is not v]
             record.serving = built
             record.statistics.update({v: loaded.statistics for v, loaded in built.items()})
@@ -350,12 +349,7 @@ class ModelManager:
         cycle = find_ensemble_cycle(name, proto, self.peek_config)
         if cycle is not None:
             # Triton's words first (it names the first and last ensembles of the loop).
-            raise NaiadError.invalid(
-                f"ensemble '{name}': circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> "
-                f"{cycle[-1]} (its steps lead back to itself through ensembles: "
-                + " -> ".join(cycle)
-                + "; an ensemble cannot contain itself)"
-            )
+            raise NaiadError.invalid(describe_ensemble_cycle(name, cycle))
         sources, _ = self.sources()
         for step_name in step_model_names(proto):
             record = self._records.get(step_name)
@@ -402,18 +396,6 @@ class ModelManager:
             if model not in sources:
                 raise NaiadError.not_found(f"unknown model '{model}': no such model in the model repository")
         return self.get(model, "" if version in (-1, 0) else str(version)).config
-
-
-def _without_paths(message: str, source: ModelSource) -> str:
-    """`message` with the model's directory and its repository cut from the paths in it
-    (`<repository>/m/1/model.onnx` becomes `1/model.onnx`): a load error reaches clients, in
-    the load API's answer and the repository index, and they must not learn where the server
-    keeps its files. Backends name files as they like; this is the one place their words
-    leave for a client."""
-    for directory in (source.path, source.repository):
-        for form in dict.fromkeys((str(directory), str(directory.resolve()))):
-            message = message.replace(form + os.sep, "").replace(form, ".")
-    return message
 
 
 class _ChangedWhileLoading(NaiadError):

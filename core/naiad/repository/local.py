@@ -8,6 +8,7 @@ once; a model name found in two of them is an error, as in Triton.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -63,6 +64,17 @@ class ModelSource:
             if (self.path / filename).exists() and not any((v / filename).exists() for v in versions):
                 return filename
         return None
+
+    def without_paths(self, message: str) -> str:
+        """`message` with the model's directory and its repository cut from the paths in it
+        (`<repository>/m/1/model.onnx` becomes `1/model.onnx`): a load error reaches clients,
+        in the load API's answer and the repository index, and they must not learn where the
+        server keeps its files. Backends name files as they like; this is the one place their
+        words leave for a client (and for `naiad check`'s report)."""
+        for directory in (self.path, self.repository):
+            for form in dict.fromkeys((str(directory), str(directory.resolve()))):
+                message = message.replace(form + os.sep, "").replace(form, ".")
+        return message
 
     def model_fingerprint(self) -> str:
         """Changes whenever a file outside the version directories changes (config.pbtxt,

@@ -1,0 +1,47 @@
+"""What a load does to a config between reading it and validating it: the backend's
+auto-complete (when on), then Triton's defaults, and every value either of them changed
+that the user wrote.
+
+A load logs the changes as warnings and goes on; `naiad check` reports them as findings
+without serving. Both go through `complete_config`, so they see the same config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..backend.abi import Model
+from ..config.defaults import fill_config_defaults
+from ..config.model_config import ModelConfig
+from ..devices import gpu_ids
+from ..protos import model_config_pb2 as pb
+from .config_changes import describe_changes
+
+__all__ = ["Written", "complete_config"]
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """The fields the user's config gives a value, and the file (or override) that gives them."""
+
+    fields: frozenset[str]
+    source: str
+
+
+def complete_config(
+    model: Model, config: ModelConfig, filename: str, written: Written, auto_complete: bool
+) -> list[tuple[str, str]]:
+    """Fill `config.proto` in place, as a load does; returns (field path, message) for
+    each change to what the user wrote (`config_changes.describe_changes`)."""
+    proto = config.proto
+    name = proto.name
+    changes = []
+    as_written = pb.ModelConfig()
+    as_written.CopyFrom(proto)
+    if auto_complete:
+        model.auto_complete_config(config)
+        changes += describe_changes(as_written, proto, written.fields, "auto-complete", written.source)
+        as_written.CopyFrom(proto)
+    fill_config_defaults(proto, name, filename, gpu_ids())
+    changes += describe_changes(as_written, proto, written.fields, "Triton's defaults", written.source)
+    return changes

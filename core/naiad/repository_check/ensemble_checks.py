@@ -1,0 +1,76 @@
+"""The checks of an ensemble, through the server's own: a cycle of ensembles, and the
+wiring, data types and shapes of its steps against their models' completed configs (the
+configs a load of each step would serve with)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..config.defaults import fill_config_defaults
+from ..config.ensemble_validation import (
+    describe_ensemble_cycle,
+    find_ensemble_cycle,
+    step_model_names,
+    validate_ensemble,
+)
+from ..config.model_config import ModelConfig, validate_config
+from ..errors import NaiadError
+from ..protos import model_config_pb2 as pb
+from .checked_model import CheckedModel
+
+__all__ = ["check_ensemble_cycle", "check_ensemble_steps"]
+
+
+def check_ensemble_cycle(
+    model: CheckedModel, proto: pb.ModelConfig, read_config: Callable[[str], pb.ModelConfig | None]
+) -> bool:
+    """An ensemble whose steps lead back to itself; False, reported, when there is one."""
+    cycle = find_ensemble_cycle(model.name, proto, read_config)
+    if cycle is None:
+        return True
+    following = cycle[1]
+    step = next(i for i, s in enumerate(proto.ensemble_scheduling.step) if s.model_name == following)
+    model.report(
+        "error",
+        describe_ensemble_cycle(model.name, cycle),
+        f"remove step {step} (model '{following}') or make it name a model that does not lead back to "
+        f"'{model.name}'",
+        at=model.config.position(f"ensemble_scheduling.step[{step}].model_name"),
+    )
+    return False
+
+
+def check_ensemble_steps(model: CheckedModel, proto: pb.ModelConfig, steps: dict[str, CheckedModel]) -> None:
+    """The ensemble's completed config and its wiring against each step's completed config.
+    `steps`: every model of the repository checked so far, by name. A step model with
+    errors of its own is reported there, not again here."""
+    if any(name in steps and steps[name].completed is None for name in step_model_names(proto)):
+        return
+    completed = pb.ModelConfig()
+    completed.CopyFrom(proto)
+    # As a load does: Triton's defaults, then the config's own checks, then the wiring.
+    fill_config_defaults(completed, model.name, "", [])
+
+    def lookup(name: str, version: int) -> ModelConfig:
+        step = steps.get(name)
+        if step is None or step.completed is None:
+            raise NaiadError.not_found(f"unknown model '{name}': no such model in the model repository")
+        return step.completed
+
+    try:
+        config = validate_config(completed, model.name, model.source.path)
+        validate_ensemble(config, lookup)
+    except NaiadError as exc:
+        model.report("error", exc.message, _wiring_fix(exc.message), field="ensemble_scheduling")
+        return
+    model.completed = config
+
+
+def _wiring_fix(message: str) -> str:
+    if "not available" in message or "is not loaded" in message:
+        return "add the step's model to the repository, or correct the step's model_name"
+    if "inconsistent shape" in message:
+        return "make the dims of the tensor agree where it is written and where it is read (or reshape one end)"
+    if "inconsistent data type" in message:
+        return "make the data_type of the tensor agree where it is written and where it is read"
+    return "map every step input and output (input_map, output_map) to an ensemble tensor, each written once"
