@@ -25,7 +25,14 @@ from ..devices import gpu_ids
 from ..protos import model_config_pb2 as pb
 from .checked_model import CheckedModel
 
-__all__ = ["parse_config", "check_config_alone", "check_backend_named", "check_devices", "check_unacted_fields"]
+__all__ = [
+    "parse_config",
+    "check_config_alone",
+    "check_backend_named",
+    "check_devices",
+    "check_unacted_fields",
+    "fix_for",
+]
 
 # `UnknownField.describe`'s words, as parse_config_text puts them in its error.
 _UNKNOWN_FIELD = re.compile(r"unknown field (?P<field>[^\s;]+)[^;]*(?:; did you mean (?P<nearest>\w+)\?)?")
@@ -47,6 +54,7 @@ _FIXES: dict[str, str] = {
     "input": "give each input and output a unique name, a data_type and dims (integers >= 1, or -1 for a "
     "variable size)",
     "default_model_filename": "name a file inside the version directory (no '/' or '..')",
+    "instance_group": "give each instance group a count >= 0, a name of its own and GPU ids >= 0",
 }
 
 
@@ -95,10 +103,11 @@ def check_config_alone(model: CheckedModel, proto: pb.ModelConfig, with_io: bool
         try:
             check(proto, model.name)
         except ConfigError as exc:
-            model.report("error", exc.message, _fix_for(field, exc.message, model.name), field=field)
+            model.report("error", exc.message, fix_for(field, exc.message, model.name), field=field)
 
 
-def _fix_for(field: str, message: str, model: str) -> str:
+def fix_for(field: str, message: str, model: str) -> str:
+    """What to do about `message`, found by the check about `field`."""
     if field == "name":
         return f'set name: "{model}" (the directory\'s name), or leave name out'
     if field == "input" and "duplicate" in message:

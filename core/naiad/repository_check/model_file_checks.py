@@ -18,9 +18,11 @@ from ..models.backend_registry import BACKEND_PACKAGES, BackendRegistry
 from ..models.config_completion import Written, complete_config
 from ..protos import model_config_pb2 as pb
 from .checked_model import CheckedModel
+from .config_checks import fix_for
 
 __all__ = ["check_model_files"]
 
+_CHANGED_FIX = "write the value the model runs with (or leave the field out for auto-complete to choose it)"
 _MODEL_FIX = (
     "make the config agree with the model file (or leave its inputs and outputs out, and auto-complete fills them "
     "in from the model)"
@@ -79,7 +81,9 @@ def _check_version(
     instance = backend.create_model(context)
     try:
         for field, change in complete_config(instance, provisional, filename, written, auto_complete=True):
-            model.report("warning", change, "write the value the model runs with, or leave the field out", field=field)
+            # A value the config leaves out is auto-complete's to choose; one it writes is not.
+            if field in written.fields:
+                model.report("warning", change, _CHANGED_FIX, field=field)
         _explicit_zero_batch_size(model, instance, untouched, proto, written)
         if not _validate(model, proto):
             return
@@ -100,7 +104,7 @@ def _validate(model: CheckedModel, proto: pb.ModelConfig) -> bool:
         try:
             check(proto, model.name)
         except ConfigError as exc:
-            model.report("error", exc.message, _MODEL_FIX if field == "input" else f"correct {field}", field=field)
+            model.report("error", exc.message, fix_for(field, exc.message, model.name), field=field)
             passed = False
     return passed
 
