@@ -66,8 +66,8 @@ def check_repositories(
         try:
             repository = open_repository(location)
             repository.refresh()
-            repositories.append(repository)
             shown.update({source.repository: location for source in repository.list_models().values()})
+            repositories.append(repository)
         except NaiadError as exc:
             findings.append(Finding("error", "", location, "", None, None, exc.message, "name a model repository"))
     try:
