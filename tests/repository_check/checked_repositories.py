@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 IR_VERSION = 9
 OPSET = 17
 
-PYTHON_MODEL = '''import numpy as np
+PYTHON_MODEL = """import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
@@ -25,7 +25,7 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x)]))
         return responses
-'''
+"""
 
 
 def add_sub_onnx(width: int = 4, batch: Any = "batch") -> bytes:

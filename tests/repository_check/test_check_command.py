@@ -121,8 +121,12 @@ def test_several_repositories_are_checked_together_and_a_model_in_two_is_an_erro
             "",
             f"model 'sound' appears in more than one model repository: {first}, {second}",
         ),
-        ("broken", str(second), "broken/config.pbtxt", "config.pbtxt line 2: unknown field max_batch_szie; did you "
-         "mean max_batch_size?"),
+        (
+            "broken",
+            str(second),
+            "broken/config.pbtxt",
+            "config.pbtxt line 2: unknown field max_batch_szie; did you mean max_batch_size?",
+        ),
     ]
 
 
@@ -172,7 +176,9 @@ def test_the_client_example_repositories_are_clean(tmp_path):
 def test_twenty_models_of_mixed_backends_are_checked_in_seconds(tmp_path, record_property):
     onnx_model = add_sub_onnx()
     for index in range(8):
-        write_model(tmp_path, f"onnx_{index}", {"config.pbtxt": 'platform: "onnxruntime_onnx"\n', "1/model.onnx": onnx_model})
+        write_model(
+            tmp_path, f"onnx_{index}", {"config.pbtxt": 'platform: "onnxruntime_onnx"\n', "1/model.onnx": onnx_model}
+        )
     python_config = (
         'backend: "python"\nmax_batch_size: 4\n'
         'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'

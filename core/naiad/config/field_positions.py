@@ -54,9 +54,7 @@ def _walk(
     counts: dict[str, int] = {}
     while not (tokenizer.AtEnd() if closing is None else tokenizer.TryConsume(closing)):
         name = tokenizer.ConsumeIdentifierOrNumber()
-        # The tokenizer's public way to the position of the token just read.
-        where = tokenizer.ParseErrorPreviousToken("")
-        line, column = where.GetLine(), where.GetColumn()
+        line, column = _previous_token(tokenizer)
         field = descriptor.fields_by_name.get(name)
         if field is None:  # the parser accepted the text, so this cannot happen; stop reading
             return
@@ -74,8 +72,8 @@ def _walk(
                 if closer == ">":
                     tokenizer.Consume("<")
                 # In a list (`input [ {...}, {...} ]`) each element starts at its brace.
-                at = tokenizer.ParseErrorPreviousToken("") if listed else where
-                found.setdefault(path, FieldPosition(at.GetLine(), at.GetColumn(), scalar=False, in_map=in_map))
+                at = _previous_token(tokenizer) if listed else (line, column)
+                found.setdefault(path, FieldPosition(*at, scalar=False, in_map=in_map))
                 entry = in_map or field.message_type.GetOptions().map_entry
                 _walk(tokenizer, field.message_type, path + ".", found, closer, entry)
             if not listed:
@@ -86,6 +84,13 @@ def _walk(
             found.setdefault(prefix + name, FieldPosition(line, column, scalar=True, in_map=in_map))
         if not tokenizer.TryConsume(";"):
             tokenizer.TryConsume(",")
+
+
+def _previous_token(tokenizer: text_format.Tokenizer) -> tuple[int, int]:
+    """(line, column) of the token just read: the tokenizer's public way to it is the
+    error it would raise there (types-protobuf types its argument wrongly)."""
+    where = tokenizer.ParseErrorPreviousToken("")  # type: ignore[arg-type]
+    return where.GetLine() or 0, where.GetColumn() or 0
 
 
 def _skip_scalar(tokenizer: text_format.Tokenizer) -> None:

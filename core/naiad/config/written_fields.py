@@ -25,9 +25,7 @@ __all__ = ["changed_fields", "fields_written_in_dict", "fields_written_in_text"]
 def fields_written_in_text(text: str, descriptor: Descriptor) -> frozenset[str]:
     """The scalar fields `text` (protobuf text a parser accepted) gives a value. A map's
     entries (parameters) are left out: no default touches them."""
-    return frozenset(
-        path for path, at in field_positions(text, descriptor).items() if at.scalar and not at.in_map
-    )
+    return frozenset(path for path, at in field_positions(text, descriptor).items() if at.scalar and not at.in_map)
 
 
 def fields_written_in_dict(data: Mapping[str, Any], descriptor: Descriptor, prefix: str = "") -> frozenset[str]:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from google.protobuf.descriptor import Descriptor
+
 from ..config.ensemble_validation import load_order
+from ..config.written_fields import fields_written_in_text
 from ..errors import NaiadError
 from ..models.backend_registry import BackendRegistry
-from ..config.written_fields import fields_written_in_text
 from ..models.config_completion import Written
 from ..protos import model_config_pb2 as pb
 from ..repository.local import ModelSource, Repository, find_models
@@ -31,6 +33,9 @@ from .ensemble_checks import check_ensemble_cycle, check_ensemble_steps
 from .finding import Finding
 from .layout_checks import check_misplaced_model_file, check_version_directories, check_versions
 from .model_file_checks import check_model_files
+
+# The generated module's descriptor, typed as the pure-Python one (the stubs offer either).
+_DESCRIPTOR: Descriptor = pb.ModelConfig.DESCRIPTOR  # type: ignore[assignment]
 
 __all__ = ["CheckReport", "check_repositories"]
 
@@ -108,7 +113,7 @@ def _check_all(models: dict[str, CheckedModel], backends: BackendRegistry) -> No
                     check_ensemble_steps(model, proto, models)
             else:
                 text = model.config.text or ""
-                written = Written(fields_written_in_text(text, pb.ModelConfig.DESCRIPTOR), "config.pbtxt")
+                written = Written(fields_written_in_text(text, _DESCRIPTOR), "config.pbtxt")
                 check_model_files(model, proto, backends, written)
 
 

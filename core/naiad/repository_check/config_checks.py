@@ -45,7 +45,7 @@ _FIXES: dict[str, str] = {
         "keep preferred_batch_size within 1..max_batch_size and priority levels within 1..priority_levels"
     ),
     "sequence_batching": "give each sequence control one tensor and one pair of false/true values of one kind",
-    "ensemble_scheduling": "set platform: \"ensemble\" with ensemble_scheduling steps that each name a model, "
+    "ensemble_scheduling": 'set platform: "ensemble" with ensemble_scheduling steps that each name a model, '
     "an input_map and an output_map, and wire every ensemble input and output to a step",
     "response_cache": "disable response_cache for a decoupled model",
     "model_metrics": "give each metric_control a metric_identifier family and histogram_options buckets",
@@ -126,8 +126,10 @@ def check_backend_named(model: CheckedModel, proto: pb.ModelConfig) -> bool:
             fix = f'did you mean platform: "{nearest}"?' if nearest else "name a known platform, or a backend instead"
             model.report("error", exc.message, fix, field="platform")
         else:
-            fix = 'name the backend in config.pbtxt (backend: "onnxruntime", "python", ...), or put a model file ' \
+            fix = (
+                'name the backend in config.pbtxt (backend: "onnxruntime", "python", ...), or put a model file '
                 f"with its default name (model.onnx, model.py, ...) in {model.name}/1/"
+            )
             model.report("error", exc.message, fix, field="backend")
         return False
     return True
@@ -158,6 +160,4 @@ def check_devices(model: CheckedModel, proto: pb.ModelConfig) -> None:
 def check_unacted_fields(model: CheckedModel, proto: pb.ModelConfig) -> None:
     """Fields naiad parses without acting on (a load logs the same)."""
     for field, why in unacted_fields(proto):
-        model.report(
-            "warning", f"config field '{field}' has no effect in naiad: {why}", f"remove {field}", field=field
-        )
+        model.report("warning", f"config field '{field}' has no effect in naiad: {why}", f"remove {field}", field=field)

@@ -13,9 +13,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from google.protobuf.descriptor import Descriptor
+
 from ..config.field_positions import FieldPosition, field_positions
 from ..protos import model_config_pb2 as pb
 from ..repository.local import ModelSource
+
+# The generated module's descriptor, typed as the pure-Python one (the stubs offer either).
+_DESCRIPTOR: Descriptor = pb.ModelConfig.DESCRIPTOR  # type: ignore[assignment]
 
 __all__ = ["ConfigSource", "Position"]
 
@@ -54,7 +59,7 @@ class ConfigSource:
     def positions(self) -> dict[str, FieldPosition]:
         # Walked on first use, after the real parser accepted the text.
         if self._positions is None:
-            self._positions = field_positions(self.text or "", pb.ModelConfig.DESCRIPTOR)
+            self._positions = field_positions(self.text or "", _DESCRIPTOR)
         return self._positions
 
     def position(self, path: str) -> Position:

@@ -33,8 +33,7 @@ def check_ensemble_cycle(
     model.report(
         "error",
         describe_ensemble_cycle(model.name, cycle),
-        f"remove step {step} (model '{following}') or make it name a model that does not lead back to "
-        f"'{model.name}'",
+        f"remove step {step} (model '{following}') or make it name a model that does not lead back to '{model.name}'",
         at=model.config.position(f"ensemble_scheduling.step[{step}].model_name"),
     )
     return False

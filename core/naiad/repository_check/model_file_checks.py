@@ -58,9 +58,7 @@ def _backend(model: CheckedModel, proto: pb.ModelConfig, backends: BackendRegist
         return None
 
 
-def _check_version(
-    model: CheckedModel, base: pb.ModelConfig, backend: Backend, version: int, written: Written
-) -> None:
+def _check_version(model: CheckedModel, base: pb.ModelConfig, backend: Backend, version: int, written: Written) -> None:
     proto = pb.ModelConfig()
     proto.CopyFrom(base)
     filename = proto.default_model_filename or backend.default_model_filename
