@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..backend.abi import ModelContext
 from ..cache.response_cache import check_cache_config
-from ..config.defaults import fill_config_defaults
-from ..config.ensemble_validation import validate_ensemble
 from ..config.instance_group_checks import check_instance_groups
 from ..config.model_config import (
     FILENAME_TO_BACKEND,
@@ -39,7 +37,7 @@ from ..scheduling.factory import create_scheduler
 from ..scheduling.instance_runner import InstanceRunner
 from ..scheduling.rate_limiter import InstanceGate, RateLimiter
 from .backend_registry import BackendRegistry
-from .config_completion import Written, complete_config
+from .config_completion import Written, complete_config, complete_ensemble
 from .instance_groups import expand_instance_groups
 from .records import LoadedVersion
 
@@ -194,12 +192,7 @@ class VersionBuilder:
         name = source.name
         if self.server is None:
             raise NaiadError.internal(f"ensemble '{name}' needs a server to run its steps")
-        fill_config_defaults(proto, name, "", [])
-        config = validate_config(proto, name, source.path)
-        plan = validate_ensemble(config, self._step_config)
-        config.inherit_labels(plan.output_labels)
-        # As in Triton, an ensemble with a decoupled step streams: it is decoupled itself.
-        proto.model_transaction_policy.decoupled = plan.decoupled
+        config, plan = complete_ensemble(proto, name, source.path, self._step_config)
         check_cache_config(config)
         statistics = ModelStatistics(name, str(version))
         scheduler = EnsembleScheduler(self.server, config, plan, statistics, str(version), self._step_config)

@@ -1,23 +1,26 @@
-"""What a load does to a config between reading it and validating it: the backend's
+"""What a load does to a config between reading it and serving it: the backend's
 auto-complete (when on), then Triton's defaults, and every value either of them changed
-that the user wrote.
+that the user wrote (`complete_config`); for an ensemble, Triton's defaults, then its checks
+and its wiring against its steps' configs (`complete_ensemble`).
 
 A load logs the changes as warnings and goes on; `naiad check` reports them as findings
-without serving. Both go through `complete_config`, so they see the same config.
+without serving. Both go through these functions, so they see the same config.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..backend.abi import Model
 from ..config.defaults import fill_config_defaults
-from ..config.model_config import ModelConfig
+from ..config.ensemble_validation import EnsemblePlan, StepConfigLookup, validate_ensemble
+from ..config.model_config import ModelConfig, validate_config
 from ..devices import gpu_ids
 from ..protos import model_config_pb2 as pb
 from .config_changes import describe_changes
 
-__all__ = ["Written", "complete_config"]
+__all__ = ["Written", "complete_config", "complete_ensemble"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +48,17 @@ def complete_config(
     fill_config_defaults(proto, name, filename, gpu_ids())
     changes += describe_changes(as_written, proto, written.fields, "Triton's defaults", written.source)
     return changes
+
+
+def complete_ensemble(
+    proto: pb.ModelConfig, name: str, model_dir: Path, step_config: StepConfigLookup
+) -> tuple[ModelConfig, EnsemblePlan]:
+    """Fill and validate an ensemble's config in place, and check its wiring against its
+    steps' configs (`step_config`); raises NaiadError naming the fault."""
+    fill_config_defaults(proto, name, "", [])
+    config = validate_config(proto, name, model_dir)
+    plan = validate_ensemble(config, step_config)
+    config.inherit_labels(plan.output_labels)
+    # As in Triton, an ensemble with a decoupled step streams: it is decoupled itself.
+    proto.model_transaction_policy.decoupled = plan.decoupled
+    return config, plan

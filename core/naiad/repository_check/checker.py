@@ -69,8 +69,7 @@ def check_repositories(
     shown: dict[Path, str] = {}
     for location in locations:
         try:
-            repository = open_repository(location)
-            repository.refresh()
+            repository = open_repository(location)  # a remote one is mirrored here
             shown.update({source.repository: location for source in repository.list_models().values()})
             repositories.append(repository)
         except NaiadError as exc:

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..config.defaults import fill_config_defaults
-from ..config.ensemble_validation import (
-    describe_ensemble_cycle,
-    find_ensemble_cycle,
-    step_model_names,
-    validate_ensemble,
-)
-from ..config.model_config import ModelConfig, validate_config
+from ..config.ensemble_validation import describe_ensemble_cycle, find_ensemble_cycle, step_model_names
+from ..config.model_config import ModelConfig
 from ..errors import NaiadError
+from ..models.config_completion import complete_ensemble
 from ..protos import model_config_pb2 as pb
 from .checked_model import CheckedModel
 
@@ -47,8 +42,6 @@ def check_ensemble_steps(model: CheckedModel, proto: pb.ModelConfig, steps: dict
         return
     completed = pb.ModelConfig()
     completed.CopyFrom(proto)
-    # As a load does: Triton's defaults, then the config's own checks, then the wiring.
-    fill_config_defaults(completed, model.name, "", [])
 
     def lookup(name: str, version: int) -> ModelConfig:
         step = steps.get(name)
@@ -57,8 +50,7 @@ def check_ensemble_steps(model: CheckedModel, proto: pb.ModelConfig, steps: dict
         return step.completed
 
     try:
-        config = validate_config(completed, model.name, model.source.path)
-        validate_ensemble(config, lookup)
+        config, _ = complete_ensemble(completed, model.name, model.source.path, lookup)
     except NaiadError as exc:
         model.report("error", exc.message, _wiring_fix(exc.message), field="ensemble_scheduling")
         return
