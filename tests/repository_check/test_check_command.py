@@ -138,6 +138,19 @@ def test_a_missing_repository_is_named(tmp_path):
     ]
 
 
+def test_a_model_directory_named_as_a_repository_points_at_its_parent(tmp_path):
+    write_model(tmp_path, "sound", SOUND)
+    status, document = check_json(str(tmp_path / "sound"))
+    assert status == 1
+    assert [(f["file"], f["message"], f["fix"]) for f in document["findings"]] == [
+        (
+            "",
+            f"{tmp_path / 'sound'} is a model directory (it holds config.pbtxt), not a model repository",
+            f"name its parent: {tmp_path}",
+        )
+    ]
+
+
 def test_no_repository_is_a_usage_error():
     done = run_check()
     assert done.returncode == 2

@@ -141,6 +141,16 @@ ROWS = [
         "put the model file at missing_model_file/1/model.onnx, or set default_model_filename to the name it has",
     ),
     Row(
+        "corrupt_model_file",
+        {"config.pbtxt": 'platform: "onnxruntime_onnx"\n', "1/model.onnx": b"not an onnx model"},
+        "error",
+        "corrupt_model_file/1/model.onnx",
+        None,
+        "onnxruntime cannot load model.onnx: ",
+        "replace the model file with one its backend can load (or name the right backend)",
+        whole_message=False,
+    ),
+    Row(
         "outside_version",
         {"config.pbtxt": 'platform: "onnxruntime_onnx"\n', "model.onnx": ONNX},
         "error",

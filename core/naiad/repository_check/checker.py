@@ -68,6 +68,13 @@ def check_repositories(
     # Each repository's directory (a remote one's local mirror), to the location as given.
     shown: dict[Path, str] = {}
     for location in locations:
+        if (Path(location) / "config.pbtxt").is_file():
+            # A model's own directory: read as a repository, its version directories would
+            # be taken for models, each failing in its own confusing way.
+            parent = Path(location).resolve().parent
+            message = f"{location} is a model directory (it holds config.pbtxt), not a model repository"
+            findings.append(Finding("error", "", location, "", None, None, message, f"name its parent: {parent}"))
+            continue
         try:
             repository = open_repository(location)  # a remote one is mirrored here
             shown.update({source.repository: location for source in repository.list_models().values()})

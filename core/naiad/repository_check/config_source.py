@@ -75,10 +75,10 @@ class ConfigSource:
             path = path.rpartition(".")[0]
         return _NOWHERE
 
-    def locate(self, message: str, field: str = "") -> Position:
+    def locate(self, message: str, field: str = "", *, words: bool = True) -> Position:
         """Where a problem described by `message` lies: the first field path it names,
-        else the ensemble step, else the tensor, else a field named by a plain word, else
-        `field` (what the check that found it is about)."""
+        else the ensemble step, else the tensor, else (with `words`) a field named by a
+        plain word, else `field` (what the check that found it is about)."""
         for found in _PATH.finditer(message):
             if self._written_under(found.group()):
                 return self.position(found.group())
@@ -89,7 +89,7 @@ class ConfigSource:
             at = self._tensor_position(kind, name)
             if at != _NOWHERE:
                 return at
-        for word in _WORD.findall(message):
+        for word in _WORD.findall(message) if words else ():
             if word in self.positions and self.positions[word].scalar:
                 return self.position(word)
         return self.position(field) if field else _NOWHERE

@@ -23,6 +23,7 @@ from .config_checks import fix_for
 __all__ = ["check_model_files"]
 
 _CHANGED_FIX = "write the value the model runs with (or leave the field out for auto-complete to choose it)"
+_UNREADABLE_FIX = "replace the model file with one its backend can load (or name the right backend)"
 _MODEL_FIX = (
     "make the config agree with the model file (or leave its inputs and outputs out, and auto-complete fills them "
     "in from the model)"
@@ -90,9 +91,22 @@ def _check_version(model: CheckedModel, base: pb.ModelConfig, backend: Backend, 
         instance.initialize()
         model.completed = config
     except NaiadError as exc:
-        model.report("error", exc.message, _MODEL_FIX, field="input")
+        _report_model_fault(model, exc.message, shown)
+    except Exception as exc:  # noqa: BLE001 - a backend's own failure fails the load too
+        _report_model_fault(model, f"the {backend.name} backend failed: {type(exc).__name__}: {exc}", shown)
     finally:
         instance.finalize()
+
+
+def _report_model_fault(model: CheckedModel, message: str, model_file: str) -> None:
+    """A fault found with the model file at hand: at the config line it names, else at the
+    model file (one that does not load names no line of the config)."""
+    # A plain word is no evidence here: a backend's message about its file says "platform".
+    at = model.config.locate(message, words=False)
+    if at != (None, None):
+        model.report("error", message, _MODEL_FIX, at=at)
+    else:
+        model.report("error", message, _UNREADABLE_FIX, file=model_file)
 
 
 def _validate(model: CheckedModel, proto: pb.ModelConfig) -> bool:
