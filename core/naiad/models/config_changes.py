@@ -3,36 +3,26 @@
 Auto-complete and Triton's defaults fill what a config leaves out; when one of them replaces
 a value the user did write (`instance_group { count: 0 }` becomes two instances, a Python
 model's `auto_complete_config` sets a max_batch_size the file gives as 0), the model serves
-with a config its author never saw. Each such change is logged as a warning naming both
-values; so is the max_batch_size auto-complete chooses for a config that gives none, as
-Triton logs it, since it decides how requests must be shaped.
+with a config its author never saw. A load logs each such change as a warning naming both
+values (`naiad check` reports it too). A load also logs the max_batch_size auto-complete
+chooses for a config that gives none, as Triton logs it, since it decides how requests must
+be shaped.
 """
 
 from __future__ import annotations
 
-import logging
-
 from ..config.written_fields import changed_fields
 from ..protos import model_config_pb2 as pb
 
-__all__ = ["describe_changes", "report_changes"]
-
-log = logging.getLogger("naiad.models")
-
-
-def report_changes(
-    model: str, before: pb.ModelConfig, after: pb.ModelConfig, written: frozenset[str], by: str, source: str
-) -> None:
-    """Warn of every field in `written` whose value `by` (what changed it, for the message)
-    took from `before` to `after`; `source` names where the user wrote it."""
-    for _, message in describe_changes(before, after, written, by, source):
-        log.warning("model '%s': %s", model, message)
+__all__ = ["describe_changes"]
 
 
 def describe_changes(
     before: pb.ModelConfig, after: pb.ModelConfig, written: frozenset[str], by: str, source: str
 ) -> list[tuple[str, str]]:
-    """(field path, message) for each change `report_changes` warns of."""
+    """(field path, message) for every field in `written` whose value `by` (what changed
+    it, for the message) took from `before` to `after` (`source` names where the user wrote
+    it), and for the max_batch_size auto-complete chose where none was written."""
     changes = []
     for path, old, new in changed_fields(before, after, written):
         if old == "KIND_AUTO":
