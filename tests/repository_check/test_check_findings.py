@@ -211,6 +211,29 @@ ensemble_scheduling {
         "make the dims of the tensor agree where it is written and where it is read (or reshape one end)",
     ),
     Row(
+        "failing_step",
+        {
+            "config.pbtxt": """platform: "ensemble"
+max_batch_size: 4
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling {
+  step [ {
+    model_name: "negative_batch"
+    input_map { key: "INPUT0" value: "IN" }
+    output_map { key: "OUTPUT0" value: "OUT" }
+  } ]
+}
+""",
+            "1/": "",
+        },
+        "error",
+        "failing_step/config.pbtxt",
+        7,
+        "step model 'negative_batch' would fail to load, and the ensemble with it",
+        "correct 'negative_batch' (its findings are listed under it)",
+    ),
+    Row(
         "unknown_platform",
         {"config.pbtxt": 'max_batch_size: 4\nplatform: "onnxruntime_onx"\n', "1/model.onnx": ONNX},
         "error",
