@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from naiad.devices import gpu_ids
+
 pytest.importorskip("onnx")
 pytest.importorskip("naiad_backend_onnx")
 pytest.importorskip("naiad_backend_python")
@@ -135,6 +137,22 @@ def test_a_missing_repository_is_named(tmp_path):
     assert status == 1
     assert [(f["repository"], f["message"]) for f in document["findings"]] == [
         (str(tmp_path / "nowhere"), f"model repository '{tmp_path / 'nowhere'}' is not a directory")
+    ]
+
+
+@pytest.mark.skipif(bool(gpu_ids()), reason="this machine has the GPU the config asks for")
+def test_a_gpu_group_on_a_machine_without_gpus_is_a_warning(tmp_path):
+    config = 'backend: "python"\ninstance_group [ { count: 1 kind: KIND_GPU } ]\n'
+    write_model(tmp_path, "gpu", {"config.pbtxt": config, "1/model.py": PYTHON_MODEL})
+    status, document = check_json(str(tmp_path))
+    assert status == 0
+    assert [(f["severity"], f["line"], f["message"], f["fix"]) for f in document["findings"]] == [
+        (
+            "warning",
+            2,
+            "instance group gpu_0 of model gpu has kind KIND_GPU but no GPUs are available (on this machine)",
+            "serve it where those GPUs are, or use kind: KIND_CPU here",
+        )
     ]
 
 

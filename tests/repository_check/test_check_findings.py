@@ -279,6 +279,18 @@ ensemble_scheduling {
         "rename it to 2/",
     ),
     Row(
+        "no_effect",
+        {
+            "config.pbtxt": 'backend: "python"\ninstance_group [\n  { count: 1 kind: KIND_CPU passive: true }\n]\n',
+            "1/model.py": PYTHON_MODEL,
+        },
+        "warning",
+        "no_effect/config.pbtxt",
+        3,
+        "config field 'instance_group.passive' has no effect in naiad: naiad schedules requests on every instance",
+        "remove instance_group.passive",
+    ),
+    Row(
         "name_mismatch",
         {"config.pbtxt": 'backend: "python"\nname: "other_name"\n', "1/model.py": PYTHON_MODEL},
         "error",
