@@ -109,6 +109,35 @@ def test_backend_config_reaches_auto_complete(tmp_path):
     assert "auto-complete would set max_batch_size to 16" in document["findings"][0]["message"]
 
 
+def test_without_auto_complete_a_config_must_list_its_tensors(tmp_path):
+    write_model(tmp_path, "no_config", {"1/model.onnx": add_sub_onnx()})
+    write_model(tmp_path, "no_tensors", SOUND)
+    status, document = check_json(str(tmp_path), "--disable-auto-complete-config")
+    assert status == 1
+    assert [(f["model"], f["file"], f["line"], f["message"], f["fix"]) for f in document["findings"]] == [
+        (
+            "no_config",
+            "no_config/",
+            None,
+            "config.pbtxt: not found, and auto-complete is disabled",
+            "write no_config/config.pbtxt, or let auto-complete fill it in (no --disable-auto-complete-config)",
+        ),
+        (
+            "no_tensors",
+            "no_tensors/config.pbtxt",
+            None,
+            "unable to load model 'no_tensors', configuration expects 0 inputs, model provides 2",
+            "make the config agree with the model file (or leave its inputs and outputs out, and auto-complete "
+            "fills them in from the model)",
+        ),
+    ]
+    # With auto-complete (the default), both load.
+    assert check_json(str(tmp_path)) == (
+        0,
+        {**document, "findings": [], "summary": {**document["summary"], "errors": 0, "failing_models": []}},
+    )
+
+
 def test_several_repositories_are_checked_together_and_a_model_in_two_is_an_error(tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
     write_model(first, "sound", SOUND)
@@ -178,7 +207,13 @@ def test_no_repository_is_a_usage_error():
 def test_help_describes_every_flag():
     done = subprocess.run([sys.executable, "-m", "naiad.cli", "check", "--help"], capture_output=True, text=True)
     assert done.returncode == 0
-    for flag in ("--model-repository", "--format", "--model-config-name", "--backend-config"):
+    for flag in (
+        "--model-repository",
+        "--format",
+        "--model-config-name",
+        "--backend-config",
+        "--disable-auto-complete-config",
+    ):
         assert flag in done.stdout
 
 

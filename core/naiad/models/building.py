@@ -44,9 +44,12 @@ from .records import LoadedVersion
 if TYPE_CHECKING:
     from ..backend.service import InferenceService
 
-__all__ = ["VersionBuilder", "finalize", "misplaced_model_file", "refuse_misplaced_model_file"]
+__all__ = ["MISSING_CONFIG", "VersionBuilder", "finalize", "misplaced_model_file", "refuse_misplaced_model_file"]
 
 log = logging.getLogger("naiad.models")
+
+# A model without config.pbtxt loads only when auto-complete may write one.
+MISSING_CONFIG = "config.pbtxt: not found, and auto-complete is disabled"
 
 
 class VersionBuilder:
@@ -91,7 +94,7 @@ class VersionBuilder:
         else:
             text = source.config_text(self.config_name)
             if text is None and not self.auto_complete:
-                raise ConfigError(name, "config.pbtxt: not found, and auto-complete is disabled")
+                raise ConfigError(name, MISSING_CONFIG)
             proto = parse_config_text(text or "", name)
             written = fields_written_in_text(text or "", pb.ModelConfig.DESCRIPTOR)
             written_in = source.config_path(self.config_name).name

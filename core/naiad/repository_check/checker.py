@@ -58,11 +58,15 @@ class CheckReport:
 
 
 def check_repositories(
-    locations: list[str], config_name: str = "", backends: BackendRegistry | None = None
+    locations: list[str],
+    config_name: str = "",
+    backends: BackendRegistry | None = None,
+    auto_complete: bool = True,
 ) -> CheckReport:
     """Check every model of the repositories at `locations` (local directories or object
     store URLs, as `--model-repository` takes them); `config_name` as tritonserver's
-    --model-config-name. `backends` defaults to the installed backend packages."""
+    --model-config-name; `auto_complete` False as --disable-auto-complete-config. `backends`
+    defaults to the installed backend packages."""
     findings: list[Finding] = []
     repositories: list[Repository] = []
     # Each repository's directory (a remote one's local mirror), to the location as given.
@@ -93,7 +97,7 @@ def check_repositories(
     models = {name: _checked(source, shown, config_name) for name, source in sources.items()}
     registry = backends or BackendRegistry()
     try:
-        _check_all(models, registry)
+        _check_all(models, registry, auto_complete)
     finally:
         if backends is None:
             registry.finalize()
@@ -107,8 +111,8 @@ def _checked(source: ModelSource, shown: dict[Path, str], config_name: str) -> C
     return CheckedModel(source, location, ConfigSource.read(source, config_name))
 
 
-def _check_all(models: dict[str, CheckedModel], backends: BackendRegistry) -> None:
-    parsed = {name: _check_config(model) for name, model in models.items()}
+def _check_all(models: dict[str, CheckedModel], backends: BackendRegistry, auto_complete: bool) -> None:
+    parsed = {name: _check_config(model, auto_complete) for name, model in models.items()}
     for wave in load_order(sorted(models), parsed.get):
         for name in wave:
             model, proto = models[name], parsed[name]
@@ -120,18 +124,18 @@ def _check_all(models: dict[str, CheckedModel], backends: BackendRegistry) -> No
             else:
                 text = model.config.text or ""
                 written = Written(fields_written_in_text(text, _DESCRIPTOR), "config.pbtxt")
-                check_model_files(model, proto, backends, written)
+                check_model_files(model, proto, backends, written, auto_complete)
 
 
-def _check_config(model: CheckedModel) -> pb.ModelConfig | None:
+def _check_config(model: CheckedModel, auto_complete: bool) -> pb.ModelConfig | None:
     """The checks of config.pbtxt and the model's directory; the parsed config (backend
     resolved) when a load would go on to the model files."""
     check_version_directories(model)
-    proto = parse_config(model)
+    proto = parse_config(model, auto_complete)
     if proto is None:
         return None
-    # As a load with auto-complete on: inputs and outputs wait for the backend.
-    check_config_alone(model, proto, with_io=False)
+    # As a load: with auto-complete, inputs and outputs wait for the backend.
+    check_config_alone(model, proto, with_io=not auto_complete)
     check_misplaced_model_file(model, proto)
     if not check_backend_named(model, proto):
         return proto

@@ -22,6 +22,7 @@ from ..config.model_config import (
 from ..config.unacted import unacted_fields
 from ..config.unknown_fields import nearest_name
 from ..devices import gpu_ids
+from ..models.building import MISSING_CONFIG
 from ..protos import model_config_pb2 as pb
 from .checked_model import CheckedModel
 
@@ -58,9 +59,18 @@ _FIXES: dict[str, str] = {
 }
 
 
-def parse_config(model: CheckedModel) -> pb.ModelConfig | None:
-    """The config parsed as a load parses it, else None with the parse error reported."""
+def parse_config(model: CheckedModel, auto_complete: bool) -> pb.ModelConfig | None:
+    """The config parsed as a load parses it, else None with the parse error reported
+    (a model without config.pbtxt has an empty one, unless auto-complete is off)."""
     text = model.config.text
+    if text is None and not auto_complete:
+        model.report(
+            "error",
+            MISSING_CONFIG,
+            f"write {model.name}/config.pbtxt, or let auto-complete fill it in (no --disable-auto-complete-config)",
+            file=model.config.file,
+        )
+        return None
     try:
         proto = parse_config_text(text or "", model.name)
     except ConfigError as exc:

@@ -30,14 +30,16 @@ _MODEL_FIX = (
 )
 
 
-def check_model_files(model: CheckedModel, proto: pb.ModelConfig, backends: BackendRegistry, written: Written) -> None:
-    """Every version a load builds; `model.completed` is the config of the latest one
-    that passed."""
+def check_model_files(
+    model: CheckedModel, proto: pb.ModelConfig, backends: BackendRegistry, written: Written, auto_complete: bool
+) -> None:
+    """Every version a load builds, with the backend's auto-complete when `auto_complete`;
+    `model.completed` is the config of the latest one that passed."""
     backend = _backend(model, proto, backends)
     if backend is None:
         return
     for version in model.versions:
-        _check_version(model, proto, backend, version, written)
+        _check_version(model, proto, backend, version, written, auto_complete)
 
 
 def _backend(model: CheckedModel, proto: pb.ModelConfig, backends: BackendRegistry) -> Backend | None:
@@ -59,7 +61,9 @@ def _backend(model: CheckedModel, proto: pb.ModelConfig, backends: BackendRegist
         return None
 
 
-def _check_version(model: CheckedModel, base: pb.ModelConfig, backend: Backend, version: int, written: Written) -> None:
+def _check_version(
+    model: CheckedModel, base: pb.ModelConfig, backend: Backend, version: int, written: Written, auto_complete: bool
+) -> None:
     proto = pb.ModelConfig()
     proto.CopyFrom(base)
     filename = proto.default_model_filename or backend.default_model_filename
@@ -79,11 +83,12 @@ def _check_version(model: CheckedModel, base: pb.ModelConfig, backend: Backend, 
     context = ModelContext(model.name, version, model.source.path, version_path, provisional, filename)
     instance = backend.create_model(context)
     try:
-        for field, change in complete_config(instance, provisional, filename, written, auto_complete=True):
+        for field, change in complete_config(instance, provisional, filename, written, auto_complete):
             # A value the config leaves out is auto-complete's to choose; one it writes is not.
             if field in written.fields:
                 model.report("warning", change, _CHANGED_FIX, field=field)
-        _explicit_zero_batch_size(model, instance, untouched, proto, written)
+        if auto_complete:
+            _explicit_zero_batch_size(model, instance, untouched, proto, written)
         if not _validate(model, proto):
             return
         config = validate_config(proto, model.name, model.source.path, written.fields)
@@ -99,11 +104,12 @@ def _check_version(model: CheckedModel, base: pb.ModelConfig, backend: Backend, 
 
 
 def _report_model_fault(model: CheckedModel, message: str, model_file: str) -> None:
-    """A fault found with the model file at hand: at the config line it names, else at the
-    model file (one that does not load names no line of the config)."""
+    """A fault found with the model file at hand: at the config line it names; in the
+    config when it speaks of the configuration; else at the model file (one that does not
+    load names no line of the config)."""
     # A plain word is no evidence here: a backend's message about its file says "platform".
-    at = model.config.locate(message, words=False)
-    if at != (None, None):
+    at = model.config.locate(message, "input", words=False)
+    if at != (None, None) or "config" in message:
         model.report("error", message, _MODEL_FIX, at=at)
     else:
         model.report("error", message, _UNREADABLE_FIX, file=model_file)

@@ -41,6 +41,13 @@ class CheckFlags:
         metavar="NAME",
         parse=config_name,
     )
+    disable_auto_complete_config: bool = option(
+        False,
+        "--disable-auto-complete-config",
+        "check as naiad serve --disable-auto-complete-config loads: configs must list inputs and outputs",
+        switch=True,
+        shown="",
+    )
     backend_config: tuple[tuple[str, str, str], ...] = option(
         (),
         "--backend-config",
@@ -71,7 +78,9 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[st
     logging.getLogger("naiad").propagate = False
     registry = BackendRegistry(settings)
     try:
-        report = check_repositories(locations, flags.model_config_name, registry)
+        report = check_repositories(
+            locations, flags.model_config_name, registry, auto_complete=not flags.disable_auto_complete_config
+        )
     finally:
         registry.finalize()
     if flags.format == "json":
