@@ -132,10 +132,8 @@ def test_without_auto_complete_a_config_must_list_its_tensors(tmp_path):
         ),
     ]
     # With auto-complete (the default), both load.
-    assert check_json(str(tmp_path)) == (
-        0,
-        {**document, "findings": [], "summary": {**document["summary"], "errors": 0, "failing_models": []}},
-    )
+    status, document = check_json(str(tmp_path))
+    assert (status, document["findings"]) == (0, [])
 
 
 def test_several_repositories_are_checked_together_and_a_model_in_two_is_an_error(tmp_path):
