@@ -7,10 +7,13 @@
 #      own torch, CuPy, cuda-bindings and NVML stay in use);
 #   3. prints the versions that matter (Python, torch and its CUDA, cuda-bindings, CuPy, NVML);
 #   4. runs every GPU test: pytest -m gpu tests/gpu;
-#   5. runs bench/gpu_bench.py (HTTP, gRPC, gRPC + CUDA shared memory beside torch's ceiling).
+#   5. runs Triton's two CUDA shared-memory client examples, unchanged, when .whl/client_examples
+#      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them);
+#   6. runs bench/gpu_bench.py (HTTP, gRPC, gRPC + CUDA shared memory beside torch's ceiling).
 # Everything it prints goes to $OUT/gpu-check.log too; $OUT/summary.md holds the GPU, the date,
 # each step's outcome and time, the test counts, failures, and the benchmark's table;
-# $OUT/pytest.xml and $OUT/bench.json the details. It ends within about 8 minutes.
+# $OUT/pytest.xml and $OUT/bench.json the details. It ends within 8 minutes: each step's limit
+# is cut to what is left of BUDGET_S (470 s), keeping time for the summary.
 # Exit status: 0 when the tests and the benchmark passed, 3 without a GPU, 4 without .whl/, 1
 # otherwise. OUT defaults to ./gpu-check-out where the device tool does not set it.
 set -uo pipefail
@@ -25,6 +28,7 @@ py=${PYTHON:-python3}
 site=${NAIAD_GPU_SITE:-/tmp/naiad-gpu-site}
 export PYTHONUNBUFFERED=1
 declare -a steps=()
+BUDGET_S=470
 
 # On stderr: a step's stdout may be its own file (versions.txt, bench.log).
 say() { printf '\n== gpu-check.sh [%4d s] %s\n' "$SECONDS" "$*" >&2; }
@@ -32,6 +36,12 @@ say() { printf '\n== gpu-check.sh [%4d s] %s\n' "$SECONDS" "$*" >&2; }
 step() {
   local name=$1 limit=$2 started=$SECONDS status
   shift 2
+  local left=$((BUDGET_S - SECONDS - 10))
+  [ "$limit" -le "$left" ] || limit=$left
+  if [ "$limit" -le 0 ]; then
+    steps+=("$name: not run, no time left")
+    return 124
+  fi
   say "$name (at most ${limit} s)"
   timeout --kill-after=10 "$limit" "$@"
   status=$?
@@ -83,6 +93,12 @@ for case in root.iter("testcase"):
             print(f"- {kind.upper()} {case.get('classname')}::{case.get('name')}: {text}")
 EOF
     fi
+    if [ -s "$out/examples.log" ]; then
+      echo
+      echo "## Triton's CUDA shared-memory client examples"
+      echo
+      sed 's/^/    /' "$out/examples.log"
+    fi
     if [ -s "$out/bench.log" ]; then
       echo
       echo "## Benchmark (bench/gpu_bench.py)"
@@ -118,14 +134,14 @@ if ! ls .whl/*.whl >/dev/null 2>&1; then
   exit 4
 fi
 rm -rf "$site"
-if ! step "install the carried wheels" 120 "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+if ! step "install the carried wheels" 90 "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
   --upgrade --target "$site" .whl/*.whl; then
   write_summary "FAILED: the wheels did not install"
   exit 1
 fi
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 
-step "versions" 60 "$py" - >"$out/versions.txt" <<'EOF'
+step "versions" 45 "$py" - >"$out/versions.txt" <<'EOF'
 import importlib.metadata as md
 import platform
 
@@ -144,7 +160,7 @@ for name in ("cuda-bindings", "cupy-cuda13x", "cupy-cuda12x", "nvidia-ml-py", "t
 EOF
 cat "$out/versions.txt"
 
-step "GPU tests: pytest -m gpu tests/gpu" 200 "$py" -m pytest -m gpu -p no:cacheprovider -q -rsfE \
+step "GPU tests: pytest -m gpu tests/gpu" 180 "$py" -m pytest -m gpu -p no:cacheprovider -q -rsfE \
   --junitxml="$out/pytest.xml" tests/gpu
 tests_status=$?
 # A GPU test that skips on a GPU machine proved nothing: count it as a failure.
@@ -155,13 +171,22 @@ if [ "$tests_status" -eq 0 ] && [ "$skipped" != 0 ]; then
   tests_status=5
 fi
 
-step "benchmark: bench/gpu_bench.py" 210 "$py" bench/gpu_bench.py --json "$out/bench.json" > >(tee "$out/bench.log")
+examples_status=0
+if ls .whl/client_examples/*.py >/dev/null 2>&1; then
+  step "Triton's CUDA shared-memory client examples" 100 "$py" scripts/client_examples/run_examples.py \
+    .whl/client_examples "$site/bin/naiad" > >(tee "$out/examples.log")
+  examples_status=$?
+else
+  steps+=("Triton's CUDA shared-memory client examples: not carried (TRITON_CLIENT=... bash scripts/gpu-wheels.sh)")
+fi
+
+step "benchmark: bench/gpu_bench.py" 220 "$py" bench/gpu_bench.py --json "$out/bench.json" > >(tee "$out/bench.log")
 bench_status=$?
 sleep 1 # tee's last lines
 
-if [ "$tests_status" -eq 0 ] && [ "$bench_status" -eq 0 ]; then
+if [ "$tests_status" -eq 0 ] && [ "$examples_status" -eq 0 ] && [ "$bench_status" -eq 0 ]; then
   write_summary "passed"
   exit 0
 fi
-write_summary "FAILED (tests: exit $tests_status, benchmark: exit $bench_status)"
+write_summary "FAILED (tests: exit $tests_status, client examples: exit $examples_status, benchmark: exit $bench_status)"
 exit 1

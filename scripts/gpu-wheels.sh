@@ -12,7 +12,10 @@
 # Then it checks the set: every wheel installs for CPython 3.12 on x86-64 (pip --dry-run), every
 # requirement of every wheel is carried or on the machine (IMAGE below), and the total is at
 # most 64 MiB (what a device call carries); it prints the total and exits 1 on any failure.
-# Usage: bash scripts/gpu-wheels.sh        (then run(command="bash scripts/gpu-check.sh", carry=[".whl"]))
+# With TRITON_CLIENT=<a checkout of github.com/triton-inference-server/client>, Triton's two CUDA
+# shared-memory client examples are copied into .whl/client_examples/ too, and gpu-check.sh runs
+# them, unchanged, against naiad (they are Triton's code: carried, never committed).
+# Usage: [TRITON_CLIENT=DIR] bash scripts/gpu-wheels.sh   (then run(command="bash scripts/gpu-check.sh", carry=[".whl"]))
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.whl
@@ -114,7 +117,17 @@ for who, what in missing:
 sys.exit(1 if missing else 0)
 EOF
 
-total=$(cat "$out"/*.whl | wc -c)
+if [ -n "${TRITON_CLIENT:-}" ]; then
+  mkdir -p "$out/client_examples"
+  for example in simple_http_cudashm_client.py simple_grpc_cudashm_client.py; do
+    cp "$TRITON_CLIENT/src/python/examples/$example" "$out/client_examples/"
+  done
+  step "copied Triton's CUDA shared-memory client examples into $out/client_examples"
+else
+  step "TRITON_CLIENT not set: gpu-check.sh will not run Triton's CUDA shared-memory client examples"
+fi
+
+total=$(find "$out" -type f -print0 | xargs -0 cat | wc -c)
 ls -l "$out"
-printf 'gpu-wheels.sh: %d wheels, %.1f MiB in all (the limit is 64 MiB)\n' "$(ls "$out"/*.whl | wc -l)" "$(echo "$total / 1048576" | bc -l)"
+printf 'gpu-wheels.sh: %d wheels, %.1f MiB in all with the examples (the limit is 64 MiB)\n' "$(ls "$out"/*.whl | wc -l)" "$(echo "$total / 1048576" | bc -l)"
 [ "$total" -le "$limit" ] || { echo "gpu-wheels.sh: over 64 MiB" >&2; exit 1; }
