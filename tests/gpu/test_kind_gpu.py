@@ -107,7 +107,7 @@ def test_nvml_gauges_under_tritons_names(server):
         "nv_gpu_power_limit",
         "nv_energy_consumption",
     ):
-        samples = re.findall(rf'^{family}{{gpu_uuid="(GPU-[0-9a-f-]+)"}} ([0-9.e+-]+)$', text, re.M)
+        samples = re.findall(rf'^{family}\{{gpu_uuid="(GPU-[0-9a-f-]+)"\}} ([0-9.e+-]+)$', text, re.M)
         assert samples, f"{family} missing:\n{text}"
     total = float(re.search(r"^nv_gpu_memory_total_bytes\{[^}]*\} (\S+)$", text, re.M).group(1))
     used = float(re.search(r"^nv_gpu_memory_used_bytes\{[^}]*\} (\S+)$", text, re.M).group(1))
