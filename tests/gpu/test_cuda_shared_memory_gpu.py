@@ -5,7 +5,11 @@ them, over HTTP and gRPC; with --workers 2 every process holds the regions."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -114,3 +118,31 @@ def test_a_region_larger_than_the_allocation_is_refused(server, regions, protoco
         client.register_cuda_shared_memory("too_big", cudashm.get_raw_handle(handles["input_data"]), 0, 1 << 30)
     assert info.value.message().startswith("failed to register shared memory region 'too_big': invalid args")
     assert info.value.status() == ("400" if protocol == "http" else "StatusCode.INVALID_ARGUMENT")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_name_registered_twice_is_refused(server, regions, protocol):
+    cudashm, handles = regions
+    module = httpclient if protocol == "http" else grpcclient
+    client = module.InferenceServerClient(server.http_url if protocol == "http" else server.grpc_url)
+    raw = cudashm.get_raw_handle(handles["input_data"])
+    client.register_cuda_shared_memory("twice", raw, 0, BYTES)
+    try:
+        with pytest.raises(InferenceServerException) as info:
+            client.register_cuda_shared_memory("twice", raw, 0, BYTES)
+        assert "shared memory region 'twice' already in manager" in info.value.message()
+        assert [r["name"] for r in region_status(client, protocol)] == ["twice"]
+    finally:
+        client.unregister_cuda_shared_memory()
+
+
+def test_a_handle_of_the_wrong_size_is_refused_over_http(server):
+    body = json.dumps({"raw_handle": {"b64": base64.b64encode(b"\0" * 32).decode()}, "device_id": 0, "byte_size": 64})
+    request = urllib.request.Request(
+        f"http://{server.http_url}/v2/cudasharedmemory/region/short/register", data=body.encode(), method="POST"
+    )
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=30)
+    assert info.value.code == 400
+    error = json.loads(info.value.read())["error"]
+    assert error.startswith("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
