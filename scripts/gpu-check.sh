@@ -7,9 +7,9 @@
 #      own torch, CuPy, cuda-bindings and NVML stay in use);
 #   3. prints the versions that matter (Python, torch and its CUDA, cuda-bindings, CuPy, NVML);
 #   4. runs every GPU test: pytest -m gpu tests/gpu;
-#   5. runs Triton's two CUDA shared-memory client examples, unchanged, when .whl/client_examples
-#      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them);
-#   6. runs bench/gpu_bench.py (HTTP, gRPC, gRPC + CUDA shared memory beside torch's ceiling).
+#   5. runs bench/gpu_bench.py (HTTP, gRPC, gRPC + CUDA shared memory beside torch's ceiling);
+#   6. runs Triton's two CUDA shared-memory client examples, unchanged, when .whl/client_examples
+#      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them).
 # Everything it prints goes to $OUT/gpu-check.log too; $OUT/summary.md holds the GPU, the date,
 # each step's outcome and time, the test counts, failures, and the benchmark's table;
 # $OUT/pytest.xml and $OUT/bench.json the details. It ends within 8 minutes: each step's limit
@@ -160,7 +160,7 @@ for name in ("cuda-bindings", "cupy-cuda13x", "cupy-cuda12x", "nvidia-ml-py", "t
 EOF
 cat "$out/versions.txt"
 
-step "GPU tests: pytest -m gpu tests/gpu" 180 "$py" -m pytest -m gpu -p no:cacheprovider -q -rsfE \
+step "GPU tests: pytest -m gpu tests/gpu" 170 "$py" -m pytest -m gpu -p no:cacheprovider -q -rsfE \
   --junitxml="$out/pytest.xml" tests/gpu
 tests_status=$?
 # A GPU test that skips on a GPU machine proved nothing: count it as a failure.
@@ -171,18 +171,18 @@ if [ "$tests_status" -eq 0 ] && [ "$skipped" != 0 ]; then
   tests_status=5
 fi
 
+step "benchmark: bench/gpu_bench.py" 220 "$py" bench/gpu_bench.py --json "$out/bench.json" > >(tee "$out/bench.log")
+bench_status=$?
+sleep 1 # tee's last lines
+
 examples_status=0
 if ls .whl/client_examples/*.py >/dev/null 2>&1; then
-  step "Triton's CUDA shared-memory client examples" 100 "$py" scripts/client_examples/run_examples.py \
+  step "Triton's CUDA shared-memory client examples" 70 "$py" scripts/client_examples/run_examples.py \
     .whl/client_examples "$site/bin/naiad" > >(tee "$out/examples.log")
   examples_status=$?
 else
   steps+=("Triton's CUDA shared-memory client examples: not carried (TRITON_CLIENT=... bash scripts/gpu-wheels.sh)")
 fi
-
-step "benchmark: bench/gpu_bench.py" 220 "$py" bench/gpu_bench.py --json "$out/bench.json" > >(tee "$out/bench.log")
-bench_status=$?
-sleep 1 # tee's last lines
 
 if [ "$tests_status" -eq 0 ] && [ "$examples_status" -eq 0 ] && [ "$bench_status" -eq 0 ]; then
   write_summary "passed"
