@@ -1,6 +1,6 @@
 """The CUDA shared-memory registry's rules, on any machine: a stand-in for the CUDA runtime
 keeps each client "allocation" in host memory (ctypes copies where CUDA would copy), so the
-registry's own logic is tested here; tests/cuda/test_cuda_gpu.py proves the same through
+registry's own logic is tested here; tests/gpu/test_cuda_shared_memory_gpu.py proves the same through
 tritonclient on a real GPU."""
 
 from __future__ import annotations
