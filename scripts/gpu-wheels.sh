@@ -12,7 +12,7 @@
 # Then it checks the set: every wheel installs for CPython 3.12 on x86-64 (pip --dry-run), every
 # requirement of every wheel is carried or on the machine (IMAGE below), and the total is at
 # most 64 MiB (what a device call carries); it prints the total and exits 1 on any failure.
-# With TRITON_CLIENT=<a checkout of github.com/triton-inference-server/client>, Triton's two CUDA
+# With TRITON_CLIENT=<a checkout or bare clone of github.com/triton-inference-server/client>, Triton's two CUDA
 # shared-memory client examples are copied into .whl/client_examples/ too, and gpu-check.sh runs
 # them, unchanged, against naiad (they are Triton's code: carried, never committed).
 # Usage: [TRITON_CLIENT=DIR] bash scripts/gpu-wheels.sh   (then run(command="bash scripts/gpu-check.sh", carry=[".whl"]))
@@ -120,7 +120,11 @@ EOF
 if [ -n "${TRITON_CLIENT:-}" ]; then
   mkdir -p "$out/client_examples"
   for example in simple_http_cudashm_client.py simple_grpc_cudashm_client.py; do
-    cp "$TRITON_CLIENT/src/python/examples/$example" "$out/client_examples/"
+    if [ -f "$TRITON_CLIENT/src/python/examples/$example" ]; then
+      cp "$TRITON_CLIENT/src/python/examples/$example" "$out/client_examples/"
+    else # a bare clone (a mirror): the files of its HEAD
+      git -C "$TRITON_CLIENT" show "HEAD:src/python/examples/$example" >"$out/client_examples/$example"
+    fi
   done
   step "copied Triton's CUDA shared-memory client examples into $out/client_examples"
 else
