@@ -1,6 +1,8 @@
-"""The system shared-memory extension: named POSIX shared-memory regions clients register,
-and tensors read from or written into them. One registry per Server, shared by every
-frontend, so a region registered over HTTP serves gRPC requests too.
+"""The shared-memory extensions: named POSIX shared-memory regions clients register (system
+shared memory), and tensors read from or written into them; CUDA regions live in the
+`CudaSharedMemoryRegistry` this registry holds (cuda_shared_memory.py), with which it shares
+one namespace of region names, as Triton's one manager does. One registry per Server, shared
+by every frontend, so a region registered over HTTP serves gRPC requests too.
 
 A key is checked by `safe_names.check_shm_key` and opened through shm_open (the POSIX
 shared-memory namespace, which never follows a link), never as a path. Registration is
@@ -17,8 +19,10 @@ import stat
 import threading
 from dataclasses import dataclass
 
+from .cuda_shared_memory import CudaSharedMemoryRegistry
 from .errors import ErrorCode, NaiadError
 from .safe_names import check_shm_key
+from .shared_memory_bounds import check_bounds
 
 __all__ = ["CLIENT_SHM_DISABLED", "SharedMemoryRegion", "SharedMemoryRegistry"]
 
@@ -41,8 +45,9 @@ class SharedMemoryRegion:
 
 
 class SharedMemoryRegistry:
-    def __init__(self, allow_client: bool = False) -> None:
+    def __init__(self, allow_client: bool = False, cuda: CudaSharedMemoryRegistry | None = None) -> None:
         self.allow_client = allow_client
+        self.cuda = CudaSharedMemoryRegistry() if cuda is None else cuda
         self._regions: dict[str, SharedMemoryRegion] = {}
         self._lock = threading.Lock()
 
@@ -61,7 +66,7 @@ class SharedMemoryRegistry:
                 f"(offset must be >= 0 and byte_size > 0, got {offset} and {byte_size})"
             )
         with self._lock:
-            if name in self._regions:
+            if name in self._regions or self.cuda.holds(name):
                 raise NaiadError(ErrorCode.ALREADY_EXISTS, f"shared memory region '{name}' already in manager")
             try:
                 fd = _posixshmem.shm_open("/" + object_name, os.O_RDWR, mode=0o600)
@@ -110,8 +115,40 @@ class SharedMemoryRegistry:
                 return [r.status() for r in self._regions.values()]
             region = self._regions.get(name)
         if region is None:
+            if self.cuda.holds(name):
+                raise NaiadError.not_found(
+                    f"The region named '{name}' is registered as CUDA shared memory, not system shared memory"
+                )
             raise NaiadError.not_found(f"Unable to find system shared memory region: '{name}'")
         return [region.status()]
+
+    # -- CUDA regions: the same rules of access, one namespace of names ---------------------
+
+    def register_cuda(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
+        """Register a client's CUDA allocation (its IPC handle) as region `name`."""
+        self.check_client_allowed()
+        self.cuda.runtime(name)  # a server without CUDA refuses before anything else
+        with self._lock:
+            if name in self._regions:
+                raise NaiadError(ErrorCode.ALREADY_EXISTS, f"shared memory region '{name}' already in manager")
+        self.cuda.register(name, raw_handle, device_id, byte_size)
+
+    def unregister_cuda(self, name: str | None = None) -> None:
+        """Unregister one CUDA region (a system region of that name stays), or every one."""
+        self.check_client_allowed()
+        self.cuda.unregister(name)
+
+    def cuda_status(self, name: str | None = None) -> list[dict[str, object]]:
+        if name is not None and not self.cuda.holds(name):
+            with self._lock:
+                system = name in self._regions
+            if system:
+                raise NaiadError.not_found(
+                    f"The region named '{name}' is registered as system shared memory, not CUDA shared memory"
+                )
+        return self.cuda.status(name)
+
+    # -- tensors in regions ------------------------------------------------------------------
 
     def _region(self, name: str, offset: int, byte_size: int) -> SharedMemoryRegion:
         with self._lock:
@@ -119,20 +156,21 @@ class SharedMemoryRegistry:
         if region is None:
             # NOT_FOUND, as Triton answers a tensor placed in a region it does not hold.
             raise NaiadError.not_found(f"Unable to find shared memory region: '{name}'")
-        if offset < 0 or offset >= region.byte_size:
-            raise NaiadError.invalid(
-                f"Invalid offset for shared memory region: '{name}' "
-                f"(offset {offset}, the region holds {region.byte_size} bytes)"
-            )
-        if byte_size < 0 or offset + byte_size > region.byte_size:
-            raise NaiadError.invalid(
-                f"Invalid offset + byte size for shared memory region: '{name}' "
-                f"(offset {offset} + byte_size {byte_size}, the region holds {region.byte_size} bytes)"
-            )
+        check_bounds(name, offset, byte_size, region.byte_size)
         return region
 
+    def check(self, name: str, offset: int, byte_size: int) -> None:
+        """Refuse a placement outside any region, before any inference runs."""
+        if self.cuda.holds(name):
+            self.cuda.check(name, offset, byte_size)
+        else:
+            self._region(name, offset, byte_size)
+
     def read(self, name: str, offset: int, byte_size: int) -> memoryview:
-        """A view of `byte_size` bytes at `offset` inside the region (no copy)."""
+        """A view of `byte_size` bytes at `offset` inside the region (no copy; a CUDA
+        region's bytes are copied to the host)."""
+        if self.cuda.holds(name):
+            return self.cuda.read(name, offset, byte_size)
         region = self._region(name, offset, byte_size)
         start = region.offset + offset
         return memoryview(region._map)[start : start + byte_size]
@@ -144,6 +182,9 @@ class SharedMemoryRegistry:
                 f"shared memory size specified with the request for output '{output}' ({byte_size} bytes) "
                 f"should be at least {len(data)} bytes to hold the results"
             )
+        if self.cuda.holds(name):
+            self.cuda.write(name, offset, data, byte_size, output)
+            return
         region = self._region(name, offset, byte_size)
         start = region.offset + offset
         region._map[start : start + len(data)] = data

@@ -1,4 +1,4 @@
-"""The `slow` and `packaging` markers: registered in every pytest configuration of the
+"""The `slow`, `packaging` and `gpu` markers: registered in every pytest configuration of the
 checkout (with unknown markers refused), documented in CONTRIBUTING.md, and carried by
 every test that builds wheels or pip-installs, so `-m "not packaging"` leaves them all out."""
 
@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKERS = {"slow", "packaging"}
+MARKERS = {"slow", "packaging", "gpu"}
 
 
 def pytest_configs() -> list[Path]:

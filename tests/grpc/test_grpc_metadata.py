@@ -4,6 +4,7 @@ standard grpc.health.v1 service, over real sockets."""
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import grpc
 import numpy as np
@@ -102,12 +103,13 @@ def test_statistics(client):
 
 
 def test_cuda_shared_memory_without_cuda(client):
+    # This machine has no GPU: Triton built without GPUs answers in these words.
     assert not client.get_cuda_shared_memory_status().regions
-    expect_error(
-        lambda: client.register_cuda_shared_memory("gpu", b"aGFuZGxl", 0, 64),
-        "UNIMPLEMENTED",
-        "CUDA shared memory is not supported",
+    message = expect_error(
+        lambda: client.register_cuda_shared_memory("gpu", base64.b64encode(b"\0" * 64), 0, 64), "INVALID_ARGUMENT"
     )
+    assert message == "failed to register CUDA shared memory region: 'gpu', GPUs not supported"
+    expect_error(lambda: client.get_cuda_shared_memory_status("gpu"), "NOT_FOUND")
     client.unregister_cuda_shared_memory()  # nothing registered: nothing to do
     client.unregister_cuda_shared_memory("gpu")
 
@@ -208,7 +210,8 @@ def test_every_rpc_through_the_aio_client(url):
             assert not (await client.get_cuda_shared_memory_status()).regions
             with pytest.raises(InferenceServerException) as info:
                 await client.register_cuda_shared_memory("g", b"aGFuZGxl", 0, 8)
-            assert info.value.status() == "StatusCode.UNIMPLEMENTED"
+            assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+            assert info.value.message() == "failed to register CUDA shared memory region: 'g', GPUs not supported"
             await client.unregister_cuda_shared_memory()
             assert (await client.get_trace_settings()).settings["trace_level"].value == ["OFF"]
             assert (await client.get_log_settings()).settings["log_info"].bool_param

@@ -3,6 +3,7 @@ through tritonclient (sync) and raw HTTP."""
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 
@@ -192,16 +193,22 @@ def test_shared_memory_register_validation(base_url):
     assert response.status_code == 400 and "byte_size" in response.json()["error"]
 
 
-def test_cuda_shared_memory_is_unsupported(server, base_url):
+def test_cuda_shared_memory_without_cuda(server, base_url):
+    # This machine has no GPU: Triton built without GPUs answers 400 in these words.
     client = httpclient.InferenceServerClient(server.http_url)
     assert client.get_cuda_shared_memory_status() == []
+    with pytest.raises(InferenceServerException) as info:
+        client.register_cuda_shared_memory("c", base64.b64encode(b"\0" * 64).decode(), 0, 16)
+    assert info.value.status() == "400"
+    assert info.value.message() == "failed to register CUDA shared memory region: 'c', GPUs not supported"
     response = httpx.post(
         base_url + "/v2/cudasharedmemory/region/c/register",
         json={"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 16},
     )
-    assert response.status_code == 501
-    assert "CUDA shared memory is not supported" in response.json()["error"]
+    assert response.status_code == 400
+    assert response.json()["error"] == "failed to register CUDA shared memory region: 'c', GPUs not supported"
     client.unregister_cuda_shared_memory()
+    client.unregister_cuda_shared_memory("c")
 
 
 @pytest.fixture(scope="module")

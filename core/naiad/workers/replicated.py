@@ -21,9 +21,10 @@ Replicate = Callable[..., None]
 
 
 class ReplicatedSharedMemory(SharedMemoryRegistry):
-    """Every front door maps a region a client registers (the region is a named POSIX object
-    any process of the user can open): each reads its clients' inputs from it and writes their
-    outputs into it."""
+    """Every front door maps a region a client registers (a system region is a named POSIX
+    object any process of the user can open; a CUDA region's IPC handle opens in any process
+    on the machine): each reads its clients' inputs from it and writes their outputs into it,
+    and the model home holds it too."""
 
     def __init__(self, allow_client: bool, replicate: Replicate) -> None:
         super().__init__(allow_client)
@@ -42,6 +43,20 @@ class ReplicatedSharedMemory(SharedMemoryRegistry):
 
     def unregister_here(self, name: str | None) -> None:
         super().unregister(name)
+
+    def register_cuda(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
+        self.register_cuda_here(name, raw_handle, device_id, byte_size)
+        self._replicate("cuda_shm_register", name, raw_handle, device_id, byte_size)
+
+    def unregister_cuda(self, name: str | None = None) -> None:
+        self.unregister_cuda_here(name)
+        self._replicate("cuda_shm_unregister", name)
+
+    def register_cuda_here(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
+        super().register_cuda(name, raw_handle, device_id, byte_size)
+
+    def unregister_cuda_here(self, name: str | None) -> None:
+        super().unregister_cuda(name)
 
 
 class HomeTracing(Tracing):

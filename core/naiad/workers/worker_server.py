@@ -36,7 +36,7 @@ log = logging.getLogger("naiad.workers")
 # restarting is.
 QUICK_CALL_S = 5.0
 # The changes applied in every worker; the others are applied in one process and recorded.
-_APPLIED_EVERYWHERE = ("shm_register", "shm_unregister", "log")
+_APPLIED_EVERYWHERE = ("shm_register", "shm_unregister", "cuda_shm_register", "cuda_shm_unregister", "log")
 _RECORDED = ("load", "unload", "trace")
 
 
@@ -132,6 +132,10 @@ class WorkerServer(Server):
             self.shared_memory.register_here(*arguments)
         elif operation == "shm_unregister":
             self.shared_memory.unregister_here(*arguments)
+        elif operation == "cuda_shm_register":
+            self.shared_memory.register_cuda_here(*arguments)
+        elif operation == "cuda_shm_unregister":
+            self.shared_memory.unregister_cuda_here(*arguments)
         elif operation == "log":
             self.log_settings.local.update(*arguments)  # type: ignore[attr-defined]
         elif operation not in _RECORDED:
@@ -142,11 +146,11 @@ class WorkerServer(Server):
         """Keep the latest form of each change for a process that is started again."""
         if operation in ("load", "unload"):
             self.journal.record(("model", arguments[0]), operation, *arguments)
-        elif operation == "shm_register":
-            self.journal.record(("shm", arguments[0]), operation, *arguments)
-        elif operation == "shm_unregister":
-            name = arguments[0]
-            self.journal.forget(lambda key: key[0] == "shm" and (name is None or key[1] == name))
+        elif operation in ("shm_register", "cuda_shm_register"):
+            self.journal.record((operation, arguments[0]), operation, *arguments)
+        elif operation in ("shm_unregister", "cuda_shm_unregister"):
+            name, kind = arguments[0], operation.replace("unregister", "register")
+            self.journal.forget(lambda key: key[0] == kind and (name is None or key[1] == name))
         elif operation in ("trace", "log"):
             # Settings accumulate: the journal keeps every key set so far, per model.
             model = arguments[1] if operation == "trace" else ""

@@ -34,6 +34,7 @@ __all__ = [
     "statistics_response",
     "repository_index_response",
     "system_shared_memory_status_response",
+    "cuda_shared_memory_status_response",
     "load_request",
     "check_output_placements",
     "SHM_REGION",
@@ -285,7 +286,7 @@ def check_output_placements(request: InferenceRequest, shared_memory: SharedMemo
     """Fail before inference when a requested output names a region that cannot hold it
     anywhere (unknown region, or offset and size outside it)."""
     for region, offset, byte_size in _output_placements(request).values():
-        shared_memory.read(region, offset, byte_size)
+        shared_memory.check(region, offset, byte_size)
 
 
 def stream_error(error: NaiadError, request_id: str = "") -> pb.ModelStreamInferResponse:
@@ -358,6 +359,18 @@ def system_shared_memory_status_response(
         entry.name = str(region["name"])
         entry.key = str(region["key"])
         entry.offset = int(region["offset"])  # type: ignore[arg-type]
+        entry.byte_size = int(region["byte_size"])  # type: ignore[arg-type]
+    return message
+
+
+def cuda_shared_memory_status_response(
+    regions: Iterable[Mapping[str, Any]],
+) -> pb.CudaSharedMemoryStatusResponse:
+    message = pb.CudaSharedMemoryStatusResponse()
+    for region in regions:
+        entry = message.regions[str(region["name"])]
+        entry.name = str(region["name"])
+        entry.device_id = int(region["device_id"])  # type: ignore[arg-type]
         entry.byte_size = int(region["byte_size"])  # type: ignore[arg-type]
     return message
 

@@ -28,7 +28,7 @@ from ..kserve.infer_parameters import (
 )
 from ..kserve.repository_requests import index_request, unload_request
 from ..kserve.restrictions import Restriction
-from ..kserve.shared_memory_requests import region_selector, register_request
+from ..kserve.shared_memory_requests import cuda_register_request, region_selector, register_request
 from . import codec
 from .restrictions import guard
 from .rpc import RpcMethod
@@ -271,29 +271,31 @@ class InferenceServicer:
         self.server.shared_memory.unregister(region_selector(request.name))
         return pb.SystemSharedMemoryUnregisterResponse()
 
-    # CUDA shared memory needs a CUDA device and its IPC handles: this build serves without
-    # CUDA, so the status is an empty list and registering is refused as UNIMPLEMENTED.
-    _NO_CUDA = "CUDA shared memory is not supported: this server runs without CUDA"
-
     async def CudaSharedMemoryStatus(
         self, request: pb.CudaSharedMemoryStatusRequest, context: Any
     ) -> pb.CudaSharedMemoryStatusResponse:
-        if request.name:
-            raise NaiadError.not_found(f"Unable to find cuda shared memory region: '{request.name}'")
-        return pb.CudaSharedMemoryStatusResponse()
+        regions = self.server.shared_memory.cuda_status(region_selector(request.name))
+        return codec.cuda_shared_memory_status_response(regions)
 
     async def CudaSharedMemoryRegister(
         self, request: pb.CudaSharedMemoryRegisterRequest, context: Any
     ) -> pb.CudaSharedMemoryRegisterResponse:
-        self.server.shared_memory.check_client_allowed()
-        raise NaiadError.unsupported(self._NO_CUDA)
+        region = cuda_register_request(request.name, request.raw_handle, request.device_id, request.byte_size)
+        await asyncio.to_thread(
+            self.server.shared_memory.register_cuda,
+            region.name,
+            region.raw_handle,
+            region.device_id,
+            region.byte_size,
+        )
+        return pb.CudaSharedMemoryRegisterResponse()
 
     async def CudaSharedMemoryUnregister(
         self, request: pb.CudaSharedMemoryUnregisterRequest, context: Any
     ) -> pb.CudaSharedMemoryUnregisterResponse:
-        # Nothing can be registered, so there is nothing to remove: succeed, as Triton does
-        # for a name it does not hold (clients unregister everything when they clean up).
-        self.server.shared_memory.check_client_allowed()
+        # A name no region has is no error, as in Triton (clients unregister everything when
+        # they clean up).
+        await asyncio.to_thread(self.server.shared_memory.unregister_cuda, region_selector(request.name))
         return pb.CudaSharedMemoryUnregisterResponse()
 
     # -- trace and log settings ------------------------------------------------------------

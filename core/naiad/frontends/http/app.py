@@ -8,6 +8,7 @@ from the core; errors become Triton's `{"error": "..."}` bodies (see responses.p
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,7 +24,7 @@ from ...errors import NaiadError
 from ...server import Server
 from ..kserve.repository_requests import FILE_PREFIX, index_request, load_request, unload_request
 from ..kserve.restrictions import Restriction
-from ..kserve.shared_memory_requests import region_selector, register_request
+from ..kserve.shared_memory_requests import cuda_register_request, region_selector, register_request
 from ..options import MAX_INPUT_SIZE
 from .api_docs import ApiDocs
 from .body import BodyReader
@@ -205,23 +206,34 @@ class _Routes:
         self.server.shared_memory.unregister(region_selector(request.path_params.get("region")))
         return empty_response()
 
-    # -- CUDA shared memory: this server has no CUDA support -----------------------------
+    # -- CUDA shared memory --------------------------------------------------------------
 
     async def cuda_shm_status(self, request: Request) -> Response:
-        region = request.path_params.get("region")
-        if region is not None:
-            raise NaiadError.not_found(f"Unable to find cuda shared memory region: '{region}'")
-        return json_response([])
+        return json_response(self.server.shared_memory.cuda_status(region_selector(request.path_params.get("region"))))
 
     async def cuda_shm_register(self, request: Request) -> Response:
-        self.server.shared_memory.check_client_allowed()
-        raise NaiadError.unsupported(
-            "CUDA shared memory is not supported by this server (it has no CUDA support); "
-            "use system shared memory instead"
+        name = request.path_params["region"]
+        shared_memory = self.server.shared_memory
+        shared_memory.check_client_allowed()
+        # A server without CUDA refuses before reading the body, as Triton built without GPUs.
+        await asyncio.to_thread(shared_memory.cuda.runtime, name)
+        document = await self.json_body(request, "cuda shared memory register request")
+        handle = document.get("raw_handle")
+        if not isinstance(handle, dict) or not isinstance(handle.get("b64"), str):
+            raise NaiadError.invalid("Shared memory register request has no 'raw_handle' field with a 'b64' string")
+        try:
+            raw = base64.b64decode(handle["b64"], validate=True)
+        except ValueError:
+            raise NaiadError.invalid("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t") from None
+        region = cuda_register_request(name, raw, document.get("device_id"), document.get("byte_size"))
+        await asyncio.to_thread(
+            shared_memory.register_cuda, region.name, region.raw_handle, region.device_id, region.byte_size
         )
+        return empty_response()
 
     async def cuda_shm_unregister(self, request: Request) -> Response:
-        self.server.shared_memory.check_client_allowed()
+        name = region_selector(request.path_params.get("region"))
+        await asyncio.to_thread(self.server.shared_memory.unregister_cuda, name)
         return empty_response()
 
 

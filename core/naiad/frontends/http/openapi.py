@@ -158,6 +158,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         additionalProperties=True, description="trace_level, trace_rate, trace_count, log_frequency, ..."
     ),
     "SystemSharedMemoryRegister": _obj({"key": _STR, "offset": _INT, "byte_size": _INT}, required=["key", "byte_size"]),
+    "CudaSharedMemoryRegister": _obj(
+        {"raw_handle": _obj({"b64": _STR}, required=["b64"]), "device_id": _INT, "byte_size": _INT},
+        required=["raw_handle", "device_id", "byte_size"],
+    ),
     "SharedMemoryStatus": {"type": "array", "items": _ANY_OBJECT},
     "Status": _obj(
         {
@@ -252,10 +256,14 @@ OPERATIONS: dict[str, Operation] = {
     "shm_register": Operation("Register a system shared-memory region", "shared-memory", "SystemSharedMemoryRegister"),
     "shm_unregister": Operation("Unregister one or every system shared-memory region", "shared-memory"),
     "cuda_shm_status": Operation(
-        "Registered CUDA shared-memory regions (none: no CUDA support)", "shared-memory", response="SharedMemoryStatus"
+        "Registered CUDA shared-memory regions", "shared-memory", response="SharedMemoryStatus"
     ),
-    "cuda_shm_register": Operation("Refused: this server has no CUDA support", "shared-memory"),
-    "cuda_shm_unregister": Operation("Unregister CUDA shared-memory regions (there are none)", "shared-memory"),
+    "cuda_shm_register": Operation(
+        "Register a CUDA shared-memory region from a client's CUDA IPC handle (refused without CUDA)",
+        "shared-memory",
+        "CudaSharedMemoryRegister",
+    ),
+    "cuda_shm_unregister": Operation("Unregister one or every CUDA shared-memory region", "shared-memory"),
     "status_page": Operation("The status page (HTML)", "status", media_type="text/html"),
     "status_asset": Operation("A script or style sheet of the status page", "status", media_type="text/plain"),
     "status": Operation(

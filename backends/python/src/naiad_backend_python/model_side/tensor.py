@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .dlpack_host import host_array
 from .dtypes import datatype_of_dtype, type_number
 from .errors import TritonModelException, text_argument
 from .flags import TRITONSERVER_MEMORY_CPU
@@ -69,7 +70,8 @@ class Tensor:
         return self._datatype
 
     def is_cpu(self) -> bool:
-        # Tensors cross processes through host shared memory, so they are always on the CPU.
+        # Tensors cross processes through host shared memory, so they are always on the CPU
+        # (from_dlpack copies a GPU tensor to the host).
         return True
 
     def to_dlpack(self) -> Any:
@@ -94,33 +96,14 @@ class Tensor:
 
             words = dlpack_tensor.detach().cpu().contiguous().view(torch.int16)
             return Tensor(name, np.from_dlpack(words).view(np.uint16), "BF16")
-        source = dlpack_tensor
-        if not hasattr(source, "__dlpack__"):
-            source = _CapsuleHolder(dlpack_tensor)
         try:
-            array = np.from_dlpack(source)
+            array = host_array(dlpack_tensor)
         except (RuntimeError, TypeError, ValueError, BufferError) as exc:
-            cpu = getattr(dlpack_tensor, "cpu", None)
-            if cpu is None:
-                raise TritonModelException(f"tensor '{name}': cannot read DLPack tensor: {exc}") from exc
-            array = np.from_dlpack(cpu())
+            raise TritonModelException(f"tensor '{name}': cannot read DLPack tensor: {exc}") from exc
         return Tensor(name, array)
 
     def __repr__(self) -> str:
         return f"Tensor({self._name!r}, {self._datatype}, shape={list(self._array.shape)})"
-
-
-class _CapsuleHolder:
-    """Lets numpy read a bare DLPack capsule (numpy only accepts `__dlpack__` objects)."""
-
-    def __init__(self, capsule: Any) -> None:
-        self._capsule = capsule
-
-    def __dlpack__(self, stream: Any = None, **_: Any) -> Any:
-        return self._capsule
-
-    def __dlpack_device__(self) -> tuple[int, int]:
-        return (1, 0)
 
 
 def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:

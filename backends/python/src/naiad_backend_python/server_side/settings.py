@@ -23,6 +23,7 @@ __all__ = [
     "EXECUTION_MODE",
     "EXECUTE_TIMEOUT",
     "EXECUTION_ENV_PATH",
+    "FORCE_CPU_ONLY_INPUT_TENSORS",
     "PROCESS",
     "IN_PROCESS",
     "INLINE",
@@ -34,6 +35,10 @@ __all__ = [
 EXECUTION_MODE = "execution_mode"
 EXECUTE_TIMEOUT = "execute_timeout_seconds"
 EXECUTION_ENV_PATH = "EXECUTION_ENV_PATH"
+# Triton's switch between inputs always in host memory ("yes", its default) and inputs where
+# they are ("no"). naiad's inputs cross into the model's process through host shared memory,
+# which both values allow: the value is checked, and changes nothing.
+FORCE_CPU_ONLY_INPUT_TENSORS = "FORCE_CPU_ONLY_INPUT_TENSORS"
 PROCESS = "process"
 IN_PROCESS = "in_process"
 # In the server's process, and `execute` on the server's event loop thread (no thread hop).
@@ -97,6 +102,7 @@ def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str
     name = config.name
     defaults = read_backend_settings(PythonBackendSettings, "python", backend_config)
 
+    config.bool_parameter(FORCE_CPU_ONLY_INPUT_TENSORS, True)
     mode = (config.parameter(EXECUTION_MODE) or defaults.execution_mode).strip().lower()
     if mode not in _MODES:
         choices = ", ".join(f"'{m}'" for m in _MODES)

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# The one GPU check, run on a lent GPU machine from the checkout's root (docs/gpu.md):
+#   run(command="bash scripts/gpu-check.sh", carry=[".whl"], timeout_s=540)
+# after `bash scripts/gpu-wheels.sh` here. In order, each step bounded by `timeout`:
+#   1. prints the date and `nvidia-smi -L` (no GPU: says so, writes the summary, exits 3);
+#   2. installs .whl/*.whl into a target folder and puts it first on PYTHONPATH (the machine's
+#      own torch, CuPy, cuda-bindings and NVML stay in use);
+#   3. prints the versions that matter (Python, torch and its CUDA, cuda-bindings, CuPy, NVML);
+#   4. runs every GPU test: pytest -m gpu tests/gpu;
+#   5. runs bench/gpu_bench.py (HTTP, gRPC, gRPC + CUDA shared memory beside torch's ceiling);
+#   6. runs Triton's two CUDA shared-memory client examples, unchanged, when .whl/client_examples
+#      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them).
+# Everything it prints goes to $OUT/gpu-check.log too; $OUT/summary.md holds the GPU, the date,
+# each step's outcome and time, the test counts, failures, and the benchmark's table;
+# $OUT/pytest.xml and $OUT/bench.json the details. It ends within 8 minutes: each step's limit
+# is cut to what is left of BUDGET_S (470 s), keeping time for the summary.
+# Exit status: 0 when the tests and the benchmark passed, 3 without a GPU, 4 without .whl/, 1
+# otherwise. OUT defaults to ./gpu-check-out where the device tool does not set it.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$PWD/gpu-check-out}
+mkdir -p "$out"
+log=$out/gpu-check.log
+summary=$out/summary.md
+: >"$log"
+exec > >(tee -a "$log") 2>&1
+py=${PYTHON:-python3}
+site=${NAIAD_GPU_SITE:-/tmp/naiad-gpu-site}
+export PYTHONUNBUFFERED=1
+declare -a steps=()
+BUDGET_S=470
+
+# On stderr: a step's stdout may be its own file (versions.txt, bench.log).
+say() { printf '\n== gpu-check.sh [%4d s] %s\n' "$SECONDS" "$*" >&2; }
+# step NAME SECONDS COMMAND...: runs it under timeout, records "NAME: outcome (time)".
+step() {
+  local name=$1 limit=$2 started=$SECONDS status
+  shift 2
+  local left=$((BUDGET_S - SECONDS - 10))
+  [ "$limit" -le "$left" ] || limit=$left
+  if [ "$limit" -le 0 ]; then
+    steps+=("$name: not run, no time left")
+    return 124
+  fi
+  say "$name (at most ${limit} s)"
+  timeout --kill-after=10 "$limit" "$@"
+  status=$?
+  local outcome="passed"
+  [ "$status" -eq 0 ] || outcome="FAILED (exit $status)"
+  [ "$status" -eq 124 ] || [ "$status" -eq 137 ] && outcome="TIMED OUT after ${limit} s"
+  steps+=("$name: $outcome, $((SECONDS - started)) s")
+  return "$status"
+}
+
+write_summary() {
+  local verdict=$1
+  {
+    echo "# naiad GPU check"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    echo "- GPU: ${gpu_name:-none found}"
+    echo "- outcome: $verdict"
+    echo "- took: $SECONDS s"
+    echo
+    echo "## Steps"
+    echo
+    for line in "${steps[@]}"; do echo "- $line"; done
+    if [ -s "$out/versions.txt" ]; then
+      echo
+      echo "## Versions"
+      echo
+      sed 's/^/    /' "$out/versions.txt"
+    fi
+    if [ -s "$out/pytest.xml" ]; then
+      echo
+      echo "## GPU tests (pytest -m gpu tests/gpu)"
+      echo
+      "$py" - "$out/pytest.xml" <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+
+root = ET.parse(sys.argv[1]).getroot()
+suites = [root] if root.tag == "testsuite" else list(root)
+counts = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+print(f"{passed} passed, {counts['failures']} failed, {counts['errors']} errors, {counts['skipped']} skipped")
+print()
+for case in root.iter("testcase"):
+    for kind in ("failure", "error", "skipped"):
+        node = case.find(kind)
+        if node is not None:
+            text = (node.get("message") or "").splitlines()[0][:300] if node.get("message") else ""
+            print(f"- {kind.upper()} {case.get('classname')}::{case.get('name')}: {text}")
+EOF
+    fi
+    if [ -s "$out/examples.log" ]; then
+      echo
+      echo "## Triton's CUDA shared-memory client examples"
+      echo
+      sed 's/^/    /' "$out/examples.log"
+    fi
+    if [ -s "$out/bench.log" ]; then
+      echo
+      echo "## Benchmark (bench/gpu_bench.py)"
+      echo
+      sed 's/^/    /' "$out/bench.log"
+    fi
+  } >"$summary"
+  echo
+  cat "$summary"
+}
+
+say "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), host $(hostname), checkout at $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  echo "no GPU: nvidia-smi is not installed on this machine"
+  steps+=("GPU: none (no nvidia-smi)")
+  write_summary "no GPU: nothing was checked"
+  exit 3
+fi
+if ! gpus=$(timeout 30 nvidia-smi -L 2>&1) || ! grep -q '^GPU ' <<<"$gpus"; then
+  echo "no GPU: nvidia-smi -L finds none ($gpus)"
+  steps+=("GPU: none (nvidia-smi -L: $gpus)")
+  write_summary "no GPU: nothing was checked"
+  exit 3
+fi
+echo "$gpus"
+gpu_name=$(head -1 <<<"$gpus")
+timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv || true
+
+if ! ls .whl/*.whl >/dev/null 2>&1; then
+  echo "no .whl/: build it here with 'bash scripts/gpu-wheels.sh' and carry it (carry=[\".whl\"])"
+  steps+=("install: no .whl/ carried")
+  write_summary "not run: the wheels were not carried"
+  exit 4
+fi
+rm -rf "$site"
+if ! step "install the carried wheels" 90 "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+  --upgrade --target "$site" .whl/*.whl; then
+  write_summary "FAILED: the wheels did not install"
+  exit 1
+fi
+export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+
+step "versions" 45 "$py" - >"$out/versions.txt" <<'EOF'
+import importlib.metadata as md
+import platform
+
+import naiad
+import torch
+
+print(f"python {platform.python_version()}, naiad {naiad.__version__} from {naiad.__file__}")
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+      f"devices: {[torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]}")
+for name in ("cuda-bindings", "cupy-cuda13x", "cupy-cuda12x", "nvidia-ml-py", "tritonclient", "grpcio", "protobuf",
+             "numpy", "onnxruntime", "pytest"):
+    try:
+        print(f"{name} {md.version(name)}")
+    except md.PackageNotFoundError:
+        pass
+EOF
+cat "$out/versions.txt"
+
+step "GPU tests: pytest -m gpu tests/gpu" 170 "$py" -m pytest -m gpu -p no:cacheprovider -q -rsfE \
+  --junitxml="$out/pytest.xml" tests/gpu
+tests_status=$?
+# A GPU test that skips on a GPU machine proved nothing: count it as a failure.
+skipped=$("$py" -c "import sys, xml.etree.ElementTree as ET; r = ET.parse(sys.argv[1]).getroot(); print(sum(1 for _ in r.iter('skipped')))" "$out/pytest.xml" 2>/dev/null || echo "?")
+if [ "$tests_status" -eq 0 ] && [ "$skipped" != 0 ]; then
+  echo "$skipped GPU test(s) skipped on a machine with a GPU: see the reasons above"
+  steps+=("GPU tests: $skipped skipped on a GPU machine, counted as a failure")
+  tests_status=5
+fi
+
+step "benchmark: bench/gpu_bench.py" 220 "$py" bench/gpu_bench.py --json "$out/bench.json" > >(tee "$out/bench.log")
+bench_status=$?
+sleep 1 # tee's last lines
+
+examples_status=0
+if ls .whl/client_examples/*.py >/dev/null 2>&1; then
+  step "Triton's CUDA shared-memory client examples" 70 "$py" scripts/client_examples/run_examples.py \
+    .whl/client_examples "$site/bin/naiad" > >(tee "$out/examples.log")
+  examples_status=$?
+else
+  steps+=("Triton's CUDA shared-memory client examples: not carried (TRITON_CLIENT=... bash scripts/gpu-wheels.sh)")
+fi
+
+if [ "$tests_status" -eq 0 ] && [ "$examples_status" -eq 0 ] && [ "$bench_status" -eq 0 ]; then
+  write_summary "passed"
+  exit 0
+fi
+write_summary "FAILED (tests: exit $tests_status, client examples: exit $examples_status, benchmark: exit $bench_status)"
+exit 1

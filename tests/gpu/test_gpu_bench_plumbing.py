@@ -1,0 +1,67 @@
+"""bench/gpu_bench.py's plumbing on any machine: `--device cpu --quick` builds the network,
+measures the in-process ceiling, serves it with naiad, checks the served answer against the
+module and runs every row without a failed request, in a few seconds. On a GPU machine
+scripts/gpu-check.sh runs the real thing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_the_gpu_benchmark_runs_on_a_cpu(tmp_path):
+    out = tmp_path / "figures.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "gpu_bench.py"),
+            "--device",
+            "cpu",
+            "--quick",
+            "--duration",
+            "0.5",
+            "--concurrency",
+            "1",
+            "2",
+            "--naiad-flags",
+            "--workers 1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "answers checked over HTTP and gRPC" in result.stdout
+    figures = json.loads(out.read_text())
+    assert [(row["protocol"], row["connections"]) for row in figures["rows"]] == [
+        ("http", 1),
+        ("http", 2),
+        ("grpc", 1),
+        ("grpc", 2),
+    ]
+    assert all(row["errors"] == 0 and row["images_per_s"] > 0 for row in figures["rows"])
+    assert sorted(int(batch) for batch in figures["ceiling"]["per_batch"]) == [1, 8, 16, 32, 64]
+    assert figures["ceiling"]["images_per_s"] == max(figures["ceiling"]["per_batch"].values())
+    assert "goal: grpc at 2 connections >= 0.8 of the ceiling" in result.stdout
+
+
+def test_the_gpu_benchmark_says_no_gpu_and_stops(tmp_path):
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the benchmark would run")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_bench.py")], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2
+    assert "gpu_bench: no GPU: torch sees no CUDA device" in result.stdout
