@@ -6,7 +6,7 @@ way to open lanes of the spec's protocol. Closing it removes what it registered.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .control import Control
 from .grpc_control import GrpcControl
@@ -42,7 +42,12 @@ class LoadSession:
     encoders: list[Encoder]
     sequence_length: int
     regions: SystemShmRegions | None = None
-    _lanes: list[Lane] = field(default_factory=list)
+    # One counter for the session's steps, so a sequence id is never used twice in it.
+    _sequences: SequenceCounter | None = None
+
+    def __post_init__(self) -> None:
+        if self.sequence_length:
+            self._sequences = SequenceCounter(self.sequence_length)
 
     @classmethod
     async def open(cls, spec: LoadSpec) -> LoadSession:
@@ -128,18 +133,16 @@ class LoadSession:
         return RequestSource(self.encoders, sequences)
 
     def sequences(self) -> SequenceCounter | None:
-        """Sequence ids for one step (None for a model that is not a sequence model)."""
-        return SequenceCounter(self.sequence_length) if self.sequence_length else None
+        """The session's sequence ids (None for a model that is not a sequence model)."""
+        return self._sequences
 
     async def _try_one_request(self) -> None:
         lane = await self.open_lane()
         try:
             # A sequence model's first request must start a sequence: one of length 1.
-            request = (
-                self.encoders[0].encode(SequenceCounter(1).slot().next())
-                if self.sequence_length
-                else self.encoders[0].request
-            )
+            # Its id is the session's, so no step reuses it.
+            trial = SequenceCounter(1, first_id=self._sequences.take()) if self._sequences is not None else None
+            request = self.encoders[0].encode(trial.slot().next()) if trial is not None else self.encoders[0].request
             await lane.infer(request)
         except RequestFailed as exc:
             raise LoadError(f"model '{self.spec.model}' refused the request: {exc.message}") from None
