@@ -2,9 +2,10 @@
 # bench/perf_vs_perf_analyzer.sh — `naiad perf` beside Triton's perf_analyzer, in one run, on
 # the same server: add_sub of ../shared/bench/models served by naiad and by the real Triton
 # (../shared/bench/triton.sh), over HTTP and gRPC, at concurrency 1 and 8. Each row runs the
-# two tools in turn twice (perf_analyzer, naiad perf, naiad perf, perf_analyzer) so a drift of
-# the machine falls on both, and prints each tool's mean throughput (read from the CSV each
-# writes with -f, perf_analyzer's columns) and naiad perf / perf_analyzer.
+# two tools in turn, ROUNDS times (default 2) perf_analyzer, naiad perf, naiad perf,
+# perf_analyzer, so a drift of the machine falls on both, and prints each tool's mean
+# throughput (read from the CSV each writes with -f, perf_analyzer's columns) and naiad perf /
+# perf_analyzer.
 #
 # perf_analyzer: $PERF_ANALYZER (a command line), else `perf_analyzer` on PATH; see
 # scripts/perf-analyzer.sh's header for running PyPI's perf-analyzer 2.60 on an older glibc.
@@ -65,12 +66,16 @@ for server in "${servers[@]}"; do
   for proto in http grpc; do
     port=$http; [ "$proto" = grpc ] && port=$grpc
     for c in 1 8; do
-      a1=$(run_pa "$proto" "$port" "$c"); n1=$(run_naiad "$proto" "$port" "$c")
-      n2=$(run_naiad "$proto" "$port" "$c"); a2=$(run_pa "$proto" "$port" "$c")
+      pas=(); ours=()
+      for _ in $(seq 1 "${ROUNDS:-2}"); do
+        pas+=("$(run_pa "$proto" "$port" "$c")"); ours+=("$(run_naiad "$proto" "$port" "$c")")
+        ours+=("$(run_naiad "$proto" "$port" "$c")"); pas+=("$(run_pa "$proto" "$port" "$c")")
+      done
       "$py" -c 'import sys
-name, proto, c, a1, a2, n1, n2 = sys.argv[1:]
-a = (float(a1) + float(a2)) / 2; n = (float(n1) + float(n2)) / 2
-print(f"{name:<7} {proto:<5} {c:>3} {a:15.1f} {n:15.1f} {n / a if a else 0:7.2f}")' "$name" "$proto" "$c" "$a1" "$a2" "$n1" "$n2"
+name, proto, c, pas, ours = sys.argv[1:]
+a = [float(x) for x in pas.split()]; n = [float(x) for x in ours.split()]
+a, n = sum(a) / len(a), sum(n) / len(n)
+print(f"{name:<7} {proto:<5} {c:>3} {a:15.1f} {n:15.1f} {n / a if a else 0:7.2f}")' "$name" "$proto" "$c" "${pas[*]}" "${ours[*]}"
     done
   done
 done

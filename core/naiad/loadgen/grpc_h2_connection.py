@@ -22,7 +22,7 @@ from typing import cast
 from naiad_wire.grpc_status import StatusCode
 from naiad_wire.header_compression import HeaderCompressionError, HeaderDecoder, encode_headers
 
-from .load_error import LoadError
+from .load_error import ServerUnreachable
 from .target import Target
 
 __all__ = ["GrpcCallFailed", "GrpcH2Connection"]
@@ -88,7 +88,7 @@ class GrpcH2Connection(asyncio.Protocol):
         try:
             _, protocol = await loop.create_connection(lambda: cls(target, method_path), target.host, target.port)
         except OSError as exc:
-            raise LoadError(f"cannot reach the server at {target}: {exc.strerror or exc}") from None
+            raise ServerUnreachable(f"cannot reach the server at {target}: {exc.strerror or exc}") from None
         return protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -18,7 +18,7 @@ from .http_requests import HttpRequestEncoder
 from .input_shapes import input_dims
 from .input_tensors import request_inputs
 from .lane import Lane, RequestFailed
-from .load_error import LoadError
+from .load_error import LoadError, ServerUnreachable
 from .load_spec import LoadSpec
 from .model_info import ModelInfo
 from .request_source import Encoder, RequestSource
@@ -42,6 +42,8 @@ class LoadSession:
     encoders: list[Encoder]
     sequence_length: int
     regions: SystemShmRegions | None = None
+    # The server has the statistics extension (Triton's; a plain KServe v2 server may not).
+    has_statistics: bool = True
     # One counter for the session's steps, so a sequence id is never used twice in it.
     _sequences: SequenceCounter | None = None
 
@@ -71,11 +73,24 @@ class LoadSession:
     async def _prepare(cls, spec: LoadSpec, target: Target, control: Control) -> LoadSession:
         try:
             metadata = await control.model_metadata()
+        except ServerUnreachable:
+            raise
         except LoadError as exc:
-            if "cannot reach" in str(exc):
-                raise
             raise LoadError(f"model '{spec.model}' is not available at {target}: {_reason(exc)}") from None
-        model = ModelInfo.read(metadata, await control.model_config())
+        try:
+            config = await control.model_config()
+        except ServerUnreachable:
+            raise
+        except LoadError:
+            config = {}  # a KServe v2 server without Triton's model configuration extension
+        try:
+            await control.model_statistics()
+            has_statistics = True
+        except ServerUnreachable:
+            raise
+        except LoadError:
+            has_statistics = False  # nor its statistics extension: no server columns
+        model = ModelInfo.read(metadata, config)
         if model.decoupled:
             raise LoadError(f"model '{spec.model}' is decoupled: naiad perf measures one response per request")
         if spec.batch_size > 1 and model.max_batch_size == 0:
@@ -117,7 +132,7 @@ class LoadSession:
                     GrpcRequestEncoder(spec.model, spec.model_version, step, outputs, placed_in, placed_out)
                 )
         length = (spec.sequence_length or DEFAULT_SEQUENCE_LENGTH) if model.is_sequence else 0
-        session = cls(spec, target, control, model, encoders, length, regions)
+        session = cls(spec, target, control, model, encoders, length, regions, has_statistics)
         try:
             await session._try_one_request()
         except BaseException:
