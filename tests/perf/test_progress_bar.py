@@ -43,5 +43,7 @@ def test_the_bar_is_drawn_on_a_terminal(server):
     assert process.returncode == 0
     assert "step 1/1 concurrency 1" in drawn
     assert "infer/s" in drawn  # a window's figures beside the bar
-    # The table still goes to stdout, whole.
+    # What the command prints still goes to stdout, whole, and none of it to the terminal.
+    assert process.stdout.splitlines()[1] == "Request concurrency: 1"
     assert table_rows(process.stdout)[0]["Concurrency"] == "1"
+    assert "Request concurrency" not in drawn
