@@ -1,17 +1,12 @@
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf_servers import models  # noqa: E402
-
-from naiad.testing import ServerProcess  # noqa: E402
-
-TESTS_DIR = Path(__file__).resolve().parents[1]
+from perf_servers import serve  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -22,21 +17,5 @@ def logs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, logs):
-    """naiad serve on HTTP and gRPC, client shared memory allowed, the numpy test backend."""
-    repo = tmp_path_factory.mktemp("models")
-    for name, config in models(logs).items():
-        (repo / name / "1").mkdir(parents=True)
-        (repo / name / "config.pbtxt").write_text(config)
-    python_path = os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH", "")) if p)
-    process = ServerProcess(
-        repo,
-        "--backend-plugin",
-        "numpy_backend:NumpyPlugin",
-        "--allow-metrics",
-        "false",
-        "--allow-client-shm",
-        "true",
-        env={"PYTHONPATH": python_path},
-    )
-    with process:
+    with serve(tmp_path_factory.mktemp("models"), logs) as process:
         yield process

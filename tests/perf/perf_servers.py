@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from numpy_backend import SEQUENCE_CONTROLS
+
+from naiad.testing import ServerProcess
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
 
 # The header line perf_analyzer's report_writer.cc writes with --verbose-csv (server
 # statistics included, no response cache, not stabilising on a percentile).
@@ -60,3 +65,23 @@ def table_rows(stdout: str) -> list[dict[str, str]]:
     lines = [line for line in stdout.splitlines() if line.startswith("|")]
     cells = [[cell.strip() for cell in line.split("|")[1:-1]] for line in lines]
     return [dict(zip(cells[0], row)) for row in cells[1:]]
+
+
+def serve(repo: Path, logs: Path, *flags: str) -> ServerProcess:
+    """naiad serve (not yet started) on HTTP and gRPC, client shared memory allowed, the
+    numpy test backend, the models of perf_servers.py in `repo`."""
+    for name, config in models(logs).items():
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(config)
+    python_path = os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH", "")) if p)
+    return ServerProcess(
+        repo,
+        "--backend-plugin",
+        "numpy_backend:NumpyPlugin",
+        "--allow-metrics",
+        "false",
+        "--allow-client-shm",
+        "true",
+        *flags,
+        env={"PYTHONPATH": python_path},
+    )

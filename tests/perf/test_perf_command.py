@@ -8,7 +8,7 @@ import csv
 import json
 
 import pytest
-from perf_servers import PERF_ANALYZER_CSV_HEADER, QUICK, naiad_perf, table_rows
+from perf_servers import PERF_ANALYZER_CSV_HEADER, QUICK, naiad_perf, serve, table_rows
 
 SUMMARY_COLUMNS = [
     "Concurrency",
@@ -270,3 +270,16 @@ def test_help_lists_every_flag_with_its_help():
     assert "the length of each measurement window, in ms (default 5000)" in text
     assert "in throughput and in latency (default 10)" in text
     assert "before giving up on stability (default 10)" in text
+
+
+def test_a_server_without_statistics_or_config_is_measured_without_server_columns(tmp_path, logs):
+    """A KServe v2 server need not have Triton's statistics and model-configuration
+    extensions: here naiad answers them only to callers with a header."""
+    with serve(tmp_path, logs, "--http-restricted-api", "statistics,model-config:admin=yes") as restricted:
+        result = naiad_perf("-m", "variable", "-u", restricted.http_url, "--shape", "INPUT0:5", *QUICK)
+    assert result.returncode == 0, result.stderr
+    (block,) = step_blocks(result.stdout).values()
+    assert int(block["Request count"]) > 20
+    assert block["Successful request count"] == "0"  # nothing the server would tell
+    (row,) = table_rows(result.stdout)
+    assert (row["Queue us"], row["Compute infer us"], row["Errors"]) == ("0", "0", "0")

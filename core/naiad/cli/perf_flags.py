@@ -5,10 +5,12 @@ steps to measure."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..loadgen import LoadError, LoadSpec, MeasureSettings
-from ..loadgen.input_shapes import parse_shape_flag
 from ..option_fields import option
+
+if TYPE_CHECKING:
+    from ..loadgen import LoadSpec, MeasureSettings
 
 __all__ = ["PerfFlags", "Steps", "parse_range"]
 
@@ -131,8 +133,13 @@ class PerfFlags:
         metavar="FILE.csv",
     )
 
+    # The load generator is imported when a command runs, not when `naiad` builds its
+    # parser: every `naiad serve` start would pay for it otherwise.
     def load_spec(self) -> LoadSpec:
         """The spec these flags describe; LoadError naming a flag that is wrong."""
+        from ..loadgen import LoadError, LoadSpec
+        from ..loadgen.input_shapes import parse_shape_flag
+
         if not self.model_name:
             raise LoadError("-m MODEL is required: the model to load")
         shapes: dict[str, tuple[int, ...]] = {}
@@ -161,6 +168,8 @@ class PerfFlags:
         )
 
     def settings(self) -> MeasureSettings:
+        from ..loadgen import MeasureSettings
+
         return MeasureSettings(
             measurement_interval_ms=self.measurement_interval,
             stability_percentage=self.stability_percentage,
@@ -169,6 +178,8 @@ class PerfFlags:
         )
 
     def steps(self) -> Steps:
+        from ..loadgen import LoadError
+
         if self.concurrency_range and self.request_rate_range:
             raise LoadError("--concurrency-range and --request-rate-range cannot be used together")
         if self.request_rate_range:
@@ -181,6 +192,8 @@ class PerfFlags:
 
 def parse_range(text: str, flag: str, kind: type[int] | type[float]) -> list[float]:
     """perf_analyzer's START[:END[:STEP]]: END defaults to START, STEP to 1."""
+    from ..loadgen import LoadError
+
     parts = text.split(":")
     if len(parts) > 3:
         raise LoadError(f"{flag} {text}: expected START:END:STEP")

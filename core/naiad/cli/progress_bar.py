@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import sys
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..loadgen import WindowReport
+if TYPE_CHECKING:
+    from ..loadgen import WindowReport
 
 __all__ = ["MeasureProgress"]
 

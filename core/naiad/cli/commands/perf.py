@@ -6,18 +6,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
-import uvloop
-
-from ...loadgen import LoadError, StepResult
-from ...loadgen.csv_report import write_csv_report
-from ...loadgen.load_session import LoadSession
-from ...loadgen.measure import measure_in_session
 from ..command import Command
 from ..flags import add_option_flags, options_from_flags
 from ..perf_flags import PerfFlags, Steps
-from ..perf_report import step_text, summary_table
-from ..progress_bar import MeasureProgress
+
+if TYPE_CHECKING:
+    from ...loadgen import StepResult
 
 __all__ = ["COMMAND"]
 
@@ -27,6 +23,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def run(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
+    # Imported here, not when `naiad` builds its parser: `naiad serve` need not load them.
+    import uvloop
+
+    from ...loadgen import LoadError
+    from ...loadgen.csv_report import write_csv_report
+    from ..perf_report import summary_table
+
     flags = options_from_flags(PerfFlags, args)
     try:
         steps = uvloop.run(_measure_all(flags))
@@ -47,6 +50,11 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[st
 
 
 async def _measure_all(flags: PerfFlags) -> list[StepResult]:
+    from ...loadgen.load_session import LoadSession
+    from ...loadgen.measure import measure_in_session
+    from ..perf_report import step_text
+    from ..progress_bar import MeasureProgress
+
     spec = flags.load_spec()
     settings = flags.settings()
     plan: Steps = flags.steps()
