@@ -173,6 +173,17 @@ def test_a_variable_dimension_takes_its_size_from_shape(server):
     assert table_rows(result.stdout)[0]["Errors"] == "0"
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_tensor_larger_than_a_frame_and_a_window_goes_through(server, protocol):
+    # 1.6 MB: over gRPC, many DATA frames of the server's size, sent as its windows allow.
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    result = naiad_perf("-m", "variable", "-i", protocol, "-u", url, "--shape", "INPUT0:400000", *QUICK)
+    assert result.returncode == 0, result.stderr
+    (block,) = step_blocks(result.stdout).values()
+    assert int(block["Request count"]) >= 3
+    assert block["Errors"] == "0"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -141,14 +141,17 @@ class GrpcH2Connection(asyncio.Protocol):
     def _send_allowed(self) -> None:
         """As much of the unsent message as the server's windows allow, in frames it accepts."""
         transport = self._transport
+        frames = []
         while self._unsent and transport is not None:
             size = min(len(self._unsent), self._send_connection_window, self._send_stream_window, self._max_frame)
             if size <= 0:
-                return
+                break
             chunk, self._unsent = self._unsent[:size], self._unsent[size:]
             self._send_connection_window -= size
             self._send_stream_window -= size
-            transport.write(_frame(_DATA, 0 if self._unsent else _END_STREAM, self._stream, bytes(chunk)))
+            frames.append(_frame(_DATA, 0 if self._unsent else _END_STREAM, self._stream, bytes(chunk)))
+        if frames and transport is not None:
+            transport.write(b"".join(frames))  # one write for what the windows allow
 
     def data_received(self, data: bytes) -> None:
         if not self._first_byte_ns:
