@@ -69,7 +69,10 @@ def test_each_step_prints_client_server_and_cpu_figures_then_one_table(server):
 
 def test_the_csv_has_perf_analyzers_header_and_reads_as_its_readers_read_it(server, tmp_path):
     report = tmp_path / "report.csv"
-    result = naiad_perf("-m", "add_sub", "-u", server.http_url, "--concurrency-range", "1:2", "-f", str(report), *QUICK)
+    # As Model Analyzer runs perf_analyzer: --verbose-csv with -f.
+    result = naiad_perf(
+        "-m", "add_sub", "-u", server.http_url, "--concurrency-range", "1:2", "--verbose-csv", "-f", str(report), *QUICK
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     text = report.read_text()
     assert text.splitlines()[0] == PERF_ANALYZER_CSV_HEADER

@@ -125,6 +125,14 @@ class PerfFlags:
         "watch this latency percentile for stability instead of the average (and report it)",
         metavar="P",
     )
+    verbose_csv: bool = option(
+        False,
+        "--verbose-csv",
+        "accepted as perf_analyzer takes it (Model Analyzer passes it): the CSV always has the verbose "
+        "columns (Avg latency, request/response, response wait)",
+        switch=True,
+        shown="",
+    )
     latency_report_file: str = option(
         "",
         "--latency-report-file",
