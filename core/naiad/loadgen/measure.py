@@ -81,15 +81,18 @@ async def measure_in_session(
             await engine.start_rate(request_rate)
         start_stats = await _statistics(session)
         start_cpu = CpuClock.now()
-        recorder.swap()  # the window starts with the statistics read
+        recorder.swap()  # the first window starts when the statistics come back
         stats_before = [start_stats]
         cpu_before = [start_cpu]
         while len(windows) < settings.max_trials:
             await asyncio.sleep(settings.measurement_interval_ms / 1000)
             engine.check()
+            # The window ends when the server's statistics come back, not when they are asked
+            # for: a request answered while the call travels is then in the same window on
+            # both sides (but for those answered between the server's reading and its answer).
+            stats = await _statistics(session)
             records = recorder.swap()
             cpu = CpuClock.now()
-            stats = await _statistics(session)
             if not records.latencies_ns and records.errors:
                 raise LoadError(f"every request failed: {records.first_error}")
             figures = _figures(records, session.spec.batch_size, settings.percentile)
