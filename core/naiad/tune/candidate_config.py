@@ -84,6 +84,12 @@ def apply_candidate(base: pb.ModelConfig, candidate: Candidate) -> pb.ModelConfi
             del batching.preferred_batch_size[:]
             if preferred > 0:
                 batching.preferred_batch_size.append(preferred)
+        else:
+            # Sizes the base prefers (auto-complete fills in max_batch_size) that a smaller
+            # candidate max_batch_size no longer allows: the server would refuse the config.
+            kept = [size for size in batching.preferred_batch_size if size <= config.max_batch_size]
+            del batching.preferred_batch_size[:]
+            batching.preferred_batch_size.extend(kept)
         if delay is not None:
             batching.max_queue_delay_microseconds = delay
     names = THREAD_PARAMETERS.get(framework_of(config))
