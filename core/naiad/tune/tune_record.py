@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .constraints import Constraints
 from .objectives import Choice, best_latency, best_throughput, pareto_front
@@ -45,3 +46,29 @@ class TuneRecord:
     def measured_seconds(self) -> float:
         """The seconds the candidates cost (reload, sweep, restarts), checkpointed ones included."""
         return sum(r.seconds for r in self.results)
+
+    def to_json(self) -> dict[str, Any]:
+        """tune.json: the record for programs (a CI job comparing runs, a script of its own)."""
+
+        def choice(found: Choice | None) -> dict[str, Any] | None:
+            if found is None:
+                return None
+            return {"candidate": found.result.candidate.as_dict(), "step": found.step.to_json()}
+
+        constraints = self.constraints
+        return {
+            "model": self.model,
+            "server": self.server,
+            "search": self.search,
+            "space": {d.name: list(d.values) for d in self.space.dimensions},
+            "constraints": {
+                "latency_budget_ms": constraints.latency_budget_ms,
+                "min_throughput": constraints.min_throughput,
+                "max_memory_mb": constraints.max_memory_mb,
+            },
+            "seconds": self.seconds,
+            "measured_seconds": self.measured_seconds,
+            "resumed": self.resumed,
+            "best": {"throughput": choice(self.best_throughput), "latency": choice(self.best_latency)},
+            "candidates": [result.to_json() for result in self.results],
+        }

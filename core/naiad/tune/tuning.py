@@ -5,6 +5,7 @@ the end from a server the user runs, so it is not left with a candidate's config
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -155,4 +156,5 @@ def write_outputs(record: TuneRecord, base: pb.ModelConfig, output: Path) -> Tun
     report_md.write_text(markdown_report(record, configs))
     report_page = output / "report.html"
     report_page.write_text(html_report(record, configs))
+    (output / "tune.json").write_text(json.dumps(record.to_json(), indent=2) + "\n")
     return TuneOutput(record, written, report_md, report_page)
