@@ -1,0 +1,11 @@
+"""`LoadError`: why a load step cannot run (a model the server does not know, a shape that
+does not fit, a data file that does not parse, a server that cannot be reached). Its text
+is one line meant for the person at the command line."""
+
+from __future__ import annotations
+
+__all__ = ["LoadError"]
+
+
+class LoadError(Exception):
+    pass
