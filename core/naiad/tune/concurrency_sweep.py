@@ -1,5 +1,5 @@
-"""The concurrencies measured on one candidate: 1, 2, 4, ... doubling while the throughput
-still grows, the p99 stays within the budget and the server answers without errors, up to a
+"""The concurrencies measured on one candidate: 1, 2, 4, ... doubling until two doublings in a
+row added no throughput, the p99 left the budget or the server answered with errors, up to a
 limit. The search sizes the sweep this way rather than by a fixed list, so a candidate that
 saturates at 4 clients costs three steps, not seven."""
 
@@ -13,6 +13,7 @@ __all__ = ["DEFAULT_SWEEP_GAIN", "concurrency_sweep"]
 
 # A doubling that adds less than this share of throughput means the server is saturated.
 DEFAULT_SWEEP_GAIN = 0.05
+PATIENCE = 2
 
 
 async def concurrency_sweep(
@@ -25,13 +26,18 @@ async def concurrency_sweep(
     if max_concurrency < 1:
         raise ValueError(f"the maximum concurrency must be at least 1, got {max_concurrency}")
     steps: list[Step] = []
-    concurrency = 1
+    concurrency, best, flat = 1, 0.0, 0
     while concurrency <= max_concurrency:
         step = await measure_at(concurrency)
         steps.append(step)
         if step.errors or (latency_budget_ms is not None and step.p99_ms > latency_budget_ms):
             break
-        if len(steps) > 1 and step.throughput < steps[-2].throughput * (1 + min_gain):
+        # Saturated after two doublings in a row that did not pay: one alone may be a noisy
+        # window, and a batching candidate often gains little from 1 to 2 clients and much
+        # from 2 to 8.
+        flat = flat + 1 if step.throughput < best * (1 + min_gain) else 0
+        best = max(best, step.throughput)
+        if flat == PATIENCE:
             break
         concurrency *= 2
     return tuple(steps)

@@ -2,7 +2,7 @@
 
 quick (the default) searches as a person would: start at the cheapest point, grow one
 dimension at a time while growing it pays (each step at least `min_gain` better than the best
-so far), stop a dimension at its first step that does not pay, then hill-climb from the best
+so far), stop a dimension after two steps in a row that did not pay, then hill-climb from the best
 point (measure its untried neighbours, move to the best of them while that pays, until none
 does). brute measures every point of the space, and only runs when asked.
 
@@ -25,6 +25,8 @@ from .space import Candidate, SearchSpace
 __all__ = ["Evaluations", "SearchProgress", "brute_search", "quick_search"]
 
 DEFAULT_MIN_GAIN = 0.03
+# Steps in a row that did not pay before a dimension stops growing.
+PATIENCE = 2
 
 
 class SearchProgress(Protocol):
@@ -78,26 +80,35 @@ async def quick_search(
     def pays(score: float, over: float) -> bool:
         return score > over * (1 + min_gain) if over > 0 else score > 0
 
+    size = space.size()
+
     def expect(remaining_dimensions: int) -> None:
         # About two steps per dimension still to grow, and one round of neighbours.
-        evaluations.expected = len(evaluations.visited) + 2 * remaining_dimensions + len(space.names)
+        guess = len(evaluations.visited) + 2 * remaining_dimensions + len(space.names)
+        evaluations.expected = min(size, guess)
 
     best = space.start()
     expect(len(space.names))
     best_score = await evaluations.score(best)
     for index, name in enumerate(space.names):
         expect(len(space.names) - index)
-        point = space.step(best, name, +1)
+        point, flat = space.step(best, name, +1), 0
         while point is not None:
             score = await evaluations.score(point)
-            if not pays(score, best_score):
-                break
-            best, best_score = point, score
-            point = space.step(best, name, +1)
+            if pays(score, best_score):
+                best, best_score, flat = point, score, 0
+            else:
+                # Stopped paying: one step further before giving the dimension up, since one
+                # measurement may be a noisy window and some settings pay only together
+                # (a larger batch only pays once there are clients enough to fill it).
+                flat += 1
+                if flat == PATIENCE:
+                    break
+            point = space.step(point, name, +1)
 
     while True:
         untried = [n for n in space.neighbours(best) if not evaluations.known(n)]
-        evaluations.expected = len(evaluations.visited) + len(untried)
+        evaluations.expected = min(size, len(evaluations.visited) + len(untried))
         scored = [(await evaluations.score(n), n) for n in space.neighbours(best)]
         top_score, top = max(scored, key=lambda pair: pair[0], default=(0.0, best))
         if not pays(top_score, best_score):
