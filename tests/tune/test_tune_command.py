@@ -4,6 +4,7 @@ spaces so each run stays bounded."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 import tritonclient.http as httpclient
 from tune_models import write_cnn, write_doubler
 
+from naiad.cli.main import build_parser
 from naiad.config import parse_config_text
 from naiad.testing import ServerProcess
 
@@ -184,14 +186,8 @@ def test_help_describes_every_flag():
         "--output-dir",
         "--checkpoint",
     ]
-    import argparse
-
-    from naiad.cli.main import build_parser
-
     parser = build_parser()
-    tune = next(
-        action.choices["tune"] for action in parser._actions if isinstance(action, argparse._SubParsersAction)
-    )
+    tune = next(action.choices["tune"] for action in parser._actions if isinstance(action, argparse._SubParsersAction))
     described = {s: a.help for a in tune._actions for s in a.option_strings}
     assert sorted(set(described) - {"-h", "--help", "-u", "-s", "-o"}) == sorted(flags)
     assert all(described[flag] for flag in flags)

@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from cnn_model import build_network, export_onnx, model_config  # noqa: E402
 
-DOUBLER_PY = '''import json
+DOUBLER_PY = """import json
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -28,7 +28,7 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", (x * 2).astype(np.float32))]))
         return responses
-'''
+"""
 
 DOUBLER_CONFIG = """name: "doubler"
 backend: "python"

@@ -59,7 +59,7 @@ def settings_lines(record: TuneRecord) -> list[str]:
 
 
 def candidate_rows(record: TuneRecord) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for number, result in enumerate(record.results, start=1):
         score = throughput_score(result, record.constraints)
         steps = [s for s in result.steps if record.constraints.within_budget(s)]

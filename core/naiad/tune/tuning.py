@@ -78,7 +78,7 @@ def _measurement(settings: TuneSettings) -> str:
     return (
         f"naiad perf's engine over HTTP, windows of {m.measurement_interval_ms} ms, stable within "
         f"{m.stability_percentage:g}% (at most {m.max_trials} windows), concurrency 1, 2, 4, ... up to "
-        f"{settings.max_concurrency} while throughput grows and p99 stays within the budget"
+        f"{settings.max_concurrency} until two doublings add no throughput or p99 leaves the budget"
     )
 
 
