@@ -195,47 +195,83 @@ def test_help_describes_every_flag():
         assert flag in result.stdout
 
 
+SPACE_FLAGS = {
+    "instances": "--instances",
+    "max_batch_size": "--max-batch-sizes",
+    "max_queue_delay_us": "--queue-delays-us",
+    "intra_op_threads": "--intra-op-threads",
+}
+
+
 @pytest.mark.slow
 def test_quick_finds_at_least_095_of_the_sweeps_best_in_a_quarter_of_its_time(tmp_path):
-    """The issue's measure on a small space of the CNN: brute measures every point (and keeps a
-    checkpoint), then quick walks the same measurements from that checkpoint. Reading them back
-    instead of measuring again compares the two searches' choices on one set of figures, which a
-    shared two-CPU machine could not give two separate runs; quick's time is what its points cost
-    when brute measured them."""
+    """The issue's measure on a small space of the CNN. brute measures every point and keeps a
+    checkpoint; quick then walks the same measurements from that checkpoint, so its time is
+    what its points cost the sweep (one set of figures: a shared two-CPU machine cannot give
+    two separate runs the same conditions). The two winners are then measured again,
+    alternately, twice each: the sweep's best of 72 single measurements errs high (its
+    luckiest window), so "throughput at least 0.95 of the sweep's best" is judged on figures
+    taken side by side."""
     repo = write_cnn(tmp_path / "models")
     checkpoint = tmp_path / "search.jsonl"
-    space = (
-        "--instances",
-        "1,2,3",
-        "--max-batch-sizes",
-        "1,4,16,64",
-        "--queue-delays-us",
-        "0,200,1000",
-        "--intra-op-threads",
-        "1,2",
-        "--max-concurrency",
-        "8",
-        "--latency-budget-ms",
-        "50",
-    )
-    brute = naiad_tune(
-        "cnn", "--model-repository", repo, "--search", "brute", *space, *STEADIER, "--checkpoint", checkpoint,
-        "-o", tmp_path / "brute", timeout=600,
-    )  # fmt: skip
-    assert brute.returncode == 0, brute.stderr
-    quick = naiad_tune(
-        "cnn", "--model-repository", repo, *space, *STEADIER, "--checkpoint", checkpoint, "-o", tmp_path / "quick",
-        timeout=120,
-    )  # fmt: skip
-    assert quick.returncode == 0, quick.stderr
-    swept, found = tune_json(tmp_path / "brute"), tune_json(tmp_path / "quick")
+    limits = ("--max-concurrency", "8", "--latency-budget-ms", "50", *STEADIER)
+    space = {"instances": "1,2,3", "max_batch_size": "1,4,16,64", "max_queue_delay_us": "0,200,1000"}
+    space["intra_op_threads"] = "1,2"
+
+    def tune(out: str, values: dict[str, str], *flags: str | Path) -> dict:
+        chosen = [item for name, value in values.items() for item in (SPACE_FLAGS[name], value)]
+        result = naiad_tune("cnn", "--model-repository", repo, *chosen, *limits, *flags, "-o", tmp_path / out)
+        assert result.returncode == 0, result.stderr
+        return tune_json(tmp_path / out)
+
+    swept = tune("brute", space, "--search", "brute", "--checkpoint", checkpoint)
+    found = tune("quick", space, "--checkpoint", checkpoint)
     assert len(swept["candidates"]) == 72
     assert found["resumed"] == len(found["candidates"])  # nothing measured twice
-    best_swept = swept["best"]["throughput"]["step"]["throughput"]
-    best_found = found["best"]["throughput"]["step"]["throughput"]
-    assert best_found >= 0.95 * best_swept, (found["best"], swept["best"])
     assert found["measured_seconds"] <= 0.25 * swept["measured_seconds"], (
         len(found["candidates"]),
         found["measured_seconds"],
         swept["measured_seconds"],
     )
+    winners = {name: record["best"]["throughput"]["candidate"] for name, record in (("quick", found), ("brute", swept))}
+    if winners["quick"] == winners["brute"]:
+        return
+    again: dict[str, list[float]] = {"quick": [], "brute": []}
+    for round_ in range(2):
+        for name, winner in winners.items():
+            point = {dimension: str(value) for dimension, value in winner.items()}
+            record = tune(f"again-{name}-{round_}", point, "--search", "brute")
+            again[name].append(record["best"]["throughput"]["step"]["throughput"])
+    assert sum(again["quick"]) >= 0.95 * sum(again["brute"]), (winners, again)
+
+
+def test_workers_are_searched_by_restarting_the_server_tune_started(doubler_repo, tmp_path):
+    out = tmp_path / "out"
+    result = naiad_tune(
+        "doubler",
+        "--model-repository",
+        doubler_repo,
+        "--search",
+        "brute",
+        "--workers",
+        "1,2",
+        "--instances",
+        "1",
+        "--max-batch-sizes",
+        "8",
+        "--queue-delays-us",
+        "0",
+        "--max-concurrency",
+        "2",
+        "-o",
+        out,
+        *FAST,
+    )
+    assert result.returncode == 0, result.stderr
+    record = tune_json(out)
+    memory = {c["candidate"]["workers"]: c["memory_mb"] for c in record["candidates"] if c["loaded"]}
+    assert sorted(memory) == [1, 2]
+    # The second candidate ran on a server with one more process: a front door of its own.
+    assert memory[2] > memory[1] + 10, memory
+    best = record["best"]["throughput"]["candidate"]["workers"]
+    assert f"# serve it with: naiad serve --workers {best}" in (out / "throughput" / "config.pbtxt").read_text()
