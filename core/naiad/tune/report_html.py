@@ -55,7 +55,7 @@ def _plots(record: TuneRecord) -> list[tuple[str, str]]:
 
     plots = []
     loaded = [r for r in record.results if r.loaded]
-    figure = Figure(figsize=(6.4, 4.2))
+    figure = Figure(figsize=(5.4, 3.6))
     axes = figure.add_subplot()
     steps = [s for r in loaded for s in r.steps if s.errors == 0]
     axes.scatter([s.throughput for s in steps], [s.p99_ms for s in steps], s=14, color="#9aa5b1", label="a step")
@@ -84,7 +84,7 @@ def _plots(record: TuneRecord) -> list[tuple[str, str]]:
     axes.legend(fontsize=8)
     plots.append(("Every measured step: throughput against p99 (log scale)", _svg(figure)))
 
-    figure = Figure(figsize=(6.4, 4.2))
+    figure = Figure(figsize=(5.4, 3.6))
     axes = figure.add_subplot()
     numbers = list(range(1, len(record.results) + 1))
     scores = [throughput_score(r, record.constraints) for r in record.results]
@@ -99,7 +99,7 @@ def _plots(record: TuneRecord) -> list[tuple[str, str]]:
     plots.append(("The search's path: each candidate's score", _svg(figure)))
 
     if any(r.memory_mb is not None for r in record.results):
-        figure = Figure(figsize=(6.4, 4.2))
+        figure = Figure(figsize=(5.4, 3.6))
         axes = figure.add_subplot()
         axes.bar(numbers, [r.memory_mb or 0.0 for r in record.results], color="#8250df")
         ceiling = record.constraints.max_memory_mb
@@ -123,7 +123,8 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], classes: Seque
 
 
 def html_report(record: TuneRecord, configs: dict[str, str]) -> str:
-    """`configs`: the best config.pbtxt's text per objective ("throughput", "latency")."""
+    """`configs`: the best config.pbtxt's text per objective ("throughput", "latency"). The
+    page reads top down as a person looks: the answers, the plots, the tables, the files."""
     escape = html.escape
     parts = [
         "<!DOCTYPE html>",
@@ -133,13 +134,14 @@ def html_report(record: TuneRecord, configs: dict[str, str]) -> str:
         "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in settings_lines(record)) + "</ul>",
         "<h2>Best configuration per objective</h2>",
     ]
-    for objective, title, choice in (
-        ("throughput", "Best throughput within the p99 budget", record.best_throughput),
-        ("latency", "Best p99 at the throughput floor", record.best_latency),
-    ):
-        parts.append(f"<h3>{escape(title)}</h3><p>{escape(choice_line(choice).replace('`', ''))}</p>")
-        if objective in configs:
-            parts.append(f"<p>{escape(objective)}/config.pbtxt:</p><pre>{escape(configs[objective])}</pre>")
+    answers = [
+        (title, choice_line(choice).replace("`", ""))
+        for title, choice in (
+            ("best throughput within the p99 budget", record.best_throughput),
+            ("best p99 at the throughput floor", record.best_latency),
+        )
+    ]
+    parts.append(_table(("objective", "answer"), answers))
     parts.append("<h2>Plots</h2>")
     if plots_available():
         parts.append('<div class="plots">')
@@ -156,5 +158,8 @@ def html_report(record: TuneRecord, configs: dict[str, str]) -> str:
         "best" if best is not None and r is best.result else "" if r.loaded else "failed" for r in record.results
     ]
     parts.append(_table(CANDIDATE_HEADERS, candidate_rows(record), classes))
+    parts.append("<h2>The configurations written</h2>")
+    for objective, text in configs.items():
+        parts.append(f"<details><summary>{escape(objective)}/config.pbtxt</summary><pre>{escape(text)}</pre></details>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
