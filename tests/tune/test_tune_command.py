@@ -70,6 +70,9 @@ def test_a_candidate_that_fails_to_load_is_recorded_with_the_servers_message(dou
     assert served["memory_mb"] > 10  # the PSS of the server tune started: a real figure
     assert record["best"]["throughput"]["candidate"] == {"instances": 1, "max_batch_size": 4, "max_queue_delay_us": 0}
     assert "doubler: brute search, 2 candidates (1 failed to load, 0 from the checkpoint)" in result.stdout
+    # Without a terminal, the progress is one line per candidate on stderr, with the time left.
+    assert "[1/~2] instances=1,max_batch_size=4,max_queue_delay_us=0: " in result.stderr
+    assert "[2/~2] instances=1,max_batch_size=16,max_queue_delay_us=0: failed to load; about 0s left" in result.stderr
     # The user's file is untouched; the best configuration is a file of its own that parses.
     assert (doubler_repo / "doubler" / "config.pbtxt").read_bytes() == before
     written = parse_config_text((out / "throughput" / "config.pbtxt").read_text(), "doubler")
@@ -102,6 +105,8 @@ def test_a_running_server_is_tuned_and_left_without_the_candidate(running_double
         "2",
         "--latency-budget-ms",
         "500",
+        "--min-throughput",
+        "1000000",
         "-o",
         out,
         *FAST,
@@ -109,6 +114,10 @@ def test_a_running_server_is_tuned_and_left_without_the_candidate(running_double
     assert result.returncode == 0, result.stderr
     record = tune_json(out)
     assert [c["candidate"]["instances"] for c in record["candidates"]] == [1, 2]
+    # No step reached the floor: no answer for the latency objective, and no file for it.
+    assert record["best"]["latency"] is None and record["best"]["throughput"] is not None
+    assert "| latency    | -            | -      | -           | -" in result.stdout
+    assert not (out / "latency").exists() and (out / "throughput" / "config.pbtxt").exists()
     assert all(c["memory_mb"] is None for c in record["candidates"])  # no --server-pid: n/a
     assert "| n/a |" in (out / "report.md").read_text()
     # The model is unloaded at the end, not left serving a candidate's configuration.
@@ -275,3 +284,31 @@ def test_workers_are_searched_by_restarting_the_server_tune_started(doubler_repo
     assert memory[2] > memory[1] + 10, memory
     best = record["best"]["throughput"]["candidate"]["workers"]
     assert f"# serve it with: naiad serve --workers {best}" in (out / "throughput" / "config.pbtxt").read_text()
+
+
+def test_a_memory_ceiling_no_candidate_meets_leaves_no_answer(doubler_repo, tmp_path):
+    out = tmp_path / "out"
+    result = naiad_tune(
+        "doubler",
+        "--model-repository",
+        doubler_repo,
+        "--instances",
+        "1",
+        "--max-batch-sizes",
+        "4",
+        "--queue-delays-us",
+        "0",
+        "--max-concurrency",
+        "1",
+        "--max-memory-mb",
+        "1",
+        "-o",
+        out,
+        *FAST,
+    )
+    assert result.returncode == 0, result.stderr
+    record = tune_json(out)
+    assert record["best"] == {"throughput": None, "latency": None}
+    assert "no candidate met the constraints" in result.stdout
+    memory = record["candidates"][0]["memory_mb"]
+    assert f"memory {memory:.0f} MiB > 1 MiB" in (out / "report.md").read_text()
