@@ -80,6 +80,8 @@ def test_a_candidate_that_fails_to_load_is_recorded_with_the_servers_message(dou
     assert "this model takes batches of at most 8, not 16" in (out / "report.md").read_text()
     page = (out / "report.html").read_text()
     assert page.count("<svg") == 3  # steps with the front, the search's path, memory
+    # One self-contained page: nothing to fetch, nothing to run.
+    assert not [tag for tag in ("<script", "<link", " src=", "<img") if tag in page]
     assert "this model takes batches of at most 8, not 16" in page
 
 
