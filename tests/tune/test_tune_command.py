@@ -256,6 +256,7 @@ def test_quick_finds_at_least_095_of_the_sweeps_best_in_a_quarter_of_its_time(tm
     assert sum(again["quick"]) >= 0.95 * sum(again["brute"]), (winners, again)
 
 
+@pytest.mark.slow
 def test_workers_are_searched_by_restarting_the_server_tune_started(doubler_repo, tmp_path):
     out = tmp_path / "out"
     result = naiad_tune(

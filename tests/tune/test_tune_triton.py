@@ -57,6 +57,7 @@ def triton(tmp_path_factory):
         os.killpg(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_tune_against_triton_in_explicit_mode(triton, tmp_path):
     url, pid = triton
     out = tmp_path / "out"
