@@ -31,6 +31,10 @@ class MeasureProgress:
             TimeElapsedColumn(),
             console=Console(stderr=True),
             transient=True,
+            # On one terminal, what the command prints goes through the bar's console so the
+            # bar stays below it; printed to a file or a pipe, it must stay on stdout.
+            redirect_stdout=sys.stdout.isatty(),
+            redirect_stderr=False,
         )
 
     def __enter__(self) -> MeasureProgress:

@@ -16,10 +16,11 @@ SERVICE = "/inference.GRPCInferenceService/"
 
 def grpc_aio() -> ModuleType:
     try:
-        import grpc.aio
+        import grpc.aio  # type: ignore[import-untyped]  # grpcio ships no type stubs
     except ImportError:
         raise LoadError("-i grpc needs grpcio: pip install 'naiad[perf]' (or grpcio)") from None
-    return grpc.aio
+    module: ModuleType = grpc.aio
+    return module
 
 
 def open_channel(target: Target) -> Any:

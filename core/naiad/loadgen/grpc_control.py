@@ -9,7 +9,7 @@ from google.protobuf.message import Message
 
 from ..protos import grpc_service_pb2 as pb
 from .grpc_channel import SERVICE, grpc_aio, open_channel, rpc_error_text
-from .load_error import LoadError
+from .load_error import LoadError, ServerUnreachable
 from .target import Target
 
 __all__ = ["GrpcControl"]
@@ -60,7 +60,9 @@ class GrpcControl:
             answer: Message = await call(request, timeout=_CONNECT_TIMEOUT_S, wait_for_ready=False)
         except aio.AioRpcError as exc:
             if exc.code().name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
-                raise LoadError(f"cannot reach the server at {self._target} over gRPC: {rpc_error_text(exc)}") from None
+                raise ServerUnreachable(
+                    f"cannot reach the server at {self._target} over gRPC: {rpc_error_text(exc)}"
+                ) from None
             raise LoadError(f"{method}: {rpc_error_text(exc)}") from None
         return answer
 

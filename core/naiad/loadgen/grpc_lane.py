@@ -1,35 +1,44 @@
-"""`GrpcLane`: a `Lane` over one gRPC channel of its own (grpc.aio), sending requests that
-are already serialized and leaving the answers unparsed: only the status matters here."""
+"""`GrpcLane`: a `Lane` over one HTTP/2 connection of its own (`GrpcH2Connection`), sending
+ModelInfer calls whose messages are already serialized and leaving the answers unparsed:
+only the status matters here."""
 
 from __future__ import annotations
 
-from typing import Any
+import time
 
-from .grpc_channel import SERVICE, grpc_aio, open_channel, rpc_error_text
+from .grpc_channel import SERVICE
+from .grpc_h2_connection import GrpcCallFailed, GrpcH2Connection
 from .lane import RequestFailed
 from .target import Target
 
 __all__ = ["GrpcLane"]
 
+_METHOD = SERVICE + "ModelInfer"
+
 
 class GrpcLane:
-    def __init__(self, channel: Any) -> None:
-        self._channel = channel
-        # No serializers: the request goes as the bytes given, the answer comes back as bytes.
-        self._call = channel.unary_unary(SERVICE + "ModelInfer")
-        self._error = grpc_aio().AioRpcError
+    def __init__(self, target: Target, connection: GrpcH2Connection) -> None:
+        self._target = target
+        self._connection = connection
 
     @classmethod
     async def open(cls, target: Target) -> GrpcLane:
-        channel = open_channel(target)
-        return cls(channel)
+        return cls(target, await GrpcH2Connection.open(target, _METHOD))
 
     async def infer(self, request: bytes) -> tuple[int, int]:
+        if not self._connection.is_open:
+            self._connection.close()
+            self._connection = await GrpcH2Connection.open(self._target, _METHOD)
+        start = time.perf_counter_ns()
+        waiter = self._connection.call(request)
+        sent = time.perf_counter_ns()
         try:
-            await self._call(request)
-        except self._error as exc:
-            raise RequestFailed(rpc_error_text(exc)) from None
-        return 0, 0
+            first_byte_ns = await waiter
+        except GrpcCallFailed as exc:
+            raise RequestFailed(exc.message) from None
+        except ConnectionError as exc:
+            raise RequestFailed(f"the connection to {self._target} was lost: {exc}") from None
+        return sent - start, time.perf_counter_ns() - first_byte_ns
 
     async def close(self) -> None:
-        await self._channel.close()
+        self._connection.close()

@@ -4,7 +4,7 @@ are the template with their sequence parameters set."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 
 from ..protos import grpc_service_pb2 as pb
 from .input_tensors import InputTensor
@@ -53,7 +53,7 @@ class GrpcRequestEncoder:
         return request.SerializeToString()
 
 
-def _place(parameters: pb.ModelInferRequest.InferInputTensor.ParametersEntry, placement: Placement) -> None:  # type: ignore[name-defined]
+def _place(parameters: MutableMapping[str, pb.InferParameter], placement: Placement) -> None:
     parameters["shared_memory_region"].string_param = placement.region
     parameters["shared_memory_byte_size"].int64_param = placement.byte_size
     parameters["shared_memory_offset"].int64_param = placement.offset

@@ -15,7 +15,7 @@ from typing import cast
 
 import httptools
 
-from .load_error import LoadError
+from .load_error import ServerUnreachable
 from .target import Target
 
 __all__ = ["HttpAnswer", "HttpConnection"]
@@ -46,7 +46,7 @@ class HttpConnection(asyncio.Protocol):
         try:
             _, protocol = await loop.create_connection(lambda: cls(keep_body), target.host, target.port)
         except OSError as exc:
-            raise LoadError(f"cannot reach the server at {target}: {exc.strerror or exc}") from None
+            raise ServerUnreachable(f"cannot reach the server at {target}: {exc.strerror or exc}") from None
         return protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -44,8 +44,10 @@ class InputTensor:
         if self.datatype == "BYTES":
             return [item.decode(errors="replace") if isinstance(item, bytes) else str(item) for item in flat]
         if self.datatype == "BF16":
-            return (flat.astype(np.uint32) << 16).view(np.float32).tolist()
-        return flat.tolist()
+            values: list[Any] = (flat.astype(np.uint32) << 16).view(np.float32).tolist()
+            return values
+        values = flat.tolist()
+        return values
 
 
 def request_inputs(

@@ -4,8 +4,12 @@ is one line meant for the person at the command line."""
 
 from __future__ import annotations
 
-__all__ = ["LoadError"]
+__all__ = ["LoadError", "ServerUnreachable"]
 
 
 class LoadError(Exception):
     pass
+
+
+class ServerUnreachable(LoadError):
+    """No connection to the server (as opposed to an answer that refuses something)."""

@@ -6,7 +6,7 @@ way to open lanes of the spec's protocol. Closing it removes what it registered.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .control import Control
 from .grpc_control import GrpcControl
@@ -18,7 +18,7 @@ from .http_requests import HttpRequestEncoder
 from .input_shapes import input_dims
 from .input_tensors import request_inputs
 from .lane import Lane, RequestFailed
-from .load_error import LoadError
+from .load_error import LoadError, ServerUnreachable
 from .load_spec import LoadSpec
 from .model_info import ModelInfo
 from .request_source import Encoder, RequestSource
@@ -42,7 +42,14 @@ class LoadSession:
     encoders: list[Encoder]
     sequence_length: int
     regions: SystemShmRegions | None = None
-    _lanes: list[Lane] = field(default_factory=list)
+    # The server has the statistics extension (Triton's; a plain KServe v2 server may not).
+    has_statistics: bool = True
+    # One counter for the session's steps, so a sequence id is never used twice in it.
+    _sequences: SequenceCounter | None = None
+
+    def __post_init__(self) -> None:
+        if self.sequence_length:
+            self._sequences = SequenceCounter(self.sequence_length)
 
     @classmethod
     async def open(cls, spec: LoadSpec) -> LoadSession:
@@ -66,11 +73,24 @@ class LoadSession:
     async def _prepare(cls, spec: LoadSpec, target: Target, control: Control) -> LoadSession:
         try:
             metadata = await control.model_metadata()
+        except ServerUnreachable:
+            raise
         except LoadError as exc:
-            if "cannot reach" in str(exc):
-                raise
             raise LoadError(f"model '{spec.model}' is not available at {target}: {_reason(exc)}") from None
-        model = ModelInfo.read(metadata, await control.model_config())
+        try:
+            config = await control.model_config()
+        except ServerUnreachable:
+            raise
+        except LoadError:
+            config = {}  # a KServe v2 server without Triton's model configuration extension
+        try:
+            await control.model_statistics()
+            has_statistics = True
+        except ServerUnreachable:
+            raise
+        except LoadError:
+            has_statistics = False  # nor its statistics extension: no server columns
+        model = ModelInfo.read(metadata, config)
         if model.decoupled:
             raise LoadError(f"model '{spec.model}' is decoupled: naiad perf measures one response per request")
         if spec.batch_size > 1 and model.max_batch_size == 0:
@@ -112,7 +132,7 @@ class LoadSession:
                     GrpcRequestEncoder(spec.model, spec.model_version, step, outputs, placed_in, placed_out)
                 )
         length = (spec.sequence_length or DEFAULT_SEQUENCE_LENGTH) if model.is_sequence else 0
-        session = cls(spec, target, control, model, encoders, length, regions)
+        session = cls(spec, target, control, model, encoders, length, regions, has_statistics)
         try:
             await session._try_one_request()
         except BaseException:
@@ -128,18 +148,16 @@ class LoadSession:
         return RequestSource(self.encoders, sequences)
 
     def sequences(self) -> SequenceCounter | None:
-        """Sequence ids for one step (None for a model that is not a sequence model)."""
-        return SequenceCounter(self.sequence_length) if self.sequence_length else None
+        """The session's sequence ids (None for a model that is not a sequence model)."""
+        return self._sequences
 
     async def _try_one_request(self) -> None:
         lane = await self.open_lane()
         try:
             # A sequence model's first request must start a sequence: one of length 1.
-            request = (
-                self.encoders[0].encode(SequenceCounter(1).slot().next())
-                if self.sequence_length
-                else self.encoders[0].request
-            )
+            # Its id is the session's, so no step reuses it.
+            trial = SequenceCounter(1, first_id=self._sequences.take()) if self._sequences is not None else None
+            request = self.encoders[0].encode(trial.slot().next()) if trial is not None else self.encoders[0].request
             await lane.infer(request)
         except RequestFailed as exc:
             raise LoadError(f"model '{self.spec.model}' refused the request: {exc.message}") from None

@@ -79,7 +79,7 @@ async def measure_in_session(
         else:
             assert request_rate is not None
             await engine.start_rate(request_rate)
-        start_stats = StatsSnapshot.read(await session.control.model_statistics())
+        start_stats = await _statistics(session)
         start_cpu = CpuClock.now()
         recorder.swap()  # the window starts with the statistics read
         stats_before = [start_stats]
@@ -89,7 +89,7 @@ async def measure_in_session(
             engine.check()
             records = recorder.swap()
             cpu = CpuClock.now()
-            stats = StatsSnapshot.read(await session.control.model_statistics())
+            stats = await _statistics(session)
             if not records.latencies_ns and records.errors:
                 raise LoadError(f"every request failed: {records.first_error}")
             figures = _figures(records, session.spec.batch_size, settings.percentile)
@@ -115,6 +115,17 @@ async def measure_in_session(
         stable=is_stable([w.figures for w in windows], settings.stability_percentage),
         windows=len(windows),
     )
+
+
+async def _statistics(session: LoadSession) -> StatsSnapshot:
+    """The model's statistics now; empty (the server columns 0) from a KServe v2 server
+    without Triton's statistics extension."""
+    try:
+        return StatsSnapshot.read(await session.control.model_statistics())
+    except LoadError:
+        if not session.has_statistics:
+            return StatsSnapshot()
+        raise
 
 
 def _check(concurrency: int | None, request_rate: float | None, settings: MeasureSettings) -> None:

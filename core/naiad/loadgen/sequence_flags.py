@@ -24,9 +24,13 @@ class SequenceCounter:
     """Sequences of `length` requests; ids from 1 (perf_analyzer's --sequence-id-range
     default start), each new sequence of any slot taking the next id."""
 
-    def __init__(self, length: int) -> None:
+    def __init__(self, length: int, first_id: int = 1) -> None:
         self._length = length
-        self._ids = itertools.count(1)
+        self._ids = itertools.count(first_id)
+
+    def take(self) -> int:
+        """An id no sequence of this counter will use."""
+        return next(self._ids)
 
     def slot(self) -> SlotSequence:
         return SlotSequence(self._length, self._ids)
