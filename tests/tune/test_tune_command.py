@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,16 @@ STEADIER = ("--measurement-interval", "200", "--max-trials", "4", "--stability-p
 def naiad_tune(*args: str | Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "naiad.cli", "tune", *(str(a) for a in args)]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def command_lines() -> list[str]:
+    lines = []
+    for entry in Path("/proc").iterdir():
+        try:
+            lines.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except (OSError, NotADirectoryError):
+            continue
+    return lines
 
 
 def tune_json(output: Path) -> dict:
@@ -315,3 +326,48 @@ def test_a_memory_ceiling_no_candidate_meets_leaves_no_answer(doubler_repo, tmp_
     assert "no candidate met the constraints" in result.stdout
     memory = record["candidates"][0]["memory_mb"]
     assert f"memory {memory:.0f} MiB > 1 MiB" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_an_interrupted_search_resumes_from_its_checkpoint(doubler_repo, tmp_path):
+    checkpoint, out = tmp_path / "search.jsonl", tmp_path / "out"
+    flags = [
+        "doubler",
+        "--model-repository",
+        str(doubler_repo),
+        "--search",
+        "brute",
+        "--instances",
+        "1",
+        "--max-batch-sizes",
+        "2,4,8",
+        "--queue-delays-us",
+        "0",
+        "--max-concurrency",
+        "2",
+        "--checkpoint",
+        str(checkpoint),
+        "-o",
+        str(out),
+        *FAST,
+    ]
+    command = [sys.executable, "-m", "naiad.cli", "tune", *flags]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    assert process.stderr is not None
+    first = process.stderr.readline()  # one candidate measured and in the file
+    assert first.startswith("[1/~3] instances=1,max_batch_size=2,max_queue_delay_us=0: "), first
+    process.send_signal(signal.SIGINT)
+    rest = process.communicate(timeout=60)[1]
+    assert process.returncode == 130
+    assert f"interrupted; run again with --checkpoint {checkpoint} to resume" in rest
+    assert not out.exists()  # no answer from half a search
+    # The server tune started went with it.
+    assert [cmd for cmd in command_lines() if str(doubler_repo) in cmd and "serve" in cmd] == []
+    resumed = naiad_tune(*flags)
+    assert resumed.returncode == 0, resumed.stderr
+    record = tune_json(out)
+    assert len(record["candidates"]) == 3 and record["resumed"] >= 1
+    # The first candidate came back from the file, not measured again.
+    first_again = resumed.stderr.splitlines()[0]
+    assert first_again.startswith("[1/~3] instances=1,max_batch_size=2,max_queue_delay_us=0: ")
+    assert first_again.endswith(" inf/s within the constraints (from the checkpoint)")

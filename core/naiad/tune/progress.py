@@ -57,7 +57,8 @@ class ProgressReporter:
         self._task = self._bar.add_task(description, total=None, left="")
 
     def measured(self, result: CandidateResult, done: int, expected: int) -> None:
-        if result.candidate.key not in self.resumed:
+        stored = result.candidate.key in self.resumed
+        if not stored:
             self._spent += result.seconds
             self._timed += 1
         mean = self._spent / self._timed if self._timed else 0.0
@@ -67,7 +68,10 @@ class ProgressReporter:
             return
         score = throughput_score(result, self.constraints)
         outcome = f"{score:.1f} inf/s within the constraints" if result.loaded else "failed to load"
-        self.stream.write(f"[{done}/~{max(expected, done)}] {result.candidate.key}: {outcome}; {left}\n")
+        if stored:
+            outcome += " (from the checkpoint)"
+        line = f"[{done}/~{max(expected, done)}] {result.candidate.key}: {outcome}" + (f"; {left}" if left else "")
+        self.stream.write(line + "\n")
         self.stream.flush()
 
     def stop(self) -> None:
