@@ -8,7 +8,8 @@ by `naiad serve`, beside the framework's own in-process ceiling, in one run on o
 
 (`bench/cnn_bench.sh` does the same after making sure the anchors of ../shared/bench exist.)
 
-The model is built at run time with torch: four 3x3 convolutions with stride 2 and ReLU (16, 48,
+The model is built at run time with torch (bench/cnn_model.py, which `naiad tune`'s bench and tests
+import too): four 3x3 convolutions with stride 2 and ReLU (16, 48,
 96 and 192 channels; `--channels` changes them), global average pooling and a linear layer to 10
 classes, taking one FP32 NCHW image of [3, 96, 96]. The default channels make one image cost
 about 0.3 ms in onnxruntime at batch 1 with one thread on the 2-core machine this was written on
