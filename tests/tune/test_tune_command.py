@@ -138,6 +138,35 @@ def test_a_running_server_is_tuned_and_left_without_the_candidate(running_double
     assert client.is_model_ready("doubler") is False
 
 
+def test_a_model_the_server_had_loaded_is_left_with_the_configuration_it_had(doubler_repo, tmp_path):
+    with ServerProcess(doubler_repo, "--model-control-mode", "explicit", "--load-model", "doubler") as server:
+        result = naiad_tune(
+            "doubler",
+            "-u",
+            server.http_url,
+            "--instances",
+            "2",
+            "--max-batch-sizes",
+            "4",
+            "--queue-delays-us",
+            "300",
+            "--max-concurrency",
+            "1",
+            "-o",
+            tmp_path / "out",
+            *FAST,
+        )
+        assert result.returncode == 0, result.stderr
+        assert tune_json(tmp_path / "out")["candidates"][0]["loaded"] is True
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert client.is_model_ready("doubler") is True
+        config = client.get_model_config("doubler")
+        # config.pbtxt's own values, not the candidate's (2 instances, batches of 4, 300 us).
+        assert config["max_batch_size"] == 8
+        assert [group["count"] for group in config["instance_group"]] == [1]
+        assert config["dynamic_batching"].get("max_queue_delay_microseconds", 0) == 0
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

@@ -40,15 +40,16 @@ class Reloader:
     client: RepositoryClient
     model: str
 
-    def base_config(self) -> pb.ModelConfig:
+    def base_config(self) -> tuple[pb.ModelConfig, bool]:
         """The configuration the server loads the model with when asked for no override: its
         own reading of the repository (auto-complete included), the base every candidate
-        changes. The model is loaded first when it is not (explicit mode starts empty)."""
+        changes; and whether the model was loaded before tune came (explicit mode may start
+        without it, and tune then loads it first)."""
         try:
-            return config_from_json(self.client.model_config(self.model))
+            return config_from_json(self.client.model_config(self.model)), True
         except Exception:
             self.client.load_model(self.model)
-            return config_from_json(self.client.model_config(self.model))
+            return config_from_json(self.client.model_config(self.model)), False
 
     def load(self, config: pb.ModelConfig) -> LoadOutcome:
         """Load the model with `config`. A failed load is an outcome, not an error: the
@@ -60,12 +61,18 @@ class Reloader:
             return LoadOutcome(False, _message(exc))
         return LoadOutcome(True)
 
-    def unload(self) -> None:
+    def restore(self, base: pb.ModelConfig, was_loaded: bool) -> None:
+        """Leave the server as tune found it: the model loaded again with the configuration it
+        had (`base`) when it was loaded before, else unloaded; never serving a candidate's.
+        A load without an override would not do: naiad, as Triton, keeps the last override
+        while the model's files are unchanged."""
         try:
-            self.client.unload_model(self.model)
+            if was_loaded:
+                self.client.load_model(self.model, config_json(base))
+            else:
+                self.client.unload_model(self.model)
         except Exception:
-            # Unloading is tidying up after the search: a server that has gone has nothing
-            # left to unload.
+            # Tidying up after the search: a server that has gone has nothing left to restore.
             pass
 
 

@@ -1,7 +1,8 @@
 """One run of `naiad tune`, start to end: the server (started here when given a repository),
 the model's base configuration, the space, the search (resumed from the checkpoint), the best
-config.pbtxt per objective and the reports in the output directory. The model is unloaded at
-the end from a server the user runs, so it is not left with a candidate's configuration."""
+config.pbtxt per objective and the reports in the output directory. A server the user runs is
+left as tune found it: the model loaded again with the configuration it had, or unloaded when
+it was not loaded before, never serving a candidate's configuration."""
 
 from __future__ import annotations
 
@@ -91,9 +92,11 @@ async def run_tune(settings: TuneSettings, client_for: Callable[[str], Repositor
     target = ServerTarget(settings.url, settings.server_pid, launcher, default_workers)
     checkpoint = Checkpoint(settings.checkpoint, settings.model) if settings.checkpoint else None
     progress = ProgressReporter(settings.constraints)
+    # None until the server has been asked: a model it never had is left alone.
+    was_loaded: bool | None = None
     try:
         url, _ = target.server_for(Candidate(()))
-        base = Reloader(client_for(url), settings.model).base_config()
+        base, was_loaded = Reloader(client_for(url), settings.model).base_config()
         space = model_space(base, settings.asked, launched=launcher is not None)
 
         async def measure_at(url: str, concurrency: int) -> LoadResult:
@@ -132,8 +135,8 @@ async def run_tune(settings: TuneSettings, client_for: Callable[[str], Repositor
     finally:
         if launcher is not None:
             launcher.stop()
-        else:
-            Reloader(client_for(settings.url), settings.model).unload()
+        elif was_loaded is not None:
+            Reloader(client_for(settings.url), settings.model).restore(base, was_loaded)
     record = TuneRecord(
         model=settings.model,
         server="naiad serve started by tune" if launcher else settings.url,
