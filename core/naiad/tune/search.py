@@ -2,9 +2,9 @@
 
 quick (the default) searches as a person would: start at the cheapest point, grow one
 dimension at a time while growing it pays (each step at least `min_gain` better than the best
-so far), stop a dimension after two steps in a row that did not pay, then hill-climb from the best
-point (measure its untried neighbours, move to the best of them while that pays, until none
-does). brute measures every point of the space, and only runs when asked.
+so far), stop a dimension after three steps in a row that did not pay, then hill-climb from
+the best point (move to the first neighbour, one step along one dimension, that pays
+`climb_gain` more, until none does). brute measures every point of the space, and only runs when asked.
 
 Both score a candidate by its best throughput within the constraints
 (`objectives.throughput_score`); both measure a point at most once (`Evaluations` remembers,
@@ -25,8 +25,11 @@ from .space import Candidate, SearchSpace
 __all__ = ["Evaluations", "SearchProgress", "brute_search", "quick_search"]
 
 DEFAULT_MIN_GAIN = 0.03
+# A move of the hill-climb must pay more than a step of growing: it leaves a point the search
+# chose for one it has measured once, and a shared machine's windows differ by a few percent.
+DEFAULT_CLIMB_GAIN = 0.05
 # Steps in a row that did not pay before a dimension stops growing.
-PATIENCE = 2
+PATIENCE = 3
 
 
 class SearchProgress(Protocol):
@@ -75,10 +78,13 @@ async def brute_search(space: SearchSpace, evaluations: Evaluations) -> list[Can
 
 
 async def quick_search(
-    space: SearchSpace, evaluations: Evaluations, min_gain: float = DEFAULT_MIN_GAIN
+    space: SearchSpace,
+    evaluations: Evaluations,
+    min_gain: float = DEFAULT_MIN_GAIN,
+    climb_gain: float = DEFAULT_CLIMB_GAIN,
 ) -> list[CandidateResult]:
-    def pays(score: float, over: float) -> bool:
-        return score > over * (1 + min_gain) if over > 0 else score > 0
+    def pays(score: float, over: float, gain: float = min_gain) -> bool:
+        return score > over * (1 + gain) if over > 0 else score > 0
 
     size = space.size()
 
@@ -98,9 +104,9 @@ async def quick_search(
             if pays(score, best_score):
                 best, best_score, flat = point, score, 0
             else:
-                # Stopped paying: one step further before giving the dimension up, since one
-                # measurement may be a noisy window and some settings pay only together
-                # (a larger batch only pays once there are clients enough to fill it).
+                # Stopped paying: two steps further before giving the dimension up, since a
+                # measurement may be a noisy window and some settings pay only together (a
+                # larger batch only pays once there are clients enough to fill it).
                 flat += 1
                 if flat == PATIENCE:
                     break
@@ -109,9 +115,13 @@ async def quick_search(
     while True:
         untried = [n for n in space.neighbours(best) if not evaluations.known(n)]
         evaluations.expected = min(size, len(evaluations.visited) + len(untried))
-        scored = [(await evaluations.score(n), n) for n in space.neighbours(best)]
-        top_score, top = max(scored, key=lambda pair: pair[0], default=(0.0, best))
-        if not pays(top_score, best_score):
+        # First improvement: move to the first neighbour that pays, without measuring the rest
+        # of this round (the next round starts from the new point anyway).
+        for neighbour in space.neighbours(best):
+            score = await evaluations.score(neighbour)
+            if pays(score, best_score, climb_gain):
+                best, best_score = neighbour, score
+                break
+        else:
             break
-        best, best_score = top, top_score
     return evaluations.results()
