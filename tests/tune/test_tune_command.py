@@ -358,7 +358,9 @@ def test_a_memory_ceiling_no_candidate_meets_leaves_no_answer(doubler_repo, tmp_
 
 
 @pytest.mark.slow
-def test_an_interrupted_search_resumes_from_its_checkpoint(doubler_repo, tmp_path):
+def test_an_interrupted_search_resumes_from_its_checkpoint(tmp_path):
+    # A repository of its own: the module's running server serves the shared one.
+    doubler_repo = write_doubler(tmp_path / "models")
     checkpoint, out = tmp_path / "search.jsonl", tmp_path / "out"
     flags = [
         "doubler",
