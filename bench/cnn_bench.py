@@ -8,7 +8,8 @@ by `naiad serve`, beside the framework's own in-process ceiling, in one run on o
 
 (`bench/cnn_bench.sh` does the same after making sure the anchors of ../shared/bench exist.)
 
-The model is built at run time with torch: four 3x3 convolutions with stride 2 and ReLU (16, 48,
+The model is built at run time with torch (bench/cnn_model.py, which `naiad tune`'s bench and tests
+import too): four 3x3 convolutions with stride 2 and ReLU (16, 48,
 96 and 192 channels; `--channels` changes them), global average pooling and a linear layer to 10
 classes, taking one FP32 NCHW image of [3, 96, 96]. The default channels make one image cost
 about 0.3 ms in onnxruntime at batch 1 with one thread on the 2-core machine this was written on
@@ -74,7 +75,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -82,15 +82,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from cnn_model import (
+    CLASSES,
+    DEFAULT_CHANNELS,
+    IMAGE,
+    INPUT,
+    OUTPUT,
+    build_model,
+    model_config,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-IMAGE = (3, 96, 96)
-CLASSES = 10
-MAX_BATCH = 64
-INPUT, OUTPUT = "INPUT__0", "OUTPUT__0"
-# The four convolutions' output channels: ~0.3 ms per image at batch 1 on one core here
-# (see the docstring for why the widths are multiples of 16).
-DEFAULT_CHANNELS = (16, 48, 96, 192)
 CEILING_BATCHES = (1, 8, 16, 32, 64)
 NAIAD_MODELS = ("cnn_onnx", "cnn_torch", "cnn_py")
 TRITON_MODEL = "cnn_py"
@@ -116,45 +118,6 @@ def usable_cpus() -> int:
 
 
 # -- the model ------------------------------------------------------------------------------
-
-
-def build_network(widths: list[int]) -> Any:
-    import torch
-    from torch import nn
-
-    torch.manual_seed(0)
-    channels = [IMAGE[0], *widths]
-    layers: list[nn.Module] = []
-    for cin, cout in zip(channels, channels[1:]):
-        layers += [nn.Conv2d(cin, cout, 3, stride=2, padding=1), nn.ReLU()]
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels[-1], CLASSES)]
-    return nn.Sequential(*layers).eval()
-
-
-def export_onnx(network: Any, path: Path) -> None:
-    import torch
-
-    # The TorchScript-based exporter (dynamo=False): the torch.export-based default needs
-    # onnxscript, which the checkout's venv does not have. Its deprecation warning is expected.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(
-            network,
-            (torch.zeros(1, *IMAGE),),
-            str(path),
-            input_names=[INPUT],
-            output_names=[OUTPUT],
-            dynamic_axes={INPUT: {0: "batch"}, OUTPUT: {0: "batch"}},
-            opset_version=17,
-            dynamo=False,
-        )
-
-
-def export_torchscript(network: Any, path: Path) -> None:
-    import torch
-
-    with torch.no_grad():
-        torch.jit.trace(network, torch.zeros(1, *IMAGE)).save(str(path))  # type: ignore[no-untyped-call]
 
 
 def ort_session(path: Path, threads: int) -> Any:
@@ -186,14 +149,6 @@ def per_image_ms(onnx_path: Path, duration: float = 1.0) -> float:
     return float(np.median(times)) * 1e3
 
 
-def build_model(directory: Path, widths: list[int]) -> tuple[Path, Path]:
-    network = build_network(widths)
-    onnx_path, torch_path = directory / "model.onnx", directory / "model.pt"
-    export_onnx(network, onnx_path)
-    export_torchscript(network, torch_path)
-    return onnx_path, torch_path
-
-
 # -- the repository -------------------------------------------------------------------------
 
 MODEL_PY = '''"""The CNN in onnxruntime: one run for all the requests of one execute."""
@@ -223,18 +178,6 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT__0", part)]))
         return responses
 '''
-
-
-def model_config(name: str, kind: str) -> str:
-    dims = ", ".join(str(d) for d in IMAGE)
-    return f"""name: "{name}"
-{kind}
-max_batch_size: {MAX_BATCH}
-input [ {{ name: "{INPUT}" data_type: TYPE_FP32 dims: [ {dims} ] }} ]
-output [ {{ name: "{OUTPUT}" data_type: TYPE_FP32 dims: [ {CLASSES} ] }} ]
-instance_group [ {{ count: 1 kind: KIND_CPU }} ]
-dynamic_batching {{ }}
-"""
 
 
 def write_model(repo: Path, name: str, onnx_path: Path, torch_path: Path) -> None:

@@ -1,5 +1,5 @@
 """`KServeClient`: the KServe v2 HTTP/REST calls of naiad's client subcommands (`naiad
-models`, `naiad infer`), on the standard library's urllib and JSON.
+models`, `naiad infer`, `naiad tune`'s model control), on the standard library's urllib and JSON.
 
 They speak the protocol as any client does, so they work against naiad and against Triton
 alike, and the core needs no client library for them (tritonclient is only a test
@@ -63,6 +63,28 @@ class KServeClient:
     def infer(self, model: str, body: dict[str, Any], version: str = "") -> dict[str, Any]:
         response: dict[str, Any] = self._call("POST", _model_path(model, version) + "/infer", body)
         return response
+
+    def model_config(self, model: str) -> dict[str, Any]:
+        """The configuration the server runs the model with, in its JSON form."""
+        config: dict[str, Any] = self._call("GET", _model_path(model, "") + "/config")
+        return config
+
+    def load_model(self, model: str, config: dict[str, Any] | None = None) -> None:
+        """Load (or reload) a model; `config` overrides its configuration (the repository
+        extension's `config` parameter, sent as JSON text as tritonclient sends it)."""
+        body: dict[str, Any] = {} if config is None else {"parameters": {"config": json.dumps(config)}}
+        self._call("POST", "/v2/repository/models/" + urllib.parse.quote(model, safe="") + "/load", body)
+
+    def unload_model(self, model: str) -> None:
+        self._call("POST", "/v2/repository/models/" + urllib.parse.quote(model, safe="") + "/unload", {})
+
+    def server_ready(self) -> bool:
+        """Whether the server answers its readiness probe with 200 (False when unreachable)."""
+        try:
+            with urllib.request.urlopen(self.base + "/v2/health/ready", timeout=self.timeout_s) as answer:
+                return bool(answer.status == 200)
+        except (urllib.error.URLError, TimeoutError, ConnectionError):
+            return False
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()

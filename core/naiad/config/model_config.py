@@ -33,6 +33,7 @@ __all__ = [
     "FILENAME_TO_BACKEND",
     "parse_config_text",
     "config_from_dict",
+    "int64_as_numbers",
     "validate_config",
     "check_config_alone",
     "config_alone_checks",
@@ -247,7 +248,7 @@ class ModelConfig:
             preserving_proto_field_name=True,
             always_print_fields_with_no_presence=True,
         )
-        _int64_as_numbers(data, self.proto.DESCRIPTOR)
+        int64_as_numbers(data, self.proto.DESCRIPTOR)
         return data
 
     def copy(self) -> ModelConfig:
@@ -267,7 +268,7 @@ _INT64_TYPES = frozenset(
 )
 
 
-def _int64_as_numbers(data: dict[str, Any], descriptor: Any) -> None:
+def int64_as_numbers(data: dict[str, Any], descriptor: Any) -> None:
     """Turn the strings protobuf's JSON mapping writes for 64-bit integers back into numbers."""
     for field in descriptor.fields:
         if field.name not in data:
@@ -278,12 +279,12 @@ def _int64_as_numbers(data: dict[str, Any], descriptor: Any) -> None:
             entry = message.fields_by_name["value"]
             for key, item in value.items():
                 if entry.message_type is not None:
-                    _int64_as_numbers(item, entry.message_type)
+                    int64_as_numbers(item, entry.message_type)
                 elif entry.type in _INT64_TYPES:
                     value[key] = int(item)
         elif message is not None:
             for item in value if isinstance(value, list) else [value]:
-                _int64_as_numbers(item, message)
+                int64_as_numbers(item, message)
         elif field.type in _INT64_TYPES:
             data[field.name] = [int(v) for v in value] if isinstance(value, list) else int(value)
 
