@@ -100,14 +100,15 @@ def test_brute_measures_every_point_and_quick_finds_the_same_best_with_a_fifth_o
 def test_quick_stops_growing_a_dimension_after_three_steps_that_did_not_pay():
     space = SearchSpace((Dimension("instances", (1, 2, 3, 4, 5, 6, 7)), Dimension("max_batch_size", (1, 4))))
     _, measured = run(quick_search, Constraints(), space=space)
-    # instances: 1 -> 2 pays, 3, 4 and 5 do not (the landscape has two CPUs): 6 and 7 are never
-    # measured, while growing or as neighbours of the best point.
-    assert [key for key in measured if key.endswith("max_batch_size=1")] == [
-        "instances=1,max_batch_size=1",
-        "instances=2,max_batch_size=1",
-        "instances=3,max_batch_size=1",
-        "instances=4,max_batch_size=1",
-        "instances=5,max_batch_size=1",
+    # Batching grows first (search.GROWTH_ORDER), then instances: 1 -> 2 pays, 3, 4 and 5 do
+    # not (the landscape has two CPUs): 6 and 7 are never measured, while growing or as
+    # neighbours of the best point.
+    assert [key for key in measured if key.endswith("max_batch_size=4")] == [
+        "instances=1,max_batch_size=4",
+        "instances=2,max_batch_size=4",
+        "instances=3,max_batch_size=4",
+        "instances=4,max_batch_size=4",
+        "instances=5,max_batch_size=4",
     ]
     assert not [key for key in measured if key.startswith(("instances=6", "instances=7"))]
 
@@ -144,6 +145,25 @@ def test_a_point_that_fails_to_load_scores_nothing_and_the_search_goes_on():
     assert failed and all("max_batch_size=16" in key for key in failed)
     # Growing max_batch_size looked one step past the failure and found 64 there.
     assert best(results) == "instances=2,max_batch_size=64,max_queue_delay_us=100,intra_op_threads=1"
+
+
+def test_quick_trades_instances_for_threads_where_no_single_step_pays():
+    """A second thread did not pay for one instance (a noisy window, say), so growing ends at
+    three one-thread instances; from there every single step oversubscribes two CPUs or gives
+    one up, and only a trade (an instance for a thread) reaches the best point."""
+    space = SearchSpace((Dimension("instances", (1, 2, 3)), Dimension("intra_op_threads", (1, 2))))
+    rates = {(1, 1): 100.0, (1, 2): 101.0, (2, 1): 180.0, (3, 1): 200.0, (2, 2): 215.0, (3, 2): 150.0}
+
+    async def evaluate(candidate: Candidate) -> CandidateResult:
+        rate = rates[candidate["instances"], candidate["intra_op_threads"]]
+        return CandidateResult(candidate, True, steps=(Step(4, rate, 1.0, 2.0, 1.0),), seconds=1.0)
+
+    three = Candidate.from_dict({"instances": 3, "intra_op_threads": 1}, space.names)
+    assert space.trades(three, "instances", "intra_op_threads") == [
+        Candidate.from_dict({"instances": 2, "intra_op_threads": 2}, space.names)
+    ]
+    results = asyncio.run(quick_search(space, Evaluations(evaluate, Constraints())))
+    assert best(results) == "instances=2,intra_op_threads=2"
 
 
 def test_every_point_key_is_unique_across_the_product():

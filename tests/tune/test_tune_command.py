@@ -259,10 +259,10 @@ def test_quick_finds_at_least_095_of_the_sweeps_best_in_a_quarter_of_its_time(tm
     """The issue's measure on a small space of the CNN. brute measures every point and keeps a
     checkpoint; quick then walks the same measurements from that checkpoint, so its time is
     what its points cost the sweep (one set of figures: a shared two-CPU machine cannot give
-    two separate runs the same conditions). The two winners are then measured again,
-    alternately, twice each: the sweep's best of 72 single measurements errs high (its
-    luckiest window), so "throughput at least 0.95 of the sweep's best" is judged on figures
-    taken side by side."""
+    two separate runs the same conditions). Where quick's pick is under 0.95 of the sweep's
+    best on those figures, the two winners are measured again, alternately, twice each: the
+    sweep's best of 72 single measurements errs high (its luckiest window), so the verdict is
+    then taken on figures measured side by side."""
     repo = write_cnn(tmp_path / "models")
     checkpoint = tmp_path / "search.jsonl"
     limits = ("--max-concurrency", "8", "--latency-budget-ms", "50", *STEADIER)
@@ -284,9 +284,12 @@ def test_quick_finds_at_least_095_of_the_sweeps_best_in_a_quarter_of_its_time(tm
         found["measured_seconds"],
         swept["measured_seconds"],
     )
-    winners = {name: record["best"]["throughput"]["candidate"] for name, record in (("quick", found), ("brute", swept))}
-    if winners["quick"] == winners["brute"]:
+    # On the sweep's own figures (quick walked the same measurements) first; where quick's
+    # pick falls short of the sweep's luckiest window, the two winners side by side.
+    figures = {name: record["best"]["throughput"]["step"]["throughput"] for name, record in (("quick", found), ("brute", swept))}
+    if figures["quick"] >= 0.95 * figures["brute"]:
         return
+    winners = {name: record["best"]["throughput"]["candidate"] for name, record in (("quick", found), ("brute", swept))}
     again: dict[str, list[float]] = {"quick": [], "brute": []}
     for round_ in range(2):
         for name, winner in winners.items():

@@ -1,10 +1,11 @@
 """The two searches of `naiad tune`.
 
 quick (the default) searches as a person would: start at the cheapest point, grow one
-dimension at a time while growing it pays (each step at least `min_gain` better than the best
-so far), stop a dimension after three steps in a row that did not pay, then hill-climb from
-the best point (move to the first neighbour, one step along one dimension, that pays
-`climb_gain` more, until none does). brute measures every point of the space, and only runs when asked.
+dimension at a time (in `GROWTH_ORDER`) while growing it pays (each step at least `min_gain`
+better than the best so far), stop a dimension after three steps in a row that did not pay,
+then hill-climb from the best point (move to the first neighbour that pays `climb_gain` more,
+until none does: one step along one dimension, or a trade of instances for threads). brute measures every point of the
+space, and only runs when asked.
 
 Both score a candidate by its best throughput within the constraints
 (`objectives.throughput_score`); both measure a point at most once (`Evaluations` remembers,
@@ -30,6 +31,20 @@ DEFAULT_MIN_GAIN = 0.03
 DEFAULT_CLIMB_GAIN = 0.05
 # Steps in a row that did not pay before a dimension stops growing.
 PATIENCE = 3
+# The order quick grows the dimensions in. The framework's threads first: one instance with
+# every CPU is where a person starts, and instances grown before threads stop at several
+# one-thread instances that no single step leaves (each step alone oversubscribes the CPUs).
+# Then batching, which costs nothing, then instances, which take CPUs from the threads, then
+# the queue delay, a fine adjustment of the batching found by then.
+GROWTH_ORDER = (
+    "intra_op_threads",
+    "inter_op_threads",
+    "max_batch_size",
+    "preferred_batch_size",
+    "instances",
+    "max_queue_delay_us",
+    "workers",
+)
 
 
 class SearchProgress(Protocol):
@@ -96,8 +111,9 @@ async def quick_search(
     best = space.start()
     expect(len(space.names))
     best_score = await evaluations.score(best)
-    for index, name in enumerate(space.names):
-        expect(len(space.names) - index)
+    growth = sorted(space.names, key=GROWTH_ORDER.index)
+    for index, name in enumerate(growth):
+        expect(len(growth) - index)
         point, flat = space.step(best, name, +1), 0
         while point is not None:
             score = await evaluations.score(point)
@@ -112,12 +128,15 @@ async def quick_search(
                     break
             point = space.step(point, name, +1)
 
+    def moves(point: Candidate) -> list[Candidate]:
+        return space.neighbours(point) + space.trades(point, "instances", "intra_op_threads")
+
     while True:
-        untried = [n for n in space.neighbours(best) if not evaluations.known(n)]
+        untried = [n for n in moves(best) if not evaluations.known(n)]
         evaluations.expected = min(size, len(evaluations.visited) + len(untried))
         # First improvement: move to the first neighbour that pays, without measuring the rest
         # of this round (the next round starts from the new point anyway).
-        for neighbour in space.neighbours(best):
+        for neighbour in moves(best):
             score = await evaluations.score(neighbour)
             if pays(score, best_score, climb_gain):
                 best, best_score = neighbour, score

@@ -19,9 +19,9 @@ __all__ = [
     "SearchSpace",
 ]
 
-# The dimensions tune knows, in the order the quick search grows them: the ones that decide
-# how much work runs at once first, then how requests are batched, then the framework's own
-# threads, then naiad's front doors (a server restart, so last).
+# The dimensions tune knows, in the order candidates and reports list them: how much work runs
+# at once, how requests are batched, the framework's own threads, naiad's front doors. (The
+# quick search grows them in an order of its own: search.GROWTH_ORDER.)
 DIMENSION_NAMES = (
     "instances",
     "max_batch_size",
@@ -134,6 +134,20 @@ class SearchSpace:
                 moved = self.step(candidate, name, direction)
                 if moved is not None:
                     found.append(moved)
+        return found
+
+    def trades(self, candidate: Candidate, first: str, second: str) -> list[Candidate]:
+        """The valid points one step up `first` and one step down `second`, and the other way
+        round: the moves that hand the same CPUs from one use to another (instances and the
+        framework's threads), which no single step can make without oversubscribing them."""
+        if first not in self.names or second not in self.names:
+            return []
+        found = []
+        for direction in (1, -1):
+            moved = self.step(candidate, first, direction)
+            traded = None if moved is None else self.step(moved, second, -direction)
+            if traded is not None:
+                found.append(traded)
         return found
 
     def describe(self) -> list[str]:
