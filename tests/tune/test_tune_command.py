@@ -286,7 +286,10 @@ def test_quick_finds_at_least_095_of_the_sweeps_best_in_a_quarter_of_its_time(tm
     )
     # On the sweep's own figures (quick walked the same measurements) first; where quick's
     # pick falls short of the sweep's luckiest window, the two winners side by side.
-    figures = {name: record["best"]["throughput"]["step"]["throughput"] for name, record in (("quick", found), ("brute", swept))}
+    figures = {
+        name: record["best"]["throughput"]["step"]["throughput"]
+        for name, record in (("quick", found), ("brute", swept))
+    }
     if figures["quick"] >= 0.95 * figures["brute"]:
         return
     winners = {name: record["best"]["throughput"]["candidate"] for name, record in (("quick", found), ("brute", swept))}
