@@ -667,6 +667,8 @@ def test_each_worker_loop_runs_on_a_cpu_of_its_own_and_nothing_else_is_pinned(tm
         worker = server.worker_pids()[1]
         subprocess.run(["kill", "-KILL", str(worker)], check=True)
         assert _wait_for(lambda: "the model home serves again" in server.log())
+        # The front door answers 503 until it has connected to the new model home.
+        assert _wait_for(lambda: "connected to the model home again" in server.log())
         assert worker not in server.worker_pids()
         check(server)
         assert server.stop() == 0
