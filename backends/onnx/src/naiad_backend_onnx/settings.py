@@ -113,14 +113,6 @@ def _graph_level(config: ModelConfig) -> str:
     return "all"
 
 
-# ORT's defaults suit a process that only runs models. A server shares its CPUs with the
-# event loop that reads requests: idle pool threads spinning after a run take the CPU that
-# loop needs to form the next batch (bench/cnn_bench.py's CNN at 8 connections on 2 CPUs:
-# 2,910-3,006 images/s spinning, 3,478-3,562 stopped; about 6% fewer at one connection, where
-# the next run waits for a pool thread to wake). A model's own `session.*` parameter wins.
-SERVING_CONFIG_ENTRIES: dict[str, str] = {"session.force_spinning_stop": "1"}
-
-
 def read_session_settings(config: ModelConfig, backend: OnnxBackendSettings) -> SessionSettings:
     """Validate and collect the session settings; ConfigError names the bad field."""
     mode = config.int_parameter("execution_mode", 0)
@@ -128,8 +120,7 @@ def read_session_settings(config: ModelConfig, backend: OnnxBackendSettings) -> 
         raise ConfigError(
             config.name, f"parameters.execution_mode: expected 0 (sequential) or 1 (parallel), got {mode}"
         )
-    entries = dict(SERVING_CONFIG_ENTRIES)
-    entries.update((k, v) for k, v in config.parameters.items() if k.startswith("session."))
+    entries = {k: v for k, v in config.parameters.items() if k.startswith("session.")}
     return SessionSettings(
         graph_level=_graph_level(config),
         intra_op_threads=config.int_parameter("intra_op_thread_count", backend.intra_op_threads),
