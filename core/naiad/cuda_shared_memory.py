@@ -20,7 +20,7 @@ import numpy as np
 
 from .cuda_runtime import IPC_HANDLE_SIZE, CudaError, CudaRuntime, CudaUnavailable, load_cuda_runtime
 from .errors import ErrorCode, NaiadError
-from .shared_memory_bounds import check_bounds
+from .shared_memory_bounds import placed_region
 
 __all__ = ["CudaSharedMemoryRegion", "CudaSharedMemoryRegistry", "gpus_not_supported"]
 
@@ -129,12 +129,7 @@ class CudaSharedMemoryRegistry:
         return [region.status()]
 
     def _region(self, name: str, offset: int, byte_size: int) -> CudaSharedMemoryRegion:
-        with self._lock:
-            region = self._regions.get(name)
-        if region is None:
-            raise NaiadError.not_found(f"Unable to find shared memory region: '{name}'")
-        check_bounds(name, offset, byte_size, region.byte_size)
-        return region
+        return placed_region(self._regions, self._lock, name, offset, byte_size)
 
     def check(self, name: str, offset: int, byte_size: int) -> None:
         """Refuse a placement outside the region, before any inference runs."""

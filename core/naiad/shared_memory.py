@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from .cuda_shared_memory import CudaSharedMemoryRegistry
 from .errors import ErrorCode, NaiadError
 from .safe_names import check_shm_key
-from .shared_memory_bounds import check_bounds
+from .shared_memory_bounds import placed_region
 
 __all__ = ["CLIENT_SHM_DISABLED", "SharedMemoryRegion", "SharedMemoryRegistry"]
 
@@ -151,13 +151,7 @@ class SharedMemoryRegistry:
     # -- tensors in regions ------------------------------------------------------------------
 
     def _region(self, name: str, offset: int, byte_size: int) -> SharedMemoryRegion:
-        with self._lock:
-            region = self._regions.get(name)
-        if region is None:
-            # NOT_FOUND, as Triton answers a tensor placed in a region it does not hold.
-            raise NaiadError.not_found(f"Unable to find shared memory region: '{name}'")
-        check_bounds(name, offset, byte_size, region.byte_size)
-        return region
+        return placed_region(self._regions, self._lock, name, offset, byte_size)
 
     def check(self, name: str, offset: int, byte_size: int) -> None:
         """Refuse a placement outside any region, before any inference runs."""

@@ -15,6 +15,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from ..endpoint_url import split_endpoint
+
 __all__ = ["ClientError", "KServeClient", "base_url"]
 
 
@@ -29,19 +31,7 @@ class ClientError(Exception):
 def base_url(url: str) -> str:
     """`http://HOST:PORT` from what `--url` accepts: HOST:PORT (as tritonclient takes it) or
     an http:// or https:// URL; ValueError naming what is wrong otherwise."""
-    text = url.strip().rstrip("/")
-    if "://" not in text:
-        text = f"http://{text}"
-    parts = urllib.parse.urlsplit(text)
-    if parts.scheme not in ("http", "https"):
-        raise ValueError(f"--url '{url}': the scheme must be http or https, not '{parts.scheme}'")
-    if not parts.hostname:
-        raise ValueError(f"--url '{url}' names no host (expected HOST:PORT, e.g. localhost:8000)")
-    try:
-        parts.port  # noqa: B018 - reading it checks it
-    except ValueError:
-        raise ValueError(f"--url '{url}': the port is not a number from 0 to 65535") from None
-    return text
+    return split_endpoint(url, "--url", ("http", "https")).geturl()
 
 
 @dataclass(frozen=True, slots=True)
