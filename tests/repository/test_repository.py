@@ -88,6 +88,19 @@ def test_several_repositories_and_duplicates(tmp_path):
     asyncio.run(go())
 
 
+def test_a_repository_named_twice_or_through_a_symlink_is_read_once(tmp_path):
+    repository = tmp_path / "models"
+    add_model(repository, "m")
+    (tmp_path / "link").symlink_to(repository)
+
+    async def go():
+        async with serve([repository, repository, tmp_path / "link"]) as server:
+            assert server.model_ready("m") and server.is_ready()
+            assert [r["name"] for r in server.repository_index()] == ["m"]
+
+    asyncio.run(go())
+
+
 def test_broken_model_beside_good_ones(tmp_path):
     add_model(tmp_path, "good")
     add_model(tmp_path, "bad", config='backend: "numpy" input [{ name: "X" data_type: TYPE_FP32 }]')

@@ -141,11 +141,17 @@ class Repository(Protocol):
 
 
 def find_models(repositories: list[Repository]) -> tuple[dict[str, ModelSource], dict[str, str]]:
-    """Every model of every repository, and the models found twice with why they fail."""
+    """Every model of every repository, and the models found twice with why they fail. A
+    repository named twice (the same path, or one path and a symlink to it) is read once:
+    its models are not in two repositories."""
     found: dict[str, ModelSource] = {}
     first_location: dict[str, str] = {}
     duplicates: dict[str, str] = {}
+    read: set[str] = set()
     for repository in repositories:
+        if repository.location in read:
+            continue
+        read.add(repository.location)
         for name, source in repository.list_models().items():
             if name in found or name in duplicates:
                 first = found.pop(name, None)
