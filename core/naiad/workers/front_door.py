@@ -36,6 +36,10 @@ log = logging.getLogger("naiad.workers")
 RING_BYTES = 32 * 1024 * 1024
 # Between attempts to reach a model home that does not listen (yet, or again).
 _CONNECT_RETRY_S = 0.1
+# How long an inference that reaches a front door while the model home is away (it died,
+# and worker 0 forks it again; it serves once it has loaded the models: 0.3-2.4 s measured
+# in docs/reliability.md) waits for it, instead of being refused at once.
+HOME_AWAY_WAIT_S = 10.0
 
 
 class FrontDoor(WorkerServer):
@@ -46,6 +50,8 @@ class FrontDoor(WorkerServer):
         self._home = next(peer for peer in self.peers if peer.index == topology.home_index)
         self._link: HomeLink | None = None
         self._linking: asyncio.Task[None] | None = None
+        # Done when the next link is made: what requests held while the model home is away wait on.
+        self._relinked: asyncio.Future[None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -78,19 +84,29 @@ class FrontDoor(WorkerServer):
             except NaiadError:
                 continue  # gone again before it sent its table
             self._link = link
+            self._wake_held()
             return link
 
     async def _keep_linked(self, link: HomeLink) -> None:
         """Connect again whenever the model home goes away (it is started again)."""
         while True:
             await link.lost
-            log.warning("%s: the model home went away; requests fail until it is back", self.label)
+            log.warning(
+                "%s: the model home went away; requests wait up to %g s for it to be back", self.label, HOME_AWAY_WAIT_S
+            )
             link = await self._connect()
             log.info("%s: connected to the model home again", self.label)
+
+    def _wake_held(self) -> None:
+        """Requests held while the model home was away go on (or, when draining, are refused)."""
+        if self._relinked is not None and not self._relinked.done():
+            self._relinked.set_result(None)
+        self._relinked = None
 
     async def stop(self) -> None:
         self._draining = True
         self._live = False
+        self._wake_held()
         if self._linking is not None:
             self._linking.cancel()
             await asyncio.gather(self._linking, return_exceptions=True)
@@ -177,7 +193,7 @@ class FrontDoor(WorkerServer):
     # -- inference: in the model home -------------------------------------------------------
 
     async def infer(self, request: InferenceRequest) -> InferenceResponse:
-        link = self._admit(request.model_name)
+        link = await self._admit(request.model_name)
         try:
             key, answer = link.infer(request)
             try:
@@ -189,7 +205,7 @@ class FrontDoor(WorkerServer):
             self._release()
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
-        link = self._admit(request.model_name)
+        link = await self._admit(request.model_name)
         try:
             key, responses = link.stream(request)
         except BaseException:
@@ -208,15 +224,38 @@ class FrontDoor(WorkerServer):
                 link.cancel(key)  # the consumer went away
             self._release()
 
-    def _admit(self, model: str) -> HomeLink:
-        """The link to send a request for `model` on, counted in flight until `_release`."""
+    async def _admit(self, model: str) -> HomeLink:
+        """The link to send a request for `model` on, counted in flight until `_release`.
+        While the model home is away, the request waits for its return (a crash costs the
+        requests in flight, not those that arrive while it is started again)."""
         if self._draining:
             raise NaiadError.unavailable("server is shutting down")
         if self._link is None:
             self._refuse_while_loading(model)
         link = self._home_link()
+        if link.lost.done():
+            link = await self._next_link(link)
         self._inflight += 1
         self._idle.clear()
+        return link
+
+    async def _next_link(self, lost: HomeLink) -> HomeLink:
+        """The link made after `lost`, waited for up to HOME_AWAY_WAIT_S."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HOME_AWAY_WAIT_S
+        link = lost
+        while link.lost.done():
+            if self._draining:
+                raise NaiadError.unavailable("server is shutting down")
+            if self._relinked is None:
+                self._relinked = loop.create_future()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._relinked), deadline - loop.time())
+            except TimeoutError:
+                raise NaiadError.unavailable(
+                    f"the model home exited and is not back after {HOME_AWAY_WAIT_S:g} s (it is being started again)"
+                ) from None
+            link = self._home_link()
         return link
 
     def _release(self) -> None:

@@ -63,8 +63,11 @@ class ModelMirror:
         self._serving: dict[str, dict[int, MirroredVersion]] = {}
         self._states: dict[str, dict[int, tuple[str, str]]] = {}
         self._parsed: dict[tuple[str, int, bytes], MirroredVersion] = {}
-        # Set while the model home is out of reach: every model is unavailable meanwhile.
+        # Set while the model home is out of reach: the server is not ready meanwhile.
         self.unreachable: str | None = "the server is still loading its models"
+        # Until the first table, no model is known; after it, the last table answers while
+        # the model home is away, so that requests reach the front door's wait for it.
+        self._has_table = False
 
     def update(self, table: ModelTable) -> None:
         serving: dict[str, dict[int, MirroredVersion]] = {}
@@ -82,14 +85,15 @@ class ModelMirror:
                 parsed[key] = serving[name][version] = mirrored
         self._serving, self._states, self._parsed = serving, states, parsed
         self.unreachable = None
+        self._has_table = True
 
     def lost(self, reason: str) -> None:
-        """The model home went away: nothing serves until it sends a table again."""
+        """The model home went away: not ready until it sends a table again."""
         self.unreachable = reason
 
     def get(self, name: str, version: str = "") -> MirroredVersion:
         """As `ModelManager.get` answers, from the copy."""
-        if self.unreachable is not None:
+        if not self._has_table:
             raise NaiadError.unavailable(f"model '{name}' is not available: {self.unreachable}")
         serving = self._serving.get(name)
         if serving is None:
