@@ -522,8 +522,13 @@ def test_a_killed_model_home_is_forked_again_and_its_clients_spread_again(repo: 
             assert psutil.Process(restarted).cmdline() == psutil.Process(worker_0).cmdline()
 
             def spread() -> bool:
+                # Within the balancer's slack: a process moves connections on once it holds
+                # two more than its share of 4, so 5/3 is as settled as 4/4.
                 send_on_each()
-                return sorted(_http_connections(pid, server.http_port) for pid in (worker_0, restarted)) == [4, 4]
+                return sorted(_http_connections(pid, server.http_port) for pid in (worker_0, restarted)) in (
+                    [3, 5],
+                    [4, 4],
+                )
 
             assert _wait_for(spread, 15)
             assert send_on_each() == 8
