@@ -415,8 +415,9 @@ def test_a_killed_model_home_is_started_again_with_the_models_clients_loaded(rep
         assert home is not None
         subprocess.run(["kill", "-KILL", str(home)], check=True)
         assert _wait_for(lambda: not _alive(home))
-        # Meanwhile worker 0 answers, and says why no model serves (a connection the kernel
-        # had queued on the killed process's socket is reset).
+        # Meanwhile worker 0 holds the request until the new model home serves, or says why
+        # it could not (a connection the kernel had queued on the killed process's socket is
+        # reset).
         try:
             http_pid(server.http_url, "late")
         except InferenceServerException as exc:
@@ -725,7 +726,7 @@ def test_each_worker_loop_runs_on_a_cpu_of_its_own_and_nothing_else_is_pinned(tm
         worker = server.worker_pids()[1]
         subprocess.run(["kill", "-KILL", str(worker)], check=True)
         assert _wait_for(lambda: "the model home serves again" in server.log())
-        # The front door answers 503 until it has connected to the new model home.
+        # The check below runs once the front door has connected to the new model home.
         assert _wait_for(lambda: "connected to the model home again" in server.log())
         assert worker not in server.worker_pids()
         check(server)
