@@ -3,7 +3,9 @@
 
 Config `parameters` (Triton's names): `INFERENCE_MODE` (default true: run under
 `torch.inference_mode`, else `torch.no_grad`), `DISABLE_OPTIMIZED_EXECUTION` (TorchScript's
-profiling executor off), `INTRA_OP_THREAD_COUNT`, `INTER_OP_THREAD_COUNT`.
+profiling executor off), `INTRA_OP_THREAD_COUNT`, `INTER_OP_THREAD_COUNT`; naiad's own
+`OPTIMIZE_FOR_INFERENCE` (TorchScript through `torch.jit.optimize_for_inference`; default true
+on the CPU, false on GPUs, where it is unproven).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from naiad.backend.helpers import (
 from .auto_complete import auto_complete, program_signature
 from .binding import InputBinding, bind_inputs, output_index
 from .dtypes import datatype_of_dtype, to_numpy, to_torch
-from .loading import LoadedModule, find_model_file, load_module
+from .loading import LoadedModule, find_model_file, load_module, optimized_for_inference
 
 if TYPE_CHECKING:
     from .backend import PyTorchBackend
@@ -73,12 +75,18 @@ class TorchModel(Model):
     def model_path(self) -> Path:
         return find_model_file(self.context.version_path, self.context.model_filename, self.context.name)
 
-    def module(self, device: torch.device) -> LoadedModule:
+    def module(self, device: torch.device, *, optimize: bool = False) -> LoadedModule:
+        """The module on `device`, loaded once; `optimize` replaces it with its optimized form
+        (instances ask for that, auto-complete and initialize only read the signature), so
+        the weights are held once."""
         key = str(device)
         with self._lock:
             loaded = self._modules.get(key)
             if loaded is None:
-                loaded = self._modules[key] = load_module(self.model_path, device, self.context.name)
+                loaded = load_module(self.model_path, device, self.context.name)
+            if optimize:
+                loaded = optimized_for_inference(loaded, self.context.name)
+            self._modules[key] = loaded
             return loaded
 
     def auto_complete_config(self, config: ModelConfig) -> None:
@@ -120,6 +128,11 @@ class TorchModel(Model):
             self._check_program(config, loaded)
         self.inference_mode = config.bool_parameter(_key(config, "INFERENCE_MODE"), True)
         self.optimized_execution = not config.bool_parameter(_key(config, "DISABLE_OPTIMIZED_EXECUTION"), False)
+        optimize = _key(config, "OPTIMIZE_FOR_INFERENCE")
+        self.optimize_on = {
+            "cpu": config.bool_parameter(optimize, True),
+            "cuda": config.bool_parameter(optimize, False),
+        }
         self.intra_op_threads = config.int_parameter(_key(config, "INTRA_OP_THREAD_COUNT"), None, minimum=1)
         if self.intra_op_threads is None:
             # Each instance's thread runs torch's parallel operations with a pool of its own:
@@ -200,7 +213,7 @@ class TorchInstance(ModelInstance):
         model = self.model
         self.config = model.context.config
         self.device = model.device_for(self.context)
-        self.loaded = model.module(self.device)
+        self.loaded = model.module(self.device, optimize=model.optimize_on[self.device.type])
         self.batching = self.config.max_batch_size > 0
         self._threads_set = False
 
