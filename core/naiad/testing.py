@@ -46,7 +46,9 @@ class ServerProcess:
     `workers` is `--workers`; 1 unless asked (the flags may also pass `--workers`), None for
     naiad's own default (one per core): most tests check what one server process does with
     requests that meet in it (batches, rate limits, a cache), and a worker per core would
-    double every test server's start-up on a two-core machine."""
+    double every test server's start-up on a two-core machine. `own_process_group` starts it
+    as the leader of a process group of its own, which `signal_group` signals as Ctrl-C or
+    systemd's stop signal every process of a service."""
 
     def __init__(
         self,
@@ -54,6 +56,7 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         timeout: float = 120.0,
         workers: int | None = 1,
+        own_process_group: bool = False,
     ) -> None:
         args: list[str] = []
         for item in repositories_and_flags:
@@ -84,6 +87,7 @@ class ServerProcess:
         ]
         self.env = {**os.environ, **(env or {})}
         self.timeout = timeout
+        self.own_process_group = own_process_group
         self.process: subprocess.Popen[bytes] | None = None
         self._log = tempfile.NamedTemporaryFile(prefix="naiad-", suffix=".log", delete=False)
 
@@ -104,7 +108,13 @@ class ServerProcess:
 
     def start(self, expect_ready: bool = True) -> ServerProcess:
         for attempt in range(_PORT_ATTEMPTS):
-            self.process = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT, env=self.env)
+            self.process = subprocess.Popen(
+                self.args,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=self.own_process_group,
+            )
             if not expect_ready or self._wait_ready():
                 return self
             if attempt + 1 == _PORT_ATTEMPTS or _PORT_TAKEN not in self.log().lower():
@@ -154,6 +164,11 @@ class ServerProcess:
         assert self.process is not None
         homes = [pid for pid, role in _roles_of_children(self.process.pid).items() if role == "home"]
         return homes[0] if homes else None
+
+    def signal_group(self, sig: int) -> None:
+        """Send `sig` to every process of the server's group (see `own_process_group`)."""
+        assert self.process is not None and self.own_process_group
+        os.killpg(self.process.pid, sig)
 
     def wait(self, timeout: float = 60.0) -> int:
         assert self.process is not None

@@ -37,13 +37,20 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
+def disposition(sig):
+    # A handler by name: its address differs between processes.
+    handler = signal.getsignal(sig)
+    return getattr(handler, "__qualname__", repr(handler))
+
+
 def probe():
     return json.dumps({
         "argv": sys.argv,
         "cwd": os.getcwd(),
         "path0": sys.path[0],
-        "sigint": repr(signal.getsignal(signal.SIGINT)),
-        "sigchld": repr(signal.getsignal(signal.SIGCHLD)),
+        "sigint": disposition(signal.SIGINT),
+        "sigterm": disposition(signal.SIGTERM),
+        "sigchld": disposition(signal.SIGCHLD),
         "fds": len(os.listdir("/proc/self/fd")),
         "marker": os.environ.get("NAIAD_FORK_TEST_MARKER"),
         "random": float(np.random.random()),

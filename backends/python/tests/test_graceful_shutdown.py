@@ -105,3 +105,50 @@ def test_sigterm_under_load_answers_every_request_written(tmp_path: Path, worker
     assert tally.answered[200] > 100
     # Every client was told to go elsewhere, then found the server gone.
     assert tally.told_to_close >= 16 and tally.refused == 16
+
+
+# The slow model, and a finalize that leaves a mark in the model's directory.
+FINALIZING_MODEL = SLOW_MODEL + textwrap.indent(
+    textwrap.dedent("""
+        def initialize(self, args):
+            self.mark = args["model_repository"] + "/finalized"
+
+        def finalize(self):
+            with open(self.mark, "w") as mark:
+                mark.write("finalized")
+    """),
+    "    ",
+)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stop_signal_to_the_whole_process_group_is_the_servers_to_handle(tmp_path: Path, workers: int) -> None:
+    """Ctrl-C and systemd's stop (KillMode=control-group) signal every process of the group at
+    once. The model processes leave the signal to the server, as Triton's stub does: the
+    server drains, the model's finalize runs, and the server exits at once rather than
+    waiting out a finalize that a dead process never answers."""
+    (tmp_path / "slow" / "1").mkdir(parents=True)
+    (tmp_path / "slow" / "config.pbtxt").write_text(CONFIG)
+    (tmp_path / "slow" / "1" / "model.py").write_text(FINALIZING_MODEL)
+    with ServerProcess(tmp_path, "--workers", str(workers), own_process_group=True) as server:
+        tally = Tally()
+
+        async def load() -> float:
+            until = time.monotonic() + 20
+            clients = [asyncio.create_task(client(server.http_port, tally, until)) for _ in range(16)]
+            await asyncio.sleep(1.5)
+            server.signal_group(signal.SIGTERM)
+            stopped = time.monotonic()
+            await asyncio.gather(*clients)
+            return stopped
+
+        stopped = asyncio.run(load())
+        assert server.wait(40) == 0
+        took = time.monotonic() - stopped
+        log = server.log()
+    assert not tally.lost, f"{len(tally.lost)} request(s) lost: {tally.lost}; {tally.answered}"
+    assert set(tally.answered) == {200}, tally.answered
+    mark = tmp_path / "slow" / "finalized"
+    assert mark.exists() and mark.read_text() == "finalized", log
+    assert "exited unexpectedly" not in log and "did not finish" not in log, log
+    assert took < 15, f"the server took {took:.1f} s to stop:\n{log}"

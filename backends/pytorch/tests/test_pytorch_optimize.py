@@ -153,7 +153,9 @@ asyncio.run(main())
 """
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or len(os.sched_getaffinity(0)) < 2, reason="needs Linux, 2 CPUs")
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task") or len(os.sched_getaffinity(0)) < 2, reason="needs Linux, 2 CPUs"
+)
 def test_optimizing_leaves_no_openmp_pool_in_the_loading_thread(tmp_path):
     """An OpenMP pool left in the loading thread halves every instance's rate at small
     batches (libgomp stops spinning once more threads are pooled than there are CPUs): the

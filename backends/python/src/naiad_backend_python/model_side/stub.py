@@ -8,7 +8,8 @@ the server's messages on the event loop (stub_dispatcher.py); the messages thems
 in stub_messages.py.
 
 It exits when the server asks (finalize), or when its socket closes (the server went away);
-a watchdog thread sees the close even while model code is stuck in `execute`.
+a watchdog thread sees the close even while model code is stuck in `execute`. Interrupt and
+terminate signals are left to the server, as Triton's stub leaves them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -56,7 +58,22 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
+def _leave_stop_signals_to_the_server() -> None:
+    """Ctrl-C, systemd's stop (KillMode=control-group) and `kill -- -PGID` signal the whole
+    process group at once. They are for the server, which drains its requests, runs each
+    model's `finalize` and then lets this process go. Dying here would cut the requests in
+    flight and skip `finalize`. A handler that does nothing, not SIG_IGN, because an ignored
+    signal would stay ignored in programs the model starts."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _server_handles_it)
+
+
+def _server_handles_it(signum: int, frame: object) -> None:
+    """The model process's handler of SIGINT and SIGTERM: nothing to do."""
+
+
 def main(argv: list[str] | None = None) -> int:
+    _leave_stop_signals_to_the_server()
     parser = argparse.ArgumentParser(prog="naiad_backend_python.model_side.stub")
     parser.add_argument("--socket-fd", type=int)
     parser.add_argument("--inbound-fd", type=int)

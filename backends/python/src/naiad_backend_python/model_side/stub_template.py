@@ -58,11 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.socket(fileno=args.socket_fd)
     # The dispositions this process started with are those a spawned stub starts with (the
     # server starts both the same way); each child gets them back.
-    changed = {signal.SIGINT: signal.getsignal(signal.SIGINT), signal.SIGCHLD: signal.getsignal(signal.SIGCHLD)}
-    # Ctrl-C reaches the whole process group: it is for the server, which then closes our
-    # socket. SIGCHLD must not be ignored (an ignored SIGCHLD reaps children unasked, and the
-    # template needs their statuses).
+    changed = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)}
+    # Ctrl-C and a stop of the whole process group (systemd's, `kill -- -PGID`) are for the
+    # server, which then closes our socket: the template must outlive its stubs to report
+    # their exits. SIGCHLD must not be ignored (an ignored SIGCHLD reaps children unasked,
+    # and the template needs their statuses).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     reason = _prepare()
     if reason:
