@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from .cli import READY_LINE
 from .devices import gpu_ids
+from .local_ports import free_port
 from .models.instance_groups import expand_instance_groups
 from .workers.linux_process import HOME_NAME, process_name, worker_name
 
@@ -32,12 +32,6 @@ __all__ = ["ServerProcess", "expand_instance_groups", "free_port", "gpu_ids"]
 # How often start() tries fresh ports when one it picked was taken before the server bound it.
 _PORT_ATTEMPTS = 3
 _PORT_TAKEN = "address already in use"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ServerProcess:

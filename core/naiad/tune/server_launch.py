@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+from naiad.local_ports import free_port
 
 __all__ = ["LaunchError", "LaunchedServer", "ServerLauncher"]
 
@@ -29,13 +30,6 @@ class ReadyProbe(Protocol):
 
 class LaunchError(Exception):
     """The server did not start: the message ends with the last of its log."""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass(slots=True)
@@ -109,7 +103,7 @@ class ServerLauncher:
             self.current = None
 
     def _start(self, workers: int) -> LaunchedServer:
-        http, grpc, metrics = _free_port(), _free_port(), _free_port()
+        http, grpc, metrics = free_port(), free_port(), free_port()
         command = [
             sys.executable,
             "-m",

@@ -1,0 +1,16 @@
+"""A free TCP port on 127.0.0.1, for a server this process is about to start (tune's
+servers, the test servers of `naiad.testing`). Another process can take it before the
+server binds it: whoever starts the server checks that it did."""
+
+from __future__ import annotations
+
+import socket
+
+__all__ = ["free_port"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
