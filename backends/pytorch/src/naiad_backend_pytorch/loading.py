@@ -7,6 +7,7 @@ import logging
 import threading
 import warnings
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -103,14 +104,15 @@ def optimized_for_inference(loaded: LoadedModule, model: str) -> LoadedModule:
     state is kept. A module torch cannot optimize is served as it was loaded."""
     if loaded.kind != "torchscript" or loaded.optimized:
         return loaded
-    # One intra-op thread here: torch's OpenMP keeps a pool of workers per calling thread, and
-    # a pool left in this loading thread would stop every instance thread's pool from spinning
-    # (libgomp throttles once more threads are pooled than there are CPUs): the CNN of
-    # bench/cnn_bench.py at batch 1 fell from 1,330 to 730 requests/s in-process that way.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    # In a thread that ends with it: torch's OpenMP keeps a pool of workers per calling thread
+    # until that thread ends, and a pool left in the loading thread would stop every instance
+    # thread's pool from spinning (libgomp throttles once more threads are pooled than there
+    # are CPUs): the CNN of bench/cnn_bench.py at batch 1 fell from 1,330 to 730 requests/s
+    # in-process that way. (Setting one thread here instead would change torch's process-wide
+    # default while instance threads may be taking it.)
     try:
-        module = torch.jit.optimize_for_inference(loaded.module)  # type: ignore[arg-type]
+        with ThreadPoolExecutor(1, thread_name_prefix="naiad-torch-optimize") as thread:
+            module = thread.submit(torch.jit.optimize_for_inference, loaded.module).result()
     except Exception as exc:  # noqa: BLE001 - torch raises many types here
         log.warning(
             "model '%s': served without torch.jit.optimize_for_inference, which failed: %s: %s "
@@ -120,6 +122,4 @@ def optimized_for_inference(loaded: LoadedModule, model: str) -> LoadedModule:
             str(exc).strip().splitlines()[-1] if str(exc).strip() else "",
         )
         return replace(loaded, optimized=True)
-    finally:
-        torch.set_num_threads(threads)
     return replace(loaded, module=module, optimized=True)
