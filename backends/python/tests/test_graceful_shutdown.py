@@ -152,3 +152,55 @@ def test_a_stop_signal_to_the_whole_process_group_is_the_servers_to_handle(tmp_p
     assert mark.exists() and mark.read_text() == "finalized", log
     assert "exited unexpectedly" not in log and "did not finish" not in log, log
     assert took < 15, f"the server took {took:.1f} s to stop:\n{log}"
+
+
+STUCK_MODEL = textwrap.dedent("""
+    import os
+    import time
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            with open(args["model_repository"] + "/pid", "w") as mark:
+                mark.write(str(os.getpid()))
+
+        def execute(self, requests):
+            time.sleep(3600)
+""")
+
+
+def test_a_second_interrupt_while_a_model_is_stuck_exits_at_once(tmp_path: Path) -> None:
+    """The first Ctrl-C drains, which waits for the stuck request; the second ends the server
+    at once, and the model's process, which left the signals to the server, leaves with it."""
+    (tmp_path / "slow" / "1").mkdir(parents=True)
+    (tmp_path / "slow" / "config.pbtxt").write_text(CONFIG)
+    (tmp_path / "slow" / "1" / "model.py").write_text(STUCK_MODEL)
+    with ServerProcess(tmp_path, own_process_group=True) as server:
+        model_pid = int((tmp_path / "slow" / "pid").read_text())
+
+        async def stuck_request() -> None:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.http_port)
+            writer.write(REQUEST)
+            await writer.drain()
+            await asyncio.sleep(1.0)  # in the model now
+            server.signal_group(signal.SIGINT)
+            await asyncio.sleep(1.0)
+            assert server.process is not None and server.process.poll() is None  # draining
+            server.signal_group(signal.SIGINT)
+            writer.close()
+
+        asyncio.run(stuck_request())
+        assert server.wait(10) == 128 + signal.SIGINT
+        log = server.log()
+    assert "SIGINT again while shutting down: exiting now" in log, log
+    deadline = time.monotonic() + 10
+    while _alive(model_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(model_pid), f"the model's process {model_pid} outlived the server"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -234,7 +234,23 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> No
     """A signal sets `stop` from now on. Before (while the models load) it ends the process at
     once, as it did before any port was open: there is nothing to drain yet."""
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, _on_stop_signal, sig, stop)
+
+
+def _on_stop_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
+    """A signal drains (up to --exit-timeout-secs, then each model's finalize). A SIGINT while
+    draining, a Ctrl-C pressed again, ends the process at once: the models' processes leave
+    stop signals to the server, so without it a model stuck in `execute` would keep the user
+    waiting out both timeouts. They see their socket close and leave too. A repeated SIGTERM
+    changes nothing: worker 0 sends one to each worker as it stops them, after any the
+    service manager sent."""
+    if not stop.is_set() or sig != signal.SIGINT:
+        stop.set()
+        return
+    log.warning("%s again while shutting down: exiting now, without waiting for the models", sig.name)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(128 + sig)
 
 
 async def _shut_down(server: Server, tasks: list[asyncio.Task[None]], timeout_s: float, quiet: bool = False) -> None:
