@@ -1,16 +1,14 @@
 """`TorchModel` and `TorchInstance`: one module per device, shared by every instance on it
 (forward in eval/inference mode does not mutate the module), batches stacked along axis 0.
 
-Config `parameters` (Triton's names): `INFERENCE_MODE` (default true: run under
-`torch.inference_mode`, else `torch.no_grad`), `DISABLE_OPTIMIZED_EXECUTION` (TorchScript's
-profiling executor off), `INTRA_OP_THREAD_COUNT`, `INTER_OP_THREAD_COUNT`; naiad's own
+Config `parameters` (Triton's names): how forward runs (execution.py),
+`INTRA_OP_THREAD_COUNT`, `INTER_OP_THREAD_COUNT`; naiad's own
 `OPTIMIZE_FOR_INFERENCE` (TorchScript through `torch.jit.optimize_for_inference`; default true
 on the CPU, false on GPUs, where it is unproven).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from pathlib import Path
@@ -43,6 +41,7 @@ from naiad.backend.helpers import (
 from .auto_complete import auto_complete, program_signature
 from .binding import InputBinding, bind_inputs, output_index
 from .dtypes import datatype_of_dtype, to_numpy, to_torch
+from .execution import ExecutionSettings, parameter_key
 from .loading import LoadedModule, find_model_file, load_module, optimized_for_inference
 
 if TYPE_CHECKING:
@@ -51,11 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["TorchModel", "TorchInstance"]
 
 log = logging.getLogger("naiad.backends.pytorch")
-
-
-def _key(config: ModelConfig, key: str) -> str:
-    """Triton's parameter name, or its lower-case spelling when the config uses that."""
-    return key if config.parameter(key) is not None or config.parameter(key.lower()) is None else key.lower()
 
 
 def _torch_message(exc: BaseException) -> str:
@@ -126,21 +120,20 @@ class TorchModel(Model):
         self.binding: InputBinding = bind_inputs(config.name, list(self.input_specs), loaded.arg_names)
         if loaded.kind == "export":
             self._check_program(config, loaded)
-        self.inference_mode = config.bool_parameter(_key(config, "INFERENCE_MODE"), True)
-        self.optimized_execution = not config.bool_parameter(_key(config, "DISABLE_OPTIMIZED_EXECUTION"), False)
-        optimize = _key(config, "OPTIMIZE_FOR_INFERENCE")
+        self.execution = ExecutionSettings.of(config)
+        optimize = parameter_key(config, "OPTIMIZE_FOR_INFERENCE")
         self.optimize_on = {
             "cpu": config.bool_parameter(optimize, True),
             "cuda": config.bool_parameter(optimize, False),
         }
-        self.intra_op_threads = config.int_parameter(_key(config, "INTRA_OP_THREAD_COUNT"), None, minimum=1)
+        self.intra_op_threads = config.int_parameter(parameter_key(config, "INTRA_OP_THREAD_COUNT"), None, minimum=1)
         if self.intra_op_threads is None:
             # Each instance's thread runs torch's parallel operations with a pool of its own:
             # share the server's CPUs among the CPU instances that may run at once.
             gpu = model_config_pb2.ModelInstanceGroup.KIND_GPU
             cpu_instances = sum(g.count or 1 for g in config.proto.instance_group if g.kind != gpu)
             self.intra_op_threads = self.backend.context.thread_budget(cpu_instances)
-        inter_op = config.int_parameter(_key(config, "INTER_OP_THREAD_COUNT"), None, minimum=1)
+        inter_op = config.int_parameter(parameter_key(config, "INTER_OP_THREAD_COUNT"), None, minimum=1)
         if inter_op is not None and torch.get_num_interop_threads() != inter_op:
             try:
                 torch.set_num_interop_threads(inter_op)
@@ -217,18 +210,6 @@ class TorchInstance(ModelInstance):
         self.batching = self.config.max_batch_size > 0
         self._threads_set = False
 
-    def _context(self) -> contextlib.ExitStack:
-        stack = contextlib.ExitStack()
-        if self.model.inference_mode:
-            stack.enter_context(torch.inference_mode())
-        else:
-            stack.enter_context(torch.no_grad())
-        if self.loaded.kind == "torchscript":
-            stack.enter_context(torch.jit.optimized_execution(self.model.optimized_execution))
-        if self.device.type == "cuda":
-            stack.enter_context(torch.cuda.device(self.device))
-        return stack
-
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
         if not self._threads_set:
             # torch's intra-op setting belongs to the calling thread: apply it in the
@@ -256,7 +237,7 @@ class TorchInstance(ModelInstance):
         batch = Batch.stack(requests, self.config)
         args = [self._argument(name, batch.inputs[name]) for name in order]
         try:
-            with self._context():
+            with self.model.execution.context(self.loaded.kind == "torchscript", self.device):
                 result = self.loaded.module(*args)
         except (RuntimeError, ValueError, TypeError, IndexError, AssertionError) as exc:
             raise NaiadError.invalid(

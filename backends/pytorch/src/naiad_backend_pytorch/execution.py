@@ -1,0 +1,92 @@
+"""How an instance runs forward, from the config's `parameters` (Triton's PyTorch backend
+names, upper- or lower-case): the grad mode, TorchScript's executor switches, cuDNN and the
+CUDA cache.
+
+TorchScript's switches (`ENABLE_JIT_PROFILING`, `ENABLE_JIT_EXECUTOR`, `ENABLE_TENSOR_FUSER`)
+and `DISABLE_CUDNN` are process-wide in torch. As in Triton, a model that sets one sets it
+before each of its executions and leaves it so; a model that does not set it changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from naiad.backend import ModelConfig
+
+__all__ = ["ExecutionSettings", "parameter_key"]
+
+log = logging.getLogger("naiad.backends.pytorch")
+
+# TorchScript's process-wide switches, by Triton's parameter name.
+_JIT_SWITCHES: dict[str, Callable[[bool], object]] = {
+    "ENABLE_JIT_PROFILING": torch._C._jit_set_profiling_mode,
+    "ENABLE_JIT_EXECUTOR": torch._C._jit_set_profiling_executor,
+    "ENABLE_TENSOR_FUSER": torch._C._jit_set_texpr_fuser_enabled,
+}
+
+
+def parameter_key(config: ModelConfig, key: str) -> str:
+    """Triton's parameter name, or its lower-case spelling when the config uses that."""
+    return key if config.parameter(key) is not None or config.parameter(key.lower()) is None else key.lower()
+
+
+def _optional_bool(config: ModelConfig, key: str) -> bool | None:
+    """A true/false parameter, or None when the config does not set it."""
+    key = parameter_key(config, key)
+    text = config.parameter(key)
+    if text is None or not text.strip():
+        return None
+    return config.bool_parameter(key, False)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionSettings:
+    inference_mode: bool = True  # INFERENCE_MODE; false runs under torch.no_grad
+    optimized_execution: bool = True  # not DISABLE_OPTIMIZED_EXECUTION
+    jit_switches: tuple[tuple[Callable[[bool], object], bool], ...] = ()
+    cudnn: bool | None = None  # not DISABLE_CUDNN, when set
+    cache_cleaning: bool = False  # ENABLE_CACHE_CLEANING: empty the CUDA cache after each execution
+
+    @classmethod
+    def of(cls, config: ModelConfig) -> ExecutionSettings:
+        """Read from the config; a value that is not true/false fails the load naming it."""
+        if _optional_bool(config, "ENABLE_NVFUSER"):
+            # Triton's PyTorch backend turns NvFuser off whatever the config says; torch has dropped it.
+            log.warning("model '%s': ENABLE_NVFUSER is not supported and is ignored (as Triton does)", config.name)
+        # ENABLE_WEIGHT_SHARING is read for its check only: instances on one device always
+        # share one module here (model.py).
+        _optional_bool(config, "ENABLE_WEIGHT_SHARING")
+        switches = tuple(
+            (setter, value)
+            for key, setter in _JIT_SWITCHES.items()
+            if (value := _optional_bool(config, key)) is not None
+        )
+        disable_cudnn = _optional_bool(config, "DISABLE_CUDNN")
+        return cls(
+            inference_mode=config.bool_parameter(parameter_key(config, "INFERENCE_MODE"), True),
+            optimized_execution=not config.bool_parameter(parameter_key(config, "DISABLE_OPTIMIZED_EXECUTION"), False),
+            jit_switches=switches,
+            cudnn=None if disable_cudnn is None else not disable_cudnn,
+            cache_cleaning=bool(_optional_bool(config, "ENABLE_CACHE_CLEANING")),
+        )
+
+    def context(self, torchscript: bool, device: torch.device) -> contextlib.ExitStack:
+        """What one execution runs under; the switches are set on entry."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.inference_mode() if self.inference_mode else torch.no_grad())
+        if torchscript:
+            stack.enter_context(torch.jit.optimized_execution(self.optimized_execution))
+            for setter, value in self.jit_switches:
+                setter(value)
+        if device.type == "cuda":
+            if self.cudnn is not None:
+                torch.backends.cudnn.enabled = self.cudnn
+            stack.enter_context(torch.cuda.device(device))
+            if self.cache_cleaning:
+                stack.callback(torch.cuda.empty_cache)
+        return stack
