@@ -16,7 +16,14 @@ import torch
 
 from naiad.backend import ConfigError
 
-__all__ = ["LoadedModule", "find_model_file", "load_module", "is_exported_program", "optimized_for_inference"]
+__all__ = [
+    "LoadedModule",
+    "find_model_file",
+    "load_module",
+    "is_exported_program",
+    "optimized_for_inference",
+    "torch_message",
+]
 
 log = logging.getLogger("naiad.backends.pytorch")
 
@@ -35,6 +42,12 @@ class LoadedModule:
     arg_names: list[str]
     program: Any = None  # the ExportedProgram, for auto-complete
     optimized: bool = False  # optimized_for_inference has been applied (or tried)
+
+
+def torch_message(exc: BaseException) -> str:
+    """TorchScript errors carry the scripted traceback; the last line says what broke."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def find_model_file(version_path: Path, filename: str, model: str) -> Path:
@@ -119,7 +132,7 @@ def optimized_for_inference(loaded: LoadedModule, model: str) -> LoadedModule:
             "(set parameter OPTIMIZE_FOR_INFERENCE to false to skip it)",
             model,
             type(exc).__name__,
-            str(exc).strip().splitlines()[-1] if str(exc).strip() else "",
+            torch_message(exc),
         )
         return replace(loaded, optimized=True)
     return replace(loaded, module=module, optimized=True)

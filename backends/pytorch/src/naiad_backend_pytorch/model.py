@@ -42,7 +42,7 @@ from .auto_complete import auto_complete, program_signature
 from .binding import InputBinding, bind_inputs, output_index
 from .dtypes import datatype_of_dtype, to_numpy, to_torch
 from .execution import ExecutionSettings, parameter_key
-from .loading import LoadedModule, find_model_file, load_module, optimized_for_inference
+from .loading import LoadedModule, find_model_file, load_module, optimized_for_inference, torch_message
 
 if TYPE_CHECKING:
     from .backend import PyTorchBackend
@@ -50,12 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["TorchModel", "TorchInstance"]
 
 log = logging.getLogger("naiad.backends.pytorch")
-
-
-def _torch_message(exc: BaseException) -> str:
-    """TorchScript errors carry the scripted traceback; the last line says what broke."""
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__
 
 
 class TorchModel(Model):
@@ -241,7 +235,7 @@ class TorchInstance(ModelInstance):
                 result = self.loaded.module(*args)
         except (RuntimeError, ValueError, TypeError, IndexError, AssertionError) as exc:
             raise NaiadError.invalid(
-                f"model '{self.config.name}': PyTorch failed on the inputs: {_torch_message(exc)}"
+                f"model '{self.config.name}': PyTorch failed on the inputs: {torch_message(exc)}"
             ) from None
         responses = batch.responses(self._outputs(result))
         apply_output_reshape(responses, self.config)
