@@ -195,6 +195,7 @@ class Server:
             config_name=options.model_config_name,
             rate_limiter=self.rate_limiter,
             metrics_settings=self.metrics_settings,
+            requests_in_flight=lambda: self._inflight,
         )
         if options.model_control_mode == "explicit":
             names = options.load_models

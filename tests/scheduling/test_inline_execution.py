@@ -148,6 +148,33 @@ def test_long_batches_stay_in_the_instance_thread(tmp_path):
     assert len(threads) == 5 and loop_thread not in threads
 
 
+def test_a_lone_request_runs_on_the_loop_for_longer_unless_another_is_in_flight(tmp_path):
+    # 1 ms per execution: ten times the budget of a batch that shares the server with other
+    # requests, half the budget of one that holds every request in flight.
+    write(tmp_path, "medium", any_thread=True, sleep_ms=1)
+    write(tmp_path, "held", any_thread=False, sleep_ms=300)
+
+    async def go():
+        async with Server(
+            ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False)
+        ) as server:
+            await infer_sequentially(server, "medium", 12)
+            alone = list(threads_of(server, "medium"))
+            held = asyncio.ensure_future(
+                server.infer(InferenceRequest("held", [Tensor.from_numpy("X", np.ones((1, 1), np.float32))]))
+            )
+            await asyncio.sleep(0.05)  # "held" is executing: one more request in flight
+            await infer_sequentially(server, "medium", 8)
+            assert not held.done()
+            await held
+            return alone, threads_of(server, "medium")[12:], threading.current_thread().name
+
+    alone, beside_another, loop_thread = asyncio.run(go())
+    assert alone[0] != loop_thread
+    assert alone[4:].count(loop_thread) >= 4, alone
+    assert loop_thread not in beside_another
+
+
 def test_errors_and_statistics_are_the_same_on_the_loop(tmp_path):
     write(tmp_path, "fast", any_thread=True)
 
@@ -211,3 +238,11 @@ def test_the_choice_follows_the_faster_of_the_last_two_measurements():
     assert not choice.choose(1)  # ...two are not
     choice.measured(1, 20_000)
     assert choice.choose(1)
+
+
+def test_a_batch_alone_in_the_server_has_the_larger_budget():
+    choice = InlineExecution(budget_ns=100_000, alone_budget_ns=2_000_000)
+    choice.measured(1, 1_000_000)
+    assert not choice.choose(1)
+    assert choice.choose(1, alone=True)
+    assert not choice.choose(4, alone=True)  # 4 x 1 ms is over it

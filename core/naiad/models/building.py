@@ -65,6 +65,7 @@ class VersionBuilder:
         rate_limiter: RateLimiter,
         step_config: Callable[[str, int], ModelConfig],
         metrics_settings: MetricsSettings | None = None,
+        requests_in_flight: Callable[[], int] | None = None,
     ) -> None:
         self.backends = backends
         self.server = server
@@ -73,6 +74,8 @@ class VersionBuilder:
         self.rate_limiter = rate_limiter
         # An ensemble step's config, by model name and version (the manager's view).
         self._step_config = step_config
+        # How many requests the server has in flight (instance runners ask; see inline_execution).
+        self._requests_in_flight = requests_in_flight
         # The opt-in latency summaries and histograms each new version's statistics keep.
         self.metrics_settings = metrics_settings
 
@@ -179,7 +182,11 @@ class VersionBuilder:
             for instance_context, gate in zip(contexts, gates):
                 instance = model.create_instance(instance_context)
                 instance.initialize()
-                runners.append(InstanceRunner(instance, statistics, name, str(version), config.decoupled, gate))
+                runners.append(
+                    InstanceRunner(
+                        instance, statistics, name, str(version), config.decoupled, gate, self._requests_in_flight
+                    )
+                )
             scheduler = create_scheduler(config, runners)
         except BaseException:
             loaded = LoadedVersion(name, version, config, DirectScheduler([]), statistics, model, runners)

@@ -48,6 +48,7 @@ class ModelManager:
         config_name: str = "",
         rate_limiter: RateLimiter | None = None,
         metrics_settings: MetricsSettings | None = None,
+        requests_in_flight: Callable[[], int] | None = None,
     ) -> None:
         self.repositories = repositories
         # One for the whole server: instances of different models share its resources.
@@ -57,7 +58,14 @@ class ModelManager:
         self.config_name = config_name
         self._records: dict[str, ModelRecord] = {}
         self.builder = VersionBuilder(
-            backends, server, auto_complete, config_name, self.rate_limiter, self._step_config, metrics_settings
+            backends,
+            server,
+            auto_complete,
+            config_name,
+            self.rate_limiter,
+            self._step_config,
+            metrics_settings,
+            requests_in_flight,
         )
         # Freezes the long-lived heap out of the collector's way after loads and unloads.
         self.heap = HeapSettler()

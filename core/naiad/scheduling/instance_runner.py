@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..backend.abi import ModelInstance
@@ -46,6 +47,7 @@ class InstanceRunner:
         version: str,
         decoupled: bool,
         gate: InstanceGate | None = None,
+        in_flight: Callable[[], int] | None = None,
     ) -> None:
         self.instance = instance
         self.gate = gate
@@ -57,6 +59,8 @@ class InstanceRunner:
         self._thread: InstanceThread | None = None
         # Set when short batches may run on the loop (a synchronous execute that may run on any thread).
         self._inline: InlineExecution | None = None
+        # The requests the server has in flight (None: unknown), for InlineExecution's `alone`.
+        self._in_flight = in_flight
         if not inspect.iscoroutinefunction(instance.execute):
             self._thread = InstanceThread(f"naiad-{instance.context.name}")
             if instance.runs_on_any_thread:
@@ -88,14 +92,18 @@ class InstanceRunner:
         if self._inline is None or self.gate is not None:
             return None
         elements = _element_count(jobs)
-        if not self._inline.choose(elements):
+        if not self._inline.choose(elements, self._alone(jobs)):
             return None
         return self._run_inline(jobs, elements, reschedulable)
+
+    def _alone(self, jobs: list[Job]) -> bool:
+        """Whether these jobs are every request the server has in flight."""
+        return self._in_flight is not None and self._in_flight() == len(jobs)
 
     async def _run(self, jobs: list[Job], reschedulable: bool) -> list[Job]:
         if self._inline is not None:
             elements = _element_count(jobs)
-            if self._inline.choose(elements):
+            if self._inline.choose(elements, self._alone(jobs)):
                 return self._run_inline(jobs, elements, reschedulable)
         start, counts = self._begin(jobs)
         requests = [job.request for job in jobs]
