@@ -43,7 +43,6 @@ import json
 import multiprocessing
 import os
 import shlex
-import socket
 import sys
 import tempfile
 import time
@@ -53,6 +52,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from naiad.local_ports import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadkit  # noqa: E402
@@ -302,12 +303,6 @@ def client_process(protocol: str, address: tuple[str, int], payloads: list[bytes
 
 
 # -- the server -----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((loadkit.HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def check_answers(server: loadkit.Server, model_path: Path, shape: Shape, device: str) -> None:
