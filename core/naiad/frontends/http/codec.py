@@ -228,9 +228,10 @@ class _HeaderTemplate:
         be reused (an input not in the binary part, a parameter that is not a plain value)."""
         kept: list[_InputTemplate] = []
         for tensor, raw in zip(inputs, raw_inputs):
-            if "data" in raw or not _plain(tensor.parameters) or _SHM_REGION in raw.get("parameters", {}):
+            # Each input has exactly one source (_decode_input checked): binary, or not kept.
+            size = raw.get("parameters", {}).get("binary_data_size")
+            if size is None or not _plain(tensor.parameters):
                 return None
-            size = raw["parameters"]["binary_data_size"]
             kept.append(_InputTemplate(tensor.name, tensor.datatype, tensor.shape, size, dict(tensor.parameters)))
         if not _plain(parameters) or not all(_plain(o.parameters) for o in outputs):
             return None
