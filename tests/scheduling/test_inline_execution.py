@@ -96,6 +96,10 @@ async def infer_sequentially(server: Server, name: str, count: int) -> None:
         np.testing.assert_array_equal(response.outputs[0].data, x)
 
 
+def threads_server(repo) -> Server:
+    return Server(ServerOptions([str(repo)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False))
+
+
 def threads_of(server: Server, name: str) -> list[str]:
     return server.model(name).runners[0].instance.threads
 
@@ -105,9 +109,7 @@ def test_short_batches_of_an_any_thread_instance_run_on_the_loop(tmp_path, sched
     write(tmp_path, "fast", any_thread=True, extra=scheduler)
 
     async def go():
-        async with Server(
-            ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False)
-        ) as server:
+        async with threads_server(tmp_path) as server:
             await infer_sequentially(server, "fast", 30)
             return threads_of(server, "fast"), threading.current_thread().name
 
@@ -123,9 +125,7 @@ def test_an_instance_that_does_not_allow_it_always_runs_in_its_thread(tmp_path):
     write(tmp_path, "affine", any_thread=False)
 
     async def go():
-        async with Server(
-            ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False)
-        ) as server:
+        async with threads_server(tmp_path) as server:
             await infer_sequentially(server, "affine", 10)
             return threads_of(server, "affine"), threading.current_thread().name
 
@@ -138,9 +138,7 @@ def test_long_batches_stay_in_the_instance_thread(tmp_path):
     write(tmp_path, "slow", any_thread=True, sleep_ms=20)
 
     async def go():
-        async with Server(
-            ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False)
-        ) as server:
+        async with threads_server(tmp_path) as server:
             await infer_sequentially(server, "slow", 5)
             return threads_of(server, "slow"), threading.current_thread().name
 
@@ -155,9 +153,7 @@ def test_a_lone_request_runs_on_the_loop_for_longer_unless_another_is_in_flight(
     write(tmp_path, "held", any_thread=False, sleep_ms=300)
 
     async def go():
-        async with Server(
-            ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False)
-        ) as server:
+        async with threads_server(tmp_path) as server:
             await infer_sequentially(server, "medium", 12)
             alone = list(threads_of(server, "medium"))
             held = asyncio.ensure_future(
@@ -179,9 +175,7 @@ def test_errors_and_statistics_are_the_same_on_the_loop(tmp_path):
     write(tmp_path, "fast", any_thread=True)
 
     async def go():
-        async with Server(
-            ServerOptions([str(tmp_path)], backend_plugins=[ThreadsPlugin()], load_backend_entry_points=False)
-        ) as server:
+        async with threads_server(tmp_path) as server:
             await infer_sequentially(server, "fast", 5)
             with pytest.raises(NaiadError, match="negative input"):
                 await server.infer(InferenceRequest("fast", [Tensor.from_numpy("X", np.full((1, 1), -1, np.float32))]))
