@@ -76,3 +76,12 @@ def bytes_array(*items: bytes) -> np.ndarray:
     array = np.empty(len(items), dtype=object)
     array[:] = list(items)
     return array
+
+
+def process_alive(pid: int) -> bool:
+    """Running: not gone, and not a zombie whose parent has yet to collect it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

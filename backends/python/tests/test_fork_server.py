@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from naiad_backend_python.server_side.forked_process import EXIT_STATUS_UNKNOWN, ForkedProcess
+from python_backend_servers import process_alive
 from tritonclient.utils import InferenceServerException
 
 from naiad import ServerOptions
@@ -137,15 +138,6 @@ def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def alive(pid: int) -> bool:
-    """Running (a zombie has ended: only its parent has not collected it yet)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
 def wait_for(predicate: Callable[[], bool]) -> bool:
     deadline = time.monotonic() + DEADLINE_S
     while not predicate():
@@ -193,7 +185,7 @@ def test_a_killed_forked_stub_is_restarted_from_the_template(forked: ServerProce
     pid, template, _ = probe(forked.http_url)
     os.kill(pid, signal.SIGKILL)
     new_pid, new_parent, _ = probe_until(forked.http_url, lambda p: p != pid)
-    assert new_parent == template and not alive(pid)
+    assert new_parent == template and not process_alive(pid)
     # The template reported the exit status of its child to the server.
     assert "exited unexpectedly (killed by signal SIGKILL)" in forked.log()
 
@@ -203,7 +195,7 @@ def test_an_execute_timeout_kills_the_forked_stub(forked: ServerProcess) -> None
     with pytest.raises(InferenceServerException) as caught:
         probe(forked.http_url, action=b"hang")
     assert "did not finish within 2 s" in str(caught.value) and "execute_timeout_seconds" in str(caught.value)
-    assert wait_for(lambda: not alive(pid)), "the timed-out model process still runs"
+    assert wait_for(lambda: not process_alive(pid)), "the timed-out model process still runs"
     new_pid, new_parent, _ = probe_until(forked.http_url, lambda p: p != pid)
     assert new_parent == template
 
@@ -213,7 +205,7 @@ def test_a_dead_template_is_replaced_at_the_next_stub_start(repo: Path) -> None:
         assert server.process is not None
         pid, template, _ = probe(server.http_url)
         os.kill(template, signal.SIGKILL)
-        assert wait_for(lambda: not alive(template))
+        assert wait_for(lambda: not process_alive(template))
         # What it forked does not depend on it.
         assert probe(server.http_url)[0] == pid
         os.kill(pid, signal.SIGKILL)
@@ -230,14 +222,14 @@ def test_a_server_killed_with_sigkill_leaves_no_template_or_stub(repo: Path) -> 
     server = ServerProcess(repo).start()
     try:
         pid, template, _ = probe(server.http_url)
-        assert alive(pid) and alive(template)
+        assert process_alive(pid) and process_alive(template)
     finally:
         assert server.process is not None
         server.process.kill()
         server.process.wait()
         server.__exit__()
-    assert wait_for(lambda: not alive(template)), f"stub template {template} outlived its server"
-    assert wait_for(lambda: not alive(pid)), f"model process {pid} outlived its server"
+    assert wait_for(lambda: not process_alive(template)), f"stub template {template} outlived its server"
+    assert wait_for(lambda: not process_alive(pid)), f"model process {pid} outlived its server"
 
 
 def base_interpreter() -> str:
@@ -329,9 +321,9 @@ def test_a_stuck_template_costs_a_bounded_wait_and_a_spawned_stub(tmp_path: Path
             assert "did not answer within 1 s" in caplog.text
             # A stuck template sent no exit status: waiting for it ended rather than hung.
             assert first_handle.returncode == EXIT_STATUS_UNKNOWN
-            assert wait_for(lambda: not alive(template)), "the stuck template was not killed"
+            assert wait_for(lambda: not process_alive(template)), "the stuck template was not killed"
         finally:
-            if alive(template):
+            if process_alive(template):
                 os.kill(template, signal.SIGKILL)
     finally:
         server.close()

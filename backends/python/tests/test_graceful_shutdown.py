@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from python_backend_servers import process_alive
 
 from naiad.testing import ServerProcess
 
@@ -193,14 +194,6 @@ def test_a_second_interrupt_while_a_model_is_stuck_exits_at_once(tmp_path: Path)
         log = server.log()
     assert "SIGINT again while shutting down: exiting now" in log, log
     deadline = time.monotonic() + 10
-    while _alive(model_pid) and time.monotonic() < deadline:
+    while process_alive(model_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(model_pid), f"the model's process {model_pid} outlived the server"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(") ", 1)[1][0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert not process_alive(model_pid), f"the model's process {model_pid} outlived the server"

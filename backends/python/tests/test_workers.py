@@ -28,6 +28,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from geventhttpclient.response import HTTPConnectionClosed
+from python_backend_servers import process_alive
 from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
@@ -159,15 +160,6 @@ def grpc_pid(url: str, model: str = "pid") -> int:
     return on_new_grpc(url, lambda c: int(c.infer(model, [_int64(grpcclient, 1)]).as_numpy("PID")[0]))
 
 
-def _alive(pid: int) -> bool:
-    """Running (not gone, not a zombie waiting for a parent to reap it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def _wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -210,7 +202,7 @@ def test_two_workers_share_both_ports_and_stop_together(repo: Path) -> None:
                 client.close()
         assert server.stop() == 0
     # SIGTERM to worker 0 stopped the other worker and the model home too.
-    assert not any(_alive(pid) for pid in [*workers, home])
+    assert not any(process_alive(pid) for pid in [*workers, home])
 
 
 def test_open_connections_are_spread_evenly_over_the_workers(coherent: ServerProcess) -> None:
@@ -374,7 +366,7 @@ def test_a_killed_worker_is_started_again_with_what_clients_changed(repo: Path) 
             on_new_http(server.http_url, lambda c: c.register_system_shared_memory("restart_input", key, 8))
             worker = server.front_door_pids()[1]  # worker 2: neither worker 0 nor the model home
             subprocess.run(["kill", "-KILL", str(worker)], check=True)
-            assert _wait_for(lambda: not _alive(worker))
+            assert _wait_for(lambda: not process_alive(worker))
             # New connections are served while the worker is away (one the kernel had queued on
             # the dying worker's socket may be reset: a request in flight on the killed process)...
             answered = []
@@ -414,7 +406,7 @@ def test_a_killed_model_home_is_started_again_with_the_models_clients_loaded(rep
         home = server.model_home_pid()
         assert home is not None
         subprocess.run(["kill", "-KILL", str(home)], check=True)
-        assert _wait_for(lambda: not _alive(home))
+        assert _wait_for(lambda: not process_alive(home))
         # Meanwhile worker 0 holds the request until the new model home serves, or says why
         # it could not (a connection the kernel had queued on the killed process's socket is
         # reset).
@@ -515,7 +507,7 @@ def test_a_killed_model_home_is_forked_again_and_its_clients_spread_again(repo: 
             send_on_each()
             assert sorted(_http_connections(pid, server.http_port) for pid in (worker_0, home)) == [4, 4]
             subprocess.run(["kill", "-KILL", str(home)], check=True)
-            assert _wait_for(lambda: not _alive(home))
+            assert _wait_for(lambda: not process_alive(home))
             assert _wait_for(lambda: send_on_each() == 8 and server.model_home_pid() not in (None, home), 30)
             restarted = server.model_home_pid()
             assert restarted is not None
@@ -644,7 +636,7 @@ def test_workers_stop_when_worker_0_is_killed(repo: Path) -> None:
         server.process.kill()  # SIGKILL: worker 0 cannot forward anything
         server.process.wait()
         # The orphaned model home stops on its own (the kernel tells it: PR_SET_PDEATHSIG).
-        assert _wait_for(lambda: not _alive(home), 5), "the model home kept running after worker 0 was killed"
+        assert _wait_for(lambda: not process_alive(home), 5), "the model home kept running after worker 0 was killed"
         assert "shutting down" in server.log()
 
 
@@ -830,8 +822,8 @@ def test_nothing_outlives_worker_0_killed_in_any_state(tmp_path: Path, moment: s
         assert family
         server.process.kill()
         server.process.wait()
-        assert _wait_for(lambda: not any(_alive(pid) for pid in family), 5), [
-            (pid, process_title(pid)) for pid in family if _alive(pid)
+        assert _wait_for(lambda: not any(process_alive(pid) for pid in family), 5), [
+            (pid, process_title(pid)) for pid in family if process_alive(pid)
         ]
     finally:
         server.__exit__()
