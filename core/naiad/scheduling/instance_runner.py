@@ -55,16 +55,18 @@ class InstanceRunner:
         self.model_name = model_name
         self.version = version
         self.decoupled = decoupled
+        # (mypyc compiles this module; it prefixes attribute names with "_" in C, so neither
+        # may be named `_thread` or `_inline`, which become C keywords.)
         # None for a coroutine `execute`, which runs on the loop.
-        self._thread: InstanceThread | None = None
+        self._executor: InstanceThread | None = None
         # Set when short batches may run on the loop (a synchronous execute that may run on any thread).
-        self._inline: InlineExecution | None = None
+        self._inline_rule: InlineExecution | None = None
         # The requests the server has in flight (None: unknown), for InlineExecution's `alone`.
         self._in_flight = in_flight
         if not inspect.iscoroutinefunction(instance.execute):
-            self._thread = InstanceThread(f"naiad-{instance.context.name}")
+            self._executor = InstanceThread(f"naiad-{instance.context.name}")
             if instance.runs_on_any_thread:
-                self._inline = InlineExecution()
+                self._inline_rule = InlineExecution()
 
     @property
     def name(self) -> str:
@@ -89,10 +91,10 @@ class InstanceRunner:
         instance allows it, the batch is short (`inline_execution`) and no rate limiter
         gates the instance. Otherwise None, and nothing was touched: the caller `run`s
         the batch. Saves a scheduler the task it would start for `run`."""
-        if self._inline is None or self.gate is not None:
+        if self._inline_rule is None or self.gate is not None:
             return None
         elements = _element_count(jobs)
-        if not self._inline.choose(elements, self._alone(jobs)):
+        if not self._inline_rule.choose(elements, self._alone(jobs)):
             return None
         return self._run_inline(jobs, elements, reschedulable)
 
@@ -101,20 +103,20 @@ class InstanceRunner:
         return self._in_flight is not None and self._in_flight() == len(jobs)
 
     async def _run(self, jobs: list[Job], reschedulable: bool) -> list[Job]:
-        if self._inline is not None:
+        if self._inline_rule is not None:
             elements = _element_count(jobs)
-            if self._inline.choose(elements, self._alone(jobs)):
+            if self._inline_rule.choose(elements, self._alone(jobs)):
                 return self._run_inline(jobs, elements, reschedulable)
         start, counts = self._begin(jobs)
         requests = [job.request for job in jobs]
         try:
-            if self._thread is None:
+            if self._executor is None:
                 result: Any = await self.instance.execute(requests)  # type: ignore[misc]
                 phases = (0, 0)
-            elif self._inline is None:
-                result, phases = await self._thread.run(self._execute_timed, requests)
+            elif self._inline_rule is None:
+                result, phases = await self._executor.run(self._execute_timed, requests)
             else:
-                result, phases = await self._thread.run(self._execute_measured, requests, elements)
+                result, phases = await self._executor.run(self._execute_measured, requests, elements)
         except Exception as exc:  # noqa: BLE001 - a backend failure fails its batch, not the server
             return self._failed(jobs, start, counts, exc)
         return self._finish(jobs, start, counts, result, phases, reschedulable)
@@ -192,12 +194,12 @@ class InstanceRunner:
 
     def _execute_measured(self, requests: list[InferenceRequest], elements: int) -> tuple[Any, tuple[int, int]]:
         """`_execute_timed`, on the loop or in the thread, measured for the next choice."""
-        assert self._inline is not None
+        assert self._inline_rule is not None
         began = time.monotonic_ns()
         try:
             return self._execute_timed(requests)
         finally:
-            self._inline.measured(elements, time.monotonic_ns() - began)
+            self._inline_rule.measured(elements, time.monotonic_ns() - began)
 
     def _deliver(self, result: Any, jobs: list[Job]) -> None:
         if not isinstance(result, (list, tuple)) or len(result) != len(jobs):
@@ -278,8 +280,8 @@ class InstanceRunner:
     def close(self) -> None:
         if self.gate is not None:
             self.gate.close()
-        if self._thread is not None:
-            self._thread.close()
+        if self._executor is not None:
+            self._executor.close()
 
 
 def _element_count(jobs: list[Job]) -> int:

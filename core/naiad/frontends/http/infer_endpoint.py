@@ -73,15 +73,15 @@ class InferEndpoint:
         work = self.server.infer(inference)
         response = await (work if receive is None else _unless_disconnected(receive, work))
         encoded = encode_infer_response(response, inference.outputs, binary_output, shared_memory)
-        headers: dict[str, str] = {}
+        extra: dict[str, str] = {}
         media_type = JSON
         if encoded.header_length is not None:
-            headers[HEADER_LENGTH] = str(encoded.header_length)
+            extra[HEADER_LENGTH] = str(encoded.header_length)
             media_type = BINARY
         content, encoding = compress(encoded.body, accept_encoding)
         if encoding:
-            headers["Content-Encoding"] = encoding
-        return content, headers, media_type
+            extra["Content-Encoding"] = encoding
+        return content, extra, media_type
 
 
 async def _unless_disconnected(receive: Receive, inference: Awaitable[InferenceResponse]) -> InferenceResponse:

@@ -61,8 +61,8 @@ def core_response_from_parts(
     outputs: list[tuple[str, str, Any]], error: tuple[str, str] | None, parameters: dict[str, Any] | None
 ) -> CoreResponse:
     return CoreResponse(
-        outputs=[CoreTensor(name, datatype, tuple(array.shape), array) for name, datatype, array in outputs],
-        parameters=dict(parameters or {}),
+        outputs=[CoreTensor(name, datatype, array.shape, array) for name, datatype, array in outputs],
+        parameters=dict(parameters) if parameters else {},
         error=None if error is None else core_error(*error),
     )
 
