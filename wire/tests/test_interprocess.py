@@ -32,10 +32,16 @@ def ring() -> tuple[RingWriter, RingReader]:
         os.close(fd)
 
 
+_DATATYPES = {"float32": "FP32", "float64": "FP64", "int32": "INT32"}
+
+
 def _send(writer: RingWriter, reader: RingReader, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """One message through the ring and back out, as the two processes would pass it."""
     frame = pack_placing(
-        lambda ring: {"tensors": [encode_array(ring, f"t{i}", "FP32", a) for i, a in enumerate(arrays)]}, writer
+        lambda ring: {
+            "tensors": [encode_array(ring, f"t{i}", _DATATYPES[a.dtype.name], a) for i, a in enumerate(arrays)]
+        },
+        writer,
     )
     (body,) = FrameReader().feed(frame)
     message = unpack_message(body)
@@ -54,6 +60,25 @@ def test_tensors_of_every_size_arrive_equal(ring: tuple[RingWriter, RingReader])
     arrays = [np.arange(n, dtype=np.float32) for n in sizes]
     for received, sent in zip(_send(writer, reader, arrays), arrays):
         assert np.array_equal(received, sent)
+
+
+def test_a_small_tensor_arrives_as_the_readers_own_writable_array(ring: tuple[RingWriter, RingReader]) -> None:
+    writer, reader = ring
+    writable = np.arange(12, dtype=np.int32).reshape(3, 4)
+    read_only = np.arange(6, dtype=np.float64).reshape(2, 3)
+    read_only.flags.writeable = False  # pickles as bytes, not a bytearray
+    scalar = np.array(2.5, dtype=np.float32)
+    for received, sent in zip(_send(writer, reader, [writable, read_only, scalar]), [writable, read_only, scalar]):
+        assert received.shape == sent.shape and received.dtype == sent.dtype
+        assert np.array_equal(received, sent)
+        assert received.flags.writeable
+        received[...] = 0  # the reader's own: the sender's array is untouched
+    assert writable[2, 3] == 11 and read_only[1, 2] == 5.0
+
+
+def test_a_tensor_whose_bytes_do_not_fit_its_shape_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"tensor 't': 8 bytes for FP32 of shape \[3\]"):
+        decode_array(None, ("t", "FP32", (3,), ("i", bytearray(8))))  # type: ignore[arg-type]
 
 
 def test_a_large_tensor_keeps_its_span_until_it_is_freed(ring: tuple[RingWriter, RingReader]) -> None:
