@@ -421,3 +421,27 @@ def test_an_execution_that_leaves_the_queue_empty_does_not_wake_the_dispatcher(t
             assert [r.id for r in responses] == ["0", "1", "2", "3"]
 
     asyncio.run(go())
+
+
+def test_the_next_batch_starts_before_the_callers_of_the_last_one_resume(tmp_path):
+    """When an execution ends with requests queued, the instance takes the next batch at
+    once: the finished batch's callers resume (and their answers are written) while it runs,
+    instead of the instance waiting idle until they are done."""
+    write_model(tmp_path, "m", sleep_config("dynamic_batching { }", sleep_ms=50))
+
+    async def go():
+        async with serving(tmp_path) as server:
+            scheduler = server.model("m").scheduler
+            instance_busy_on_resuming = []
+
+            async def call(rid: str):
+                response = await server.infer(one_input(rid))
+                instance_busy_on_resuming.append((rid, not scheduler._free))
+                return response
+
+            responses = await asyncio.gather(*(call(str(i)) for i in range(3)))
+            assert [r.id for r in responses] == ["0", "1", "2"]
+            # One request per batch: "0" and "1" each had one queued behind it.
+            assert instance_busy_on_resuming == [("0", True), ("1", True), ("2", False)]
+
+    asyncio.run(go())

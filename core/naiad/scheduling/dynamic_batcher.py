@@ -16,7 +16,7 @@ from ..config.model_config import ModelConfig
 from ..errors import NaiadError
 from ..inference import InferenceResponse
 from .batch_compatibility import BatchSignature
-from .batch_policy import BatchDecision, BatchPolicy
+from .batch_policy import BatchPolicy
 from .clock import Cancellable, Clock, DeadlineTimer, SystemClock
 from .instance_runner import InstanceRunner
 from .job import Job
@@ -96,7 +96,6 @@ class DynamicBatcher(Scheduler):
         loop = asyncio.get_running_loop()
         clock = self._clock
         delay_over_at = 0  # a queue delay waited for as one turn of the loop ends here
-        decision: BatchDecision | None = None
         while True:
             now = clock.monotonic_ns()
             if self._sweep_requested or self._queue.needs_sweep(now):
@@ -104,34 +103,12 @@ class DynamicBatcher(Scheduler):
                 self._queue.sweep(now)
             # Wake up for the next timeout even while every instance is busy.
             wake = self._queue.next_deadline()
-            delay_wake = None
-            while self._free and len(self._queue):
-                try:
-                    # Once stopping, nothing waits for more requests: flush what is queued.
-                    decide_at = max(now, delay_over_at) if self._accepting else _FLUSH
-                    decision = self._policy.decide(self._queue, decide_at)
-                except Exception as exc:  # noqa: BLE001 - one bad request must not stop the batcher
-                    self._fail_head(exc)
-                    continue
-                if not decision.jobs:
-                    delay_wake = decision.wake_ns
-                    wake = decision.wake_ns if wake is None else min(wake, decision.wake_ns or wake)
-                    break
-                self._queue.take(len(decision.jobs))
-                runner = self._free[0]
-                if runner.run_now(decision.jobs) is not None:
-                    # It ran on the loop (a short batch) and is free again.
-                    self._expected = len(decision.jobs)
-                    now = clock.monotonic_ns()
-                    continue
-                self._free.popleft()
-                task = asyncio.create_task(self._execute(runner, decision.jobs))
-                self._executions.add(task)
-                task.add_done_callback(self._executions.discard)
+            # Once stopping, nothing waits for more requests: flush what is queued.
+            delay_wake = self._start_batches(max(now, delay_over_at) if self._accepting else _FLUSH)
+            if delay_wake is not None:
+                wake = delay_wake if wake is None else min(wake, delay_wake)
             if not self._accepting and not len(self._queue) and len(self._free) == len(self._runners):
                 return
-            # Not holding the last batch (and its tensors) while waiting.
-            decision = None
             self._changed.clear()
             timer: Cancellable | None = None
             delay_over_at = 0
@@ -161,6 +138,31 @@ class DynamicBatcher(Scheduler):
             if timer is not None:
                 timer.cancel()
 
+    def _start_batches(self, decide_at: int) -> int | None:
+        """Start every batch the policy sends at `decide_at` while an instance is free; the
+        time the policy wants to look again when it holds the queue for a delay, else None."""
+        while self._free and len(self._queue):
+            try:
+                decision = self._policy.decide(self._queue, decide_at)
+            except Exception as exc:  # noqa: BLE001 - one bad request must not stop the batcher
+                self._fail_head(exc)
+                continue
+            if not decision.jobs:
+                return decision.wake_ns
+            jobs = decision.jobs
+            self._queue.take(len(jobs))
+            runner = self._free[0]
+            if runner.run_now(jobs) is not None:
+                # It ran on the loop (a short batch) and is free again.
+                self._expected = len(jobs)
+                decide_at = max(decide_at, self._clock.monotonic_ns())
+                continue
+            self._free.popleft()
+            task = asyncio.create_task(self._execute(runner, jobs))
+            self._executions.add(task)
+            task.add_done_callback(self._executions.discard)
+        return None
+
     def _fail_head(self, exc: Exception) -> None:
         head = next(iter(self._queue))
         self._queue.take(1)
@@ -178,6 +180,14 @@ class DynamicBatcher(Scheduler):
         finally:
             self._expected = len(jobs)
             self._free.append(runner)
+            now = self._clock.monotonic_ns()
+            if len(self._queue) and self._accepting and not self._sweep_requested and not self._queue.needs_sweep(now):
+                # The next batch starts now, before the answers of this one are written:
+                # they were handed to their connections' tasks, which run after this step,
+                # and the dispatcher would only have run after them, leaving the instance
+                # idle meanwhile. A batch the policy holds for its queue delay, or a queue
+                # with requests to drop first, is left to the dispatcher (woken below).
+                self._start_batches(now)
             # With nothing queued the dispatcher has nothing to give the free instance (the
             # next arrival wakes it); a pass here would cost every lone request one more.
             if len(self._queue) or not self._accepting or self._sweep_requested:
