@@ -1,10 +1,12 @@
 """`dynamic_batching { }`: combines queued requests into batches for free instances.
 
-One dispatcher task owns the queue. Whenever something changes (a request arrives, an
+One dispatcher task watches the queue. Whenever something changes (a request arrives, an
 instance becomes free, a request is cancelled, a delay or timeout runs out) it applies
 the queue policies and, while an instance is free, asks `BatchPolicy` whether a batch
 should go now. Batches only form when an instance is free to take them, so under load
 requests pile up and batches grow by themselves, even with no queue delay configured.
+An execution that ends with requests queued starts the next batch itself when the policy
+sends it at once, so the instance does not wait for the dispatcher's turn (see `_execute`).
 """
 
 from __future__ import annotations
