@@ -182,14 +182,15 @@ class DynamicBatcher(Scheduler):
         finally:
             self._expected = len(jobs)
             self._free.append(runner)
-            now = self._clock.monotonic_ns()
-            if len(self._queue) and self._accepting and not self._sweep_requested and not self._queue.needs_sweep(now):
+            if len(self._queue) and self._accepting and not self._sweep_requested:
                 # The next batch starts now, before the answers of this one are written:
                 # they were handed to their connections' tasks, which run after this step,
                 # and the dispatcher would only have run after them, leaving the instance
                 # idle meanwhile. A batch the policy holds for its queue delay, or a queue
                 # with requests to drop first, is left to the dispatcher (woken below).
-                self._start_batches(now)
+                now = self._clock.monotonic_ns()
+                if not self._queue.needs_sweep(now):
+                    self._start_batches(now)
             # With nothing queued the dispatcher has nothing to give the free instance (the
             # next arrival wakes it); a pass here would cost every lone request one more.
             if len(self._queue) or not self._accepting or self._sweep_requested:
