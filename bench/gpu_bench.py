@@ -325,12 +325,38 @@ def check_answers(server: loadkit.Server, model_path: Path, shape: Shape, device
         np.testing.assert_allclose(got, expected, rtol=1e-2, atol=1e-2)
 
 
-def mean_batch(server: loadkit.Server) -> tuple[int, int]:
-    """(inference_count, execution_count) of the model so far."""
+@dataclass(frozen=True)
+class Counters:
+    """The model's statistics at one moment: inferences, executions, and the nanoseconds and
+    counts of each of Triton's server-side phases."""
+
+    inferences: int
+    executions: int
+    phases: dict[str, tuple[int, int]]  # phase -> (ns, count)
+
+    def per_request_us(self, earlier: Counters) -> dict[str, float]:
+        """Mean microseconds per request of each phase between `earlier` and now."""
+        means = {}
+        for phase, (ns, count) in self.phases.items():
+            before_ns, before_count = earlier.phases.get(phase, (0, 0))
+            requests = count - before_count
+            means[phase] = (ns - before_ns) / requests / 1e3 if requests else 0.0
+        return means
+
+
+PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
+
+
+def counters(server: loadkit.Server) -> Counters:
     url = f"http://{loadkit.HOST}:{server.ports.http}/v2/models/{MODEL}/stats"
     with urllib.request.urlopen(url, timeout=10) as response:
         stats = json.loads(response.read())["model_stats"][0]
-    return int(stats["inference_count"]), int(stats["execution_count"])
+    inference = stats["inference_stats"]
+    return Counters(
+        int(stats["inference_count"]),
+        int(stats["execution_count"]),
+        {phase: (int(inference[phase]["ns"]), int(inference[phase]["count"])) for phase in PHASES},
+    )
 
 
 class CudaRegions:
@@ -376,6 +402,9 @@ class Row:
     errors: int
     ceiling_share: float
     first_error: str = ""
+    # Server-side mean microseconds per request: queue, compute input, infer, output (Triton's
+    # statistics: what perf_analyzer prints as the server's share of the latency).
+    server_us: dict[str, float] = field(default_factory=dict)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -397,30 +426,32 @@ def measure(
     port = server.ports.http if protocol == "http" else server.ports.grpc
     wire = "http" if protocol == "http" else "grpc"
     shares = [payloads[i::processes] for i in range(min(processes, connections))]
-    before = mean_batch(server)
+    before = counters(server)
     futures = [pool.submit(client_process, wire, (loadkit.HOST, port), share, duration) for share in shares]
     parts = [future.result(timeout=duration + 120) for future in futures]
-    after = mean_batch(server)
+    after = counters(server)
     latencies = [ms for part in parts for ms in part.latencies_ms]
     rate = sum(part.images / part.window_s for part in parts)
-    executions = after[1] - before[1]
+    executions = after.executions - before.executions
     return Row(
         protocol=protocol,
         connections=connections,
         images_per_s=rate,
         p50_ms=percentile(latencies, 50),
         p99_ms=percentile(latencies, 99),
-        mean_batch=(after[0] - before[0]) / executions if executions else 0.0,
+        mean_batch=(after.inferences - before.inferences) / executions if executions else 0.0,
         errors=sum(part.errors for part in parts),
         ceiling_share=rate / ceiling_rate if ceiling_rate else 0.0,
         first_error=next((part.first_error for part in parts if part.first_error), ""),
+        server_us=after.per_request_us(before),
     )
 
 
 def print_row(row: Row) -> None:
     print(
         f"  {row.protocol:<13} {row.connections:>4} {row.images_per_s:>10.0f} {row.p50_ms:>9.2f} {row.p99_ms:>9.2f} "
-        f"{row.mean_batch:>6.1f} {row.errors:>6} {row.ceiling_share:>8.2f}",
+        f"{row.mean_batch:>6.1f} {row.errors:>6} {row.ceiling_share:>8.2f}  "
+        + " ".join(f"{row.server_us.get(phase, 0.0):>6.0f}" for phase in PHASES),
         flush=True,
     )
     if row.first_error:
@@ -472,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             with concurrent.futures.ProcessPoolExecutor(processes, mp_context=context) as pool:
                 print(
                     f"  {'protocol':<13} {'conn':>4} {'images/s':>10} {'p50 ms':>9} {'p99 ms':>9} "
-                    f"{'batch':>6} {'errors':>6} {'ceiling':>8}"
+                    f"{'batch':>6} {'errors':>6} {'ceiling':>8}  server us/request: queue input  infer output"
                 )
                 for protocol in protocols:
                     regions = CudaRegions(server, max(concurrency), shape) if protocol == "grpc+cudashm" else None

@@ -85,7 +85,7 @@ def start_naiad(naiad: list[str], repositories: list[Path], extra: list[str], lo
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            sys.exit(f"naiad exited with {server.returncode}; log: {log}")
+            sys.exit(f"naiad exited with {server.returncode}; the end of its log ({log}):\n{log_tail(log)}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{PORTS['http']}/v2/health/ready", timeout=2) as answer:
                 if answer.status == 200:
@@ -94,7 +94,12 @@ def start_naiad(naiad: list[str], repositories: list[Path], extra: list[str], lo
             pass
         time.sleep(0.5)
     stop(server)
-    sys.exit(f"naiad did not become ready in 120 s; log: {log}")
+    sys.exit(f"naiad did not become ready in 120 s; the end of its log ({log}):\n{log_tail(log)}")
+
+
+def log_tail(log: Path, lines: int = 40) -> str:
+    """What a machine whose files do not come back (the GPU check's) needs to see."""
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
 def stop(server: subprocess.Popen) -> None:

@@ -51,7 +51,7 @@ def server(request, tmp_path_factory):
 
 
 @pytest.fixture
-def regions():
+def regions(server):
     import tritonclient.utils.cuda_shared_memory as cudashm
 
     handles = {
@@ -59,14 +59,19 @@ def regions():
         "output_data": cudashm.create_shared_memory_region("output_data", 2 * BYTES, 0),
     }
     yield cudashm, handles
+    # Whatever a test left registered goes before the next test, and before the memory is freed.
+    httpclient.InferenceServerClient(server.http_url).unregister_cuda_shared_memory()
     for handle in handles.values():
         cudashm.destroy_shared_memory_region(handle)
 
 
 def region_status(client, protocol: str) -> list[dict]:
+    """Each region's status as a dict. gRPC's JSON leaves out fields at their default (proto3):
+    device 0 has no "device_id" there, so it is filled in."""
     if protocol == "http":
         return client.get_cuda_shared_memory_status()
-    return list(client.get_cuda_shared_memory_status(as_json=True).get("regions", {}).values())
+    regions = client.get_cuda_shared_memory_status(as_json=True).get("regions", {}).values()
+    return [{"device_id": 0, **region} for region in regions]
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

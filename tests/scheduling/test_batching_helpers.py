@@ -31,6 +31,40 @@ def test_stack_and_split_round_trip_numbers_and_bytes():
     assert second.output("T").data.tolist() == [[b"ccc"]]
 
 
+def test_stacked_inputs_go_where_the_backend_says():
+    """`into` (a GPU backend's pinned memory) receives each stacked input, a lone request's
+    too; an input it declines (None) or cannot hold (strings) is stacked as usual."""
+    kept: dict[str, np.ndarray] = {}
+    offered = []
+
+    def into(name, shape, dtype):
+        offered.append((name, shape, dtype))
+        if name == "Z":
+            return None
+        kept[name] = np.full(shape, -1, dtype)
+        return kept[name]
+
+    alone = request(X=np.arange(6, dtype=np.float32).reshape(2, 3), Z=np.ones((2, 1), np.int64))
+    batch = Batch.stack([alone], into=into)
+    assert np.shares_memory(batch.inputs["X"], kept["X"])
+    np.testing.assert_array_equal(kept["X"], alone.input("X").data)
+    assert not np.shares_memory(batch.inputs["X"], alone.input("X").data)
+
+    kept.clear()
+    offered.clear()
+    second = request(X=np.full((1, 3), 7, np.float32), Z=np.zeros((1, 1), np.int64))
+    batch = Batch.stack([alone, second], into=into)
+    assert offered == [("X", (3, 3), np.dtype(np.float32)), ("Z", (3, 1), np.dtype(np.int64))]
+    assert np.shares_memory(batch.inputs["X"], kept["X"])
+    assert kept["X"].tolist() == [[0, 1, 2], [3, 4, 5], [7, 7, 7]]
+    assert batch.inputs["Z"].tolist() == [[1], [1], [0]] and "Z" not in kept
+
+    offered.clear()
+    words = [request(S=np.array([[b"a"]], dtype=object)), request(S=np.array([[b"b"]], dtype=object))]
+    batch = Batch.stack(words, into=into)
+    assert offered == [("S", (2, 1), np.dtype(object))] and batch.inputs["S"].tolist() == [[b"a"], [b"b"]]
+
+
 def test_output_datatypes_follow_the_config():
     config = validate_config(
         parse_config_text(

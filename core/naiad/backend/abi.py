@@ -43,6 +43,10 @@ defaults: `Backend.instance_class`, and an entry point that names the Backend cl
 ABI 2.1 adds `ModelConfig.user_wrote(field)`: whether the user's config gives a field a
 value, zero included, so that auto-complete fills only what the config leaves out.
 
+ABI 2.2 adds `Backend.runs_on_gpus()`: whether this installation of the backend can run an
+instance on a GPU. A group the config leaves to the server (`KIND_AUTO`, or no group) goes on
+the GPUs only when it can, so that a CPU-only framework build on a GPU machine still serves.
+
 Versioning: `ABI_VERSION` is (major, minor). A backend declares the version it was built
 for in `Backend.abi_version`, a literal in its own source (as Triton compiles the version
 into a backend library); the server refuses a backend that declares none, or another major
@@ -75,7 +79,7 @@ __all__ = [
     "ExecuteResult",
 ]
 
-ABI_VERSION: tuple[int, int] = (2, 1)
+ABI_VERSION: tuple[int, int] = (2, 2)
 
 #: What `ModelInstance.execute` returns: one response per request in order (None in the
 #: place of a rescheduled request), None for a decoupled model, or an awaitable of either
@@ -171,6 +175,13 @@ class Backend:
         """Framework-wide set-up. The default keeps the context on `self.context`; an
         override should call it (or set `self.context` itself)."""
         self.context = context
+
+    def runs_on_gpus(self) -> bool:
+        """Whether this installation can run an instance on a GPU (ABI 2.2). Triton puts a
+        KIND_AUTO group on the GPUs whenever the machine has one; naiad asks the backend
+        first, so a framework built without CUDA gets CPU instances instead of a failed load.
+        An explicit KIND_GPU group is the config's choice and is not affected."""
+        return True
 
     def create_model(self, context: ModelContext) -> Model:
         """Create (not yet initialize) the Model for one version. The default is a plain

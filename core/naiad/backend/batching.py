@@ -43,6 +43,7 @@ from .output_reshape import apply_output_reshape
 
 __all__ = [
     "Batch",
+    "Destination",
     "RunFunction",
     "execute_by_name",
     "run_isolating_failures",
@@ -119,24 +120,31 @@ def group_stackable(requests: list[InferenceRequest]) -> list[list[int]]:
     return list(groups.values())
 
 
+#: Where a stacked input goes: (input name, shape, dtype) -> an array of that shape and dtype
+#: to fill, or None to let stacking allocate it (a GPU backend hands out pinned host memory).
+Destination = Callable[[str, tuple[int, ...], np.dtype], np.ndarray | None]
+
+
 def stack_requests(
     requests: Sequence[InferenceRequest],
     names: list[str] | None = None,
     ragged: frozenset[str] | set[str] = frozenset(),
+    into: Destination | None = None,
 ) -> StackedBatch:
     """Concatenate each input along axis 0 (the batch dimension of batching models).
 
     `names` limits the inputs stacked (default: the first request's inputs). Every request
     must carry every named input with matching non-batch dimensions (`group_stackable`
     makes groups for which that holds), except inputs named in `ragged`, which are
-    flattened and concatenated.
+    flattened and concatenated. `into` chooses where each stacked input is written (one
+    request's input is copied there too); without it a lone request's arrays are the batch.
     """
     if not requests:
         raise ValueError("stack_requests needs at least one request")
     began = time.monotonic_ns()
     try:
         first = requests[0]
-        if len(requests) == 1 and names is None:
+        if len(requests) == 1 and names is None and into is None:
             # Nothing to concatenate: the request's arrays are the batch.
             single = {t.name: t.data.reshape(-1) if t.name in ragged else t.data for t in first.inputs}
             head = first.inputs[0] if first.inputs else None
@@ -160,10 +168,20 @@ def stack_requests(
                     f"({sorted({tuple(a.shape) for a in arrays})}); declare it allow_ragged_batch or batch "
                     "only requests of one shape"
                 )
-            inputs[name] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0)
+            inputs[name] = _concatenate(name, arrays, into)
         return StackedBatch(inputs, sizes)
     finally:
         _add_phase(_INPUT, began)
+
+
+def _concatenate(name: str, arrays: list[np.ndarray], into: Destination | None) -> np.ndarray:
+    head = arrays[0]
+    if into is not None and head.ndim > 0 and all(a.dtype == head.dtype for a in arrays):
+        shape = (sum(int(a.shape[0]) for a in arrays), *head.shape[1:])
+        destination = into(name, shape, head.dtype)
+        if destination is not None:
+            return np.concatenate(arrays, axis=0, out=destination)
+    return head if len(arrays) == 1 else np.concatenate(arrays, axis=0)
 
 
 def split_outputs(array: np.ndarray, sizes: list[int], name: str = "output") -> list[np.ndarray]:
@@ -224,9 +242,12 @@ class Batch:
         return sum(self.sizes)
 
     @classmethod
-    def stack(cls, requests: Sequence[InferenceRequest], config: ModelConfig | None = None) -> Batch:
+    def stack(
+        cls, requests: Sequence[InferenceRequest], config: ModelConfig | None = None, into: Destination | None = None
+    ) -> Batch:
         """Stack `requests`. With `config`, ragged inputs, `batch_input` and models
-        without a batch dimension are handled as the config says."""
+        without a batch dimension are handled as the config says; `into` as for
+        `stack_requests`."""
         if not requests:
             raise ValueError("cannot stack an empty batch")
         layout = config.derived(_BatchLayout.of) if config is not None else None
@@ -237,7 +258,7 @@ class Batch:
                 )
             stacked = StackedBatch({t.name: t.data for t in requests[0].inputs}, [1])
         else:
-            stacked = stack_requests(requests, ragged=layout.ragged if layout is not None else frozenset())
+            stacked = stack_requests(requests, ragged=layout.ragged if layout is not None else frozenset(), into=into)
         batch = cls(list(requests), stacked.sizes, stacked.inputs)
         if layout is not None:
             batch.output_datatypes = dict(layout.output_datatypes)

@@ -21,6 +21,7 @@ from ..protos import model_config_pb2
 from .auto_complete import SignatureTensor, complete_tensors
 from .batching import (
     Batch,
+    Destination,
     RunFunction,
     StackedBatch,
     execute_by_name,
@@ -37,6 +38,7 @@ from .shape_check import check_model_shape
 __all__ = [
     # batching
     "Batch",
+    "Destination",
     "RunFunction",
     "StackedBatch",
     "execute_by_name",

@@ -37,7 +37,7 @@ from ..scheduling.factory import create_scheduler
 from ..scheduling.instance_runner import InstanceRunner
 from ..scheduling.rate_limiter import InstanceGate, RateLimiter
 from .backend_registry import BackendRegistry
-from .config_completion import Written, complete_config, complete_ensemble
+from .config_completion import Written, auto_gpus, complete_config, complete_ensemble
 from .instance_groups import expand_instance_groups
 from .records import LoadedVersion
 
@@ -164,7 +164,7 @@ class VersionBuilder:
             server=self.server,
         )
         model = backend.create_model(context)
-        for _, change in complete_config(model, provisional, filename, written, self.auto_complete):
+        for _, change in complete_config(model, provisional, filename, written, self.auto_complete, auto_gpus(backend)):
             log.warning("model '%s': %s", name, change)
         config = validate_config(proto, name, source.path, written.fields)
         check_cache_config(config)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backend.abi import Model
+from ..backend.abi import Backend, Model
 from ..config.defaults import fill_config_defaults
 from ..config.ensemble_validation import EnsemblePlan, StepConfigLookup, validate_ensemble
 from ..config.model_config import ModelConfig, validate_config
@@ -20,7 +20,7 @@ from ..devices import gpu_ids
 from ..protos import model_config_pb2 as pb
 from .config_changes import describe_changes
 
-__all__ = ["Written", "complete_config", "complete_ensemble"]
+__all__ = ["Written", "auto_gpus", "complete_config", "complete_ensemble"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +31,18 @@ class Written:
     source: str
 
 
+def auto_gpus(backend: Backend) -> list[int]:
+    """The GPUs a KIND_AUTO group of `backend`'s models goes on: none when the backend cannot
+    run on a GPU here (Backend.runs_on_gpus)."""
+    return gpu_ids() if backend.runs_on_gpus() else []
+
+
 def complete_config(
-    model: Model, config: ModelConfig, filename: str, written: Written, auto_complete: bool
+    model: Model, config: ModelConfig, filename: str, written: Written, auto_complete: bool, gpus: list[int]
 ) -> list[tuple[str, str]]:
     """Fill `config.proto` in place, as a load does; returns (field path, message) for
-    each change to what the user wrote (`config_changes.describe_changes`)."""
+    each change to what the user wrote (`config_changes.describe_changes`). `gpus` are the
+    ones a KIND_AUTO group may go on (`auto_gpus`)."""
     proto = config.proto
     name = proto.name
     changes = []
@@ -45,7 +52,7 @@ def complete_config(
         model.auto_complete_config(config)
         changes += describe_changes(as_written, proto, written.fields, "auto-complete", written.source)
         as_written.CopyFrom(proto)
-    fill_config_defaults(proto, name, filename, gpu_ids())
+    fill_config_defaults(proto, name, filename, gpus)
     changes += describe_changes(as_written, proto, written.fields, "Triton's defaults", written.source)
     return changes
 

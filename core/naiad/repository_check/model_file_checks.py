@@ -15,7 +15,7 @@ from ..config.model_config import ConfigError, ModelConfig, validate_config, val
 from ..config.unknown_fields import nearest_name
 from ..errors import ErrorCode, NaiadError
 from ..models.backend_registry import BACKEND_PACKAGES, BackendRegistry
-from ..models.config_completion import Written, complete_config
+from ..models.config_completion import Written, auto_gpus, complete_config
 from ..protos import model_config_pb2 as pb
 from .checked_model import CheckedModel
 from .config_checks import fix_for
@@ -83,7 +83,9 @@ def _check_version(
     context = ModelContext(model.name, version, model.source.path, version_path, provisional, filename)
     instance = backend.create_model(context)
     try:
-        for field, change in complete_config(instance, provisional, filename, written, auto_complete):
+        for field, change in complete_config(
+            instance, provisional, filename, written, auto_complete, auto_gpus(backend)
+        ):
             # A value the config leaves out is auto-complete's to choose; one it writes is not.
             if field in written.fields:
                 model.report("warning", change, _CHANGED_FIX, field=field)

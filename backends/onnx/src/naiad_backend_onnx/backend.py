@@ -24,8 +24,14 @@ log = logging.getLogger("naiad.backends.onnxruntime")
 
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
-    abi_version = (2, 1)  # ModelConfig.user_wrote
+    abi_version = (2, 2)  # Backend.runs_on_gpus
     default_model_filename = "model.onnx"
+
+    def runs_on_gpus(self) -> bool:
+        """Only an onnxruntime build with the CUDA execution provider (onnxruntime-gpu)."""
+        import onnxruntime as ort
+
+        return "CUDAExecutionProvider" in ort.get_available_providers()
 
     def initialize(self, context: BackendContext) -> None:
         super().initialize(context)

@@ -16,8 +16,14 @@ __all__ = ["PyTorchBackend"]
 
 class PyTorchBackend(Backend):
     name = "pytorch"
-    abi_version = (2, 1)  # ModelConfig.user_wrote
+    abi_version = (2, 2)  # Backend.runs_on_gpus
     default_model_filename = "model.pt"
+
+    def runs_on_gpus(self) -> bool:
+        """A CUDA build of torch that sees a device (a CPU build on a GPU machine does not)."""
+        import torch
+
+        return bool(torch.cuda.is_available())
 
     def initialize(self, context: BackendContext) -> None:
         super().initialize(context)

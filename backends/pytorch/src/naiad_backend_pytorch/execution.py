@@ -75,8 +75,11 @@ class ExecutionSettings:
             cache_cleaning=bool(_optional_bool(config, "ENABLE_CACHE_CLEANING")),
         )
 
-    def context(self, torchscript: bool, device: torch.device) -> contextlib.ExitStack:
-        """What one execution runs under; the switches are set on entry."""
+    def context(
+        self, torchscript: bool, device: torch.device, stream: torch.cuda.Stream | None = None
+    ) -> contextlib.ExitStack:
+        """What one execution runs under; the switches are set on entry. On a GPU, work is
+        queued on `stream` (the instance's) when given."""
         stack = contextlib.ExitStack()
         stack.enter_context(torch.inference_mode() if self.inference_mode else torch.no_grad())
         if torchscript:
@@ -87,6 +90,8 @@ class ExecutionSettings:
             if self.cudnn is not None:
                 torch.backends.cudnn.enabled = self.cudnn
             stack.enter_context(torch.cuda.device(device))
+            if stream is not None:
+                stack.enter_context(torch.cuda.stream(stream))
             if self.cache_cleaning:
                 stack.callback(torch.cuda.empty_cache)
         return stack

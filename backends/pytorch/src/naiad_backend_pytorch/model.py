@@ -43,6 +43,7 @@ from .binding import InputBinding, bind_inputs, output_index
 from .dtypes import datatype_of_dtype, to_numpy, to_torch
 from .execution import ExecutionSettings, parameter_key
 from .loading import LoadedModule, find_model_file, load_module, optimized_for_inference, torch_message
+from .staging import PinnedStaging
 
 if TYPE_CHECKING:
     from .backend import PyTorchBackend
@@ -203,6 +204,11 @@ class TorchInstance(ModelInstance):
         self.loaded = model.module(self.device, optimize=model.optimize_on[self.device.type])
         self.batching = self.config.max_batch_size > 0
         self._threads_set = False
+        # A GPU instance runs on a stream of its own (instances on one GPU overlap their copies
+        # and kernels, as Triton's do) and stacks its inputs into pinned memory.
+        on_gpu = self.device.type == "cuda"
+        self.stream = torch.cuda.Stream(self.device) if on_gpu else None
+        self.staging = PinnedStaging() if on_gpu else None
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
         if not self._threads_set:
@@ -228,16 +234,19 @@ class TorchInstance(ModelInstance):
 
     def _run(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
         order = self.model.binding.order
-        batch = Batch.stack(requests, self.config)
-        args = [self._argument(name, batch.inputs[name]) for name in order]
-        try:
-            with self.model.execution.context(self.loaded.kind == "torchscript", self.device):
+        batch = Batch.stack(requests, self.config, into=self.staging)
+        # Inputs go to the device, forward runs and outputs come back, all on the instance's
+        # stream: reading the outputs waits for that stream's work alone.
+        with self.model.execution.context(self.loaded.kind == "torchscript", self.device, self.stream):
+            args = [self._argument(name, batch.inputs[name]) for name in order]
+            try:
                 result = self.loaded.module(*args)
-        except (RuntimeError, ValueError, TypeError, IndexError, AssertionError) as exc:
-            raise NaiadError.invalid(
-                f"model '{self.config.name}': PyTorch failed on the inputs: {torch_message(exc)}"
-            ) from None
-        responses = batch.responses(self._outputs(result))
+            except (RuntimeError, ValueError, TypeError, IndexError, AssertionError) as exc:
+                raise NaiadError.invalid(
+                    f"model '{self.config.name}': PyTorch failed on the inputs: {torch_message(exc)}"
+                ) from None
+            outputs = self._outputs(result)
+        responses = batch.responses(outputs)
         apply_output_reshape(responses, self.config)
         return responses
 

@@ -40,8 +40,13 @@ class TensorFlowBackend(Backend):
     """
 
     name = "tensorflow"
-    abi_version = (2, 1)  # ModelConfig.user_wrote
+    abi_version = (2, 2)  # Backend.runs_on_gpus
     default_model_filename = "model.savedmodel"
+
+    def runs_on_gpus(self) -> bool:
+        """A TensorFlow build that sees a GPU (tensorflow-cpu never does)."""
+        self._import_tensorflow()
+        return bool(importlib.import_module("tensorflow").config.list_physical_devices("GPU"))
 
     def initialize(self, context: BackendContext) -> None:
         super().initialize(context)
