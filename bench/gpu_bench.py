@@ -28,7 +28,9 @@ The run, in order:
    them; its body holds no tensor), and the client does not read the outputs back.
 
 It prints each row (images/s, p50, p99 in ms, mean batch size the server formed, errors, share
-of the ceiling), then the goal: with CUDA shared memory at the highest concurrency, served
+of the ceiling, the server's mean microseconds per request in Triton's phases from the model's
+statistics, and the CPUs used by the model home, the front-door workers, the server's other
+processes and the load's clients), then the goal: with CUDA shared memory at the highest concurrency, served
 images/s >= 0.8 of the ceiling. It exits 0 when every row ran without errors (the goal's
 outcome is printed, not the exit status). Ports are free ones on 127.0.0.1; the server is
 stopped at the end, on failure too.
@@ -236,6 +238,7 @@ class Part:
     images: int = 0
     errors: int = 0
     window_s: float = 0.0
+    cpu_s: float = 0.0  # the process's CPU time over the measured window
     latencies_ms: list[float] = field(default_factory=list)
     first_error: str = ""
 
@@ -285,6 +288,14 @@ async def _grpc_connection(address: tuple[str, int], payload: bytes, part: Part,
                 part.latencies_ms.append((end - start) * 1e3)
 
 
+async def _cpu_over(window: tuple[float, float], part: Part) -> None:
+    """The process's CPU time between the window's ends (every thread: grpc's own too)."""
+    await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
+    start = time.process_time()
+    await asyncio.sleep(max(0.0, window[1] - time.monotonic()))
+    part.cpu_s = time.process_time() - start
+
+
 def client_process(protocol: str, address: tuple[str, int], payloads: list[bytes], duration: float) -> Part:
     """Runs one connection per payload for WARMUP_S + `duration` seconds; counts what ended
     inside the measured window."""
@@ -295,7 +306,9 @@ def client_process(protocol: str, address: tuple[str, int], payloads: list[bytes
         now = time.monotonic()
         window = (now + WARMUP_S, now + WARMUP_S + duration)
         connection = _http_connection if protocol == "http" else _grpc_connection
+        clock = asyncio.ensure_future(_cpu_over(window, part))
         await asyncio.gather(*(connection(address, payload, part, window) for payload in payloads))
+        await clock
 
     asyncio.run(run())
     part.window_s = duration
@@ -345,6 +358,18 @@ class Counters:
 
 
 PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
+CPU_GROUPS = ("home", "workers", "other", "clients")
+
+
+def server_cpu(server: loadkit.Server) -> dict[str, float]:
+    """CPU seconds used so far by the server's processes, by kind (process names are set by
+    `naiad serve`: naiad-home, naiad-worker-N)."""
+    used = dict.fromkeys(CPU_GROUPS[:3], 0.0)
+    for pid in [server.pid, *loadkit.descendants(server.pid)]:
+        name = loadkit.comm(pid)
+        group = "home" if name == "naiad-home" else "workers" if name.startswith("naiad-worker") else "other"
+        used[group] += loadkit.cpu_seconds(pid)
+    return used
 
 
 def counters(server: loadkit.Server) -> Counters:
@@ -405,6 +430,10 @@ class Row:
     # Server-side mean microseconds per request: queue, compute input, infer, output (Triton's
     # statistics: what perf_analyzer prints as the server's share of the latency).
     server_us: dict[str, float] = field(default_factory=dict)
+    # CPUs' worth of time each kind of the server's processes used during the row (the model
+    # home, the front-door workers together, anything else), and the load's client processes:
+    # where the CPU goes, without a profiler.
+    cpus: dict[str, float] = field(default_factory=dict)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -428,7 +457,10 @@ def measure(
     shares = [payloads[i::processes] for i in range(min(processes, connections))]
     before = counters(server)
     futures = [pool.submit(client_process, wire, (loadkit.HOST, port), share, duration) for share in shares]
+    time.sleep(WARMUP_S)
+    cpu_before, started = server_cpu(server), time.monotonic()
     parts = [future.result(timeout=duration + 120) for future in futures]
+    cpu_after, ended = server_cpu(server), time.monotonic()
     after = counters(server)
     latencies = [ms for part in parts for ms in part.latencies_ms]
     rate = sum(part.images / part.window_s for part in parts)
@@ -444,6 +476,10 @@ def measure(
         ceiling_share=rate / ceiling_rate if ceiling_rate else 0.0,
         first_error=next((part.first_error for part in parts if part.first_error), ""),
         server_us=after.per_request_us(before),
+        cpus={
+            **{group: (cpu_after[group] - cpu_before[group]) / (ended - started) for group in cpu_after},
+            "clients": sum(part.cpu_s for part in parts) / duration,
+        },
     )
 
 
@@ -451,7 +487,9 @@ def print_row(row: Row) -> None:
     print(
         f"  {row.protocol:<13} {row.connections:>4} {row.images_per_s:>10.0f} {row.p50_ms:>9.2f} {row.p99_ms:>9.2f} "
         f"{row.mean_batch:>6.1f} {row.errors:>6} {row.ceiling_share:>8.2f}  "
-        + " ".join(f"{row.server_us.get(phase, 0.0):>6.0f}" for phase in PHASES),
+        + " ".join(f"{row.server_us.get(phase, 0.0):>6.0f}" for phase in PHASES)
+        + "  "
+        + " ".join(f"{row.cpus.get(group, 0.0):>5.2f}" for group in CPU_GROUPS),
         flush=True,
     )
     if row.first_error:
@@ -504,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"  {'protocol':<13} {'conn':>4} {'images/s':>10} {'p50 ms':>9} {'p99 ms':>9} "
                     f"{'batch':>6} {'errors':>6} {'ceiling':>8}  server us/request: queue input  infer output"
+                    "  CPUs: home workers other clients"
                 )
                 for protocol in protocols:
                     regions = CudaRegions(server, max(concurrency), shape) if protocol == "grpc+cudashm" else None

@@ -45,22 +45,12 @@ from naiad.workers.home_link import HomeLink
 from naiad.workers.linux_process import HOME_NAME, process_name
 from naiad.workers.model_mirror import ModelMirror
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loadkit import cpu_seconds, descendants  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(os.environ.get("BENCH_DIR", ROOT.parent / "shared" / "bench"))
 STUB = "naiad_backend_python.model_side"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def descendants(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            found += [int(child), *descendants(int(child))]
-    return found
 
 
 def stub_pids(root: int) -> list[int]:

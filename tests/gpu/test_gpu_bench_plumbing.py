@@ -49,6 +49,12 @@ def test_the_gpu_benchmark_runs_on_a_cpu(tmp_path):
         ("grpc", 2),
     ]
     assert all(row["errors"] == 0 and row["images_per_s"] > 0 for row in figures["rows"])
+    # The server's own phases and the CPU each part used are measured for every row.
+    assert all(row["server_us"]["compute_infer"] > 0 for row in figures["rows"])
+    for row in figures["rows"]:
+        assert set(row["cpus"]) == {"home", "workers", "other", "clients"}
+        assert row["cpus"]["home"] + row["cpus"]["workers"] + row["cpus"]["other"] > 0
+        assert row["cpus"]["clients"] > 0
     assert sorted(int(batch) for batch in figures["ceiling"]["per_batch"]) == [1, 8, 16, 32, 64]
     assert figures["ceiling"]["images_per_s"] == max(figures["ceiling"]["per_batch"].values())
     assert "goal: grpc at 2 connections >= 0.8 of the ceiling" in result.stdout
