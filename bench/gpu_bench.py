@@ -59,6 +59,7 @@ from naiad.local_ports import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadkit  # noqa: E402
+from py_spy_profile import Recording  # noqa: E402
 
 CLASSES = 1000
 MAX_BATCH = 64
@@ -434,6 +435,9 @@ class Row:
     # home, the front-door workers together, anything else), and the load's client processes:
     # where the CPU goes, without a profiler.
     cpus: dict[str, float] = field(default_factory=dict)
+    # With --profile, the top rows only: py-spy's busiest frames in the model home (or the one
+    # server process), each with its share of the samples.
+    profile: list[tuple[str, float]] = field(default_factory=list)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -451,6 +455,7 @@ def measure(
     processes: int,
     duration: float,
     ceiling_rate: float,
+    profile_to: Path | None = None,
 ) -> Row:
     port = server.ports.http if protocol == "http" else server.ports.grpc
     wire = "http" if protocol == "http" else "grpc"
@@ -459,6 +464,9 @@ def measure(
     futures = [pool.submit(client_process, wire, (loadkit.HOST, port), share, duration) for share in shares]
     time.sleep(WARMUP_S)
     cpu_before, started = server_cpu(server), time.monotonic()
+    if profile_to is not None:
+        homes = loadkit.pids_named(server.pid, "naiad-home")
+        recording = Recording(homes[0] if homes else server.pid, duration - 1, profile_to)
     parts = [future.result(timeout=duration + 120) for future in futures]
     cpu_after, ended = server_cpu(server), time.monotonic()
     after = counters(server)
@@ -480,6 +488,7 @@ def measure(
             **{group: (cpu_after[group] - cpu_before[group]) / (ended - started) for group in cpu_after},
             "clients": sum(part.cpu_s for part in parts) / duration,
         },
+        profile=recording.finish() if profile_to is not None else [],
     )
 
 
@@ -494,6 +503,8 @@ def print_row(row: Row) -> None:
     )
     if row.first_error:
         print(f"      first error: {row.first_error}", flush=True)
+    for frame, share in row.profile:
+        print(f"      {share:6.1%}  {frame}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -507,6 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--naiad-flags", default="", help="more flags for naiad serve")
     parser.add_argument("--naiad", default=f"{shlex.quote(sys.executable)} -m naiad.cli", help="the naiad command")
     parser.add_argument("--json", type=Path, help="write the figures there too")
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the model home during each protocol's top row (needs py-spy)"
+    )
     args = parser.parse_args(argv)
     shape = QUICK if args.quick else FULL
     duration = args.duration or (1.0 if args.quick else 5.0)
@@ -554,8 +568,21 @@ def main(argv: list[str] | None = None) -> int:
                                 payloads = [grpc_request(shape)] * connections
                             else:
                                 payloads = [grpc_request(shape, index) for index in range(connections)]
+                            profile_to = (
+                                Path(scratch) / f"profile-{protocol}.txt"
+                                if args.profile and connections == max(concurrency)
+                                else None
+                            )
                             row = measure(
-                                pool, server, protocol, connections, payloads, processes, duration, ceiling_rate
+                                pool,
+                                server,
+                                protocol,
+                                connections,
+                                payloads,
+                                processes,
+                                duration,
+                                ceiling_rate,
+                                profile_to,
                             )
                             rows.append(row)
                             print_row(row)

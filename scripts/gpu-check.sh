@@ -7,7 +7,8 @@
 #      own torch, CuPy, cuda-bindings and NVML stay in use);
 #   3. prints the versions that matter (Python, torch and its CUDA, cuda-bindings, CuPy, NVML);
 #   4. runs every GPU test: pytest -m gpu tests/gpu;
-#   5. runs bench/gpu_bench.py (HTTP, gRPC, gRPC + CUDA shared memory beside torch's ceiling);
+#   5. runs bench/gpu_bench.py (HTTP, gRPC, gRPC + CUDA shared memory beside torch's ceiling),
+#      with py-spy on the model home during each protocol's top row;
 #   6. runs Triton's two CUDA shared-memory client examples, unchanged, when .whl/client_examples
 #      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them).
 # Everything it prints goes to $OUT/gpu-check.log too; $OUT/summary.md holds the GPU, the date,
@@ -140,6 +141,7 @@ if ! step "install the carried wheels" 90 "$py" -m pip install -q --no-index --n
   exit 1
 fi
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+export PATH=$site/bin:$PATH # py-spy, for the benchmark's profile
 
 step "versions" 45 "$py" - >"$out/versions.txt" <<'EOF'
 import importlib.metadata as md
@@ -171,7 +173,7 @@ if [ "$tests_status" -eq 0 ] && [ "$skipped" != 0 ]; then
   tests_status=5
 fi
 
-step "benchmark: bench/gpu_bench.py" 220 "$py" bench/gpu_bench.py --json "$out/bench.json" > >(tee "$out/bench.log")
+step "benchmark: bench/gpu_bench.py" 220 "$py" bench/gpu_bench.py --profile --json "$out/bench.json" > >(tee "$out/bench.log")
 bench_status=$?
 sleep 1 # tee's last lines
 

@@ -26,10 +26,12 @@ step() { printf 'gpu-wheels.sh [%4d s] %s\n' "$SECONDS" "$*" >&2; }
 
 # naiad's distributions the checks install (build-wheels.sh builds every one).
 OWN=(naiad naiad_wire naiad_backend_pytorch naiad_backend_python naiad_backend_onnx)
-# The rest, pinned as .venv has them (the versions the suite passes with here).
+# The rest, pinned as .venv has them (the versions the suite passes with here); py-spy profiles
+# the model home during the benchmark's top rows (bench/gpu_bench.py --profile).
 THIRD_PARTY=(
   starlette httptools orjson protobuf grpcio
   tritonclient python-rapidjson geventhttpclient gevent greenlet zope.event zope.interface brotli
+  py-spy
 )
 # What the machine's image holds (its Python packages, as the device notes list them; names
 # normalised as pip does): a requirement in this list needs no wheel.

@@ -34,6 +34,7 @@ def test_the_gpu_benchmark_runs_on_a_cpu(tmp_path):
             "--workers 1",
             "--json",
             str(out),
+            "--profile",
         ],
         capture_output=True,
         text=True,
@@ -55,6 +56,8 @@ def test_the_gpu_benchmark_runs_on_a_cpu(tmp_path):
         assert set(row["cpus"]) == {"home", "workers", "other", "clients"}
         assert row["cpus"]["home"] + row["cpus"]["workers"] + row["cpus"]["other"] > 0
         assert row["cpus"]["clients"] > 0
+        # A profile only where py-spy is installed and may attach; the field is always there.
+        assert isinstance(row["profile"], list)
     assert sorted(int(batch) for batch in figures["ceiling"]["per_batch"]) == [1, 8, 16, 32, 64]
     assert figures["ceiling"]["images_per_s"] == max(figures["ceiling"]["per_batch"].values())
     assert "goal: grpc at 2 connections >= 0.8 of the ceiling" in result.stdout
@@ -71,3 +74,17 @@ def test_the_gpu_benchmark_says_no_gpu_and_stops(tmp_path):
     )
     assert result.returncode == 2
     assert "gpu_bench: no GPU: torch sees no CUDA device" in result.stdout
+
+
+def test_a_profile_is_summarised_as_the_busiest_frames(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from py_spy_profile import top_frames
+
+    stacks = tmp_path / "stacks.txt"
+    stacks.write_text(
+        "main (a.py:1);loop (a.py:9);stack (b.py:3) 30\n"
+        "main (a.py:1);loop (a.py:9);forward (c.py:7) 60\n"
+        "worker (d.py:2);stack (b.py:3) 10\n"
+        "not a sample line\n"
+    )
+    assert top_frames(stacks, 2) == [("forward (c.py:7)", 0.6), ("stack (b.py:3)", 0.4)]
