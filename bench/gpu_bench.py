@@ -436,8 +436,10 @@ class Row:
     # where the CPU goes, without a profiler.
     cpus: dict[str, float] = field(default_factory=dict)
     # With --profile, the top rows only: py-spy's busiest frames in the model home (or the one
-    # server process), each with its share of the samples.
+    # server process), each with its share of the samples; and those of the thread holding the
+    # interpreter lock, which the home's other threads wait for.
     profile: list[tuple[str, float]] = field(default_factory=list)
+    gil_profile: list[tuple[str, float]] = field(default_factory=list)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -466,7 +468,11 @@ def measure(
     cpu_before, started = server_cpu(server), time.monotonic()
     if profile_to is not None:
         homes = loadkit.pids_named(server.pid, "naiad-home")
-        recording = Recording(homes[0] if homes else server.pid, duration - 1, profile_to)
+        profiled = homes[0] if homes else server.pid
+        recordings = (
+            Recording(profiled, duration - 1, profile_to),
+            Recording(profiled, duration - 1, profile_to.with_suffix(".gil.txt"), gil=True),
+        )
     parts = [future.result(timeout=duration + 120) for future in futures]
     cpu_after, ended = server_cpu(server), time.monotonic()
     after = counters(server)
@@ -488,7 +494,8 @@ def measure(
             **{group: (cpu_after[group] - cpu_before[group]) / (ended - started) for group in cpu_after},
             "clients": sum(part.cpu_s for part in parts) / duration,
         },
-        profile=recording.finish() if profile_to is not None else [],
+        profile=recordings[0].finish() if profile_to is not None else [],
+        gil_profile=recordings[1].finish() if profile_to is not None else [],
     )
 
 
@@ -503,8 +510,11 @@ def print_row(row: Row) -> None:
     )
     if row.first_error:
         print(f"      first error: {row.first_error}", flush=True)
-    for frame, share in row.profile:
-        print(f"      {share:6.1%}  {frame}", flush=True)
+    for title, frames in (("busiest frames", row.profile), ("holding the interpreter lock", row.gil_profile)):
+        if frames:
+            print(f"      model home, py-spy, {title}:", flush=True)
+        for frame, share in frames:
+            print(f"      {share:6.1%}  {frame}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
