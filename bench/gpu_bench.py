@@ -30,8 +30,9 @@ The run, in order:
 It prints each row (images/s, p50, p99 in ms, mean batch size the server formed, errors, share
 of the ceiling, the server's mean microseconds per request in Triton's phases from the model's
 statistics, and the CPUs used by the model home, the front-door workers, the server's other
-processes and the load's clients), then the goal: with CUDA shared memory at the highest concurrency, served
-images/s >= 0.8 of the ceiling. It exits 0 when every row ran without errors (the goal's
+processes and the load's clients; with --profile, py-spy's view of the model home at each
+protocol's highest concurrency), then the goal: with CUDA shared memory at the highest
+concurrency, served images/s >= 0.8 of the ceiling. It exits 0 when every row ran without errors (the goal's
 outcome is printed, not the exit status). Ports are free ones on 127.0.0.1; the server is
 stopped at the end, on failure too.
 """
@@ -466,6 +467,7 @@ def measure(
     futures = [pool.submit(client_process, wire, (loadkit.HOST, port), share, duration) for share in shares]
     time.sleep(WARMUP_S)
     cpu_before, started = server_cpu(server), time.monotonic()
+    recordings: tuple[Recording, ...] = ()
     if profile_to is not None:
         homes = loadkit.pids_named(server.pid, "naiad-home")
         profiled = homes[0] if homes else server.pid
@@ -494,8 +496,8 @@ def measure(
             **{group: (cpu_after[group] - cpu_before[group]) / (ended - started) for group in cpu_after},
             "clients": sum(part.cpu_s for part in parts) / duration,
         },
-        profile=recordings[0].finish() if profile_to is not None else [],
-        gil_profile=recordings[1].finish() if profile_to is not None else [],
+        profile=recordings[0].finish() if recordings else [],
+        gil_profile=recordings[1].finish() if recordings else [],
     )
 
 
