@@ -56,3 +56,13 @@ def test_an_explicit_gpu_group_stays_a_gpu_group(two_gpus):
     backend = pytest.importorskip("naiad_backend_onnx.backend").OnnxRuntimeBackend()
     proto = completed(backend, 'name: "m" instance_group [{ kind: KIND_GPU gpus: [1] }]')
     assert kinds(proto) == [("KIND_GPU", [1])]
+
+
+def test_a_machine_without_gpus_does_not_ask_the_backend(monkeypatch):
+    monkeypatch.setattr(config_completion, "gpu_ids", lambda: [])
+
+    class Probing(AnyDeviceBackend):
+        def runs_on_gpus(self) -> bool:
+            raise AssertionError("a machine without GPUs asked the backend")
+
+    assert kinds(completed(Probing(), 'name: "m"')) == [("KIND_CPU", [])]

@@ -33,8 +33,10 @@ class Written:
 
 def auto_gpus(backend: Backend) -> list[int]:
     """The GPUs a KIND_AUTO group of `backend`'s models goes on: none when the backend cannot
-    run on a GPU here (Backend.runs_on_gpus)."""
-    return gpu_ids() if backend.runs_on_gpus() else []
+    run on a GPU here (Backend.runs_on_gpus). The backend is asked only on a machine with
+    GPUs: its answer may cost a framework's device probe."""
+    gpus = gpu_ids()
+    return gpus if gpus and backend.runs_on_gpus() else []
 
 
 def complete_config(
