@@ -41,11 +41,13 @@ def test_a_backend_that_runs_on_gpus_gets_every_gpu(two_gpus):
     assert kinds(completed(AnyDeviceBackend(), 'name: "m"')) == [("KIND_GPU", [0, 1])]
 
 
-@pytest.mark.parametrize("package", ["naiad_backend_onnx", "naiad_backend_pytorch"])
-def test_a_cpu_only_framework_build_gets_cpu_instances(two_gpus, package):
+@pytest.mark.parametrize(
+    ("module", "backend_class"),
+    [("naiad_backend_onnx.backend", "OnnxRuntimeBackend"), ("naiad_backend_pytorch.backend", "PyTorchBackend")],
+)
+def test_a_cpu_only_framework_build_gets_cpu_instances(two_gpus, module, backend_class):
     # The suite's onnxruntime and torch are CPU builds: neither has CUDA.
-    module = pytest.importorskip(f"{package}.backend")
-    backend = next(v for k, v in vars(module).items() if k.endswith("Backend") and k != "Backend")()
+    backend = getattr(pytest.importorskip(module), backend_class)()
     assert backend.runs_on_gpus() is False
     proto = completed(backend, 'name: "m" instance_group [{ count: 2 }]')
     assert kinds(proto) == [("KIND_CPU", [])]
