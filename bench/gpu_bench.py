@@ -4,7 +4,7 @@
 on the same GPU, in one run.
 
     python bench/gpu_bench.py [--duration 5] [--concurrency 1 8 64] [--json results.json]
-        [--naiad-flags '--workers 4'] [--instances 2] [--client-processes 4]
+        [--naiad-flags '--workers 4'] [--instances 2] [--client-processes 4] [--no-cuda-graphs]
     python bench/gpu_bench.py --device cpu --quick     # the plumbing, on a machine without a GPU
 
 The network is our own, built here with random weights (nothing is downloaded): ResNet-18's
@@ -12,7 +12,8 @@ shape (a 7x7 stem, four stages of two basic blocks with 64, 128, 256 and 512 cha
 pooling, 1000 classes) on FP32 images of [3, 224, 224]; `--quick` shrinks it (channels / 8,
 [3, 32, 32] images) so that a CPU runs it in seconds. It is traced to TorchScript and served
 by naiad's PyTorch backend as `cnn` with `instance_group { kind: KIND_GPU count: --instances }`
-(KIND_CPU with --device cpu), `max_batch_size: 64` and `dynamic_batching { }`.
+(KIND_CPU with --device cpu), `max_batch_size: 64`, `dynamic_batching { }` and, on a GPU,
+`optimization { cuda { graphs: true } }` (`--no-cuda-graphs` leaves it out).
 
 The run, in order:
 1. the ceiling: the traced module called in a loop in this process on the same device, inputs
@@ -135,7 +136,7 @@ def images(count: int, shape: Shape, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((count, *shape.image)).astype(np.float32)
 
 
-def write_repository(repo: Path, shape: Shape, device: str, instances: int) -> Path:
+def write_repository(repo: Path, shape: Shape, device: str, instances: int, graphs: bool) -> Path:
     version = repo / MODEL / "1"
     version.mkdir(parents=True)
     export_torchscript(build_network(shape), shape, version / "model.pt")
@@ -150,6 +151,7 @@ output [ {{ name: "{OUTPUT}" data_type: TYPE_FP32 dims: [ {CLASSES} ] }} ]
 instance_group [ {{ count: {instances} kind: {kind} }} ]
 dynamic_batching {{ }}
 """
+        + ("optimization { cuda { graphs: true } }\n" if graphs else "")
     )
     return version / "model.pt"
 
@@ -528,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", type=int, default=2, help="instances of the model (default 2)")
     parser.add_argument("--client-processes", type=int, help="processes the connections are split over")
     parser.add_argument("--naiad-flags", default="", help="more flags for naiad serve")
+    parser.add_argument(
+        "--no-cuda-graphs", action="store_true", help="leave out the config's optimization { cuda { graphs: true } }"
+    )
     parser.add_argument("--naiad", default=f"{shlex.quote(sys.executable)} -m naiad.cli", help="the naiad command")
     parser.add_argument("--json", type=Path, help="write the figures there too")
     parser.add_argument(
@@ -550,7 +555,9 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="naiad-gpu-bench-") as scratch:
         repo = Path(scratch) / "models"
-        model_path = write_repository(repo, shape, args.device, args.instances)
+        graphs = args.device == "cuda" and not args.no_cuda_graphs
+        print(f"config: {args.instances} instances, CUDA graphs {'on' if graphs else 'off'}", flush=True)
+        model_path = write_repository(repo, shape, args.device, args.instances, graphs)
         print("ceiling (torch in a loop in this process, inputs on the device):", flush=True)
         ceiling_rate, ceiling_batch, ceiling_rates = ceiling(model_path, shape, args.device, 0.3 if args.quick else 1.5)
         ports = loadkit.Ports(free_port(), free_port(), free_port())
@@ -622,6 +629,7 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "device": args.device,
                     "shape": asdict(shape),
+                    "cuda_graphs": graphs,
                     "ceiling": {"images_per_s": ceiling_rate, "batch": ceiling_batch, "per_batch": ceiling_rates},
                     "rows": [asdict(row) for row in rows],
                 },

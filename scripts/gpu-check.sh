@@ -8,7 +8,8 @@
 #   3. prints the versions that matter (Python, torch and its CUDA, cuda-bindings, CuPy, NVML);
 #   4. runs every GPU test: pytest -m gpu tests/gpu;
 #   5. runs bench/gpu_bench.py (HTTP, gRPC, gRPC + CUDA shared memory beside torch's ceiling),
-#      with py-spy on the model home during each protocol's top row;
+#      with py-spy on the model home during each protocol's top row; then its 1 and 64
+#      connection rows again without CUDA graphs, to show what the graphs change;
 #   6. runs Triton's two CUDA shared-memory client examples, unchanged, when .whl/client_examples
 #      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them).
 # Everything it prints goes to $OUT/gpu-check.log too; $OUT/summary.md holds the GPU, the date,
@@ -106,6 +107,12 @@ EOF
       echo
       sed 's/^/    /' "$out/bench.log"
     fi
+    if [ -s "$out/bench-no-graphs.log" ]; then
+      echo
+      echo "## Benchmark without CUDA graphs (bench/gpu_bench.py --no-cuda-graphs)"
+      echo
+      sed 's/^/    /' "$out/bench-no-graphs.log"
+    fi
   } >"$summary"
   echo
   cat "$summary"
@@ -176,6 +183,10 @@ fi
 step "benchmark: bench/gpu_bench.py" 220 "$py" bench/gpu_bench.py --profile --json "$out/bench.json" > >(tee "$out/bench.log")
 bench_status=$?
 sleep 1 # tee's last lines
+step "benchmark without CUDA graphs" 90 "$py" bench/gpu_bench.py --no-cuda-graphs --concurrency 1 64 --duration 3 \
+  --json "$out/bench-no-graphs.json" > >(tee "$out/bench-no-graphs.log")
+[ "$?" -eq 0 ] || bench_status=1
+sleep 1
 
 examples_status=0
 if ls .whl/client_examples/*.py >/dev/null 2>&1; then

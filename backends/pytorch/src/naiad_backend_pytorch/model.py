@@ -4,7 +4,8 @@
 Config `parameters` (Triton's names): how forward runs (execution.py),
 `INTRA_OP_THREAD_COUNT`, `INTER_OP_THREAD_COUNT`; naiad's own
 `OPTIMIZE_FOR_INFERENCE` (TorchScript through `torch.jit.optimize_for_inference`; default true
-on the CPU, false on GPUs, where it is unproven).
+on the CPU, false on GPUs, where it is unproven). GPU instances honour Triton's
+`optimization { cuda { graphs: true } }` (cuda_graphs.py).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from naiad.backend.helpers import (
 
 from .auto_complete import auto_complete, program_signature
 from .binding import InputBinding, bind_inputs, output_index
+from .cuda_graphs import CudaGraphs, GraphPolicy, graph_blocker
 from .dtypes import datatype_of_dtype, to_numpy, to_torch
 from .execution import ExecutionSettings, parameter_key
 from .loading import LoadedModule, find_model_file, load_module, optimized_for_inference, torch_message
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
     from .backend import PyTorchBackend
 
 __all__ = ["TorchModel", "TorchInstance"]
+
+_HOST = torch.device("cpu")
 
 log = logging.getLogger("naiad.backends.pytorch")
 
@@ -116,6 +120,12 @@ class TorchModel(Model):
         if loaded.kind == "export":
             self._check_program(config, loaded)
         self.execution = ExecutionSettings.of(config)
+        self.graphs = GraphPolicy.of(config)
+        if self.graphs.enabled and (blocker := graph_blocker(self.input_specs.values())) is not None:
+            log.warning(
+                "model '%s': optimization.cuda.graphs is set, but %s: served without CUDA graphs", config.name, blocker
+            )
+            self.graphs = GraphPolicy()
         optimize = parameter_key(config, "OPTIMIZE_FOR_INFERENCE")
         self.optimize_on = {
             "cpu": config.bool_parameter(optimize, True),
@@ -209,6 +219,12 @@ class TorchInstance(ModelInstance):
         on_gpu = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(self.device) if on_gpu else None
         self.staging = PinnedStaging() if on_gpu else None
+        self.graphs: CudaGraphs | None = None
+        if self.stream is not None and model.graphs.enabled:
+            where = f"model '{self.config.name}' instance '{self.context.name}'"
+            self.graphs = CudaGraphs(
+                self.loaded.module, self.device, self.stream, model.graphs, self.config.max_batch_size, where
+            )
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
         if not self._threads_set:
@@ -219,7 +235,7 @@ class TorchInstance(ModelInstance):
             self._threads_set = True
         return run_isolating_failures(requests, self._run)
 
-    def _argument(self, name: str, array: np.ndarray) -> Any:
+    def _argument(self, name: str, array: np.ndarray, device: torch.device) -> Any:
         spec = self.model.input_specs[name]
         if spec.datatype == "BYTES":
             # TorchScript takes strings as List[str].
@@ -230,7 +246,7 @@ class TorchInstance(ModelInstance):
                 except UnicodeDecodeError:
                     raise NaiadError.invalid(f"input '{name}': element {index} is not UTF-8 text") from None
             return items
-        return to_torch(array, spec.datatype, self.device)
+        return to_torch(array, spec.datatype, device)
 
     def _run(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
         order = self.model.binding.order
@@ -238,9 +254,11 @@ class TorchInstance(ModelInstance):
         # Inputs go to the device, forward runs and outputs come back, all on the instance's
         # stream: reading the outputs waits for that stream's work alone.
         with self.model.execution.context(self.loaded.kind == "torchscript", self.device, self.stream):
-            args = [self._argument(name, batch.inputs[name]) for name in order]
+            # Graphs copy their inputs from the host into buffers of their own.
+            forward, device = (self.graphs, _HOST) if self.graphs is not None else (self.loaded.module, self.device)
+            args = [self._argument(name, batch.inputs[name], device) for name in order]
             try:
-                result = self.loaded.module(*args)
+                result = forward(*args)
             except (RuntimeError, ValueError, TypeError, IndexError, AssertionError) as exc:
                 raise NaiadError.invalid(
                     f"model '{self.config.name}': PyTorch failed on the inputs: {torch_message(exc)}"
