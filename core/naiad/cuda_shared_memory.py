@@ -13,20 +13,27 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from .cuda_runtime import IPC_HANDLE_SIZE, CudaError, CudaRuntime, CudaUnavailable, load_cuda_runtime
+from .device_placement import CudaPlacement
 from .errors import ErrorCode, NaiadError
 from .shared_memory_bounds import placed_region
 
-__all__ = ["CudaSharedMemoryRegion", "CudaSharedMemoryRegistry", "gpus_not_supported"]
+__all__ = ["CudaSharedMemoryRegion", "CudaSharedMemoryRegistry", "gpus_not_supported", "UNREGISTER_WAIT_S"]
 
 log = logging.getLogger("naiad.shared_memory")
 
 RuntimeLoader = Callable[[], CudaRuntime]
+
+# How long unregistering waits for executions that read a region in place (`borrowed`) to
+# give it back before it is refused: such a borrow lasts one execution.
+UNREGISTER_WAIT_S = 10.0
 
 
 def gpus_not_supported(name: str) -> NaiadError:
@@ -40,6 +47,7 @@ class CudaSharedMemoryRegion:
     device_id: int
     byte_size: int
     pointer: int  # this process's address of the client's allocation
+    borrowers: int = 0  # executions reading it in place now (`CudaSharedMemoryRegistry.borrowed`)
 
     def status(self) -> dict[str, object]:
         return {"name": self.name, "device_id": self.device_id, "byte_size": self.byte_size}
@@ -52,6 +60,7 @@ class CudaSharedMemoryRegistry:
         self._unavailable: str | None = None
         self._regions: dict[str, CudaSharedMemoryRegion] = {}
         self._lock = threading.Lock()
+        self._returned = threading.Condition(self._lock)  # a borrow ended
         self._loading = threading.Lock()
 
     def runtime(self, name: str) -> CudaRuntime:
@@ -107,10 +116,21 @@ class CudaSharedMemoryRegistry:
             self._regions[name] = CudaSharedMemoryRegion(name, device_id, byte_size, pointer)
 
     def unregister(self, name: str | None = None) -> None:
-        """Unregister one region (a name it does not hold is no error), or every region."""
+        """Unregister one region (a name it does not hold is no error), or every region. A
+        region an execution reads in place is closed once it is given back: within
+        UNREGISTER_WAIT_S, or the unregistering is refused and the region stays."""
         with self._lock:
             names = list(self._regions) if name is None else [name]
-            regions = [self._regions.pop(each) for each in names if each in self._regions]
+            regions = [self._regions[each] for each in names if each in self._regions]
+            deadline = time.monotonic() + UNREGISTER_WAIT_S
+            while any(r.borrowers for r in regions):
+                if not self._returned.wait(deadline - time.monotonic()) and time.monotonic() >= deadline:
+                    busy = ", ".join(f"'{r.name}'" for r in regions if r.borrowers)
+                    raise NaiadError.unavailable(
+                        f"failed to unregister CUDA shared memory region {busy}: an inference is still reading it"
+                    )
+            for region in regions:
+                del self._regions[region.name]
         for region in regions:
             assert self._runtime is not None  # a region was registered through it
             try:
@@ -135,11 +155,30 @@ class CudaSharedMemoryRegistry:
         """Refuse a placement outside the region, before any inference runs."""
         self._region(name, offset, byte_size)
 
-    def device_address(self, name: str, offset: int, byte_size: int) -> tuple[int, int]:
-        """(device address, device id) of `byte_size` bytes at `offset`: where a backend
-        holding the tensor on that GPU copies it device to device."""
+    def placement(self, name: str, offset: int, byte_size: int) -> CudaPlacement:
+        """Where `byte_size` bytes at `offset` of region `name` sit: on its GPU, reached
+        through this registry."""
         region = self._region(name, offset, byte_size)
-        return region.pointer + offset, region.device_id
+        return CudaPlacement(name, offset, byte_size, region.device_id, self)
+
+    @contextmanager
+    def borrowed(self, name: str, offset: int, byte_size: int) -> Iterator[int | None]:
+        """The device address of `byte_size` bytes at `offset` in region `name`, held for
+        the `with` block (unregistering waits for it), or None when the region is gone or
+        no longer that large: the caller then uses the bytes' host copy."""
+        with self._lock:
+            region = self._regions.get(name)
+            if region is None or offset < 0 or byte_size < 0 or offset + byte_size > region.byte_size:
+                region = None
+            else:
+                region.borrowers += 1
+        try:
+            yield None if region is None else region.pointer + offset
+        finally:
+            if region is not None:
+                with self._lock:
+                    region.borrowers -= 1
+                    self._returned.notify_all()
 
     def read(self, name: str, offset: int, byte_size: int) -> memoryview:
         """A host copy of `byte_size` bytes at `offset` inside the region."""

@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass
 
 from .cuda_shared_memory import CudaSharedMemoryRegistry
+from .device_placement import CudaPlacement
 from .errors import ErrorCode, NaiadError
 from .safe_names import check_shm_key
 from .shared_memory_bounds import placed_region
@@ -168,6 +169,13 @@ class SharedMemoryRegistry:
         region = self._region(name, offset, byte_size)
         start = region.offset + offset
         return memoryview(region._map)[start : start + byte_size]
+
+    def placement(self, name: str, offset: int, byte_size: int, datatype: str) -> CudaPlacement | None:
+        """Where an input read from region `name` sits on a GPU: for a CUDA region's
+        fixed-size datatypes (a BYTES tensor is reparsed on the host), else None."""
+        if datatype == "BYTES" or not self.cuda.holds(name):
+            return None
+        return self.cuda.placement(name, offset, byte_size)
 
     def write(self, name: str, offset: int, data: bytes | memoryview, byte_size: int, output: str) -> None:
         """Copy the bytes of `output` into the region; they must fit in `byte_size`."""

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .datatypes import DATATYPES, datatype_of, numpy_dtype
+from .device_placement import CudaPlacement
 
 __all__ = ["Tensor"]
 
@@ -17,7 +18,8 @@ class Tensor:
     """One input or output tensor.
 
     `data` is a numpy array of `shape`: the dtype of `datatype` (BF16 as uint16 words,
-    BYTES as an object array of `bytes`).
+    BYTES as an object array of `bytes`). `placement`, on an input a client placed in CUDA
+    shared memory, says where the same bytes sit on the GPU (device_placement.py).
     """
 
     name: str
@@ -25,6 +27,7 @@ class Tensor:
     shape: tuple[int, ...]
     data: np.ndarray
     parameters: dict[str, Any] = field(default_factory=dict)
+    placement: CudaPlacement | None = None
 
     @classmethod
     def from_numpy(cls, name: str, array: np.ndarray, datatype: str | None = None) -> Tensor:

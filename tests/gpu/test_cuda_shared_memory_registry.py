@@ -5,46 +5,17 @@ tritonclient on a real GPU."""
 
 from __future__ import annotations
 
-import ctypes
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from host_memory_runtime import HostMemoryRuntime
 
-from naiad.cuda_runtime import CudaError, CudaUnavailable
+from naiad.cuda_runtime import CudaUnavailable
 from naiad.cuda_shared_memory import CudaSharedMemoryRegistry
 from naiad.errors import ErrorCode, NaiadError
 from naiad.shared_memory import SharedMemoryRegistry
-
-
-class HostMemoryRuntime:
-    """What CudaRuntime does, with a client's allocations as host buffers keyed by handle."""
-
-    def __init__(self) -> None:
-        self.allocations: dict[bytes, np.ndarray] = {}
-        self.opened: list[int] = []
-
-    def allocate(self, handle: bytes, byte_size: int) -> np.ndarray:
-        self.allocations[handle] = np.zeros(byte_size, np.uint8)
-        return self.allocations[handle]
-
-    def open_ipc_handle(self, raw_handle: bytes, device_id: int) -> int:
-        if raw_handle not in self.allocations:
-            raise CudaError("cudaIpcOpenMemHandle failed: cudaErrorInvalidValue")
-        pointer = int(self.allocations[raw_handle].ctypes.data)
-        self.opened.append(pointer)
-        return pointer
-
-    def close_ipc_handle(self, pointer: int, device_id: int) -> None:
-        self.opened.remove(pointer)
-
-    def allocation_size(self, pointer: int) -> int:
-        return next(a.nbytes for a in self.allocations.values() if a.ctypes.data == pointer)
-
-    def copy(self, destination: int, source: int, byte_size: int, device_id: int) -> None:
-        ctypes.memmove(destination, source, byte_size)
-
 
 HANDLE = b"h" * 64
 

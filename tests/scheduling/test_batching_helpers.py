@@ -31,6 +31,19 @@ def test_stack_and_split_round_trip_numbers_and_bytes():
     assert second.output("T").data.tolist() == [[b"ccc"]]
 
 
+def test_inputs_a_backend_gathers_itself_are_left_out_of_the_stack():
+    """`leave` (a GPU backend reading inputs in device memory): those are not stacked, the
+    others are, and the batch keeps each request's size even when every input is left."""
+    requests = [
+        request(X=np.ones((2, 2), np.float32), Y=np.zeros((2, 1), np.int32)),
+        request(X=np.ones((3, 2), np.float32), Y=np.zeros((3, 1), np.int32)),
+    ]
+    batch = Batch.stack(requests, leave={"X"})
+    assert list(batch.inputs) == ["Y"] and batch.inputs["Y"].shape == (5, 1)
+    everything = Batch.stack(requests, leave={"X", "Y"})
+    assert everything.inputs == {} and everything.sizes == [2, 3]
+
+
 def test_stacked_inputs_go_where_the_backend_says():
     """`into` (a GPU backend's pinned memory) receives each stacked input, a lone request's
     too; an input it declines (None) or cannot hold (strings) is stacked as usual."""

@@ -15,8 +15,8 @@ from google.protobuf import text_format
 from naiad_backend_pytorch.cuda_graphs import GraphPolicy, graph_blocker
 
 from naiad import InferenceRequest, Tensor
-from naiad.config.model_config import ModelConfig
-from naiad.protos import model_config_pb2 as pb
+from naiad.backend import ModelConfig
+from naiad.backend.helpers import model_config_pb2 as pb
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 

@@ -47,6 +47,10 @@ ABI 2.2 adds `Backend.runs_on_gpus()`: whether this installation of the backend 
 instance on a GPU. A group the config leaves to the server (`KIND_AUTO`, or no group) goes on
 the GPUs only when it can, so that a CPU-only framework build on a GPU machine still serves.
 
+ABI 2.3 adds `Tensor.placement`: on an input a client placed in CUDA shared memory, where its
+bytes sit on the GPU (`data` is still their host copy). A backend on that GPU may read them
+there while it holds them (`with tensor.placement.borrowed() as address`).
+
 Versioning: `ABI_VERSION` is (major, minor). A backend declares the version it was built
 for in `Backend.abi_version`, a literal in its own source (as Triton compiles the version
 into a backend library); the server refuses a backend that declares none, or another major
@@ -79,7 +83,7 @@ __all__ = [
     "ExecuteResult",
 ]
 
-ABI_VERSION: tuple[int, int] = (2, 2)
+ABI_VERSION: tuple[int, int] = (2, 3)
 
 #: What `ModelInstance.execute` returns: one response per request in order (None in the
 #: place of a rescheduled request), None for a decoupled model, or an awaitable of either

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -152,7 +152,7 @@ def stack_requests(
         wanted = names if names is not None else [t.name for t in first.inputs]
         sizes: list[int] = []
         for request in requests:
-            tensor = request.input(wanted[0]) if wanted else None
+            tensor = request.input(wanted[0]) if wanted else (request.inputs[0] if request.inputs else None)
             sizes.append(int(tensor.shape[0]) if tensor is not None and tensor.shape else 1)
         inputs: dict[str, np.ndarray] = {}
         for name in wanted:
@@ -243,11 +243,16 @@ class Batch:
 
     @classmethod
     def stack(
-        cls, requests: Sequence[InferenceRequest], config: ModelConfig | None = None, into: Destination | None = None
+        cls,
+        requests: Sequence[InferenceRequest],
+        config: ModelConfig | None = None,
+        into: Destination | None = None,
+        leave: Collection[str] = (),
     ) -> Batch:
         """Stack `requests`. With `config`, ragged inputs, `batch_input` and models
         without a batch dimension are handled as the config says; `into` as for
-        `stack_requests`."""
+        `stack_requests`. Inputs named in `leave` are not stacked (nor in `inputs`): the
+        backend gathers them itself (a GPU backend, from device memory)."""
         if not requests:
             raise ValueError("cannot stack an empty batch")
         layout = config.derived(_BatchLayout.of) if config is not None else None
@@ -256,9 +261,11 @@ class Batch:
                 raise NaiadError.internal(
                     f"model '{layout.name}' has no batch dimension and cannot run {len(requests)} requests as one batch"
                 )
-            stacked = StackedBatch({t.name: t.data for t in requests[0].inputs}, [1])
+            stacked = StackedBatch({t.name: t.data for t in requests[0].inputs if t.name not in leave}, [1])
         else:
-            stacked = stack_requests(requests, ragged=layout.ragged if layout is not None else frozenset(), into=into)
+            names = [t.name for t in requests[0].inputs if t.name not in leave] if leave else None
+            ragged = layout.ragged if layout is not None else frozenset()
+            stacked = stack_requests(requests, names, ragged, into)
         batch = cls(list(requests), stacked.sizes, stacked.inputs)
         if layout is not None:
             batch.output_datatypes = dict(layout.output_datatypes)

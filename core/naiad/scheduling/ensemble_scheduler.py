@@ -513,4 +513,5 @@ def _fitted(tensor: Tensor, name: str, dims: tuple[int, ...], batching: bool, te
             shape = shape[1:]
     if shape == tuple(tensor.shape) and name == tensor.name:
         return tensor
-    return Tensor(name, tensor.datatype, shape, tensor.data.reshape(shape))
+    # The same bytes: an input placed on a GPU stays placed there.
+    return Tensor(name, tensor.datatype, shape, tensor.data.reshape(shape), placement=tensor.placement)

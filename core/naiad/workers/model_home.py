@@ -246,7 +246,7 @@ class _FrontDoorConnection(asyncio.Protocol):
         key = message["key"]
         if op == "infer":
             try:
-                request = unpack_request(message, self._requests)
+                request = unpack_request(message, self._requests, self._home.shared_memory.cuda)
             except (ValueError, KeyError) as exc:
                 self._send_error(key, NaiadError.invalid(str(exc)))
                 return

@@ -8,7 +8,8 @@ as the array lives (the rest of the ring is reused meanwhile).
 
 What belongs to one process stays there: a response callback, a trace, the client's
 shared-memory placements (a front door reads inputs from and writes outputs to the client's
-regions itself) travel as parameters only.
+regions itself) travel as parameters only. An input read from a CUDA region keeps its
+placement (device_placement.py) as plain values, bound on arrival to the receiver's regions.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 from naiad_wire.interprocess.messages import decode_array, encode_array, pack_placing, plain_parameters
 from naiad_wire.interprocess.shm_ring import RingReader, RingWriter
 
+from ..cuda_shared_memory import CudaSharedMemoryRegistry
+from ..device_placement import CudaPlacement
 from ..errors import ErrorCode, NaiadError
 from ..inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ..tensor import Tensor
@@ -58,12 +61,15 @@ def pack_request(key: int, request: InferenceRequest, stream: bool, ring: RingWr
     return pack_placing(build, ring)
 
 
-def unpack_request(message: dict[str, Any], ring: RingReader) -> InferenceRequest:
+def unpack_request(
+    message: dict[str, Any], ring: RingReader, cuda_regions: CudaSharedMemoryRegistry | None = None
+) -> InferenceRequest:
     """The request of an "infer" message; the caller then releases the message's ring span
-    (`ring.consumed(message.get("mark"))`)."""
+    (`ring.consumed(message.get("mark"))`). Inputs placed in CUDA regions are bound to
+    `cuda_regions`, this process's."""
     return InferenceRequest(
         model_name=message["model"],
-        inputs=[_unpack_tensor(ring, descriptor) for descriptor in message["inputs"]],
+        inputs=[_unpack_tensor(ring, descriptor, cuda_regions) for descriptor in message["inputs"]],
         model_version=message.get("version", ""),
         id=message.get("id", ""),
         outputs=[RequestedOutput(name, parameters) for name, parameters in message.get("outputs", ())],
@@ -119,13 +125,19 @@ def unpack_error(error: tuple[str, str]) -> NaiadError:
 
 
 def _pack_tensor(ring: RingWriter, tensor: Tensor) -> tuple[Any, ...]:
+    # The array's descriptor (4 values), then its parameters and its placement when it has them.
     descriptor = encode_array(ring, tensor.name, tensor.datatype, tensor.data)
+    if tensor.placement is not None:
+        return (*descriptor, plain_parameters(tensor.parameters), tensor.placement.plain())
     if tensor.parameters:
         return (*descriptor, plain_parameters(tensor.parameters))
     return descriptor
 
 
-def _unpack_tensor(ring: RingReader, descriptor: tuple[Any, ...]) -> Tensor:
+def _unpack_tensor(
+    ring: RingReader, descriptor: tuple[Any, ...], cuda_regions: CudaSharedMemoryRegistry | None = None
+) -> Tensor:
     name, datatype, array = decode_array(ring, descriptor[:4])
     parameters = descriptor[4] if len(descriptor) > 4 else {}
-    return Tensor(name, datatype, tuple(array.shape), array, parameters)
+    placement = CudaPlacement(*descriptor[5], cuda_regions) if len(descriptor) > 5 else None
+    return Tensor(name, datatype, tuple(array.shape), array, parameters, placement)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ from naiad.backend.helpers import (
 from .auto_complete import auto_complete, program_signature
 from .binding import InputBinding, bind_inputs, output_index
 from .cuda_graphs import CudaGraphs, GraphPolicy, graph_blocker
+from .device_inputs import gather, placed_inputs
 from .dtypes import datatype_of_dtype, to_numpy, to_torch
 from .execution import ExecutionSettings, parameter_key
 from .loading import LoadedModule, find_model_file, load_module, optimized_for_inference, torch_message
@@ -219,6 +221,7 @@ class TorchInstance(ModelInstance):
         on_gpu = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(self.device) if on_gpu else None
         self.staging = PinnedStaging() if on_gpu else None
+        self._said_inputs_stay = False
         self.graphs: CudaGraphs | None = None
         if self.stream is not None and model.graphs.enabled:
             where = f"model '{self.config.name}' instance '{self.context.name}'"
@@ -250,23 +253,49 @@ class TorchInstance(ModelInstance):
 
     def _run(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
         order = self.model.binding.order
-        batch = Batch.stack(requests, self.config, into=self.staging)
-        # Inputs go to the device, forward runs and outputs come back, all on the instance's
-        # stream: reading the outputs waits for that stream's work alone.
-        with self.model.execution.context(self.loaded.kind == "torchscript", self.device, self.stream):
-            # Graphs copy their inputs from the host into buffers of their own.
-            forward, device = (self.graphs, _HOST) if self.graphs is not None else (self.loaded.module, self.device)
-            args = [self._argument(name, batch.inputs[name], device) for name in order]
-            try:
-                result = forward(*args)
-            except (RuntimeError, ValueError, TypeError, IndexError, AssertionError) as exc:
-                raise NaiadError.invalid(
-                    f"model '{self.config.name}': PyTorch failed on the inputs: {torch_message(exc)}"
-                ) from None
-            outputs = self._outputs(result)
+        with ExitStack() as held:
+            # Inputs the clients placed in CUDA shared memory on this GPU are read there.
+            placed = placed_inputs(requests, order, self.device, held) if self.stream is not None else {}
+            if placed:
+                # Last in, first out: no kernel of this batch reads a region once it is given back.
+                held.callback(self._synchronize)
+                self._say_inputs_stay_on_the_gpu()
+            batch = Batch.stack(requests, self.config, into=self.staging, leave=placed)
+            # Inputs go to the device, forward runs and outputs come back, all on the instance's
+            # stream: reading the outputs waits for that stream's work alone.
+            with self.model.execution.context(self.loaded.kind == "torchscript", self.device, self.stream):
+                # Graphs copy their inputs from the host into buffers of their own.
+                forward, device = (self.graphs, _HOST) if self.graphs is not None else (self.loaded.module, self.device)
+                args = [
+                    gather(placed[name], self.device)
+                    if name in placed
+                    else self._argument(name, batch.inputs[name], device)
+                    for name in order
+                ]
+                try:
+                    result = forward(*args)
+                except (RuntimeError, ValueError, TypeError, IndexError, AssertionError) as exc:
+                    raise NaiadError.invalid(
+                        f"model '{self.config.name}': PyTorch failed on the inputs: {torch_message(exc)}"
+                    ) from None
+                outputs = self._outputs(result)
         responses = batch.responses(outputs)
         apply_output_reshape(responses, self.config)
         return responses
+
+    def _synchronize(self) -> None:
+        assert self.stream is not None
+        self.stream.synchronize()
+
+    def _say_inputs_stay_on_the_gpu(self) -> None:
+        if not self._said_inputs_stay:
+            self._said_inputs_stay = True
+            log.info(
+                "model '%s' instance '%s': inputs placed in CUDA shared memory on %s are read there, device to device",
+                self.config.name,
+                self.context.name,
+                self.device,
+            )
 
     def _outputs(self, result: Any) -> dict[str, np.ndarray]:
         """Config outputs picked out of forward's result (tensor, tuple/list, dict)."""

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...datatypes import DATATYPES, MAX_DIMS, input_from_raw, numpy_dtype, tensor_to_raw
+from ...device_placement import CudaPlacement
 from ...errors import NaiadError, shown
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...protos import grpc_service_pb2 as pb
@@ -134,8 +135,9 @@ def decode_infer_request(
                 f"input '{name}' for model '{model}' has a negative dimension in its shape {shown(list(shape))}"
             )
         parameters = decode_parameters(spec.parameters) if spec.parameters else {}
+        placement: CudaPlacement | None = None
         if SHM_REGION in parameters:
-            data = _read_shared_memory(parameters, name, model, datatype, shape, shared_memory)
+            data, placement = _read_shared_memory(parameters, name, model, datatype, shape, shared_memory)
         elif spec.HasField("contents"):
             if raw_count:
                 raise NaiadError.invalid(
@@ -151,7 +153,7 @@ def decode_infer_request(
                 f"input '{name}' for model '{model}' carries no data: no raw_input_contents entry, typed "
                 "contents or shared-memory region"
             )
-        inputs.append(Tensor(name, datatype, shape, data, parameters))
+        inputs.append(Tensor(name, datatype, shape, data, parameters, placement))
     if raw_index != raw_count:
         raise NaiadError.invalid(
             f"the request for model '{model}' has {raw_count} raw_input_contents entries, but only "
@@ -225,15 +227,16 @@ def _read_shared_memory(
     datatype: str,
     shape: tuple[int, ...],
     shared_memory: SharedMemoryRegistry | None,
-) -> np.ndarray:
+) -> tuple[np.ndarray, CudaPlacement | None]:
+    """The input's bytes from the region, and where they sit on a GPU when the region is CUDA's."""
     what = f"input '{name}' for model '{model}'"
     region, offset, byte_size = _shm_location(parameters, what)
     if shared_memory is None:
         raise NaiadError.unsupported(f"{what}: shared memory is not available")
     for key in (SHM_REGION, SHM_OFFSET, SHM_BYTE_SIZE):
         parameters.pop(key, None)
-    view = shared_memory.read(region, offset, byte_size)
-    return input_from_raw(name, model, datatype, shape, view)
+    data = input_from_raw(name, model, datatype, shape, shared_memory.read(region, offset, byte_size))
+    return data, shared_memory.placement(region, offset, byte_size, datatype)
 
 
 def encode_infer_response(

@@ -17,6 +17,7 @@ import orjson
 
 from ...config.model_config import ModelConfig
 from ...datatypes import DATATYPES, MAX_DIMS, input_from_raw, numpy_dtype, tensor_to_raw
+from ...device_placement import CudaPlacement
 from ...errors import NaiadError, shown
 from ...inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ...shared_memory import SharedMemoryRegistry
@@ -318,6 +319,7 @@ def _decode_input(
             f"or the '{_SHM_REGION}' parameter; it has {found}"
         )
     used = 0
+    placement: CudaPlacement | None = None
     if "binary_data_size" in parameters:
         size = _non_negative_int(parameters.pop("binary_data_size"), f"input '{name}': 'binary_data_size'")
         if offset + size > len(binary):
@@ -336,9 +338,10 @@ def _decode_input(
         size = _non_negative_int(parameters.pop(_SHM_SIZE), f"input '{name}': '{_SHM_SIZE}'")
         start = _non_negative_int(parameters.pop(_SHM_OFFSET, 0), f"input '{name}': '{_SHM_OFFSET}'")
         array = input_from_raw(name, model, datatype, shape, shared_memory.read(region, start, size))
+        placement = shared_memory.placement(region, start, size, datatype)
     else:
         array = array_from_json(name, datatype, shape, raw["data"])
-    return Tensor(name, datatype, shape, array, parameters), used
+    return Tensor(name, datatype, shape, array, parameters, placement), used
 
 
 def _shape(value: Any, name: str) -> tuple[int, ...]:
