@@ -158,11 +158,16 @@ class HomeLink(asyncio.Protocol):
     def _dispatch(self, message: dict[str, Any]) -> None:
         op = message["op"]
         if op == "response":
+            key = message["key"]
             try:
                 response = unpack_response(message, self._responses)
+            except Exception as exc:  # noqa: BLE001 - the request fails, not the link
+                log.exception("an answer from the model home could not be read")
+                error = NaiadError.internal(f"the model home's answer could not be read: {type(exc).__name__}: {exc}")
+                self._fail(self._waiting.pop(key, None), error)
+                return
             finally:
                 self._responses.consumed(message.get("mark"))
-            key = message["key"]
             waiter = self._waiting.get(key) if not response.final else self._waiting.pop(key, None)
             if isinstance(waiter, asyncio.Queue):
                 waiter.put_nowait(response)

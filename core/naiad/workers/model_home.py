@@ -247,8 +247,11 @@ class _FrontDoorConnection(asyncio.Protocol):
         if op == "infer":
             try:
                 request = unpack_request(message, self._requests, self._home.shared_memory.cuda)
-            except (ValueError, KeyError) as exc:
-                self._send_error(key, NaiadError.invalid(str(exc)))
+            except Exception as exc:  # noqa: BLE001 - the request fails, not the link
+                log.exception("a request from front door %d could not be read", self.index)
+                self._send_error(
+                    key, NaiadError.internal(f"the model home could not read the request: {type(exc).__name__}: {exc}")
+                )
                 return
             finally:
                 self._requests.consumed(message.get("mark"))
