@@ -9,13 +9,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from naiad_wire.interprocess.messages import pack_frame
-from naiad_wire.interprocess.shm_ring import RingReader, RingWriter, create_ring_fd
 
 from naiad.cuda_shared_memory import CudaSharedMemoryRegistry
 from naiad.errors import ErrorCode, NaiadError
 from naiad.workers import model_home
 from naiad.workers.home_link import HomeLink
+from naiad_wire.interprocess.messages import pack_frame
+from naiad_wire.interprocess.shm_ring import RingReader, RingWriter, create_ring_fd
 
 
 @pytest.fixture
