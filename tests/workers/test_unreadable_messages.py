@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -52,7 +51,7 @@ def test_a_request_the_model_home_cannot_read_is_answered_with_an_error(rings):
     writer, reader = rings
     home = SimpleNamespace(shared_memory=SimpleNamespace(cuda=CudaSharedMemoryRegistry()))
     connection = model_home._FrontDoorConnection(home, 3, reader, writer)  # type: ignore[arg-type]
-    sent: list[dict[str, Any]] = []
+    sent: list[bytes] = []
     connection.write = lambda frame: sent.append(frame)  # type: ignore[method-assign]
     connection.data_received(pack_frame({"op": "infer", "key": 5, "model": "m", "inputs": [("x",)]}))
     assert len(sent) == 1
