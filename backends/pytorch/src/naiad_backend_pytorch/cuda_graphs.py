@@ -105,11 +105,6 @@ class CudaGraphs:
         self._pool: Any = None
         self._failed = False
 
-    @property
-    def batch_sizes(self) -> list[int]:
-        """The batch sizes captured so far (0 for a model that does not batch)."""
-        return sorted(self._graphs)
-
     def __call__(self, *tensors: torch.Tensor) -> Any:
         args = list(tensors)
         size = int(args[0].shape[0]) if self._max_batch_size > 0 and args else 0
