@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -122,13 +121,11 @@ class CudaSharedMemoryRegistry:
         with self._lock:
             names = list(self._regions) if name is None else [name]
             regions = [self._regions[each] for each in names if each in self._regions]
-            deadline = time.monotonic() + UNREGISTER_WAIT_S
-            while any(r.borrowers for r in regions):
-                if not self._returned.wait(deadline - time.monotonic()) and time.monotonic() >= deadline:
-                    busy = ", ".join(f"'{r.name}'" for r in regions if r.borrowers)
-                    raise NaiadError.unavailable(
-                        f"failed to unregister CUDA shared memory region {busy}: an inference is still reading it"
-                    )
+            if not self._returned.wait_for(lambda: not any(r.borrowers for r in regions), UNREGISTER_WAIT_S):
+                busy = ", ".join(f"'{r.name}'" for r in regions if r.borrowers)
+                raise NaiadError.unavailable(
+                    f"failed to unregister CUDA shared memory region {busy}: an inference is still reading it"
+                )
             for region in regions:
                 del self._regions[region.name]
         for region in regions:

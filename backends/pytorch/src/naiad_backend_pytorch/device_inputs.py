@@ -51,18 +51,20 @@ def placed_inputs(
     found: dict[str, list[tuple[int, Tensor]]] = {}
     for name in names:
         tensors = [request.input(name) for request in requests]
-        if not all(
-            t is not None
+        placed = [
+            (t.placement, t)
+            for t in tensors
+            if t is not None
             and t.placement is not None
             and t.placement.device_id == device.index
             and t.placement.byte_size == t.data.nbytes
             and _dtype(t) is not None
-            for t in tensors
-        ):
+        ]
+        if len(placed) < len(requests):
             continue
-        pointers = [held.enter_context(t.placement.borrowed()) for t in tensors if t is not None and t.placement]
+        pointers = [held.enter_context(placement.borrowed()) for placement, _ in placed]
         if all(pointer is not None for pointer in pointers):
-            found[name] = [(int(p), t) for p, t in zip(pointers, tensors) if p is not None and t is not None]
+            found[name] = [(pointer, t) for pointer, (_, t) in zip(pointers, placed) if pointer is not None]
     return found
 
 

@@ -122,12 +122,12 @@ class TorchModel(Model):
         if loaded.kind == "export":
             self._check_program(config, loaded)
         self.execution = ExecutionSettings.of(config)
-        self.graphs = GraphPolicy.of(config)
-        if self.graphs.enabled and (blocker := graph_blocker(self.input_specs.values())) is not None:
+        self.graph_policy = GraphPolicy.of(config)
+        if self.graph_policy.enabled and (blocker := graph_blocker(self.input_specs.values())) is not None:
             log.warning(
                 "model '%s': optimization.cuda.graphs is set, but %s: served without CUDA graphs", config.name, blocker
             )
-            self.graphs = GraphPolicy()
+            self.graph_policy = GraphPolicy()
         optimize = parameter_key(config, "OPTIMIZE_FOR_INFERENCE")
         self.optimize_on = {
             "cpu": config.bool_parameter(optimize, True),
@@ -223,10 +223,10 @@ class TorchInstance(ModelInstance):
         self.staging = PinnedStaging() if on_gpu else None
         self._said_inputs_stay = False
         self.graphs: CudaGraphs | None = None
-        if self.stream is not None and model.graphs.enabled:
+        if self.stream is not None and model.graph_policy.enabled:
             where = f"model '{self.config.name}' instance '{self.context.name}'"
             self.graphs = CudaGraphs(
-                self.loaded.module, self.device, self.stream, model.graphs, self.config.max_batch_size, where
+                self.loaded.module, self.device, self.stream, model.graph_policy, self.config.max_batch_size, where
             )
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse]:
