@@ -335,7 +335,7 @@ def test_workers_are_searched_by_restarting_the_server_tune_started(doubler_repo
     assert result.returncode == 0, result.stderr
     record = tune_json(out)
     memory = {c["candidate"]["workers"]: c["memory_mb"] for c in record["candidates"] if c["loaded"]}
-    assert sorted(memory) == [1, 2]
+    assert sorted(memory) == [1, 2], [c["message"] for c in record["candidates"]]
     # The second candidate ran on a server with one more process: a front door of its own.
     assert memory[2] > memory[1] + 10, memory
     best = record["best"]["throughput"]["candidate"]["workers"]

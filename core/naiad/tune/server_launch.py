@@ -22,6 +22,9 @@ __all__ = ["LaunchError", "LaunchedServer", "ServerLauncher"]
 
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
+# A free port can be taken (as the source port of some connection, say) between free_port()
+# and the server's bind: the server is started again on fresh ports this many times in all.
+PORT_ATTEMPTS = 3
 
 
 class ReadyProbe(Protocol):
@@ -94,8 +97,15 @@ class ServerLauncher:
         if self.current is not None and self.current.workers == workers and self.current.process.poll() is None:
             return self.current
         self.stop()
-        self.current = self._start(workers)
-        return self.current
+        attempts_left = PORT_ATTEMPTS
+        while True:
+            try:
+                self.current = self._start(workers)
+                return self.current
+            except LaunchError as exc:
+                attempts_left -= 1
+                if attempts_left == 0 or "address already in use" not in str(exc).lower():
+                    raise
 
     def stop(self) -> None:
         if self.current is not None:

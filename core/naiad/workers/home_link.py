@@ -5,7 +5,9 @@ One Unix stream socket per front door carries framed messages
 their tensors (one each way; their file descriptors cross once, in the first message, with
 SCM_RIGHTS). Requests are multiplexed by a key the front door picks. Responses are
 dispatched from `data_received`: a result resumes the request awaiting it with no task in
-between.
+between. The model home sends its model table, numbered, first and after every change; the
+front door confirms each number it applied, so that a load or unload answers its client only
+once every front door shows the change.
 
 When the model home goes away (it crashed and is being started again), every request waiting
 on it fails at once with UNAVAILABLE, and the front door connects again when it is back.
@@ -182,6 +184,9 @@ class HomeLink(asyncio.Protocol):
             self._mirror.update(message["table"])
             if not self.table_arrived.done():
                 self.table_arrived.set_result(None)
+            # A load or unload answers its client once every front door has confirmed.
+            if self._out is not None:
+                self._out.write(pack_frame({"op": "table_applied", "number": message["number"]}))
         elif op == "answer":
             future = self._answers.pop(message["key"], None)
             if future is not None and not future.done():

@@ -34,6 +34,7 @@ from .home_link import receive_hello
 from .model_mirror import model_table
 from .replicated import SharedTracing
 from .request_messages import pack_error, pack_response, unpack_request
+from .table_confirmations import TableConfirmations
 from .topology import Topology
 from .worker_server import WorkerServer
 
@@ -59,6 +60,7 @@ class ModelHome(WorkerServer):
         self._accepting: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._table_due = False
+        self.tables = TableConfirmations(self._links)
         # The workers listen before the models are loaded, so one may take connections it
         # cannot answer yet: the server is ready only once worker 0 has seen every worker
         # serve (a model home started again joins workers that serve already).
@@ -121,17 +123,24 @@ class ModelHome(WorkerServer):
                 log.error("the model home could not replay %s: %s", operation, exc.message)
         log.info("the model home replayed %d change(s) clients made since start-up", len(entries))
 
-    # -- model control: applied here, recorded in every worker's journal --------------------
+    # -- model control: applied here, recorded in every worker's journal, answered once every
+    # front door's table shows it (table_confirmations.py) ------------------------------------
 
     async def load_model(
         self, name: str, config: dict[str, Any] | None = None, files: dict[str, bytes] | None = None
     ) -> None:
-        await super().load_model(name, config, files)
-        self.share("load", name, config, files)
+        try:
+            await super().load_model(name, config, files)
+            self.share("load", name, config, files)
+        finally:
+            await self.front_doors_see_the_change()
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
-        await super().unload_model(name, unload_dependents)
-        self.share("unload", name, unload_dependents)
+        try:
+            await super().unload_model(name, unload_dependents)
+            self.share("unload", name, unload_dependents)
+        finally:
+            await self.front_doors_see_the_change()
 
     # -- the front doors ------------------------------------------------------------------------
 
@@ -160,13 +169,21 @@ class ModelHome(WorkerServer):
             self._table_due = True
             self._loop.call_soon(self.send_table)
 
-    def send_table(self) -> None:
-        """The current table, to every front door (at once, when a change is pending)."""
+    def send_table(self) -> int:
+        """The current table, to every front door (at once, when a change is pending); its number."""
         self._table_due = False
-        assert self.models is not None
-        frame = pack_frame({"op": "models", "table": model_table(self.models)})
+        self.tables.next_number()
+        frame = self.table_frame()
         for link in self._links:
             link.write(frame)
+        return self.tables.number
+
+    def table_frame(self) -> bytes:
+        assert self.models is not None
+        return pack_frame({"op": "models", "table": model_table(self.models), "number": self.tables.number})
+
+    async def front_doors_see_the_change(self) -> None:
+        await self.tables.wait_for(self.send_table())
 
     def _questions(self) -> dict[str, Callable[..., Any]]:
         """What the front doors ask on the control plane, answered from its threads."""
@@ -208,14 +225,15 @@ class _FrontDoorConnection(asyncio.Protocol):
         self._out: CoalescedWrites | None = None
         # key -> what cancels the request (a cancel from the front door, or its going away)
         self._cancels: dict[int, Callable[[], None]] = {}
+        # The number of the last model table this front door confirmed it applied.
+        self.applied = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A cast, not a check: uvloop's transports do not subclass asyncio.Transport.
         self._transport = cast(asyncio.Transport, transport)
         self._out = CoalescedWrites(self._transport, asyncio.get_running_loop())
         self._home._links.add(self)
-        assert self._home.models is not None
-        self.write(pack_frame({"op": "models", "table": model_table(self._home.models)}))
+        self.write(self._home.table_frame())
 
     def write(self, frame: bytes) -> None:
         if self._out is not None:
@@ -228,6 +246,7 @@ class _FrontDoorConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._out = None
         self._home._links.discard(self)
+        self._home.tables.changed()
         for cancel in list(self._cancels.values()):
             cancel()
         self._cancels.clear()
@@ -243,6 +262,10 @@ class _FrontDoorConnection(asyncio.Protocol):
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         op = message["op"]
+        if op == "table_applied":
+            self.applied = max(self.applied, message["number"])
+            self._home.tables.changed()
+            return
         key = message["key"]
         if op == "infer":
             try:
@@ -337,8 +360,7 @@ class _FrontDoorConnection(asyncio.Protocol):
         except Exception as exc:  # noqa: BLE001
             log.exception("%s failed in the model home", operation)
             error = pack_error(NaiadError.unexpected(exc))
-        # The front door's table must show the change before it answers its client.
-        self._home.send_table()
+        # After the table (load_model sent it): the front door's copy shows the change first.
         self.write(pack_frame({"op": "answer", "key": key, "error": error}))
 
 

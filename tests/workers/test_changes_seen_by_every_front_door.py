@@ -1,0 +1,160 @@
+"""A load or unload answers its client only once every front door serves the change: the
+client's next request finds the model loaded (or gone) whichever worker the kernel hands its
+connection to. Without that, a request right after a load could reach a front door whose
+copy of the model table was still on its way, and be told the model is unknown."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import logging
+import os
+import select
+import signal
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from naiad.testing import ServerProcess
+from naiad.workers.table_confirmations import TableConfirmations
+
+DOUBLER_PY = """import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * 2)]
+            )
+            for r in requests
+        ]
+"""
+
+DOUBLER_CONFIG = """name: "doubler"
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+"""
+
+
+@dataclass(eq=False)
+class Door:
+    index: int
+    applied: int = 0
+
+
+def test_a_wait_ends_when_every_front_door_has_applied_the_table():
+    async def body() -> None:
+        doors = {Door(0), Door(2)}
+        tables = TableConfirmations(doors)
+        number = tables.next_number()
+        waiting = asyncio.ensure_future(tables.wait_for(number))
+        await asyncio.sleep(0.01)
+        for door in doors:
+            assert not waiting.done()
+            door.applied = number
+            tables.changed()
+            await asyncio.sleep(0)
+        await asyncio.wait_for(waiting, 1)
+
+    asyncio.run(body())
+
+
+def test_a_front_door_that_goes_away_is_not_waited_for():
+    async def body() -> None:
+        stuck = Door(1)
+        doors = {stuck}
+        tables = TableConfirmations(doors)
+        waiting = asyncio.ensure_future(tables.wait_for(tables.next_number()))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        doors.discard(stuck)
+        tables.changed()
+        await asyncio.wait_for(waiting, 1)
+
+    asyncio.run(body())
+
+
+def test_a_front_door_that_never_confirms_is_waited_for_only_until_the_timeout(caplog):
+    async def body() -> None:
+        tables = TableConfirmations({Door(3), Door(4, applied=5)}, timeout_s=0.05)
+        await asyncio.wait_for(tables.wait_for(tables.next_number()), 2)
+
+    with caplog.at_level(logging.WARNING, logger="naiad.workers"):
+        asyncio.run(body())
+    assert "front door(s) 3 did not apply the model table within 0.05 s" in caplog.text
+
+
+def _connection_to_the_model_home(server: ServerProcess) -> http.client.HTTPConnection:
+    """A connection the model home took while the front door sleeps: the kernel spreads new
+    connections over the workers, so new ones are opened until one is answered. (Plain HTTP:
+    the client must keep this very connection and then wait longer on it than on the probe.)"""
+    for _ in range(64):
+        connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=0.5)
+        try:
+            connection.request("GET", "/v2/health/live")
+            if connection.getresponse().read() is not None:
+                assert connection.sock is not None
+                connection.sock.settimeout(60)
+                return connection
+        except TimeoutError:
+            connection.close()  # the sleeping front door took this one: try another
+    raise AssertionError("no connection reached the model home in 64 tries")
+
+
+def _state(connection: http.client.HTTPConnection) -> str:
+    """doubler's state in the repository index (READY; UNAVAILABLE once unloaded)."""
+    connection.request("POST", "/v2/repository/index", body=b"{}")
+    [row] = json.loads(connection.getresponse().read())
+    return row.get("state", "")
+
+
+@pytest.mark.parametrize("change", ["load", "unload"])
+def test_a_change_answers_once_the_stopped_front_door_has_applied_it(tmp_path, change):
+    (tmp_path / "doubler" / "1").mkdir(parents=True)
+    (tmp_path / "doubler" / "1" / "model.py").write_text(DOUBLER_PY)
+    (tmp_path / "doubler" / "config.pbtxt").write_text(DOUBLER_CONFIG)
+    flags = ["--model-control-mode", "explicit"] + (["--load-model", "doubler"] if change == "unload" else [])
+    with ServerProcess(tmp_path, *flags, workers=2) as server:
+        [front_door] = server.front_door_pids()
+        # The front door sleeps; the change is made through the model home, which must not
+        # answer before the front door has woken and applied the new table.
+        os.kill(front_door, signal.SIGSTOP)
+        try:
+            change_on, watch_on = _connection_to_the_model_home(server), _connection_to_the_model_home(server)
+            change_on.request("POST", f"/v2/repository/models/doubler/{change}", body=b"{}")
+            # The model home has made the change (its own connections read its own state)...
+            deadline = time.monotonic() + 60
+            while _state(watch_on) != ("READY" if change == "load" else "UNAVAILABLE"):
+                assert time.monotonic() < deadline, f"the {change} did not happen in the model home"
+                time.sleep(0.05)
+            # ...and still holds the answer back while the front door cannot have applied it.
+            time.sleep(0.5)
+            assert not select.select([change_on.sock], [], [], 0)[0], "answered before the front door saw it"
+        finally:
+            os.kill(front_door, signal.SIGCONT)
+        answer = change_on.getresponse()
+        assert answer.status == 200, answer.read()
+
+        # Every connection from now on, whichever worker takes it, sees the change.
+        x = np.array([1.5, -2.0], dtype=np.float32)
+        for _ in range(16):
+            fresh = httpclient.InferenceServerClient(server.http_url)
+            inputs = [httpclient.InferInput("INPUT0", [2], "FP32")]
+            inputs[0].set_data_from_numpy(x)
+            if change == "load":
+                assert fresh.is_model_ready("doubler")
+                np.testing.assert_array_equal(fresh.infer("doubler", inputs).as_numpy("OUTPUT0"), x * 2)
+            else:
+                assert not fresh.is_model_ready("doubler")
+                with pytest.raises(InferenceServerException, match="doubler"):
+                    fresh.infer("doubler", inputs)
+            fresh.close()
