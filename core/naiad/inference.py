@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .device_placement import CudaPlacement
 from .errors import NaiadError, shown
 from .tensor import Tensor
 
@@ -23,6 +24,9 @@ class RequestedOutput:
 
     name: str
     parameters: dict[str, Any] = field(default_factory=dict)
+    # Where the client placed this output on a GPU (a CUDA shared-memory region): a backend
+    # running on that GPU may write it there itself (`Tensor.written_on_device`).
+    placement: CudaPlacement | None = None
 
 
 @dataclass(slots=True)

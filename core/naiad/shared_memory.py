@@ -20,10 +20,12 @@ import threading
 from dataclasses import dataclass
 
 from .cuda_shared_memory import CudaSharedMemoryRegistry
+from .datatypes import tensor_to_raw
 from .device_placement import CudaPlacement
 from .errors import ErrorCode, NaiadError
 from .safe_names import check_shm_key
 from .shared_memory_bounds import placed_region
+from .tensor import Tensor
 
 __all__ = ["CLIENT_SHM_DISABLED", "SharedMemoryRegion", "SharedMemoryRegistry"]
 
@@ -176,6 +178,30 @@ class SharedMemoryRegistry:
         if datatype == "BYTES" or not self.cuda.holds(name):
             return None
         return self.cuda.placement(name, offset, byte_size)
+
+    def output_placement(self, name: str, offset: int, byte_size: int) -> CudaPlacement | None:
+        """Where the client placed an output on a GPU, for a backend on that GPU to write it
+        there itself: for a CUDA region, else None (as for a placement outside its region,
+        which `write` refuses in its usual words)."""
+        if not self.cuda.holds(name):
+            return None
+        try:
+            return self.cuda.placement(name, offset, byte_size)
+        except NaiadError:
+            return None
+
+    def write_output(self, name: str, offset: int, byte_size: int, tensor: Tensor) -> None:
+        """Place output `tensor` in the region: its bytes copied there, or nothing to copy
+        when the backend wrote them on the GPU at that very place."""
+        placement = tensor.placement
+        if not tensor.on_host and placement is not None:
+            if (placement.region, placement.offset) != (name, offset) or placement.byte_size > byte_size:
+                raise NaiadError.internal(
+                    f"output '{tensor.name}' was written to region '{placement.region}' at offset "
+                    f"{placement.offset}, not where the request placed it ('{name}' at offset {offset})"
+                )
+            return
+        self.write(name, offset, tensor_to_raw(tensor.datatype, tensor.data), byte_size, tensor.name)
 
     def write(self, name: str, offset: int, data: bytes | memoryview, byte_size: int, output: str) -> None:
         """Copy the bytes of `output` into the region; they must fit in `byte_size`."""

@@ -19,7 +19,9 @@ class Tensor:
 
     `data` is a numpy array of `shape`: the dtype of `datatype` (BF16 as uint16 words,
     BYTES as an object array of `bytes`). `placement`, on an input a client placed in CUDA
-    shared memory, says where the same bytes sit on the GPU (device_placement.py).
+    shared memory, says where the same bytes sit on the GPU (device_placement.py). An output a
+    backend wrote on the GPU itself (`written_on_device`) has its `placement` and is not
+    `on_host`: its `data` is a stand-in that holds none of its bytes.
     """
 
     name: str
@@ -28,6 +30,8 @@ class Tensor:
     data: np.ndarray
     parameters: dict[str, Any] = field(default_factory=dict)
     placement: CudaPlacement | None = None
+    # False only for `written_on_device`: the bytes are at `placement` alone.
+    on_host: bool = True
 
     @classmethod
     def from_numpy(cls, name: str, array: np.ndarray, datatype: str | None = None) -> Tensor:
@@ -41,6 +45,14 @@ class Tensor:
         elif dt != "BYTES" and array.dtype != numpy_dtype(dt):
             array = array.astype(numpy_dtype(dt))
         return cls(name, dt, array.shape, array)
+
+    @classmethod
+    def written_on_device(cls, name: str, datatype: str, shape: tuple[int, ...], placement: CudaPlacement) -> Tensor:
+        """An output a backend wrote on the GPU straight into the client's CUDA shared-memory
+        region, at `placement` (its `RequestedOutput.placement`): the server copies nothing
+        there, and `data` is a read-only stand-in of the shape that holds no bytes (zeros)."""
+        stand_in = np.broadcast_to(np.zeros((), numpy_dtype(datatype)), shape)
+        return cls(name, datatype, tuple(shape), stand_in, placement=placement, on_host=False)
 
     def as_numpy(self) -> np.ndarray:
         return self.data

@@ -100,3 +100,41 @@ def test_a_batch_with_an_input_in_the_body_is_stacked_on_the_host(server, region
         )
     for slot, answer in enumerate(answers):
         np.testing.assert_array_equal(answer, xs[slot] * 2)
+
+
+@pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
+def test_outputs_placed_in_cuda_shared_memory_are_written_there_on_the_gpu(server, region, module):
+    cudashm, _ = region
+    out = cudashm.create_shared_memory_region("outputs", CONNECTIONS * SIZE, 0)
+    control = httpclient.InferenceServerClient(server.http_url)
+    control.register_cuda_shared_memory("outputs", cudashm.get_raw_handle(out), 0, CONNECTIONS * SIZE)
+    xs = np.random.default_rng(1).standard_normal((CONNECTIONS, 1, 16)).astype(np.float32)
+
+    def infer(slot: int) -> np.ndarray:
+        # Odd slots place the output in the region, even ones take it in the answer: batches mix both.
+        client = module.InferenceServerClient(server.http_url if module is httpclient else server.grpc_url)
+        tensor = module.InferInput("INPUT__0", [1, 16], "FP32")
+        tensor.set_data_from_numpy(xs[slot])
+        wanted = module.InferRequestedOutput("OUTPUT__0")
+        if slot % 2:
+            wanted.set_shared_memory("outputs", SIZE, offset=slot * SIZE)
+        answer = client.infer("twice", [tensor], outputs=[wanted])
+        if not slot % 2:
+            return answer.as_numpy("OUTPUT__0")
+        everything = cudashm.get_contents_as_numpy(out, np.float32, [CONNECTIONS, 1, 16])
+        return everything[slot]
+
+    try:
+        for _ in range(3):
+            with ThreadPoolExecutor(CONNECTIONS) as pool:
+                answers = list(pool.map(infer, range(CONNECTIONS)))
+            for slot, answer in enumerate(answers):
+                np.testing.assert_array_equal(answer, xs[slot] * 2)
+    finally:
+        control.unregister_cuda_shared_memory("outputs")
+        cudashm.destroy_shared_memory_region(out)
+    said = re.findall(
+        r"model 'twice' instance '[^']+': outputs placed in CUDA shared memory on cuda:0 are written there",
+        server.log(),
+    )
+    assert said, server.log()[-3000:]

@@ -51,6 +51,11 @@ ABI 2.3 adds `Tensor.placement`: on an input a client placed in CUDA shared memo
 bytes sit on the GPU (`data` is still their host copy). A backend on that GPU may read them
 there while it holds them (`with tensor.placement.borrowed() as address`).
 
+ABI 2.4 adds `RequestedOutput.placement`: where a client placed an output in CUDA shared memory.
+A backend on that GPU may write the output's bytes there itself and answer with
+`Tensor.written_on_device(name, datatype, shape, placement)`, a tensor that is not `on_host`
+and whose `data` holds none of them; the server then copies nothing into the region.
+
 Versioning: `ABI_VERSION` is (major, minor). A backend declares the version it was built
 for in `Backend.abi_version`, a literal in its own source (as Triton compiles the version
 into a backend library); the server refuses a backend that declares none, or another major
@@ -83,7 +88,7 @@ __all__ = [
     "ExecuteResult",
 ]
 
-ABI_VERSION: tuple[int, int] = (2, 3)
+ABI_VERSION: tuple[int, int] = (2, 4)
 
 #: What `ModelInstance.execute` returns: one response per request in order (None in the
 #: place of a rescheduled request), None for a decoupled model, or an awaitable of either

@@ -74,6 +74,9 @@ async def _through_cache(
         if not response.final or response.error is not None:
             deliver(response)  # errors are never stored
             return
+        if not all(tensor.on_host for tensor in response.outputs):
+            deliver(response)  # written on the GPU into the client's region: no bytes to store
+            return
         try:
             encoded = encode_response(response)
         except (TypeError, ValueError) as exc:  # parameters JSON cannot hold: answer uncached

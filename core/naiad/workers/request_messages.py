@@ -8,13 +8,16 @@ as the array lives (the rest of the ring is reused meanwhile).
 
 What belongs to one process stays there: a response callback, a trace, the client's
 shared-memory placements (a front door reads inputs from and writes outputs to the client's
-regions itself) travel as parameters only. An input read from a CUDA region keeps its
-placement (device_placement.py) as plain values, bound on arrival to the receiver's regions.
+regions itself) travel as parameters only. An input read from, or an output asked into, a
+CUDA region keeps its placement (device_placement.py) as plain values, bound on arrival to the
+receiver's regions; an output the backend wrote there itself crosses back without its bytes.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from naiad_wire.interprocess.messages import decode_array, encode_array, pack_placing, plain_parameters
 from naiad_wire.interprocess.shm_ring import RingReader, RingWriter
@@ -55,7 +58,7 @@ def pack_request(key: int, request: InferenceRequest, stream: bool, ring: RingWr
         if request.parameters:
             message["parameters"] = plain_parameters(request.parameters)
         if request.outputs:
-            message["outputs"] = [(o.name, plain_parameters(o.parameters)) for o in request.outputs]
+            message["outputs"] = [_pack_output(o) for o in request.outputs]
         return message
 
     return pack_placing(build, ring)
@@ -65,14 +68,14 @@ def unpack_request(
     message: dict[str, Any], ring: RingReader, cuda_regions: CudaSharedMemoryRegistry | None = None
 ) -> InferenceRequest:
     """The request of an "infer" message; the caller then releases the message's ring span
-    (`ring.consumed(message.get("mark"))`). Inputs placed in CUDA regions are bound to
-    `cuda_regions`, this process's."""
+    (`ring.consumed(message.get("mark"))`). Inputs and outputs placed in CUDA regions are
+    bound to `cuda_regions`, this process's."""
     return InferenceRequest(
         model_name=message["model"],
         inputs=[_unpack_tensor(ring, descriptor, cuda_regions) for descriptor in message["inputs"]],
         model_version=message.get("version", ""),
         id=message.get("id", ""),
-        outputs=[RequestedOutput(name, parameters) for name, parameters in message.get("outputs", ())],
+        outputs=[_unpack_output(output, cuda_regions) for output in message.get("outputs", ())],
         parameters=message.get("parameters", {}),
     )
 
@@ -125,7 +128,11 @@ def unpack_error(error: tuple[str, str]) -> NaiadError:
 
 
 def _pack_tensor(ring: RingWriter, tensor: Tensor) -> tuple[Any, ...]:
-    # The array's descriptor (4 values), then its parameters and its placement when it has them.
+    # The array's descriptor (4 values), then its parameters and its placement when it has
+    # them, then the shape of an output written on the device: its stand-in's bytes stay here.
+    if not tensor.on_host and tensor.placement is not None:
+        descriptor = encode_array(ring, tensor.name, tensor.datatype, np.empty(0, tensor.data.dtype))
+        return (*descriptor, plain_parameters(tensor.parameters), tensor.placement.plain(), tensor.shape)
     descriptor = encode_array(ring, tensor.name, tensor.datatype, tensor.data)
     if tensor.placement is not None:
         return (*descriptor, plain_parameters(tensor.parameters), tensor.placement.plain())
@@ -140,4 +147,19 @@ def _unpack_tensor(
     name, datatype, array = decode_array(ring, descriptor[:4])
     parameters = descriptor[4] if len(descriptor) > 4 else {}
     placement = CudaPlacement(*descriptor[5], cuda_regions) if len(descriptor) > 5 else None
+    if len(descriptor) > 6 and placement is not None:
+        written = Tensor.written_on_device(name, datatype, tuple(descriptor[6]), placement)
+        written.parameters = parameters
+        return written
     return Tensor(name, datatype, tuple(array.shape), array, parameters, placement)
+
+
+def _pack_output(output: RequestedOutput) -> tuple[Any, ...]:
+    if output.placement is not None:
+        return (output.name, plain_parameters(output.parameters), output.placement.plain())
+    return (output.name, plain_parameters(output.parameters))
+
+
+def _unpack_output(output: tuple[Any, ...], cuda_regions: CudaSharedMemoryRegistry | None) -> RequestedOutput:
+    placement = CudaPlacement(*output[2], cuda_regions) if len(output) > 2 else None
+    return RequestedOutput(output[0], output[1], placement)

@@ -18,14 +18,14 @@ import torch
 
 from naiad.backend import InferenceRequest, Tensor
 
-__all__ = ["placed_inputs", "gather"]
+__all__ = ["DeviceView", "placed_inputs", "gather"]
 
 # numpy dtypes whose tensors torch gathers on a GPU; BF16 travels as int16 words of the same size.
 _GATHERED = {np.dtype(t) for t in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")}
 _WORDS = {"BF16": np.dtype("int16")}
 
 
-class _DeviceView:
+class DeviceView:
     """`__cuda_array_interface__` over bytes already on the GPU, for torch.as_tensor."""
 
     def __init__(self, pointer: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
@@ -75,6 +75,6 @@ def gather(items: list[tuple[int, Tensor]], device: torch.device) -> Any:
     for pointer, tensor in items:
         dtype = _dtype(tensor)
         assert dtype is not None  # placed_inputs checked it
-        views.append(torch.as_tensor(_DeviceView(pointer, tuple(tensor.data.shape), dtype), device=device))
+        views.append(torch.as_tensor(DeviceView(pointer, tuple(tensor.data.shape), dtype), device=device))
     batch = torch.cat(views) if len(views) > 1 else views[0].clone()
     return batch.view(torch.bfloat16) if items[0][1].datatype == "BF16" else batch

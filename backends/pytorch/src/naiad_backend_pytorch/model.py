@@ -44,6 +44,7 @@ from .auto_complete import auto_complete, program_signature
 from .binding import InputBinding, bind_inputs, output_index
 from .cuda_graphs import CudaGraphs, GraphPolicy, graph_blocker
 from .device_inputs import gather, placed_inputs
+from .device_outputs import write_placed_outputs
 from .dtypes import datatype_of_dtype, to_numpy, to_torch
 from .execution import ExecutionSettings, parameter_key
 from .loading import LoadedModule, find_model_file, load_module, optimized_for_inference, torch_message
@@ -222,6 +223,7 @@ class TorchInstance(ModelInstance):
         self.stream = torch.cuda.Stream(self.device) if on_gpu else None
         self.staging = PinnedStaging() if on_gpu else None
         self._said_inputs_stay = False
+        self._said_outputs_stay = False
         self.graphs: CudaGraphs | None = None
         if self.stream is not None and model.graph_policy.enabled:
             where = f"model '{self.config.name}' instance '{self.context.name}'"
@@ -278,14 +280,50 @@ class TorchInstance(ModelInstance):
                     raise NaiadError.invalid(
                         f"model '{self.config.name}': PyTorch failed on the inputs: {torch_message(exc)}"
                     ) from None
-                outputs = self._outputs(result)
+                values = self._outputs(result)
+                # Outputs the clients placed in CUDA shared memory on this GPU are written there.
+                written = (
+                    write_placed_outputs(
+                        requests,
+                        values,
+                        batch.output_datatypes,
+                        batch.sizes if self.batching else [],
+                        self.device,
+                        held,
+                    )
+                    if self.stream is not None
+                    else {}
+                )
+                if written:
+                    held.callback(self._synchronize)  # before the regions are given back
+                    self._say_outputs_stay_on_the_gpu()
+                outputs = {
+                    name: value if isinstance(value, np.ndarray) else to_numpy(value)
+                    for name, value in values.items()
+                    if None in written.get(name, [None])
+                }
         responses = batch.responses(outputs)
+        for name, stand_ins in written.items():
+            for response, stand_in in zip(responses, stand_ins):
+                if stand_in is not None:
+                    response.outputs = [t for t in response.outputs if t.name != name] + [stand_in]
         apply_output_reshape(responses, self.config)
         return responses
 
     def _synchronize(self) -> None:
         assert self.stream is not None
         self.stream.synchronize()
+
+    def _say_outputs_stay_on_the_gpu(self) -> None:
+        if not self._said_outputs_stay:
+            self._said_outputs_stay = True
+            log.info(
+                "model '%s' instance '%s': outputs placed in CUDA shared memory on %s are written there, "
+                "device to device",
+                self.config.name,
+                self.context.name,
+                self.device,
+            )
 
     def _say_inputs_stay_on_the_gpu(self) -> None:
         if not self._said_inputs_stay:
@@ -297,11 +335,12 @@ class TorchInstance(ModelInstance):
                 self.device,
             )
 
-    def _outputs(self, result: Any) -> dict[str, np.ndarray]:
-        """Config outputs picked out of forward's result (tensor, tuple/list, dict)."""
+    def _outputs(self, result: Any) -> dict[str, Any]:
+        """Config outputs picked out of forward's result (tensor, tuple/list, dict), checked:
+        a tensor where it stays (the device), BYTES as a host array."""
         specs = self.model.output_specs
         model = f"model '{self.config.name}'"
-        values: dict[str, np.ndarray] = {}
+        values: dict[str, Any] = {}
         for position, spec in enumerate(specs):
             if isinstance(result, dict):
                 if spec.name not in result:
@@ -324,10 +363,10 @@ class TorchInstance(ModelInstance):
                         f"{model}: forward returned a single value, output '{spec.name}' asks for another element"
                     )
                 value = result
-            values[spec.name] = self._to_array(spec, value)
+            values[spec.name] = self._checked(spec, value)
         return values
 
-    def _to_array(self, spec: TensorSpec, value: Any) -> np.ndarray:
+    def _checked(self, spec: TensorSpec, value: Any) -> Any:
         name, datatype = spec.name, spec.datatype
         model = f"model '{self.config.name}'"
         if datatype == "BYTES":
@@ -343,7 +382,7 @@ class TorchInstance(ModelInstance):
             raise NaiadError.internal(
                 f"{model}: output '{name}' is {produced or value.dtype} from the model, the config declares {datatype}"
             )
-        return to_numpy(value)
+        return value
 
 
 def _is_string_list(value: Any) -> bool:

@@ -159,9 +159,7 @@ def decode_infer_request(
             f"the request for model '{model}' has {raw_count} raw_input_contents entries, but only "
             f"{raw_index} of its inputs take raw data"
         )
-    outputs = [
-        RequestedOutput(o.name, decode_parameters(o.parameters) if o.parameters else {}) for o in message.outputs
-    ]
+    outputs = [_requested_output(o, model, shared_memory) for o in message.outputs]
     return InferenceRequest(
         model,
         inputs,
@@ -220,6 +218,21 @@ def _shm_location(parameters: Mapping[str, Any], what: str) -> tuple[str, int, i
     return region, offset, byte_size
 
 
+def _requested_output(
+    output: pb.ModelInferRequest.InferRequestedOutputTensor, model: str, shared_memory: SharedMemoryRegistry | None
+) -> RequestedOutput:
+    parameters = decode_parameters(output.parameters) if output.parameters else {}
+    placement = None
+    if SHM_REGION in parameters and shared_memory is not None:
+        try:
+            region, offset, byte_size = _shm_location(parameters, f"output '{output.name}' for model '{model}'")
+        except NaiadError:
+            pass  # check_output_placements refuses it, before inference
+        else:
+            placement = shared_memory.output_placement(region, offset, byte_size)
+    return RequestedOutput(output.name, parameters, placement)
+
+
 def _read_shared_memory(
     parameters: dict[str, Any],
     name: str,
@@ -261,15 +274,15 @@ def encode_infer_response(
         out = message.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
         if tensor.parameters:
             encode_parameters(tensor.parameters, out.parameters)
-        data = tensor_to_raw(tensor.datatype, tensor.data)
         placement = placements.get(tensor.name)
         if placement is None:
+            data = tensor_to_raw(tensor.datatype, tensor.data)
             raw.append(data if isinstance(data, bytes) else data.tobytes())
             continue
         region, offset, byte_size = placement
         if shared_memory is None:
             raise NaiadError.unsupported(f"output '{tensor.name}': shared memory is not available")
-        shared_memory.write(region, offset, data, byte_size, tensor.name)
+        shared_memory.write_output(region, offset, byte_size, tensor)
         raw.append(b"")
     return message
 

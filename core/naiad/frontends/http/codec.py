@@ -171,7 +171,7 @@ def decode_infer_request(
             f"(inputs' binary_data_size values add up to {offset}, {len(binary)} bytes follow the JSON)"
         )
 
-    outputs = [_decode_output(raw, index) for index, raw in enumerate(_list(document, "outputs"))]
+    outputs = [_decode_output(raw, index, shared_memory) for index, raw in enumerate(_list(document, "outputs"))]
     if key and binary:
         _remember(key, _HeaderTemplate.of(request_id, parameters, binary_output, inputs, outputs, raw_inputs))
     request = InferenceRequest(
@@ -236,6 +236,8 @@ class _HeaderTemplate:
             kept.append(_InputTemplate(tensor.name, tensor.datatype, tensor.shape, size, dict(tensor.parameters)))
         if not _plain(parameters) or not all(_plain(o.parameters) for o in outputs):
             return None
+        if any(o.placement is not None for o in outputs):
+            return None  # a CUDA region's placement is looked up for each request
         copies = [RequestedOutput(o.name, dict(o.parameters)) for o in outputs]
         return _HeaderTemplate(request_id, dict(parameters), binary_output, kept, copies, sum(i.size for i in kept))
 
@@ -373,7 +375,7 @@ def _element_count(shape: tuple[int, ...]) -> int:
     return count
 
 
-def _decode_output(raw: Any, index: int) -> RequestedOutput:
+def _decode_output(raw: Any, index: int, shared_memory: SharedMemoryRegistry) -> RequestedOutput:
     if not isinstance(raw, dict):
         raise NaiadError.invalid(f"outputs[{index}] must be a JSON object")
     name = raw.get("name")
@@ -383,14 +385,16 @@ def _decode_output(raw: Any, index: int) -> RequestedOutput:
     binary = parameters.get("binary_data")
     if binary is not None and not isinstance(binary, bool):
         raise NaiadError.invalid(f"output '{name}': 'binary_data' must be true or false, got {shown(binary)}")
+    placement = None
     if _SHM_REGION in parameters:
         if not isinstance(parameters[_SHM_REGION], str):
             raise NaiadError.invalid(f"output '{name}': '{_SHM_REGION}' must be a string")
         if _SHM_SIZE not in parameters:
             raise NaiadError.invalid(f"output '{name}': '{_SHM_REGION}' needs '{_SHM_SIZE}' too")
-        _non_negative_int(parameters[_SHM_SIZE], f"output '{name}': '{_SHM_SIZE}'")
-        _non_negative_int(parameters.get(_SHM_OFFSET, 0), f"output '{name}': '{_SHM_OFFSET}'")
-    return RequestedOutput(name, parameters)
+        size = _non_negative_int(parameters[_SHM_SIZE], f"output '{name}': '{_SHM_SIZE}'")
+        offset = _non_negative_int(parameters.get(_SHM_OFFSET, 0), f"output '{name}': '{_SHM_OFFSET}'")
+        placement = shared_memory.output_placement(parameters[_SHM_REGION], offset, size)
+    return RequestedOutput(name, parameters, placement)
 
 
 # -- responses --------------------------------------------------------------------------
@@ -416,9 +420,8 @@ def encode_infer_response(
         entry: dict[str, Any] = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
         if _SHM_REGION in parameters:
             # Triton describes such an output by name, datatype and shape only.
-            raw = tensor_to_raw(tensor.datatype, tensor.data)
             region, start, size = parameters[_SHM_REGION], parameters.get(_SHM_OFFSET, 0), parameters[_SHM_SIZE]
-            shared_memory.write(region, start, raw, size, tensor.name)
+            shared_memory.write_output(region, start, size, tensor)
             outputs.append(entry)
             continue
         if tensor.parameters:
