@@ -9,8 +9,10 @@ import ctypes
 import numpy as np
 
 from naiad.cuda_runtime import CudaError
+from naiad.cuda_shared_memory import CudaSharedMemoryRegistry
+from naiad.shared_memory import SharedMemoryRegistry
 
-__all__ = ["HostMemoryRuntime"]
+__all__ = ["HostMemoryRuntime", "registry_with_region"]
 
 
 class HostMemoryRuntime:
@@ -39,3 +41,14 @@ class HostMemoryRuntime:
 
     def copy(self, destination: int, source: int, byte_size: int, device_id: int) -> None:
         ctypes.memmove(destination, source, byte_size)
+
+
+def registry_with_region(
+    device: HostMemoryRuntime, handle: bytes, byte_size: int, device_id: int
+) -> SharedMemoryRegistry:
+    """A server's shared-memory registry on the stand-in, with one CUDA region "gpu" of
+    `byte_size` zeroed bytes on `device_id` registered."""
+    registry = SharedMemoryRegistry(allow_client=True, cuda=CudaSharedMemoryRegistry(lambda: device))  # type: ignore[arg-type, return-value]
+    device.allocate(handle, byte_size)
+    registry.register_cuda("gpu", handle, device_id, byte_size)
+    return registry

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 import pytest
-from host_memory_runtime import HostMemoryRuntime
+from host_memory_runtime import HostMemoryRuntime, registry_with_region
 
 from naiad import Server, ServerOptions
 from naiad.backend import Backend, InferenceResponse, Model, ModelInstance, Tensor, hookimpl
@@ -44,10 +44,7 @@ def device() -> HostMemoryRuntime:
 
 @pytest.fixture
 def registry(device: HostMemoryRuntime) -> SharedMemoryRegistry:
-    registry = SharedMemoryRegistry(allow_client=True, cuda=CudaSharedMemoryRegistry(lambda: device))  # type: ignore[arg-type, return-value]
-    device.allocate(HANDLE, 128)
-    registry.register_cuda("gpu", HANDLE, GPU, 128)
-    return registry
+    return registry_with_region(device, HANDLE, 128, GPU)
 
 
 def shm(offset: int, size: int) -> dict:

@@ -15,7 +15,7 @@ from contextlib import ExitStack
 
 import numpy as np
 import pytest
-from host_memory_runtime import HostMemoryRuntime
+from host_memory_runtime import HostMemoryRuntime, registry_with_region
 
 from naiad import cuda_shared_memory
 from naiad.cuda_shared_memory import CudaSharedMemoryRegistry
@@ -42,11 +42,10 @@ def device() -> HostMemoryRuntime:
 
 @pytest.fixture
 def registry(device: HostMemoryRuntime) -> SharedMemoryRegistry:
-    registry = SharedMemoryRegistry(allow_client=True, cuda=CudaSharedMemoryRegistry(lambda: device))  # type: ignore[arg-type, return-value]
-    memory = device.allocate(HANDLE, 128)
+    registry = registry_with_region(device, HANDLE, 128, GPU)
+    memory = device.allocations[HANDLE]
     memory[:64] = np.arange(16, dtype=np.float32).view(np.uint8)
     memory[64:] = np.arange(16, 32, dtype=np.float32).view(np.uint8)
-    registry.register_cuda("gpu", HANDLE, GPU, 128)
     return registry
 
 
