@@ -98,7 +98,7 @@ def _connection_to_the_model_home(server: ServerProcess) -> http.client.HTTPConn
     connections over the workers, so new ones are opened until one is answered. (Plain HTTP:
     the client must keep this very connection and then wait longer on it than on the probe.)"""
     for _ in range(64):
-        connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=0.5)
+        connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=0.3)
         try:
             connection.request("GET", "/v2/health/live")
             if connection.getresponse().read() is not None:
@@ -117,44 +117,48 @@ def _state(connection: http.client.HTTPConnection) -> str:
     return row.get("state", "")
 
 
-@pytest.mark.parametrize("change", ["load", "unload"])
-def test_a_change_answers_once_the_stopped_front_door_has_applied_it(tmp_path, change):
+def _change_while_the_front_door_sleeps(server: ServerProcess, front_door: int, change: str) -> None:
+    """Load or unload doubler through the model home while the front door is stopped: the
+    model home must not answer before the front door has woken and applied the new table."""
+    os.kill(front_door, signal.SIGSTOP)
+    try:
+        change_on, watch_on = _connection_to_the_model_home(server), _connection_to_the_model_home(server)
+        change_on.request("POST", f"/v2/repository/models/doubler/{change}", body=b"{}")
+        # The model home has made the change (its own connections read its own state)...
+        deadline = time.monotonic() + 60
+        while _state(watch_on) != ("READY" if change == "load" else "UNAVAILABLE"):
+            assert time.monotonic() < deadline, f"the {change} did not happen in the model home"
+            time.sleep(0.05)
+        # ...and still holds the answer back while the front door cannot have applied it.
+        time.sleep(0.5)
+        assert not select.select([change_on.sock], [], [], 0)[0], f"the {change} answered before the front door saw it"
+    finally:
+        os.kill(front_door, signal.SIGCONT)
+    answer = change_on.getresponse()
+    assert answer.status == 200, answer.read()
+    change_on.close()
+    watch_on.close()
+
+
+def test_a_load_and_an_unload_answer_once_the_sleeping_front_door_has_applied_them(tmp_path):
     (tmp_path / "doubler" / "1").mkdir(parents=True)
     (tmp_path / "doubler" / "1" / "model.py").write_text(DOUBLER_PY)
     (tmp_path / "doubler" / "config.pbtxt").write_text(DOUBLER_CONFIG)
-    flags = ["--model-control-mode", "explicit"] + (["--load-model", "doubler"] if change == "unload" else [])
-    with ServerProcess(tmp_path, *flags, workers=2) as server:
+    x = np.array([1.5, -2.0], dtype=np.float32)
+    with ServerProcess(tmp_path, "--model-control-mode", "explicit", workers=2) as server:
         [front_door] = server.front_door_pids()
-        # The front door sleeps; the change is made through the model home, which must not
-        # answer before the front door has woken and applied the new table.
-        os.kill(front_door, signal.SIGSTOP)
-        try:
-            change_on, watch_on = _connection_to_the_model_home(server), _connection_to_the_model_home(server)
-            change_on.request("POST", f"/v2/repository/models/doubler/{change}", body=b"{}")
-            # The model home has made the change (its own connections read its own state)...
-            deadline = time.monotonic() + 60
-            while _state(watch_on) != ("READY" if change == "load" else "UNAVAILABLE"):
-                assert time.monotonic() < deadline, f"the {change} did not happen in the model home"
-                time.sleep(0.05)
-            # ...and still holds the answer back while the front door cannot have applied it.
-            time.sleep(0.5)
-            assert not select.select([change_on.sock], [], [], 0)[0], "answered before the front door saw it"
-        finally:
-            os.kill(front_door, signal.SIGCONT)
-        answer = change_on.getresponse()
-        assert answer.status == 200, answer.read()
-
-        # Every connection from now on, whichever worker takes it, sees the change.
-        x = np.array([1.5, -2.0], dtype=np.float32)
-        for _ in range(16):
-            fresh = httpclient.InferenceServerClient(server.http_url)
-            inputs = [httpclient.InferInput("INPUT0", [2], "FP32")]
-            inputs[0].set_data_from_numpy(x)
-            if change == "load":
-                assert fresh.is_model_ready("doubler")
-                np.testing.assert_array_equal(fresh.infer("doubler", inputs).as_numpy("OUTPUT0"), x * 2)
-            else:
-                assert not fresh.is_model_ready("doubler")
-                with pytest.raises(InferenceServerException, match="doubler"):
-                    fresh.infer("doubler", inputs)
-            fresh.close()
+        for change in ("load", "unload"):
+            _change_while_the_front_door_sleeps(server, front_door, change)
+            # Every connection from now on, whichever worker takes it, sees the change.
+            for _ in range(12):
+                fresh = httpclient.InferenceServerClient(server.http_url)
+                inputs = [httpclient.InferInput("INPUT0", [2], "FP32")]
+                inputs[0].set_data_from_numpy(x)
+                if change == "load":
+                    assert fresh.is_model_ready("doubler")
+                    np.testing.assert_array_equal(fresh.infer("doubler", inputs).as_numpy("OUTPUT0"), x * 2)
+                else:
+                    assert not fresh.is_model_ready("doubler")
+                    with pytest.raises(InferenceServerException, match="doubler"):
+                        fresh.infer("doubler", inputs)
+                fresh.close()
