@@ -47,6 +47,8 @@ def write_placed_outputs(
         if not any(placements):
             continue
         whole = value.detach().contiguous()
+        if sizes and (whole.dim() == 0 or whole.shape[0] != sum(sizes)):
+            continue  # not one row per request: splitting it on the host says so
         parts = torch.split(whole, sizes) if sizes else [whole]
         stand_ins: list[Tensor | None] = []
         for part, placement in zip(parts, placements):
