@@ -27,6 +27,8 @@ from naiad.errors import ErrorCode, NaiadError
 from naiad.frontends.grpc import codec as grpc_codec
 from naiad.frontends.http import codec as http_codec
 from naiad.inference import InferenceRequest, RequestedOutput
+from naiad.observability.request_trace import RequestTrace
+from naiad.observability.trace_settings import TraceSetting
 from naiad.protos import grpc_service_pb2 as pb
 from naiad.shared_memory import SharedMemoryRegistry
 from naiad.workers.request_messages import pack_request, pack_response, unpack_request, unpack_response
@@ -208,3 +210,11 @@ def test_placements_cross_to_the_model_home_and_a_written_output_comes_back_with
         assert not back.on_host and back.shape == (8, 1024) and back.placement == output.placement
     finally:
         os.close(fd)
+
+
+def test_a_trace_of_tensors_shows_no_values_for_an_output_written_on_the_device():
+    exported = []
+    trace = RequestTrace(exported.append, 1, "m", "1", "", TraceSetting(level=("TIMESTAMPS", "TENSORS")))
+    written = Tensor.written_on_device("OUT", "FP32", (2,), CudaPlacement("gpu", 0, 8, GPU))
+    trace.request_done(InferenceResponse(outputs=[written, Tensor.from_numpy("HOST", np.array([1.5], np.float32))]))
+    assert [(t["name"], t["data"]) for t in trace.tensors] == [("OUT", None), ("HOST", [1.5])]

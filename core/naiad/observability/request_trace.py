@@ -11,6 +11,7 @@ from .trace_settings import TraceSetting
 
 if TYPE_CHECKING:
     from ..inference import InferenceResponse
+    from ..tensor import Tensor
 
 __all__ = ["RequestTrace"]
 
@@ -42,11 +43,12 @@ class RequestTrace:
         """Called by the instance runner when the request's batch ran."""
         self.timestamps += [("QUEUE_START", queue_start_ns), ("COMPUTE_START", start_ns), ("COMPUTE_END", end_ns)]
 
-    def record_tensors(self, activity: str, tensors: list[Any]) -> None:
+    def record_tensors(self, activity: str, tensors: list[Tensor]) -> None:
         if "TENSORS" not in self.settings.level:
             return
         for tensor in tensors:
-            data = tensor.data
+            # An output the backend wrote on the GPU has no bytes here to show.
+            data = tensor.data if tensor.on_host else None
             self.tensors.append(
                 {
                     "activity": activity,
