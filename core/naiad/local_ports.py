@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import socket
 
-__all__ = ["free_port"]
+__all__ = ["PORT_TAKEN", "free_port"]
+
+# What a server's log says (lowercased) when another process took its port first.
+PORT_TAKEN = "address already in use"
 
 
 def free_port() -> int:

@@ -172,18 +172,12 @@ class SharedMemoryRegistry:
         start = region.offset + offset
         return memoryview(region._map)[start : start + byte_size]
 
-    def placement(self, name: str, offset: int, byte_size: int, datatype: str) -> CudaPlacement | None:
-        """Where an input read from region `name` sits on a GPU: for a CUDA region's
-        fixed-size datatypes (a BYTES tensor is reparsed on the host), else None."""
+    def placement(self, name: str, offset: int, byte_size: int, datatype: str | None = None) -> CudaPlacement | None:
+        """Where `byte_size` bytes at `offset` of region `name` sit on a GPU, for a backend on
+        that GPU to read an input (of `datatype`) or write an output there itself. None for a
+        region that is not CUDA's, for bytes outside it (reading or writing them is refused in
+        the usual words), and for a BYTES input, which is reparsed on the host."""
         if datatype == "BYTES" or not self.cuda.holds(name):
-            return None
-        return self.cuda.placement(name, offset, byte_size)
-
-    def output_placement(self, name: str, offset: int, byte_size: int) -> CudaPlacement | None:
-        """Where the client placed an output on a GPU, for a backend on that GPU to write it
-        there itself: for a CUDA region, else None (as for a placement outside its region,
-        which `write` refuses in its usual words)."""
-        if not self.cuda.holds(name):
             return None
         try:
             return self.cuda.placement(name, offset, byte_size)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .cli import READY_LINE
 from .devices import gpu_ids
-from .local_ports import free_port
+from .local_ports import PORT_TAKEN, free_port
 from .models.instance_groups import expand_instance_groups
 from .workers.linux_process import HOME_NAME, process_name, worker_name
 
@@ -31,7 +31,6 @@ __all__ = ["ServerProcess", "expand_instance_groups", "free_port", "gpu_ids"]
 
 # How often start() tries fresh ports when one it picked was taken before the server bound it.
 _PORT_ATTEMPTS = 3
-_PORT_TAKEN = "address already in use"
 
 
 class ServerProcess:
@@ -111,7 +110,7 @@ class ServerProcess:
             )
             if not expect_ready or self._wait_ready():
                 return self
-            if attempt + 1 == _PORT_ATTEMPTS or _PORT_TAKEN not in self.log().lower():
+            if attempt + 1 == _PORT_ATTEMPTS or PORT_TAKEN not in self.log().lower():
                 break
             # A free port can be taken by another process between free_port() and the
             # server's bind: start again on fresh ones.

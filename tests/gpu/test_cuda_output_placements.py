@@ -165,7 +165,7 @@ def test_grpc_decoding_records_where_a_cuda_output_goes_and_the_encoder_copies_n
 
 def test_an_output_written_elsewhere_than_asked_is_an_internal_error(registry):
     request = InferenceRequest(
-        "m", [], outputs=[RequestedOutput("OUT", shm(32, 16), registry.output_placement("gpu", 32, 16))]
+        "m", [], outputs=[RequestedOutput("OUT", shm(32, 16), registry.placement("gpu", 32, 16))]
     )
     elsewhere = Tensor.written_on_device("OUT", "FP32", (4,), CudaPlacement("gpu", 0, 16, GPU))
     with pytest.raises(NaiadError) as failed:
@@ -177,9 +177,9 @@ def test_an_output_written_elsewhere_than_asked_is_an_internal_error(registry):
 
 
 def test_only_an_output_placed_inside_a_cuda_region_gets_a_placement(registry):
-    assert registry.output_placement("gpu", 112, 16) == CudaPlacement("gpu", 112, 16, GPU)
-    assert registry.output_placement("gpu", 120, 16) is None  # past the end: the write refuses it
-    assert registry.output_placement("elsewhere", 0, 16) is None  # not a CUDA region
+    assert registry.placement("gpu", 112, 16) == CudaPlacement("gpu", 112, 16, GPU)
+    assert registry.placement("gpu", 120, 16) is None  # past the end: the write refuses it
+    assert registry.placement("elsewhere", 0, 16) is None  # not a CUDA region
 
 
 def test_placements_cross_to_the_model_home_and_a_written_output_comes_back_without_its_bytes(registry):
@@ -194,7 +194,7 @@ def test_placements_cross_to_the_model_home_and_a_written_output_comes_back_with
             return unpack_message(body)
 
         asked = InferenceRequest(
-            "m", [], outputs=[RequestedOutput("OUT", shm(0, 4096), registry.output_placement("gpu", 0, 128))]
+            "m", [], outputs=[RequestedOutput("OUT", shm(0, 4096), registry.placement("gpu", 0, 128))]
         )
         with writer.lock:
             message = cross(pack_request(3, asked, False, writer))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from naiad.local_ports import free_port
+from naiad.local_ports import PORT_TAKEN, free_port
 
 __all__ = ["LaunchError", "LaunchedServer", "ServerLauncher"]
 
@@ -104,7 +104,7 @@ class ServerLauncher:
                 return self.current
             except LaunchError as exc:
                 attempts_left -= 1
-                if attempts_left == 0 or "address already in use" not in str(exc).lower():
+                if attempts_left == 0 or PORT_TAKEN not in str(exc).lower():
                     raise
 
     def stop(self) -> None:

@@ -57,7 +57,6 @@ def write_placed_outputs(
                 stand_ins.append(None)
                 continue
             target.copy_(part.reshape(-1).view(torch.uint8), non_blocking=True)
-            assert placement is not None
             stand_ins.append(Tensor.written_on_device(name, datatypes[name], tuple(part.shape), placement))
         if any(stand_ins):
             written[name] = stand_ins

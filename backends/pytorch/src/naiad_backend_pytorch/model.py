@@ -222,8 +222,7 @@ class TorchInstance(ModelInstance):
         on_gpu = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(self.device) if on_gpu else None
         self.staging = PinnedStaging() if on_gpu else None
-        self._said_inputs_stay = False
-        self._said_outputs_stay = False
+        self._said: set[str] = set()
         self.graphs: CudaGraphs | None = None
         if self.stream is not None and model.graph_policy.enabled:
             where = f"model '{self.config.name}' instance '{self.context.name}'"
@@ -261,7 +260,7 @@ class TorchInstance(ModelInstance):
             if placed:
                 # Last in, first out: no kernel of this batch reads a region once it is given back.
                 held.callback(self._synchronize)
-                self._say_inputs_stay_on_the_gpu()
+                self._say_once(f"inputs placed in CUDA shared memory on {self.device} are read there, device to device")
             batch = Batch.stack(requests, self.config, into=self.staging, leave=placed)
             # Inputs go to the device, forward runs and outputs come back, all on the instance's
             # stream: reading the outputs waits for that stream's work alone.
@@ -296,7 +295,9 @@ class TorchInstance(ModelInstance):
                 )
                 if written:
                     held.callback(self._synchronize)  # before the regions are given back
-                    self._say_outputs_stay_on_the_gpu()
+                    self._say_once(
+                        f"outputs placed in CUDA shared memory on {self.device} are written there, device to device"
+                    )
                 outputs = {
                     name: value if isinstance(value, np.ndarray) else to_numpy(value)
                     for name, value in values.items()
@@ -314,26 +315,11 @@ class TorchInstance(ModelInstance):
         assert self.stream is not None
         self.stream.synchronize()
 
-    def _say_outputs_stay_on_the_gpu(self) -> None:
-        if not self._said_outputs_stay:
-            self._said_outputs_stay = True
-            log.info(
-                "model '%s' instance '%s': outputs placed in CUDA shared memory on %s are written there, "
-                "device to device",
-                self.config.name,
-                self.context.name,
-                self.device,
-            )
-
-    def _say_inputs_stay_on_the_gpu(self) -> None:
-        if not self._said_inputs_stay:
-            self._said_inputs_stay = True
-            log.info(
-                "model '%s' instance '%s': inputs placed in CUDA shared memory on %s are read there, device to device",
-                self.config.name,
-                self.context.name,
-                self.device,
-            )
+    def _say_once(self, what: str) -> None:
+        """Log `what` this instance does with CUDA shared memory, the first time it does it."""
+        if what not in self._said:
+            self._said.add(what)
+            log.info("model '%s' instance '%s': %s", self.config.name, self.context.name, what)
 
     def _outputs(self, result: Any) -> dict[str, Any]:
         """Config outputs picked out of forward's result (tensor, tuple/list, dict), checked:

@@ -229,7 +229,7 @@ def _requested_output(
         except NaiadError:
             pass  # check_output_placements refuses it, before inference
         else:
-            placement = shared_memory.output_placement(region, offset, byte_size)
+            placement = shared_memory.placement(region, offset, byte_size)
     return RequestedOutput(output.name, parameters, placement)
 
 

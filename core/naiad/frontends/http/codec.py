@@ -393,7 +393,7 @@ def _decode_output(raw: Any, index: int, shared_memory: SharedMemoryRegistry) ->
             raise NaiadError.invalid(f"output '{name}': '{_SHM_REGION}' needs '{_SHM_SIZE}' too")
         size = _non_negative_int(parameters[_SHM_SIZE], f"output '{name}': '{_SHM_SIZE}'")
         offset = _non_negative_int(parameters.get(_SHM_OFFSET, 0), f"output '{name}': '{_SHM_OFFSET}'")
-        placement = shared_memory.output_placement(parameters[_SHM_REGION], offset, size)
+        placement = shared_memory.placement(parameters[_SHM_REGION], offset, size)
     return RequestedOutput(name, parameters, placement)
 
 
