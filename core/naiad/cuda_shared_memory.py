@@ -46,6 +46,7 @@ class CudaSharedMemoryRegion:
     device_id: int
     byte_size: int
     pointer: int  # this process's address of the client's allocation
+    raw_handle: bytes  # the client's IPC handle of it, for a model process that opens it too
     borrowers: int = 0  # executions reading it in place now (`CudaSharedMemoryRegistry.borrowed`)
 
     def status(self) -> dict[str, object]:
@@ -112,7 +113,7 @@ class CudaSharedMemoryRegistry:
                     f"failed to register shared memory region '{name}': invalid args "
                     f"(byte_size {byte_size} is beyond the {max(size, 0)} bytes of the allocation)"
                 )
-            self._regions[name] = CudaSharedMemoryRegion(name, device_id, byte_size, pointer)
+            self._regions[name] = CudaSharedMemoryRegion(name, device_id, byte_size, pointer, bytes(raw_handle))
 
     def unregister(self, name: str | None = None) -> None:
         """Unregister one region (a name it does not hold is no error), or every region. A
@@ -163,6 +164,18 @@ class CudaSharedMemoryRegistry:
         """The device address of `byte_size` bytes at `offset` in region `name`, held for
         the `with` block (unregistering waits for it), or None when the region is gone or
         no longer that large: the caller then uses the bytes' host copy."""
+        with self._borrowing(name, offset, byte_size) as region:
+            yield None if region is None else region.pointer + offset
+
+    @contextmanager
+    def borrowed_handle(self, name: str, offset: int, byte_size: int) -> Iterator[bytes | None]:
+        """As `borrowed`, but the client's IPC handle of the whole region, for a model's own
+        process to open: the bytes are `offset` past the address it opens to."""
+        with self._borrowing(name, offset, byte_size) as region:
+            yield None if region is None else region.raw_handle
+
+    @contextmanager
+    def _borrowing(self, name: str, offset: int, byte_size: int) -> Iterator[CudaSharedMemoryRegion | None]:
         with self._lock:
             region = self._regions.get(name)
             if region is None or offset < 0 or byte_size < 0 or offset + byte_size > region.byte_size:
@@ -170,7 +183,7 @@ class CudaSharedMemoryRegistry:
             else:
                 region.borrowers += 1
         try:
-            yield None if region is None else region.pointer + offset
+            yield region
         finally:
             if region is not None:
                 with self._lock:

@@ -9,7 +9,8 @@ model home as those plain values; every process has every region open (a registr
 applied in each), so the model home binds it to its own mapping of the region.
 
 A backend that runs on the placement's GPU holds the bytes with `borrowed()` for as long as it
-reads them: unregistering the region waits for that, so it never closes memory being read.
+reads them (or `borrowed_handle()`, to open the region in a process of its own): unregistering
+the region waits for that, so it never closes memory being read.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class DeviceRegions(Protocol):
     """A process's CUDA shared-memory regions (cuda_shared_memory.CudaSharedMemoryRegistry)."""
 
     def borrowed(self, name: str, offset: int, byte_size: int) -> AbstractContextManager[int | None]: ...
+
+    def borrowed_handle(self, name: str, offset: int, byte_size: int) -> AbstractContextManager[bytes | None]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +54,14 @@ class CudaPlacement:
             return
         with self.regions.borrowed(self.region, self.offset, self.byte_size) as pointer:
             yield pointer
+
+    @contextmanager
+    def borrowed_handle(self) -> Iterator[bytes | None]:
+        """The region's CUDA IPC handle, held as `borrowed` holds the address, for a backend
+        whose model runs in a process of its own (it opens the handle there; the bytes are
+        `offset` past the address it gets); None as for `borrowed`."""
+        if self.regions is None:
+            yield None
+            return
+        with self.regions.borrowed_handle(self.region, self.offset, self.byte_size) as handle:
+            yield handle

@@ -20,11 +20,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .device_memory import OpenRegions
 from .model_host import ExecuteFailure, ModelHost, PendingExecute, rescheduled
 from .pb_utils import InferenceRequest, InferenceResponse, Logger
 from .stub_bridge import StubBridge
 from .stub_channel import Channel
-from .stub_codec import DecodedInputs, read_inputs, read_response, received_requests, response_item
+from .stub_codec import (
+    DecodedInputs,
+    read_inputs,
+    read_response,
+    received_requests,
+    response_item,
+    write_placed_outputs,
+)
 from .stub_messages import (
     BlsResponse,
     Execute,
@@ -40,6 +48,8 @@ from .stub_messages import (
 )
 
 __all__ = ["StubDispatcher"]
+
+_NOTHING_WRITTEN: frozenset[str] = frozenset()
 
 
 class StubDispatcher:
@@ -127,26 +137,30 @@ class StubDispatcher:
     def _execute(self, work: tuple[Execute, DecodedInputs]) -> None:
         assert self.host is not None
         message, inputs = work
-        requests = received_requests(self.bridge, message, inputs)
+        regions = OpenRegions()  # the clients' CUDA regions this execute reads and writes
         try:
+            requests = received_requests(self.bridge, message, inputs, regions)
             outcome = self.host.start_execute(requests)
-        except BaseException as exc:  # noqa: BLE001 - ExecuteFailure, or e.g. SystemExit from model code
-            self._send_failure(message.call_id, exc)
+        except BaseException as exc:  # noqa: BLE001 - ExecuteFailure, a region not opened, or e.g. SystemExit from model code
+            self._send_failure(message.call_id, exc, regions)
             return
         if isinstance(outcome, PendingExecute):
-            self.loop.create_task(self._finish(message.call_id, requests, outcome))
+            self.loop.create_task(self._finish(message, requests, outcome, regions))
         else:
-            self._send_result(message.call_id, requests, outcome)
+            self._send_result(message, requests, outcome, regions)
 
-    async def _finish(self, call_id: int, requests: list[InferenceRequest], pending: PendingExecute) -> None:
+    async def _finish(
+        self, message: Execute, requests: list[InferenceRequest], pending: PendingExecute, regions: OpenRegions
+    ) -> None:
         try:
             responses = await pending.finish()
         except BaseException as exc:  # noqa: BLE001
-            self._send_failure(call_id, exc)
+            self._send_failure(message.call_id, exc, regions)
             return
-        self._send_result(call_id, requests, responses)
+        self._send_result(message, requests, responses, regions)
 
-    def _send_failure(self, call_id: int, exc: BaseException) -> None:
+    def _send_failure(self, call_id: int, exc: BaseException, regions: OpenRegions) -> None:
+        self._close(regions)
         if isinstance(exc, ExecuteFailure):
             error = (exc.code_name, exc.text)
         else:
@@ -154,13 +168,21 @@ class StubDispatcher:
         self.channel.send(Result(call_id, error=error))
 
     def _send_result(
-        self, call_id: int, requests: list[InferenceRequest], responses: list[InferenceResponse | None] | None
+        self,
+        message: Execute,
+        requests: list[InferenceRequest],
+        responses: list[InferenceResponse | None] | None,
+        regions: OpenRegions,
     ) -> None:
+        call_id = message.call_id
         try:
+            written = [_NOTHING_WRITTEN] * len(requests)
+            if responses is not None and any(item.placed_outputs for item in message.requests):
+                written = write_placed_outputs(message.requests, responses, regions)
             self.channel.send_with(
                 lambda ring: Result(
                     call_id,
-                    None if responses is None else [response_item(ring, r) for r in responses],
+                    None if responses is None else [response_item(ring, r, w) for r, w in zip(responses, written)],
                     rescheduled(requests),
                 )
             )
@@ -168,6 +190,16 @@ class StubDispatcher:
             self.channel.send(
                 Result(call_id, error=("INTERNAL", f"cannot send the responses: {type(exc).__name__}: {exc}"))
             )
+        finally:
+            # After the responses are built (an output may be read from an input's region);
+            # the server holds the regions until it has this result.
+            self._close(regions)
+
+    def _close(self, regions: OpenRegions) -> None:
+        try:
+            regions.close()
+        except RuntimeError as exc:
+            self.bridge.log(Logger.ERROR, f"closing a client's CUDA shared-memory region failed: {exc}")
 
     async def _finalize(self) -> None:
         if self.host is not None:

@@ -13,7 +13,10 @@ The records a message holds (`RequestItem`, `ResponseItem`) travel as plain tupl
 it; `pack` and `unpack` convert them.
 
 Tensors travel as naiad_wire descriptors (`encode_array`): small ones inside the message,
-larger ones in the sender's shared-memory ring. A message that may place tensors has a
+larger ones in the sender's shared-memory ring. Two locations are this backend's own: an input
+at ``("d", handle, gpu, offset)`` sits in a client's CUDA shared-memory region, which the stub
+opens (device_memory.py), and an output at ``("w",)`` was written by the stub into the region the
+request placed it in (`RequestItem.placed_outputs`). A message that may place tensors has a
 `mark` last: the ring's mark once its tensors are placed, which the reader hands back to
 its ring (`RingReader.consumed`) once it has read them.
 
@@ -112,6 +115,9 @@ class RequestItem(NamedTuple):
     parameters: dict[str, Any]
     output_names: list[str]  # what the client asked for, every output when it named none
     inputs: list[TensorDescriptor]
+    # Outputs the client placed in CUDA shared memory, for the model's process to write there
+    # when the model makes them on a GPU: name -> (region's IPC handle, GPU, offset, byte size).
+    placed_outputs: dict[str, tuple[bytes, int, int, int]] = {}
 
 
 class ResponseItem(NamedTuple):

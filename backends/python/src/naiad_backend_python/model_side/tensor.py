@@ -1,4 +1,5 @@
-"""`Tensor`: a named input or output of a model (a numpy array and its Triton datatype)."""
+"""`Tensor`: a named input or output of a model: a numpy array and its Triton datatype, or, as
+in Triton, memory on a GPU (device_array.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .dlpack_host import host_array
+from .device_array import KDL_CUDA, DeviceArray, device_array
+from .dlpack_host import capsule_device, host_array
 from .dtypes import datatype_of_dtype, type_number
 from .errors import TritonModelException, text_argument
 from .flags import TRITONSERVER_MEMORY_CPU
@@ -19,9 +21,10 @@ __all__ = ["Tensor", "PreferredMemory", "get_input_tensor_by_name", "get_output_
 
 
 class Tensor:
-    """A named input or output: a numpy array and its Triton datatype."""
+    """A named input or output: a numpy array and its Triton datatype, or a GPU tensor
+    (`_device`; `_array` is None then)."""
 
-    __slots__ = ("_name", "_array", "_datatype")
+    __slots__ = ("_name", "_array", "_datatype", "_device")
 
     def __init__(self, name: str, tensor: Any, datatype: str | None = None) -> None:
         name = text_argument(name, "Tensor name")
@@ -42,6 +45,7 @@ class Tensor:
         self._name = name
         self._array = array
         self._datatype = datatype
+        self._device: DeviceArray | None = None
 
     @classmethod
     def _trusted(cls, name: str, array: np.ndarray, datatype: str) -> Tensor:
@@ -51,16 +55,32 @@ class Tensor:
         tensor._name = name
         tensor._array = array
         tensor._datatype = datatype
+        tensor._device = None
+        return tensor
+
+    @classmethod
+    def _on_device(cls, name: str, datatype: str, device: DeviceArray) -> Tensor:
+        tensor = cls._trusted(name, None, datatype)  # type: ignore[arg-type]
+        tensor._device = device
         return tensor
 
     def name(self) -> str:
         return self._name
 
     def as_numpy(self) -> np.ndarray:
+        if self._device is not None:
+            raise TritonModelException(
+                f"tensor '{self._name}' is stored in GPU memory and cannot be converted to NumPy "
+                "(read it with to_dlpack)"
+            )
         return self._array
 
+    def _host(self) -> np.ndarray:
+        """The values in host memory, copied there from a GPU."""
+        return self._array if self._device is None else self._device.to_host()
+
     def shape(self) -> tuple[int, ...]:
-        return tuple(self._array.shape)
+        return self._device.shape if self._device is not None else tuple(self._array.shape)
 
     def triton_dtype(self) -> int:
         return type_number(self._datatype)
@@ -70,26 +90,34 @@ class Tensor:
         return self._datatype
 
     def is_cpu(self) -> bool:
-        # Tensors cross processes through host shared memory, so they are always on the CPU
-        # (from_dlpack copies a GPU tensor to the host).
-        return True
+        return self._device is None
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """A GPU tensor's memory, for `torch.as_tensor(t, device="cuda")` and `cupy.asarray(t)`."""
+        if self._device is None:
+            raise AttributeError(f"tensor '{self._name}' is in host memory: it has no __cuda_array_interface__")
+        return self._device.__cuda_array_interface__
 
     def to_dlpack(self) -> Any:
-        """A DLPack capsule of the array (for `torch.from_dlpack` and friends)."""
+        """A DLPack capsule of the tensor, in host or GPU memory as it is (for
+        `torch.from_dlpack` and friends)."""
         return self.__dlpack__()
 
     def __dlpack__(self, stream: Any = None) -> Any:
+        if self._device is not None:
+            return self._device.dlpack()
         if self._datatype == "BYTES":
             raise TritonModelException(f"tensor '{self._name}': BYTES tensors have no DLPack form")
         return np.ascontiguousarray(self._array).__dlpack__()
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (1, 0)  # kDLCPU: tensors always live in host memory here
+        return (1, 0) if self._device is None else (KDL_CUDA, self._device.device_id)
 
     @staticmethod
     def from_dlpack(name: str, dlpack_tensor: Any) -> Tensor:
         """A Tensor from an object with `__dlpack__` (torch, cupy, numpy...) or a DLPack
-        capsule; device tensors are copied to host memory."""
+        capsule. A tensor on a GPU stays there, as in Triton (`is_cpu()` is false)."""
         if str(getattr(dlpack_tensor, "dtype", "")) == "torch.bfloat16":
             # numpy has no bfloat16: carry the raw 16-bit words, as naiad does for BF16.
             import torch  # a torch tensor was passed, so torch is importable
@@ -97,13 +125,29 @@ class Tensor:
             words = dlpack_tensor.detach().cpu().contiguous().view(torch.int16)
             return Tensor(name, np.from_dlpack(words).view(np.uint16), "BF16")
         try:
+            device_type, device_id = _dlpack_device(dlpack_tensor)
+            if device_type == KDL_CUDA:
+                on_device = device_array(dlpack_tensor, device_id)
+                datatype = None if on_device is None else datatype_of_dtype(on_device.dtype)
+                if on_device is not None and datatype is not None and datatype != "BYTES":
+                    return Tensor._on_device(name, datatype, on_device)
             array = host_array(dlpack_tensor)
         except (RuntimeError, TypeError, ValueError, BufferError) as exc:
             raise TritonModelException(f"tensor '{name}': cannot read DLPack tensor: {exc}") from exc
         return Tensor(name, array)
 
     def __repr__(self) -> str:
-        return f"Tensor({self._name!r}, {self._datatype}, shape={list(self._array.shape)})"
+        place = "" if self._device is None else f", on cuda:{self._device.device_id}"
+        return f"Tensor({self._name!r}, {self._datatype}, shape={list(self.shape())}{place})"
+
+
+def _dlpack_device(source: Any) -> tuple[int, int]:
+    if hasattr(source, "__dlpack_device__"):
+        device_type, device_id = source.__dlpack_device__()
+        return int(device_type), int(device_id)
+    if hasattr(source, "__dlpack__"):
+        return (1, 0)
+    return capsule_device(source)
 
 
 def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:

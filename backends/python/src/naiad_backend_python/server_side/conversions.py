@@ -70,7 +70,7 @@ def core_response_from_parts(
 def core_response_from_utils(response: utils.InferenceResponse) -> CoreResponse:
     error = response.error()
     return core_response_from_parts(
-        [(t.name(), t.datatype(), t.as_numpy()) for t in response.output_tensors()],
+        [(t.name(), t.datatype(), t._host()) for t in response.output_tensors()],
         None if error is None else (error.code_name(), error.message()),
         plain_parameters(response.parameters_dict()),
     )

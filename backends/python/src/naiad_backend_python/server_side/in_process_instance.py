@@ -92,7 +92,7 @@ class InProcessBridge(Bridge):
         return BlsCall(
             request.model_name(),
             request.model_version(),
-            [(t.name(), t.datatype(), t.as_numpy()) for t in request.inputs()],
+            [(t.name(), t.datatype(), t._host()) for t in request.inputs()],
             request.requested_output_names(),
             request.request_id(),
             request.correlation_id(),

@@ -31,6 +31,7 @@ from naiad_wire.interprocess.shm_ring import RingWriter
 from ..model_side.model_host import batch_failure_message
 from ..model_side.stub_messages import Execute, RequestItem
 from .conversions import core_error, requested_output_names, sequence_flags
+from .lent_regions import LentRegions
 from .stub_connection import ExecuteOutcome, StubConnection, StubLaunch
 
 if TYPE_CHECKING:
@@ -129,6 +130,11 @@ class ProcessInstance(ModelInstance):
             if decoupled:
                 connection.decoupled_keys.add(key)
 
+        # A decoupled model answers after execute returns, when the regions are let go: its
+        # tensors go through the host.
+        lent = None if decoupled else LentRegions()
+        lend_inputs = lent is not None and not self._launch.settings.cpu_only_inputs
+
         def build(ring: RingWriter) -> Execute:
             return Execute(
                 call_id,
@@ -142,15 +148,21 @@ class ProcessInstance(ModelInstance):
                         request.timeout_us,
                         plain_parameters(request.parameters),
                         requested_output_names(request, self._output_names),
-                        [encode_array(ring, t.name, t.datatype, t.data) for t in request.inputs],
+                        [
+                            lent.input(ring, t) if lend_inputs else encode_array(ring, t.name, t.datatype, t.data)  # type: ignore[union-attr]
+                            for t in request.inputs
+                        ],
+                        lent.outputs_of(index, request) if lent is not None and request.outputs else {},
                     )
-                    for key, request in zip(keys, requests)
+                    for index, (key, request) in enumerate(zip(keys, requests))
                 ],
             )
 
         connection.calls[call_id] = future
         try:
             connection.send_with(build)
+            if lent is not None and lent.outputs:
+                connection.lent_outputs[call_id] = lent.outputs
             timeout = self._launch.settings.execute_timeout_s
             try:
                 result, responses = await asyncio.wait_for(asyncio.shield(future), timeout) if timeout else await future
@@ -165,6 +177,9 @@ class ProcessInstance(ModelInstance):
                 raise NaiadError.internal(reason) from None
         finally:
             connection.calls.pop(call_id, None)
+            connection.lent_outputs.pop(call_id, None)
+            if lent is not None:
+                lent.release()
             if not decoupled:
                 for key in keys:
                     connection.requests.pop(key, None)

@@ -36,8 +36,8 @@ EXECUTION_MODE = "execution_mode"
 EXECUTE_TIMEOUT = "execute_timeout_seconds"
 EXECUTION_ENV_PATH = "EXECUTION_ENV_PATH"
 # Triton's switch between inputs always in host memory ("yes", its default) and inputs where
-# they are ("no"). naiad's inputs cross into the model's process through host shared memory,
-# which both values allow: the value is checked, and changes nothing.
+# they are ("no"): with "no", an input a client placed in CUDA shared memory reaches a model
+# running in its own process as a GPU tensor, read in place there.
 FORCE_CPU_ONLY_INPUT_TENSORS = "FORCE_CPU_ONLY_INPUT_TENSORS"
 PROCESS = "process"
 IN_PROCESS = "in_process"
@@ -88,6 +88,8 @@ class ModelSettings:
     start_timeout_s: float
     # `fork` or `spawn` (backend config stub-start).
     stub_start: str = FORK
+    # FORCE_CPU_ONLY_INPUT_TENSORS: False lets inputs in CUDA shared memory stay on the GPU.
+    cpu_only_inputs: bool = True
 
     @property
     def forks_stub(self) -> bool:
@@ -102,7 +104,7 @@ def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str
     name = config.name
     defaults = read_backend_settings(PythonBackendSettings, "python", backend_config)
 
-    config.bool_parameter(FORCE_CPU_ONLY_INPUT_TENSORS, True)
+    cpu_only_inputs = config.bool_parameter(FORCE_CPU_ONLY_INPUT_TENSORS, True)
     mode = (config.parameter(EXECUTION_MODE) or defaults.execution_mode).strip().lower()
     if mode not in _MODES:
         choices = ", ".join(f"'{m}'" for m in _MODES)
@@ -137,7 +139,9 @@ def read_settings(config: ModelConfig, model_dir: Path, backend_config: dict[str
         python = _interpreter_in(env_dir)
         if not python:
             raise ConfigError(name, f"parameters.{EXECUTION_ENV_PATH}: '{env_dir}' has no bin/python3 or bin/python")
-    return ModelSettings(mode != PROCESS, mode == INLINE, timeout, python, env_dir, ring, start, stub_start)
+    return ModelSettings(
+        mode != PROCESS, mode == INLINE, timeout, python, env_dir, ring, start, stub_start, cpu_only_inputs
+    )
 
 
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")

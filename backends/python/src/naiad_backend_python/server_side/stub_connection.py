@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from naiad.backend import InferenceRequest as CoreRequest
 from naiad.backend import InferenceResponse as CoreResponse
 from naiad.backend import NaiadError
+from naiad.backend import Tensor as CoreTensor
 from naiad_wire.interprocess.messages import (
     FRAME_HEADER,
     FrameReader,
@@ -76,6 +77,7 @@ from .stub_forker import StubForker
 
 if TYPE_CHECKING:
     from naiad.backend import InferenceService as Server
+    from naiad.device_placement import CudaPlacement
 
 __all__ = ["StubConnection", "StubLaunch", "ExecuteOutcome", "describe_exit"]
 
@@ -163,6 +165,9 @@ class StubConnection:
         self._ids = itertools.count(1)
         # execute id -> future of the stub's Result
         self.calls: dict[int, asyncio.Future[ExecuteOutcome]] = {}
+        # execute id -> the outputs it lent the stub to write on a GPU, by request index
+        # (lent_regions.py), for the Result's outputs written there
+        self.lent_outputs: dict[int, dict[int, dict[str, CudaPlacement]]] = {}
         # request key -> core request, while the stub may still ask about it or answer it
         self.requests: dict[int, CoreRequest] = {}
         self.decoupled_keys: set[int] = set()
@@ -341,7 +346,13 @@ class StubConnection:
         handler(message)
 
     def _on_result(self, message: Result) -> None:
-        responses = None if message.responses is None else [self._decode_response(r) for r in message.responses]
+        lent = self.lent_outputs.get(message.call_id)
+        if message.responses is None:
+            responses = None
+        elif lent is None:
+            responses = [self._decode_response(r) for r in message.responses]
+        else:
+            responses = [self._decode_response(r, lent.get(index, {})) for index, r in enumerate(message.responses)]
         self.from_stub.consumed(message.mark)
         future = self.calls.pop(message.call_id, None)
         if future is not None and not future.done():
@@ -423,9 +434,14 @@ class StubConnection:
     def _phase(self) -> str:
         return "finalize" if self._ready else "initialize"
 
-    def _decode_response(self, item: ResponseItem | None) -> CoreResponse | None:
+    def _decode_response(
+        self, item: ResponseItem | None, lent: dict[str, CudaPlacement] | None = None
+    ) -> CoreResponse | None:
         if item is None:
             return None
+        if lent is not None:
+            outputs = [decode_array(self.from_stub, d) if d[3][0] != "w" else d for d in item.outputs]
+            return _bind_written(outputs, item, lent, self.launch.label)
         return core_response_from_parts(
             [decode_array(self.from_stub, d) for d in item.outputs], item.error, item.parameters
         )
@@ -602,6 +618,29 @@ class _StubProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._connection._lost()
+
+
+def _bind_written(outputs: list[Any], item: ResponseItem, lent: dict[str, CudaPlacement], label: str) -> CoreResponse:
+    """A response to a request that lent the stub outputs to write on a GPU: those it wrote
+    (its ("w",) descriptors) become `written_on_device` tensors at the request's placements.
+    One said to be written where nothing was lent is refused, never answered with zeros."""
+    tensors = []
+    for output in outputs:
+        if len(output) == 3:
+            name, datatype, array = output
+            tensors.append(CoreTensor(name, datatype, array.shape, array))
+            continue
+        name, datatype, shape, _ = output
+        placement = lent.get(name)
+        if placement is None:
+            error = NaiadError.internal(
+                f"{label}: the model's process says it wrote output '{name}' on the GPU, where the request placed none"
+            )
+            return CoreResponse(error=error)
+        tensors.append(CoreTensor.written_on_device(name, datatype, tuple(shape), placement))
+    response = core_response_from_parts([], item.error, item.parameters)
+    response.outputs = tensors
+    return response
 
 
 def _core_response_item(ring: RingWriter, response: CoreResponse) -> ResponseItem:

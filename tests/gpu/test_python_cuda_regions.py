@@ -1,0 +1,142 @@
+"""A model.py running in its own process reads inputs a client placed in CUDA shared memory as
+GPU tensors, in place (with FORCE_CPU_ONLY_INPUT_TENSORS "no"), and writes the GPU outputs it
+makes into the regions the client placed them in, device to device: the model's process opens
+the regions from their CUDA IPC handles (lent_regions.py, device_memory.py). On any machine,
+with a stand-in for CUDA that two processes share (shared_host_memory.py): the model's process
+is real, the server in this test's process. test_python_backend_gpu.py proves it on a GPU."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from shared_host_memory import SharedHostMemory, handle_of
+
+from naiad import Server, ServerOptions
+from naiad.cuda_shared_memory import CudaSharedMemoryRegistry
+from naiad.frontends.http import codec as http_codec
+from naiad.shared_memory import SharedMemoryRegistry
+
+MODEL_PY = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from naiad_backend_python.model_side import device_memory
+from shared_host_memory import FakeGpuArray, SharedHostMemory
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.device = device_memory._runtime = SharedHostMemory()
+
+    def execute(self, requests):
+        open_before = self.device.open_count
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN")
+            if x.is_cpu():
+                values = x.as_numpy()
+            else:
+                values = FakeGpuArray.read(x)
+                try:
+                    x.as_numpy()
+                except pb_utils.TritonModelException:
+                    pass
+                else:
+                    raise AssertionError("as_numpy read a GPU tensor")
+            out = pb_utils.Tensor.from_dlpack("OUT", FakeGpuArray(values * 2))
+            facts = np.array([x.is_cpu(), out.is_cpu(), open_before], np.int32)
+            responses.append(pb_utils.InferenceResponse([out, pb_utils.Tensor("FACTS", facts)]))
+        return responses
+"""
+
+CONFIG = """backend: "python" max_batch_size: 0
+input [{ name: "IN" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [4] }, { name: "FACTS" data_type: TYPE_INT32 dims: [3] }]
+parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "%s" } }
+"""
+
+X = np.array([1.0, 2.5, -3.0, 4.0], np.float32)
+
+
+@pytest.fixture
+def device():
+    device = SharedHostMemory()
+    yield device
+    device.free()
+
+
+def write_repository(root: Path) -> None:
+    for name, force_cpu in (("on_gpu", "no"), ("on_host", "yes")):
+        version = root / name / "1"
+        version.mkdir(parents=True)
+        (version / "model.py").write_text(MODEL_PY)
+        shutil.copy(Path(__file__).with_name("shared_host_memory.py"), version)
+        (root / name / "config.pbtxt").write_text(CONFIG % force_cpu)
+
+
+def body(out_placed: bool) -> bytes:
+    shm = {"shared_memory_region": "gpu", "shared_memory_byte_size": 16}
+    request = {
+        "inputs": [{"name": "IN", "datatype": "FP32", "shape": [4], "parameters": {**shm, "shared_memory_offset": 0}}],
+        "outputs": [{"name": "FACTS"}, {"name": "OUT", "parameters": {**shm, "shared_memory_offset": 64}}],
+    }
+    if not out_placed:
+        request["outputs"] = [{"name": "FACTS"}, {"name": "OUT"}]
+    return json.dumps(request).encode()
+
+
+def test_a_model_py_reads_and_writes_cuda_shared_memory_in_its_own_process(tmp_path, device):
+    write_repository(tmp_path)
+    region = device.allocate(f"naiad-test-{uuid.uuid4().hex[:12]}", 128)
+    region[:16] = np.frombuffer(X.tobytes(), np.uint8)
+    registry = SharedMemoryRegistry(allow_client=True, cuda=CudaSharedMemoryRegistry(lambda: device))  # type: ignore[arg-type, return-value]
+    registry.register_cuda("gpu", handle_of(region_name(device)), 0, 128)
+
+    async def infer(model: str, out_placed: bool = True):
+        region[16:] = 0
+        request, _ = http_codec.decode_infer_request(body(out_placed), None, model, "", registry)
+        response = await server.infer(request)
+        outputs = {t.name: t for t in response.outputs}
+        encoded = json.loads(http_codec.encode_infer_response(response, request.outputs, False, registry).body)
+        return outputs, {o["name"]: o for o in encoded["outputs"]}
+
+    async def go() -> None:
+        nonlocal server
+        async with Server(ServerOptions([str(tmp_path)])) as server:
+            for _ in range(2):
+                outputs, encoded = await infer("on_gpu")
+                # The input reached the model as a GPU tensor (as_numpy refused it); the output
+                # it made on the "GPU" was written into the region by the model's process, and the
+                # server carried no bytes of it. The model's process had the region open once as
+                # execute began, the second time too: what the first execute opened was closed.
+                assert outputs["FACTS"].data.tolist() == [0, 0, 1]
+                assert not outputs["OUT"].on_host and "data" not in encoded["OUT"]
+                np.testing.assert_array_equal(region[64:80].view(np.float32), X * 2)
+                assert not region[16:64].any() and not region[80:].any()
+
+            # FORCE_CPU_ONLY_INPUT_TENSORS "yes": the input in host memory; the output is still
+            # the model process's to write on the GPU (opened after execute).
+            outputs, _ = await infer("on_host")
+            assert outputs["FACTS"].data.tolist() == [1, 0, 0]
+            assert not outputs["OUT"].on_host
+            np.testing.assert_array_equal(region[64:80].view(np.float32), X * 2)
+
+            # An output the client wants in the response: the GPU tensor comes through the host.
+            outputs, encoded = await infer("on_gpu", out_placed=False)
+            assert outputs["OUT"].on_host and encoded["OUT"]["data"] == (X * 2).tolist()
+            assert not region[64:80].any()
+
+    server: Server | None = None
+    asyncio.run(go())
+    # The regions were lent only while an execute ran: unregistering does not wait.
+    registry.unregister_cuda("gpu")
+    assert device.open_count == 0
+
+
+def region_name(device: SharedHostMemory) -> str:
+    return device._created[0][0].rsplit("/", 1)[1]
