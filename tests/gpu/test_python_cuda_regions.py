@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
-from shared_host_memory import SharedHostMemory, handle_of
+from naiad_backend_python.model_side import device_memory
+from naiad_backend_python.model_side.device_memory import OpenRegions
+from naiad_backend_python.model_side.pb_utils import InferenceResponse, Tensor, TritonModelException
+from naiad_backend_python.model_side.stub_codec import write_placed_outputs
+from naiad_backend_python.model_side.stub_messages import RequestItem
+from shared_host_memory import FakeGpuArray, SharedHostMemory, handle_of
 
 from naiad import Server, ServerOptions
 from naiad.cuda_shared_memory import CudaSharedMemoryRegistry
@@ -90,7 +96,8 @@ def body(out_placed: bool) -> bytes:
     return json.dumps(request).encode()
 
 
-def test_a_model_py_reads_and_writes_cuda_shared_memory_in_its_own_process(tmp_path, device):
+def test_a_model_py_reads_and_writes_cuda_shared_memory_in_its_own_process(tmp_path, device, caplog):
+    caplog.set_level(logging.INFO, "naiad.backends.python")
     write_repository(tmp_path)
     region = device.allocate(f"naiad-test-{uuid.uuid4().hex[:12]}", 128)
     region[:16] = np.frombuffer(X.tobytes(), np.uint8)
@@ -133,6 +140,7 @@ def test_a_model_py_reads_and_writes_cuda_shared_memory_in_its_own_process(tmp_p
 
     server: Server | None = None
     asyncio.run(go())
+    assert "outputs placed in CUDA shared memory are written there by the model's process" in caplog.text
     # The regions were lent only while an execute ran: unregistering does not wait.
     registry.unregister_cuda("gpu")
     assert device.open_count == 0
@@ -140,3 +148,51 @@ def test_a_model_py_reads_and_writes_cuda_shared_memory_in_its_own_process(tmp_p
 
 def region_name(device: SharedHostMemory) -> str:
     return device._created[0][0].rsplit("/", 1)[1]
+
+
+# -- pb_utils.Tensor on a GPU, as model.py sees it ---------------------------------------------
+
+
+def test_from_dlpack_keeps_a_gpu_tensor_on_the_gpu_as_triton_does():
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    gpu = FakeGpuArray(values)
+    tensor = Tensor.from_dlpack("OUT", gpu)
+    assert not tensor.is_cpu() and tensor.shape() == (2, 3) and tensor.datatype() == "FP32"
+    assert tensor.__dlpack_device__() == (2, 0)
+    assert tensor.__cuda_array_interface__["data"][0] == gpu.array.ctypes.data  # no copy
+    with pytest.raises(TritonModelException, match="tensor 'OUT' is stored in GPU memory"):
+        tensor.as_numpy()
+    np.testing.assert_array_equal(tensor._host(), values)
+    # A host tensor has no CUDA interface: torch and CuPy do not mistake it for device memory.
+    assert not hasattr(Tensor("IN", values), "__cuda_array_interface__")
+
+
+def test_a_gpu_tensor_whose_memory_is_not_contiguous_is_copied_to_the_host():
+    class Strided(FakeGpuArray):
+        @property
+        def __cuda_array_interface__(self):
+            return {**super().__cuda_array_interface__, "strides": (4, 8)}
+
+    tensor = Tensor.from_dlpack("OUT", Strided(np.zeros((2, 3), np.float32)))
+    assert tensor.is_cpu() and tensor.as_numpy().shape == (2, 3)
+
+
+def test_only_gpu_outputs_that_fit_their_region_are_written_there(device):
+    region = device.allocate(f"naiad-test-{uuid.uuid4().hex[:12]}", 64)
+    previous, device_memory._runtime = device_memory._runtime, device
+    handle = handle_of(region_name(device))
+    try:
+        fits = Tensor.from_dlpack("A", FakeGpuArray(np.full(4, 7, np.float32)))
+        too_big = Tensor.from_dlpack("B", FakeGpuArray(np.ones(8, np.float32)))
+        on_host = Tensor("C", np.ones(2, np.float32))
+        placed = {"A": (handle, 0, 16, 16), "B": (handle, 0, 32, 16), "C": (handle, 0, 48, 16)}
+        item = RequestItem(1, "", 0, 0, 0, {}, ["A", "B", "C"], [], placed)
+        regions = OpenRegions()
+        [written] = write_placed_outputs([item], [InferenceResponse([fits, too_big, on_host])], regions)
+        regions.close()
+    finally:
+        device_memory._runtime = previous
+    # B needs 32 bytes where the client gave 16: the host path says so; C was never on a GPU.
+    assert written == {"A"}
+    assert region[16:32].view(np.float32).tolist() == [7.0] * 4 and not region[32:].any()
+    assert device.synchronized == 1 and device.open_count == 0

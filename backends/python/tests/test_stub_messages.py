@@ -44,6 +44,24 @@ EXAMPLES: list[m.StubMessage] = [
     m.MetricValue(17, 2),
     m.Finalize(),
     m.Finalized(),
+    # An input in a client's CUDA region and an output placed in one (lent_regions.py).
+    m.Execute(
+        8,
+        ("x", 1),
+        [
+            m.RequestItem(
+                4,
+                "",
+                0,
+                0,
+                0,
+                {},
+                ["OUT"],
+                [("IN", "FP32", (4,), ("d", b"h" * 64, 0, 16))],
+                {"OUT": (b"h" * 64, 0, 64, 16)},
+            )
+        ],
+    ),
 ]
 
 

@@ -4,6 +4,8 @@ the client put them in CUDA shared memory, read and written there on the GPU."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from naiad_wire.interprocess.messages import NUMPY_OF_DATATYPE, decode_array, encode_array, plain_parameters
@@ -147,7 +149,9 @@ def received_requests(
     ]
 
 
-def _gpu_input(regions: OpenRegions, name: str, datatype: str, shape: tuple[int, ...], location: tuple) -> Tensor:
+def _gpu_input(
+    regions: OpenRegions, name: str, datatype: str, shape: tuple[int, ...], location: tuple[Any, ...]
+) -> Tensor:
     _, handle, gpu, offset = location
     address = regions.address(handle, gpu, offset)
     return Tensor._on_device(

@@ -64,6 +64,7 @@ class StubDispatcher:
         # code must be free to read replies itself); work another thread read is posted.
         self._work: collections.deque[tuple[Callable[[Any], None], Any]] = collections.deque()
         self._in_read_ready = False
+        self._said_written = False  # the log says once that outputs are written on the GPU
         # What each message the server sends does, on the thread that read it.
         self._handlers: dict[type, Callable[[Any], None]] = {
             Execute: self._read_execute,
@@ -179,6 +180,12 @@ class StubDispatcher:
             written = [_NOTHING_WRITTEN] * len(requests)
             if responses is not None and any(item.placed_outputs for item in message.requests):
                 written = write_placed_outputs(message.requests, responses, regions)
+                if not self._said_written and any(written):
+                    self._said_written = True
+                    self.bridge.log(
+                        Logger.INFO,
+                        "outputs placed in CUDA shared memory are written there by the model's process, device to device",
+                    )
             self.channel.send_with(
                 lambda ring: Result(
                     call_id,
