@@ -75,7 +75,7 @@ class _CuPy:
 
     def open(self, handle: bytes, device_id: int) -> int:
         with self._device(device_id):
-            return int(self._runtime.ipcOpenMemHandle(handle, self._runtime.cudaIpcMemLazyEnablePeerAccess))
+            return int(self._runtime.ipcOpenMemHandle(handle))  # lazy peer access, CuPy's default
 
     def close(self, address: int, device_id: int) -> None:
         with self._device(device_id):
