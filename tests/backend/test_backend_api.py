@@ -18,7 +18,7 @@ ABI = {
     # the server as a model sees it
     "InferenceService", "ServedModel",
     # what execute and a model's config exchange
-    "InferenceRequest", "InferenceResponse", "RequestedOutput", "Tensor", "ModelConfig", "TensorSpec",
+    "InferenceRequest", "InferenceResponse", "RequestedOutput", "Tensor", "CudaPlacement", "ModelConfig", "TensorSpec",
     "ConfigError", "ErrorCode", "NaiadError",
 }  # fmt: skip
 

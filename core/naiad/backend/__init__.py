@@ -10,6 +10,7 @@ it); the modules behind the names are the core's own and may move.
 """
 
 from ..config.model_config import ConfigError, ModelConfig, TensorSpec
+from ..device_placement import CudaPlacement
 from ..errors import ErrorCode, NaiadError
 from ..inference import InferenceRequest, InferenceResponse, RequestedOutput
 from ..tensor import Tensor
@@ -45,6 +46,7 @@ __all__ = [
     "InferenceResponse",
     "RequestedOutput",
     "Tensor",
+    "CudaPlacement",
     "ModelConfig",
     "TensorSpec",
     "ConfigError",

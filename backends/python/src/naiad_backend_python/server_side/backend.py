@@ -41,7 +41,7 @@ log = logging.getLogger("naiad.backends.python")
 
 class PythonBackend(Backend):
     name = "python"
-    abi_version = (2, 0)
+    abi_version = (2, 5)  # CudaPlacement.borrowed_handle: regions lent to the model's process
     default_model_filename = "model.py"
 
     def initialize(self, context: BackendContext) -> None:

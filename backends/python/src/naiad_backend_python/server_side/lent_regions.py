@@ -20,7 +20,7 @@ from naiad_wire.interprocess.messages import encode_array
 from naiad_wire.interprocess.shm_ring import RingWriter
 
 if TYPE_CHECKING:
-    from naiad.device_placement import CudaPlacement
+    from naiad.backend import CudaPlacement
 
 __all__ = ["LentRegions"]
 

@@ -76,8 +76,8 @@ from .settings import ModelSettings
 from .stub_forker import StubForker
 
 if TYPE_CHECKING:
+    from naiad.backend import CudaPlacement
     from naiad.backend import InferenceService as Server
-    from naiad.device_placement import CudaPlacement
 
 __all__ = ["StubConnection", "StubLaunch", "ExecuteOutcome", "describe_exit"]
 
