@@ -49,8 +49,6 @@ from .stub_messages import (
 
 __all__ = ["StubDispatcher"]
 
-_NOTHING_WRITTEN: frozenset[str] = frozenset()
-
 
 class StubDispatcher:
     def __init__(self, channel: Channel, bridge: StubBridge, loop: asyncio.AbstractEventLoop) -> None:
@@ -177,7 +175,7 @@ class StubDispatcher:
     ) -> None:
         call_id = message.call_id
         try:
-            written = [_NOTHING_WRITTEN] * len(requests)
+            written = None  # per response, the outputs written in the client's CUDA region
             if responses is not None and any(item.placed_outputs for item in message.requests):
                 written = write_placed_outputs(message.requests, responses, regions)
                 if not self._said_written and any(written):
@@ -189,7 +187,11 @@ class StubDispatcher:
             self.channel.send_with(
                 lambda ring: Result(
                     call_id,
-                    None if responses is None else [response_item(ring, r, w) for r, w in zip(responses, written)],
+                    None
+                    if responses is None
+                    else [response_item(ring, r) for r in responses]
+                    if written is None
+                    else [response_item(ring, r, w) for r, w in zip(responses, written)],
                     rescheduled(requests),
                 )
             )

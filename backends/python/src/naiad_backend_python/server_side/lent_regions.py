@@ -22,7 +22,21 @@ from naiad_wire.interprocess.shm_ring import RingWriter
 if TYPE_CHECKING:
     from naiad.backend import CudaPlacement
 
-__all__ = ["LentRegions"]
+__all__ = ["LentRegions", "lends_regions"]
+
+
+def lends_regions(requests: list[CoreRequest], inputs_too: bool) -> bool:
+    """Whether any request placed an output (or, with `inputs_too`, an input) in a CUDA region:
+    only then is a `LentRegions` needed (plain loops: this runs for every batch)."""
+    for request in requests:
+        for output in request.outputs:
+            if output.placement is not None:
+                return True
+        if inputs_too:
+            for tensor in request.inputs:
+                if tensor.placement is not None:
+                    return True
+    return False
 
 
 class LentRegions:

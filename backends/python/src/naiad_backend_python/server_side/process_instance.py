@@ -31,7 +31,7 @@ from naiad_wire.interprocess.shm_ring import RingWriter
 from ..model_side.model_host import batch_failure_message
 from ..model_side.stub_messages import Execute, RequestItem
 from .conversions import core_error, requested_output_names, sequence_flags
-from .lent_regions import LentRegions
+from .lent_regions import LentRegions, lends_regions
 from .stub_connection import ExecuteOutcome, StubConnection, StubLaunch
 
 if TYPE_CHECKING:
@@ -130,10 +130,12 @@ class ProcessInstance(ModelInstance):
             if decoupled:
                 connection.decoupled_keys.add(key)
 
-        # A decoupled model answers after execute returns, when the regions are let go: its
-        # tensors go through the host.
-        lent = None if decoupled else LentRegions()
-        lend_inputs = lent is not None and not self._launch.settings.cpu_only_inputs
+        # Clients' CUDA regions go to the model's process only for a batch that placed tensors
+        # in them, and never to a decoupled model: it answers after execute returns, when the
+        # regions are let go. Their tensors go through the host.
+        cpu_only = self._launch.settings.cpu_only_inputs
+        lent = None if decoupled or not lends_regions(requests, not cpu_only) else LentRegions()
+        lend_inputs = lent is not None and not cpu_only
 
         def build(ring: RingWriter) -> Execute:
             return Execute(
@@ -148,11 +150,10 @@ class ProcessInstance(ModelInstance):
                         request.timeout_us,
                         plain_parameters(request.parameters),
                         requested_output_names(request, self._output_names),
-                        [
-                            lent.input(ring, t) if lend_inputs else encode_array(ring, t.name, t.datatype, t.data)  # type: ignore[union-attr]
-                            for t in request.inputs
-                        ],
-                        lent.outputs_of(index, request) if lent is not None and request.outputs else {},
+                        [encode_array(ring, t.name, t.datatype, t.data) for t in request.inputs]
+                        if not lend_inputs
+                        else [lent.input(ring, t) for t in request.inputs],  # type: ignore[union-attr]
+                        {} if lent is None else lent.outputs_of(index, request),
                     )
                     for index, (key, request) in enumerate(zip(keys, requests))
                 ],
