@@ -104,7 +104,7 @@ class Tensor:
         `torch.from_dlpack` and friends)."""
         return self.__dlpack__()
 
-    def __dlpack__(self, stream: Any = None) -> Any:
+    def __dlpack__(self, stream: Any = None, **_: Any) -> Any:  # max_version, copy: newer consumers
         if self._device is not None:
             return self._device.dlpack()
         if self._datatype == "BYTES":
