@@ -5,6 +5,7 @@ on the same GPU, in one run.
 
     python bench/gpu_bench.py [--duration 5] [--concurrency 1 8 64] [--json results.json]
         [--naiad-flags '--workers 4'] [--instances 2] [--client-processes 4] [--no-cuda-graphs]
+    python bench/gpu_bench.py --backend python --protocols grpc+cudashm   # the same CNN in a model.py
     python bench/gpu_bench.py --device cpu --quick     # the plumbing, on a machine without a GPU
 
 The network is our own, built here with random weights (nothing is downloaded): ResNet-18's
@@ -13,7 +14,10 @@ pooling, 1000 classes) on FP32 images of [3, 224, 224]; `--quick` shrinks it (ch
 [3, 32, 32] images) so that a CPU runs it in seconds. It is traced to TorchScript and served
 by naiad's PyTorch backend as `cnn` with `instance_group { kind: KIND_GPU count: --instances }`
 (KIND_CPU with --device cpu), `max_batch_size: 64`, `dynamic_batching { }` and, on a GPU,
-`optimization { cuda { graphs: true } }` (`--no-cuda-graphs` leaves it out).
+`optimization { cuda { graphs: true } }` (`--no-cuda-graphs` leaves it out). With `--backend
+python` the same TorchScript file is served by a Triton `model.py` instead (MODEL_PY below: torch
+on the instance's device, FORCE_CPU_ONLY_INPUT_TENSORS "no", so that inputs and outputs in CUDA
+shared memory stay on the GPU), with the same batching and no graphs.
 
 The run, in order:
 1. the ceiling: the traced module called in a loop in this process on the same device, inputs
@@ -66,6 +70,7 @@ from py_spy_profile import Recording  # noqa: E402
 CLASSES = 1000
 MAX_BATCH = 64
 MODEL = "cnn"
+PROTOCOLS = ["http", "grpc", "grpc+cudashm"]
 INPUT, OUTPUT = "INPUT__0", "OUTPUT__0"
 CEILING_BATCHES = (1, 8, 16, 32, 64)
 GOAL_CEILING_SHARE = 0.8
@@ -136,22 +141,62 @@ def images(count: int, shape: Shape, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((count, *shape.image)).astype(np.float32)
 
 
-def write_repository(repo: Path, shape: Shape, device: str, instances: int, graphs: bool) -> Path:
+# The network in a Triton model.py: a batch's inputs gathered on the instance's device (read in
+# place where a client put them in CUDA shared memory), one forward, and each request's rows
+# answered as a tensor on that device (written into the client's region where it placed them).
+MODEL_PY = f"""
+import os
+
+import torch
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        gpu = args["model_instance_kind"] == "GPU"
+        self.device = torch.device(f"cuda:{{args['model_instance_device_id']}}" if gpu else "cpu")
+        path = os.path.join(args["model_repository"], args["model_version"], "model.pt")
+        self.module = torch.jit.load(path, map_location=self.device).eval()
+
+    def execute(self, requests):
+        parts = [
+            torch.from_dlpack(pb_utils.get_input_tensor_by_name(request, "{INPUT}").to_dlpack())
+            for request in requests
+        ]
+        with torch.no_grad():
+            out = self.module(torch.cat(parts).to(self.device))
+        responses, start = [], 0
+        for part in parts:
+            rows = out[start : start + part.shape[0]]
+            start += part.shape[0]
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor.from_dlpack("{OUTPUT}", rows)]))
+        return responses
+"""
+
+
+def write_repository(repo: Path, shape: Shape, device: str, instances: int, graphs: bool, backend: str) -> Path:
     version = repo / MODEL / "1"
     version.mkdir(parents=True)
     export_torchscript(build_network(shape), shape, version / "model.pt")
     dims = ", ".join(str(d) for d in shape.image)
     kind = "KIND_GPU" if device == "cuda" else "KIND_CPU"
+    if backend == "python":
+        (version / "model.py").write_text(MODEL_PY)
+    serving = (
+        'backend: "python"\nparameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "no" } }'
+        if backend == "python"
+        else 'platform: "pytorch_libtorch"'
+    )
     (repo / MODEL / "config.pbtxt").write_text(
         f"""name: "{MODEL}"
-platform: "pytorch_libtorch"
+{serving}
 max_batch_size: {MAX_BATCH}
 input [ {{ name: "{INPUT}" data_type: TYPE_FP32 dims: [ {dims} ] }} ]
 output [ {{ name: "{OUTPUT}" data_type: TYPE_FP32 dims: [ {CLASSES} ] }} ]
 instance_group [ {{ count: {instances} kind: {kind} }} ]
 dynamic_batching {{ }}
 """
-        + ("optimization { cuda { graphs: true } }\n" if graphs else "")
+        + ("optimization { cuda { graphs: true } }\n" if graphs and backend == "pytorch" else "")
     )
     return version / "model.pt"
 
@@ -533,6 +578,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-cuda-graphs", action="store_true", help="leave out the config's optimization { cuda { graphs: true } }"
     )
+    parser.add_argument(
+        "--backend", choices=["pytorch", "python"], default="pytorch", help="serve the TorchScript file or a model.py"
+    )
+    parser.add_argument(
+        "--protocols", nargs="+", choices=PROTOCOLS, help="which rows (default: all; grpc+cudashm only on a GPU)"
+    )
     parser.add_argument("--naiad", default=f"{shlex.quote(sys.executable)} -m naiad.cli", help="the naiad command")
     parser.add_argument("--json", type=Path, help="write the figures there too")
     parser.add_argument(
@@ -543,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     duration = args.duration or (1.0 if args.quick else 5.0)
     concurrency = args.concurrency or ([1, 4] if args.quick else [1, 8, 64])
     processes = args.client_processes or (1 if args.quick else min(4, max(1, (os.cpu_count() or 2) // 4)))
-    protocols = ["http", "grpc"] + (["grpc+cudashm"] if args.device == "cuda" else [])
+    protocols = [p for p in args.protocols or PROTOCOLS if p != "grpc+cudashm" or args.device == "cuda"]
     if args.device == "cuda":
         import torch
 
@@ -555,9 +606,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="naiad-gpu-bench-") as scratch:
         repo = Path(scratch) / "models"
-        graphs = args.device == "cuda" and not args.no_cuda_graphs
-        print(f"config: {args.instances} instances, CUDA graphs {'on' if graphs else 'off'}", flush=True)
-        model_path = write_repository(repo, shape, args.device, args.instances, graphs)
+        graphs = args.device == "cuda" and not args.no_cuda_graphs and args.backend == "pytorch"
+        served = "the PyTorch backend" if args.backend == "pytorch" else "a model.py (the Python backend)"
+        print(f"config: {served}, {args.instances} instances, CUDA graphs {'on' if graphs else 'off'}", flush=True)
+        model_path = write_repository(repo, shape, args.device, args.instances, graphs, args.backend)
         print("ceiling (torch in a loop in this process, inputs on the device):", flush=True)
         ceiling_rate, ceiling_batch, ceiling_rates = ceiling(model_path, shape, args.device, 0.3 if args.quick else 1.5)
         ports = loadkit.Ports(free_port(), free_port(), free_port())
@@ -629,6 +681,7 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "device": args.device,
                     "shape": asdict(shape),
+                    "backend": args.backend,
                     "cuda_graphs": graphs,
                     "ceiling": {"images_per_s": ceiling_rate, "batch": ceiling_batch, "per_batch": ceiling_rates},
                     "rows": [asdict(row) for row in rows],

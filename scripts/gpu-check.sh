@@ -9,7 +9,8 @@
 #   4. runs every GPU test: pytest -m gpu tests/gpu;
 #   5. runs bench/gpu_bench.py (HTTP, gRPC, gRPC + CUDA shared memory beside torch's ceiling),
 #      with py-spy on the model home during each protocol's top row; then its 1 and 64
-#      connection rows again without CUDA graphs, to show what the graphs change;
+#      connection rows again without CUDA graphs, to show what the graphs change; then the
+#      same network in a model.py (--backend python) over HTTP and gRPC + CUDA shared memory;
 #   6. runs Triton's two CUDA shared-memory client examples, unchanged, when .whl/client_examples
 #      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them).
 # Everything it prints goes to $OUT/gpu-check.log too; $OUT/summary.md holds the GPU, the date,
@@ -113,6 +114,12 @@ EOF
       echo
       sed 's/^/    /' "$out/bench-no-graphs.log"
     fi
+    if [ -s "$out/bench-model-py.log" ]; then
+      echo
+      echo "## Benchmark, the same network in a model.py (bench/gpu_bench.py --backend python)"
+      echo
+      sed 's/^/    /' "$out/bench-model-py.log"
+    fi
   } >"$summary"
   echo
   cat "$summary"
@@ -185,6 +192,10 @@ bench_status=$?
 sleep 1 # tee's last lines
 step "benchmark without CUDA graphs" 90 "$py" bench/gpu_bench.py --no-cuda-graphs --concurrency 1 64 --duration 3 \
   --json "$out/bench-no-graphs.json" > >(tee "$out/bench-no-graphs.log")
+[ "$?" -eq 0 ] || bench_status=1
+sleep 1
+step "benchmark, a model.py" 80 "$py" bench/gpu_bench.py --backend python --protocols http grpc+cudashm \
+  --concurrency 1 64 --duration 3 --json "$out/bench-model-py.json" > >(tee "$out/bench-model-py.log")
 [ "$?" -eq 0 ] || bench_status=1
 sleep 1
 

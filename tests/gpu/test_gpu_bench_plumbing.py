@@ -63,6 +63,20 @@ def test_the_gpu_benchmark_runs_on_a_cpu(tmp_path):
     assert "goal: grpc at 2 connections >= 0.8 of the ceiling" in result.stdout
 
 
+def test_the_gpu_benchmark_serves_the_network_from_a_model_py(tmp_path):
+    out = tmp_path / "figures.json"
+    command = [sys.executable, str(ROOT / "bench" / "gpu_bench.py"), "--device", "cpu", "--quick", "--backend"]
+    command += ["python", "--protocols", "http", "--concurrency", "1", "--duration", "0.3", "--json", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "config: a model.py (the Python backend)" in result.stdout
+    assert "answers checked over HTTP and gRPC" in result.stdout
+    figures = json.loads(out.read_text())
+    assert figures["backend"] == "python" and not figures["cuda_graphs"]
+    [row] = figures["rows"]
+    assert (row["protocol"], row["errors"]) == ("http", 0) and row["images_per_s"] > 0
+
+
 def test_the_gpu_benchmark_says_no_gpu_and_stops(tmp_path):
     pytest.importorskip("torch")
     import torch
