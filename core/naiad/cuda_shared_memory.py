@@ -62,6 +62,8 @@ class CudaSharedMemoryRegistry:
         self._lock = threading.Lock()
         self._returned = threading.Condition(self._lock)  # a borrow ended
         self._loading = threading.Lock()
+        # Told the IPC handle of each region unregistered (`on_unregistered`).
+        self._listeners: list[Callable[[bytes], None]] = []
 
     def runtime(self, name: str) -> CudaRuntime:
         """CUDA, loaded once; refused as Triton refuses it when this process has none."""
@@ -130,12 +132,21 @@ class CudaSharedMemoryRegistry:
             for region in regions:
                 del self._regions[region.name]
         for region in regions:
+            for listener in list(self._listeners):
+                listener(region.raw_handle)
             assert self._runtime is not None  # a region was registered through it
             try:
                 self._runtime.close_ipc_handle(region.pointer, region.device_id)
             except CudaError as exc:
                 log.error("unregistering CUDA shared memory region '%s': %s", region.name, exc)
                 raise NaiadError.internal(f"failed to close CUDA IPC handle of region '{region.name}'") from None
+
+    def on_unregistered(self, listener: Callable[[bytes], None]) -> Callable[[], None]:
+        """Call `listener` with the IPC handle of every region unregistered from now on (on
+        the unregistering thread): a backend that keeps regions open in a process of its own
+        closes them there. Returns what stops the calls."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def status(self, name: str | None = None) -> list[dict[str, object]]:
         with self._lock:

@@ -10,12 +10,14 @@ applied in each), so the model home binds it to its own mapping of the region.
 
 A backend that runs on the placement's GPU holds the bytes with `borrowed()` for as long as it
 reads them (or `borrowed_handle()`, to open the region in a process of its own): unregistering
-the region waits for that, so it never closes memory being read.
+the region waits for that, so it never closes memory being read. A backend that keeps a region
+open in its own process after that hears of its unregistering through
+`placement.regions.on_unregistered`, and closes it there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -29,6 +31,8 @@ class DeviceRegions(Protocol):
     def borrowed(self, name: str, offset: int, byte_size: int) -> AbstractContextManager[int | None]: ...
 
     def borrowed_handle(self, name: str, offset: int, byte_size: int) -> AbstractContextManager[bytes | None]: ...
+
+    def on_unregistered(self, listener: Callable[[bytes], None]) -> Callable[[], None]: ...
 
 
 @dataclass(frozen=True, slots=True)

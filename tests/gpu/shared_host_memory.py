@@ -37,6 +37,7 @@ def _path(handle: bytes) -> str:
 class SharedHostMemory:
     def __init__(self) -> None:
         self._mapped: dict[int, int] = {}  # address -> size, of what `open` mapped
+        self.opens = 0
         self._created: list[tuple[str, mmap.mmap]] = []
         self.synchronized = 0
 
@@ -74,6 +75,7 @@ class SharedHostMemory:
         if address in (None, ctypes.c_void_p(-1).value):
             raise RuntimeError("mmap failed")
         self._mapped[address] = size
+        self.opens += 1
         return address
 
     def close(self, address: int, device_id: int) -> None:

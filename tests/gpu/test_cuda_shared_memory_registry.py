@@ -101,6 +101,20 @@ def test_unregistering_everything_closes_every_handle(registry, device):
     assert device.opened == [] and registry.cuda_status() == []
 
 
+def test_listeners_hear_of_each_region_unregistered_until_they_stop(registry, device):
+    heard: list[bytes] = []
+    stop = registry.cuda.on_unregistered(heard.append)
+    for index in range(3):
+        device.allocate(bytes([index]) * 64, 16)
+        registry.register_cuda(f"r{index}", bytes([index]) * 64, 0, 16)
+    registry.unregister_cuda("r1")
+    registry.unregister_cuda("nosuch")
+    assert heard == [bytes([1]) * 64]
+    stop()
+    registry.unregister_cuda()
+    assert heard == [bytes([1]) * 64]
+
+
 def test_without_cuda_registration_is_refused_in_tritons_words():
     def no_cuda():
         raise CudaUnavailable("cuda-bindings is not installed")

@@ -66,7 +66,7 @@ def test_the_gpu_benchmark_runs_on_a_cpu(tmp_path):
 def test_the_gpu_benchmark_serves_the_network_from_a_model_py(tmp_path):
     out = tmp_path / "figures.json"
     command = [sys.executable, str(ROOT / "bench" / "gpu_bench.py"), "--device", "cpu", "--quick", "--backend"]
-    command += ["python", "--protocols", "http", "--concurrency", "1", "--duration", "0.3", "--json", str(out)]
+    command += ["python", "--protocols", "http", "--concurrency", "1", "--duration", "1", "--json", str(out)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "config: a model.py (the Python backend)" in result.stdout

@@ -137,7 +137,7 @@ def test_a_model_py_reads_and_writes_cuda_shared_memory_on_the_gpu(regions_serve
         tensor.set_shared_memory("py_io", 64)
         out = module.InferRequestedOutput("OUT")
         out.set_shared_memory("py_io", 64, offset=64)
-        for _ in range(3):  # the model's process closes what it opened after each execute
+        for _ in range(3):  # the model's process opens the region once and keeps it open
             result = client.infer("regions", [tensor], outputs=[out, module.InferRequestedOutput("FACTS")])
             # IN reached the model on the GPU, OUT stayed there and is in the region.
             assert result.as_numpy("FACTS").tolist() == [False, True, False]

@@ -40,7 +40,8 @@ class TritonPythonModel:
         self.device = device_memory._runtime = SharedHostMemory()
 
     def execute(self, requests):
-        open_before = self.device.open_count
+        # What this process had open, and had opened in all, as execute began.
+        regions = [self.device.open_count, self.device.opens]
         responses = []
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "IN")
@@ -55,14 +56,14 @@ class TritonPythonModel:
                 else:
                     raise AssertionError("as_numpy read a GPU tensor")
             out = pb_utils.Tensor.from_dlpack("OUT", FakeGpuArray(values * 2))
-            facts = np.array([x.is_cpu(), out.is_cpu(), open_before], np.int32)
+            facts = np.array([x.is_cpu(), out.is_cpu(), *regions], np.int32)
             responses.append(pb_utils.InferenceResponse([out, pb_utils.Tensor("FACTS", facts)]))
         return responses
 """
 
 CONFIG = """backend: "python" max_batch_size: 0
 input [{ name: "IN" data_type: TYPE_FP32 dims: [4] }]
-output [{ name: "OUT" data_type: TYPE_FP32 dims: [4] }, { name: "FACTS" data_type: TYPE_INT32 dims: [3] }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [4] }, { name: "FACTS" data_type: TYPE_INT32 dims: [4] }]
 parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "%s" } }
 """
 
@@ -85,8 +86,8 @@ def write_repository(root: Path) -> None:
         (root / name / "config.pbtxt").write_text(CONFIG % force_cpu)
 
 
-def body(out_placed: bool) -> bytes:
-    shm = {"shared_memory_region": "gpu", "shared_memory_byte_size": 16}
+def body(region: str, out_placed: bool) -> bytes:
+    shm = {"shared_memory_region": region, "shared_memory_byte_size": 16}
     request = {
         "inputs": [{"name": "IN", "datatype": "FP32", "shape": [4], "parameters": {**shm, "shared_memory_offset": 0}}],
         "outputs": [{"name": "FACTS"}, {"name": "OUT", "parameters": {**shm, "shared_memory_offset": 64}}],
@@ -96,58 +97,67 @@ def body(out_placed: bool) -> bytes:
     return json.dumps(request).encode()
 
 
+def client_region(device: SharedHostMemory, registry: SharedMemoryRegistry, name: str) -> np.ndarray:
+    """A client's region of 128 bytes holding X at offset 0, registered as `name`."""
+    segment = f"naiad-test-{uuid.uuid4().hex[:12]}"
+    region = device.allocate(segment, 128)
+    region[:16] = np.frombuffer(X.tobytes(), np.uint8)
+    registry.register_cuda(name, handle_of(segment), 0, 128)
+    return region
+
+
 def test_a_model_py_reads_and_writes_cuda_shared_memory_in_its_own_process(tmp_path, device, caplog):
     caplog.set_level(logging.INFO, "naiad.backends.python")
     write_repository(tmp_path)
-    region = device.allocate(f"naiad-test-{uuid.uuid4().hex[:12]}", 128)
-    region[:16] = np.frombuffer(X.tobytes(), np.uint8)
     registry = SharedMemoryRegistry(allow_client=True, cuda=CudaSharedMemoryRegistry(lambda: device))  # type: ignore[arg-type, return-value]
-    registry.register_cuda("gpu", handle_of(region_name(device)), 0, 128)
+    region = client_region(device, registry, "gpu")
 
-    async def infer(model: str, out_placed: bool = True):
-        region[16:] = 0
-        request, _ = http_codec.decode_infer_request(body(out_placed), None, model, "", registry)
+    async def infer(server: Server, model: str, name: str = "gpu", out_placed: bool = True):
+        request, _ = http_codec.decode_infer_request(body(name, out_placed), None, model, "", registry)
         response = await server.infer(request)
         outputs = {t.name: t for t in response.outputs}
         encoded = json.loads(http_codec.encode_infer_response(response, request.outputs, False, registry).body)
-        return outputs, {o["name"]: o for o in encoded["outputs"]}
+        return outputs["FACTS"].data.tolist(), outputs, {o["name"]: o for o in encoded["outputs"]}
 
     async def go() -> None:
-        nonlocal server
         async with Server(ServerOptions([str(tmp_path)])) as server:
             for _ in range(2):
-                outputs, encoded = await infer("on_gpu")
-                # The input reached the model as a GPU tensor (as_numpy refused it); the output
-                # it made on the "GPU" was written into the region by the model's process, and the
-                # server carried no bytes of it. The model's process had the region open once as
-                # execute began, the second time too: what the first execute opened was closed.
-                assert outputs["FACTS"].data.tolist() == [0, 0, 1]
+                region[16:] = 0
+                facts, outputs, encoded = await infer(server, "on_gpu")
+                # The input reached the model as a GPU tensor (as_numpy refused it); the output it
+                # made on the "GPU" was written into the region by the model's process, and the
+                # server carried no bytes of it. The model's process opened the region once, for
+                # the first request, and kept it open for the second.
+                assert facts == [0, 0, 1, 1]
                 assert not outputs["OUT"].on_host and "data" not in encoded["OUT"]
                 np.testing.assert_array_equal(region[64:80].view(np.float32), X * 2)
                 assert not region[16:64].any() and not region[80:].any()
 
-            # FORCE_CPU_ONLY_INPUT_TENSORS "yes": the input in host memory; the output is still
-            # the model process's to write on the GPU (opened after execute).
-            outputs, _ = await infer("on_host")
-            assert outputs["FACTS"].data.tolist() == [1, 0, 0]
-            assert not outputs["OUT"].on_host
+            # FORCE_CPU_ONLY_INPUT_TENSORS "yes": the input in host memory (no region open as
+            # execute began); the output is still the model process's to write on the GPU.
+            region[16:] = 0
+            facts, outputs, _ = await infer(server, "on_host")
+            assert facts == [1, 0, 0, 0] and not outputs["OUT"].on_host
             np.testing.assert_array_equal(region[64:80].view(np.float32), X * 2)
 
             # An output the client wants in the response: the GPU tensor comes through the host.
-            outputs, encoded = await infer("on_gpu", out_placed=False)
+            region[16:] = 0
+            facts, outputs, encoded = await infer(server, "on_gpu", out_placed=False)
             assert outputs["OUT"].on_host and encoded["OUT"]["data"] == (X * 2).tolist()
             assert not region[64:80].any()
 
-    server: Server | None = None
+            # Unregistering a region closes it in the model's process too: with another region
+            # registered, a request finds only that one open there.
+            registry.unregister_cuda("gpu")
+            other = client_region(device, registry, "gpu2")
+            facts, _, _ = await infer(server, "on_gpu", "gpu2")
+            assert facts == [0, 0, 1, 2]
+            np.testing.assert_array_equal(other[64:80].view(np.float32), X * 2)
+            registry.unregister_cuda("gpu2")
+
     asyncio.run(go())
     assert "outputs placed in CUDA shared memory are written there by the model's process" in caplog.text
-    # The regions were lent only while an execute ran: unregistering does not wait.
-    registry.unregister_cuda("gpu")
     assert device.open_count == 0
-
-
-def region_name(device: SharedHostMemory) -> str:
-    return device._created[0][0].rsplit("/", 1)[1]
 
 
 # -- pb_utils.Tensor on a GPU, as model.py sees it ---------------------------------------------
@@ -178,9 +188,9 @@ def test_a_gpu_tensor_whose_memory_is_not_contiguous_is_copied_to_the_host():
 
 
 def test_only_gpu_outputs_that_fit_their_region_are_written_there(device):
-    region = device.allocate(f"naiad-test-{uuid.uuid4().hex[:12]}", 64)
+    segment = f"naiad-test-{uuid.uuid4().hex[:12]}"
+    region, handle = device.allocate(segment, 64), handle_of(segment)
     previous, device_memory._runtime = device_memory._runtime, device
-    handle = handle_of(region_name(device))
     try:
         fits = Tensor.from_dlpack("A", FakeGpuArray(np.full(4, 7, np.float32)))
         too_big = Tensor.from_dlpack("B", FakeGpuArray(np.ones(8, np.float32)))
@@ -189,7 +199,8 @@ def test_only_gpu_outputs_that_fit_their_region_are_written_there(device):
         item = RequestItem(1, "", 0, 0, 0, {}, ["A", "B", "C"], [], placed)
         regions = OpenRegions()
         [written] = write_placed_outputs([item], [InferenceResponse([fits, too_big, on_host])], regions)
-        regions.close()
+        assert device.open_count == 1  # opened once for the three outputs, and kept
+        regions.forget([handle])
     finally:
         device_memory._runtime = previous
     # B needs 32 bytes where the client gave 16: the host path says so; C was never on a GPU.

@@ -44,6 +44,7 @@ EXAMPLES: list[m.StubMessage] = [
     m.MetricValue(17, 2),
     m.Finalize(),
     m.Finalized(),
+    m.ForgetRegions([b"h" * 64]),
     # An input in a client's CUDA region and an output placed in one (lent_regions.py).
     m.Execute(
         8,

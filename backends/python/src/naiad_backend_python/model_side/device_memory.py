@@ -2,9 +2,11 @@
 outputs in, opened here from their CUDA IPC handles, so that a model.py reads those inputs and
 writes those outputs on the GPU, with no copy through the host.
 
-The server sends a region's handle only while it holds the region (unregistering it waits), and
-`OpenRegions` opens each region once per execute and closes it once the execute's responses are
-sent: no region stays open here after the server has let it go.
+The server sends a region's handle only while it holds the region (unregistering it waits).
+`OpenRegions` opens each region the first time a request names it and keeps it open for the
+requests after (a client registers a region once and uses it for many), until the server says
+the region was unregistered (`ForgetRegions`, sent as it happens): opening a CUDA IPC handle is
+not a cost to pay per request.
 
 CUDA is reached through cuda-bindings (the `cuda-python` package) or CuPy, whichever the
 model's environment has, loaded on the first region: a model that never sees one never loads
@@ -114,7 +116,7 @@ def device_runtime() -> DeviceRuntime:
 
 
 class OpenRegions:
-    """The client regions one execute uses, each opened once, all closed by `close`."""
+    """The client regions this process has open, each opened once, closed by `forget`."""
 
     __slots__ = ("_open",)
 
@@ -128,7 +130,7 @@ class OpenRegions:
             base = self._open[(handle, device_id)] = device_runtime().open(handle, device_id)
         return base + offset
 
-    def close(self) -> None:
-        opened, self._open = self._open, {}
-        for (_, device_id), base in opened.items():
-            device_runtime().close(base, device_id)
+    def forget(self, handles: list[bytes]) -> None:
+        """Close the regions of these handles (unregistered); the others stay open."""
+        for key in [key for key in self._open if key[0] in handles]:
+            device_runtime().close(self._open.pop(key), key[1])

@@ -38,6 +38,7 @@ from .stub_messages import (
     Execute,
     Finalize,
     Finalized,
+    ForgetRegions,
     Init,
     InitError,
     MalformedMessage,
@@ -63,11 +64,13 @@ class StubDispatcher:
         self._work: collections.deque[tuple[Callable[[Any], None], Any]] = collections.deque()
         self._in_read_ready = False
         self._said_written = False  # the log says once that outputs are written on the GPU
+        self.regions = OpenRegions()  # the clients' CUDA regions requests named, kept open
         # What each message the server sends does, on the thread that read it.
         self._handlers: dict[type, Callable[[Any], None]] = {
             Execute: self._read_execute,
             Reply: bridge.resolve_reply,
             BlsResponse: self._read_bls_response,
+            ForgetRegions: lambda message: self._post(self._forget_regions, message),
             Init: lambda message: self._post(self._start_initialize, message),
             Finalize: lambda message: self._post(self._start_finalize, message),
         }
@@ -136,30 +139,26 @@ class StubDispatcher:
     def _execute(self, work: tuple[Execute, DecodedInputs]) -> None:
         assert self.host is not None
         message, inputs = work
-        regions = OpenRegions()  # the clients' CUDA regions this execute reads and writes
         try:
-            requests = received_requests(self.bridge, message, inputs, regions)
+            requests = received_requests(self.bridge, message, inputs, self.regions)
             outcome = self.host.start_execute(requests)
         except BaseException as exc:  # noqa: BLE001 - ExecuteFailure, a region not opened, or e.g. SystemExit from model code
-            self._send_failure(message.call_id, exc, regions)
+            self._send_failure(message.call_id, exc)
             return
         if isinstance(outcome, PendingExecute):
-            self.loop.create_task(self._finish(message, requests, outcome, regions))
+            self.loop.create_task(self._finish(message, requests, outcome))
         else:
-            self._send_result(message, requests, outcome, regions)
+            self._send_result(message, requests, outcome)
 
-    async def _finish(
-        self, message: Execute, requests: list[InferenceRequest], pending: PendingExecute, regions: OpenRegions
-    ) -> None:
+    async def _finish(self, message: Execute, requests: list[InferenceRequest], pending: PendingExecute) -> None:
         try:
             responses = await pending.finish()
         except BaseException as exc:  # noqa: BLE001
-            self._send_failure(message.call_id, exc, regions)
+            self._send_failure(message.call_id, exc)
             return
-        self._send_result(message, requests, responses, regions)
+        self._send_result(message, requests, responses)
 
-    def _send_failure(self, call_id: int, exc: BaseException, regions: OpenRegions) -> None:
-        self._close(regions)
+    def _send_failure(self, call_id: int, exc: BaseException) -> None:
         if isinstance(exc, ExecuteFailure):
             error = (exc.code_name, exc.text)
         else:
@@ -171,13 +170,12 @@ class StubDispatcher:
         message: Execute,
         requests: list[InferenceRequest],
         responses: list[InferenceResponse | None] | None,
-        regions: OpenRegions,
     ) -> None:
         call_id = message.call_id
         try:
             written = None  # per response, the outputs written in the client's CUDA region
             if responses is not None and any(item.placed_outputs for item in message.requests):
-                written = write_placed_outputs(message.requests, responses, regions)
+                written = write_placed_outputs(message.requests, responses, self.regions)
                 if not self._said_written and any(written):
                     self._said_written = True
                     self.bridge.log(
@@ -199,14 +197,10 @@ class StubDispatcher:
             self.channel.send(
                 Result(call_id, error=("INTERNAL", f"cannot send the responses: {type(exc).__name__}: {exc}"))
             )
-        finally:
-            # After the responses are built (an output may be read from an input's region);
-            # the server holds the regions until it has this result.
-            self._close(regions)
 
-    def _close(self, regions: OpenRegions) -> None:
+    def _forget_regions(self, message: ForgetRegions) -> None:
         try:
-            regions.close()
+            self.regions.forget(message.handles)
         except RuntimeError as exc:
             self.bridge.log(Logger.ERROR, f"closing a client's CUDA shared-memory region failed: {exc}")
 

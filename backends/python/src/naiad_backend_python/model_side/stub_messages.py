@@ -21,7 +21,8 @@ request placed it in (`RequestItem.placed_outputs`). A message that may place te
 its ring (`RingReader.consumed`) once it has read them.
 
 server -> stub
-    `Init` (once), `Execute`, `BlsResponse`, `Reply` (to a query of the model), `Finalize`.
+    `Init` (once), `Execute`, `BlsResponse`, `Reply` (to a query of the model), `ForgetRegions`,
+    `Finalize`.
 stub -> server
     `Ready` or `InitError` (once), `Result` (one per `Execute`), `Respond` (a response sent
     through a response sender), `IsCancelled`, `Bls`, `BlsCancel`, `ModelControl`, `Log`,
@@ -63,6 +64,7 @@ __all__ = [
     "MetricValue",
     "Finalize",
     "Finalized",
+    "ForgetRegions",
     "StubMessage",
     "MalformedMessage",
     "pack",
@@ -99,6 +101,7 @@ class Op(enum.IntEnum):
     METRIC_VALUE = 18
     FINALIZE = 19
     FINALIZED = 20
+    FORGET_REGIONS = 21
 
 
 # -- records inside messages ---------------------------------------------------------------
@@ -170,6 +173,12 @@ class Reply(NamedTuple):
 
 class Finalize(NamedTuple):
     """Run `finalize` and exit; the stub says `Finalized` first."""
+
+
+class ForgetRegions(NamedTuple):
+    """These clients' CUDA regions were unregistered: close them (by IPC handle)."""
+
+    handles: list[bytes]
 
 
 # -- stub -> server ------------------------------------------------------------------------
@@ -317,6 +326,7 @@ StubMessage = (
     | MetricValue
     | Finalize
     | Finalized
+    | ForgetRegions
 )
 
 _CLASS_OF_OP: dict[Op, Any] = {
@@ -340,6 +350,7 @@ _CLASS_OF_OP: dict[Op, Any] = {
     Op.METRIC_VALUE: MetricValue,
     Op.FINALIZE: Finalize,
     Op.FINALIZED: Finalized,
+    Op.FORGET_REGIONS: ForgetRegions,
 }
 # Plain ints on the wire: an Op member would pickle as a reference to its class, which the
 # reader refuses.

@@ -2,11 +2,12 @@
 so that model.py reads its inputs there as GPU tensors (with FORCE_CPU_ONLY_INPUT_TENSORS "no")
 and writes its GPU outputs there, device to device, instead of through the host.
 
-What crosses is each region's CUDA IPC handle, which the model's process opens itself
-(model_side/device_memory.py). Every region lent is held (`CudaPlacement.borrowed_handle`:
-unregistering it waits) until the execute's result is back, and the model's process closes
-what it opened before it answers. A region unregistered before the execute starts is not
-lent: its input goes through the host as any other, its output is written by the server.
+What crosses is each region's CUDA IPC handle, which the model's process opens itself and
+keeps open (model_side/device_memory.py). Every region lent is held (`CudaPlacement.borrowed_handle`:
+unregistering it waits) until the execute's result is back; once a region is unregistered the
+model's process is told to close it (`ForgetRegions`). A region unregistered before the
+execute starts is not lent: its input goes through the host as any other, its output is
+written by the server.
 """
 
 from __future__ import annotations
@@ -40,18 +41,25 @@ def lends_regions(requests: list[CoreRequest], inputs_too: bool) -> bool:
 
 
 class LentRegions:
-    __slots__ = ("_held", "outputs")
+    __slots__ = ("_held", "outputs", "handles", "placement")
 
     def __init__(self) -> None:
         self._held: ExitStack | None = None
         # Request index -> the outputs lent for it, by name: how the result's ("w",)
         # outputs are bound to where the client placed them.
         self.outputs: dict[int, dict[str, CudaPlacement]] = {}
+        # The handles lent, and one placement lent (its `regions` tell of unregistering).
+        self.handles: set[bytes] = set()
+        self.placement: CudaPlacement | None = None
 
     def _handle(self, placement: CudaPlacement) -> bytes | None:
         if self._held is None:
             self._held = ExitStack()
-        return self._held.enter_context(placement.borrowed_handle())
+        handle = self._held.enter_context(placement.borrowed_handle())
+        if handle is not None:
+            self.handles.add(handle)
+            self.placement = placement
+        return handle
 
     def input(self, ring: RingWriter, tensor: CoreTensor) -> tuple[Any, ...]:
         """The input's descriptor: its region's handle where a client placed it in one, else

@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from naiad.backend import (
@@ -29,7 +30,7 @@ from naiad_wire.interprocess.messages import encode_array, plain_parameters
 from naiad_wire.interprocess.shm_ring import RingWriter
 
 from ..model_side.model_host import batch_failure_message
-from ..model_side.stub_messages import Execute, RequestItem
+from ..model_side.stub_messages import Execute, ForgetRegions, RequestItem
 from .conversions import core_error, requested_output_names, sequence_flags
 from .lent_regions import LentRegions, lends_regions
 from .stub_connection import ExecuteOutcome, StubConnection, StubLaunch
@@ -62,6 +63,10 @@ class ProcessInstance(ModelInstance):
         self._output_names = [spec.name for spec in model.context.config.outputs]
         self._model = (model.context.name, int(model.context.version))
         self.restarts = 0
+        # Clients' CUDA regions lent to the model's process (it keeps them open), and what
+        # stops the registry telling this instance of their unregistering.
+        self._lent_handles: set[bytes] = set()
+        self._stop_hearing: Callable[[], None] | None = None
 
     def initialize(self) -> None:
         # Load time: start the process and run the model's initialize before serving.
@@ -162,8 +167,10 @@ class ProcessInstance(ModelInstance):
         connection.calls[call_id] = future
         try:
             connection.send_with(build)
-            if lent is not None and lent.outputs:
-                connection.lent_outputs[call_id] = lent.outputs
+            if lent is not None:
+                self._lent(lent, loop)
+                if lent.outputs:
+                    connection.lent_outputs[call_id] = lent.outputs
             timeout = self._launch.settings.execute_timeout_s
             try:
                 result, responses = await asyncio.wait_for(asyncio.shield(future), timeout) if timeout else await future
@@ -201,11 +208,35 @@ class ProcessInstance(ModelInstance):
         # (its annotation does not say so).
         return responses  # type: ignore[return-value]
 
+    def _lent(self, lent: LentRegions, loop: asyncio.AbstractEventLoop) -> None:
+        """Remember the regions the model's process now has open, and hear of their end."""
+        self._lent_handles |= lent.handles
+        if self._stop_hearing is None and lent.placement is not None and lent.placement.regions is not None:
+
+            def unregistered(handle: bytes) -> None:  # on the unregistering thread
+                try:
+                    loop.call_soon_threadsafe(self._forget, handle)
+                except RuntimeError:
+                    pass  # the server's loop is closed: so is the model's process
+
+            self._stop_hearing = lent.placement.regions.on_unregistered(unregistered)
+
+    def _forget(self, handle: bytes) -> None:
+        """A region lent to the model's process was unregistered: it closes it there too."""
+        if handle not in self._lent_handles:
+            return
+        self._lent_handles.discard(handle)
+        connection = self._connection
+        if connection is not None and not connection.closed:
+            connection.send(ForgetRegions([handle]))
+
     # -- unload --------------------------------------------------------------------------
 
     def finalize(self) -> None:
         """Runs in a worker thread while the server's loop keeps running."""
         self._closing = True
+        if self._stop_hearing is not None:
+            self._stop_hearing()
         restart = self._restart
         if restart is not None and not restart.done() and self._loop is not None:
             # A replacement process is starting: let it finish (it finalizes itself on seeing
