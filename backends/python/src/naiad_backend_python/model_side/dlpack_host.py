@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["host_array", "capsule_device"]
+__all__ = ["host_array", "capsule_device", "dlpack_device"]
 
 # DLDeviceType values whose memory the CPU can read.
 _HOST_DEVICES = (1, 3)  # kDLCPU, kDLCUDAHost (pinned host memory)
@@ -24,6 +24,17 @@ def capsule_device(capsule: Any) -> tuple[int, int]:
     address = get_pointer(capsule, b"dltensor")  # ValueError for a used or foreign capsule
     device = (ctypes.c_int32 * 2).from_address(address + ctypes.sizeof(ctypes.c_void_p))
     return int(device[0]), int(device[1])
+
+
+def dlpack_device(source: Any) -> tuple[int, int]:
+    """(device type, device id) of a DLPack producer (host memory when it does not say) or of
+    a bare capsule."""
+    if hasattr(source, "__dlpack_device__"):
+        device_type, device_id = source.__dlpack_device__()
+        return int(device_type), int(device_id)
+    if hasattr(source, "__dlpack__"):
+        return (1, 0)
+    return capsule_device(source)
 
 
 class _Capsule:
@@ -42,7 +53,7 @@ class _Capsule:
 def host_array(source: Any) -> np.ndarray:
     """`source` in host memory (no copy when it is there already)."""
     if hasattr(source, "__dlpack__"):
-        device = tuple(source.__dlpack_device__()) if hasattr(source, "__dlpack_device__") else (1, 0)
+        device = dlpack_device(source)
         if device[0] in _HOST_DEVICES:
             return np.from_dlpack(source)
         if hasattr(source, "cpu"):  # torch

@@ -182,17 +182,17 @@ class StubDispatcher:
                         Logger.INFO,
                         "outputs placed in CUDA shared memory are written there by the model's process, device to device",
                     )
-            self.channel.send_with(
-                lambda ring: Result(
-                    call_id,
-                    None
-                    if responses is None
-                    else [response_item(ring, r) for r in responses]
-                    if written is None
-                    else [response_item(ring, r, w) for r, w in zip(responses, written)],
-                    rescheduled(requests),
-                )
-            )
+
+            def result(ring: Any) -> Result:
+                if responses is None:
+                    items = None
+                elif written is None:
+                    items = [response_item(ring, r) for r in responses]
+                else:
+                    items = [response_item(ring, r, w) for r, w in zip(responses, written)]
+                return Result(call_id, items, rescheduled(requests))
+
+            self.channel.send_with(result)
         except Exception as exc:  # noqa: BLE001 - e.g. an output numpy cannot encode
             self.channel.send(
                 Result(call_id, error=("INTERNAL", f"cannot send the responses: {type(exc).__name__}: {exc}"))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .device_array import KDL_CUDA, DeviceArray, device_array
-from .dlpack_host import capsule_device, host_array
+from .dlpack_host import dlpack_device, host_array
 from .dtypes import datatype_of_dtype, type_number
 from .errors import TritonModelException, text_argument
 from .flags import TRITONSERVER_MEMORY_CPU
@@ -125,7 +125,7 @@ class Tensor:
             words = dlpack_tensor.detach().cpu().contiguous().view(torch.int16)
             return Tensor(name, np.from_dlpack(words).view(np.uint16), "BF16")
         try:
-            device_type, device_id = _dlpack_device(dlpack_tensor)
+            device_type, device_id = dlpack_device(dlpack_tensor)
             if device_type == KDL_CUDA:
                 on_device = device_array(dlpack_tensor, device_id)
                 datatype = None if on_device is None else datatype_of_dtype(on_device.dtype)
@@ -139,15 +139,6 @@ class Tensor:
     def __repr__(self) -> str:
         place = "" if self._device is None else f", on cuda:{self._device.device_id}"
         return f"Tensor({self._name!r}, {self._datatype}, shape={list(self.shape())}{place})"
-
-
-def _dlpack_device(source: Any) -> tuple[int, int]:
-    if hasattr(source, "__dlpack_device__"):
-        device_type, device_id = source.__dlpack_device__()
-        return int(device_type), int(device_id)
-    if hasattr(source, "__dlpack__"):
-        return (1, 0)
-    return capsule_device(source)
 
 
 def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
