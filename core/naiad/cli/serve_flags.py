@@ -164,6 +164,15 @@ class ServerFlags:
         "default --workers above two CPUs",
         choices=PIN_CHOICES,
     )
+    raise_malloc_thresholds: bool = option(
+        True,
+        "--raise-malloc-thresholds",
+        "on glibc, serve blocks of up to 32 MiB from the heap and keep up to 64 MiB free before "
+        "handing memory back, in every process of the server (the ceilings glibc's adaptive "
+        "thresholds reach on their own), so a framework's tensors (PyTorch's) are not mapped "
+        "afresh for every batch; left alone where MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, "
+        "MALLOC_TOP_PAD_, MALLOC_MMAP_MAX_ or GLIBC_TUNABLES' glibc.malloc settings are set",
+    )
     server_id: str = option(
         "triton",
         "--id",
