@@ -92,6 +92,8 @@ from cnn_model import (
     model_config,
 )
 
+from naiad.malloc_thresholds import raise_malloc_thresholds
+
 ROOT = Path(__file__).resolve().parents[1]
 CEILING_BATCHES = (1, 8, 16, 32, 64)
 NAIAD_MODELS = ("cnn_onnx", "cnn_torch", "cnn_py")
@@ -235,7 +237,9 @@ def torch_ceiling(torch_path: Path, threads: int, batch: int, duration: float) -
 
 def ceilings(onnx_path: Path, torch_path: Path, frameworks: set[str], duration: float) -> dict[str, dict[int, float]]:
     """Images/s of each framework called in a loop, per batch size, with one intra-op thread
-    per CPU this process may use (the servers may use the same CPUs)."""
+    per CPU this process may use (the servers may use the same CPUs), and the malloc
+    thresholds naiad serve sets: this process only, so Triton's processes do not get them."""
+    raise_malloc_thresholds(environ={})
     threads = usable_cpus()
     measure = {"onnxruntime": lambda b: ort_ceiling(onnx_path, threads, b, duration)}
     measure["torch"] = lambda b: torch_ceiling(torch_path, threads, b, duration)
