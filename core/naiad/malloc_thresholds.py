@@ -8,7 +8,8 @@ mapped block freed so far: a process's speed then depends on the sizes it has se
 takes every activation from malloc: the CNN of docs/performance.md, TorchScript at batch 32
 on two CPUs, ran at 4,200 images/s in a fresh process, with 850,000 page faults in five
 seconds, until a batch of 64 raised the thresholds; with the thresholds at their ceilings
-from the start, it ran at 7,600-7,900 images/s at every batch size, with 53,000 page faults.
+from the start, it ran at 7,600-7,900 images/s at batches of 31 and 32 (8,200-8,300 at 64),
+with 53,000 page faults.
 
 `raise_malloc_thresholds` sets those ceilings (the values glibc would reach on its own) in
 this process and, through the environment, in every process it starts: front doors and
