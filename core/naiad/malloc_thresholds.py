@@ -24,7 +24,7 @@ import ctypes
 import os
 from collections.abc import MutableMapping
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "raise_malloc_thresholds"]
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "is_glibc", "raise_malloc_thresholds"]
 
 MMAP_THRESHOLD = 32 << 20  # glibc's ceiling for its adaptive mmap threshold (64-bit)
 TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # what glibc pairs with it when it adapts
@@ -43,7 +43,7 @@ def raise_malloc_thresholds(environ: MutableMapping[str, str] | None = None) -> 
     """Raise this process's thresholds and put them in `environ` (os.environ when None) for
     the processes it starts. False when nothing was changed: not glibc, or already set."""
     environ = os.environ if environ is None else environ
-    if _already_set(environ) or not _is_glibc():
+    if _already_set(environ) or not is_glibc():
         return False
     mallopt = ctypes.CDLL(None).mallopt
     if not (mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
@@ -57,7 +57,8 @@ def _already_set(environ: MutableMapping[str, str]) -> bool:
     return any(name in environ for name in _USER_VARIABLES) or "glibc.malloc." in environ.get("GLIBC_TUNABLES", "")
 
 
-def _is_glibc() -> bool:
+def is_glibc() -> bool:
+    """Whether this process runs on glibc, whose malloc these thresholds are."""
     try:
         return os.confstr("CS_GNU_LIBC_VERSION") is not None
     except (AttributeError, ValueError, OSError):  # not a GNU system: no such name

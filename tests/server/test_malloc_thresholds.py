@@ -15,18 +15,10 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from naiad.malloc_thresholds import MMAP_THRESHOLD, TRIM_THRESHOLD, raise_malloc_thresholds
+from naiad.malloc_thresholds import MMAP_THRESHOLD, TRIM_THRESHOLD, is_glibc, raise_malloc_thresholds
 from naiad.testing import ServerProcess
 
-
-def _glibc() -> bool:
-    try:
-        return os.confstr("CS_GNU_LIBC_VERSION") is not None
-    except (AttributeError, ValueError, OSError):
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _glibc(), reason="glibc's malloc thresholds: this C library is not glibc")
+pytestmark = pytest.mark.skipif(not is_glibc(), reason="glibc's malloc thresholds: this C library is not glibc")
 
 # Page faults while three blocks of 3 MiB of floats are allocated, written and freed, 20
 # times, after one round that lets the heap grow. With glibc's adaptive thresholds the free
@@ -71,8 +63,12 @@ output [{name: "FAULTS" data_type: TYPE_INT64 dims: [1]}]
 """
 
 
+def _is_malloc_setting(name: str) -> bool:
+    return name.startswith("MALLOC_") or name == "GLIBC_TUNABLES"
+
+
 def _environment_without_malloc_settings() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    return {k: v for k, v in os.environ.items() if not _is_malloc_setting(k)}
 
 
 COUNT = FAULTS_OF_REUSE + "print(faults_of_reuse())\n"
@@ -138,9 +134,8 @@ def _serve_and_count_faults(tmp_path: Path, *flags: str) -> int:
 
 
 def test_a_model_process_of_naiad_serve_reuses_its_blocks_unless_told_not_to(tmp_path, monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("MALLOC_") or name == "GLIBC_TUNABLES":
-            monkeypatch.delenv(name)
+    for name in filter(_is_malloc_setting, list(os.environ)):
+        monkeypatch.delenv(name)
     raised = _serve_and_count_faults(tmp_path / "raised")
     default = _serve_and_count_faults(tmp_path / "default", "--raise-malloc-thresholds", "false")
     assert default > 10_000, f"glibc's defaults should map every round's blocks afresh: {default} faults"
