@@ -92,6 +92,15 @@ def test_bad_flag_values_are_refused():
     assert result.returncode == 2 and "expected true or false, got 'maybe'" in result.stderr
 
 
+def test_a_negative_busy_poll_window_is_refused_naming_the_flag(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "naiad.cli", "serve", "--model-repository", str(tmp_path), "--busy-poll-us", "-5"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "--busy-poll-us must be 0 or more, not -5" in result.stderr
+
+
 def test_serve_prints_status_table_and_exits_on_error(tmp_path):
     (tmp_path / "broken" / "1").mkdir(parents=True)
     (tmp_path / "broken" / "config.pbtxt").write_text(

@@ -173,6 +173,16 @@ class ServerFlags:
         "afresh for every batch; left alone where MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, "
         "MALLOC_TOP_PAD_, MALLOC_MMAP_MAX_ or GLIBC_TUNABLES' glibc.malloc settings are set",
     )
+    busy_poll_us: int = option(
+        300,
+        "--busy-poll-us",
+        "microseconds the event loop polls instead of sleeping while a batch that usually "
+        "takes less than that runs, and after its answers are sent, so the model's result and "
+        "the client's next request find it awake (a wake-up across CPUs costs tens of "
+        "microseconds on a virtual machine); batches that take longer get no polling; 0 turns "
+        "it off",
+        metavar="US",
+    )
     server_id: str = option(
         "triton",
         "--id",
