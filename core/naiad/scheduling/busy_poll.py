@@ -1,5 +1,5 @@
-"""`BusyPoll`: the event loop polls for a short while instead of sleeping, when an answer is
-due within that while.
+"""Busy polling: the event loop polls for a short while instead of sleeping, when an answer
+is due within that while.
 
 Waking a thread that sleeps on another CPU costs tens of microseconds on a virtual machine
 (a socket round trip between two processes on the 2-vCPU machine of docs/performance.md:
