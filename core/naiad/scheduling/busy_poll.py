@@ -5,13 +5,15 @@ Waking a thread that sleeps on another CPU costs tens of microseconds on a virtu
 (a socket round trip between two processes on the 2-vCPU machine of docs/performance.md:
 66 us when each sleeps, 5 us when each polls), and a request to a Python model crosses
 four such hand-offs: the client to the server, the server to the model's process and back,
-the server to the client. While a batch that usually takes less than the poll window runs,
-and for the window after its answers are sent (the client's next request is due), the loop
+the server to the client. While a batch awaited on the loop (a coroutine `execute`: a model
+process's) that usually takes less than the poll window runs, and for the window after its
+answers are sent (the client's next request is due), the loop
 keeps a callback scheduled, so it waits in `epoll_wait` with a timeout of 0 and never
 sleeps: the model's result and the client's next request find it awake. The callback yields
 the CPU at each turn, so a thread that shares the CPU (a framework's, a model process) is
 not kept waiting. Batches that take longer than the window get no polling at all: the loop
-would only take CPU from the framework computing them.
+would only take CPU from the framework computing them. Nor do batches of an instance thread
+(a framework backend's): a polling loop would contend with that thread for the GIL.
 
 `naiad serve --busy-poll-us` sets the window (`configure`) before any process of the server
 starts, so every process inherits it; 0 turns polling off.

@@ -113,10 +113,12 @@ class InstanceRunner:
                 return self._run_inline(jobs, elements, reschedulable)
         start, counts = self._begin(jobs)
         requests = [job.request for job in jobs]
-        # A batch that usually ends within the busy-poll window: the loop stays awake for
-        # its result and, after its answers go out, for the clients' next requests.
+        # A batch awaited on the loop (a coroutine `execute`, such as a model process's) that
+        # usually ends within the busy-poll window: the loop stays awake for its result and,
+        # after its answers go out, for the clients' next requests. Not for an instance
+        # thread's batch: a polling loop would contend with it for the GIL.
         window = busy_poll.window_ns()
-        short = window != 0 and self._typical_ns <= window
+        short = window != 0 and self._executor is None and self._typical_ns <= window
         if short:
             busy_poll.hold(asyncio.get_running_loop())
         try:
