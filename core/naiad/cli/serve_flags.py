@@ -178,10 +178,9 @@ class ServerFlags:
         "--busy-poll-us",
         "microseconds the event loop polls instead of sleeping while a batch it awaits (a "
         "model process's) that usually takes less than that runs, and after its answers are "
-        "sent, so the model's result and "
-        "the client's next request find it awake (a wake-up across CPUs costs tens of "
-        "microseconds on a virtual machine); batches that take longer get no polling; 0 turns "
-        "it off",
+        "sent, so the model's result and the client's next request find it awake (a wake-up "
+        "across CPUs costs tens of microseconds on a virtual machine); batches that take "
+        "longer get no polling; 0 turns it off",
         metavar="US",
     )
     server_id: str = option(

@@ -87,9 +87,10 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[st
     # Before any model loads or process starts: every process of the server inherits them.
     if server_flags.raise_malloc_thresholds and raise_malloc_thresholds():
         log.debug("malloc thresholds raised: mmap %d bytes, trim %d bytes", MMAP_THRESHOLD, TRIM_THRESHOLD)
-    if server_flags.busy_poll_us < 0:
+    try:
+        busy_poll.configure(server_flags.busy_poll_us)
+    except ValueError:
         parser.error(f"--busy-poll-us must be 0 or more, not {server_flags.busy_poll_us}")
-    busy_poll.configure(server_flags.busy_poll_us)
     if not is_worker():  # worker 0 speaks for the server at start-up
         warn_inert_flags(args, log)
     runner: Callable[[Coroutine[Any, Any, int]], int] = asyncio.run
