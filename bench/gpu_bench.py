@@ -35,8 +35,9 @@ The run, in order:
 It prints each row (images/s, p50, p99 in ms, mean batch size the server formed, errors, share
 of the ceiling, the server's mean microseconds per request in Triton's phases from the model's
 statistics, and the CPUs used by the model home, the front-door workers, the server's other
-processes and the load's clients; with --profile, py-spy's view of the model home at each
-protocol's highest concurrency), then the goal: with CUDA shared memory at the highest
+processes and the load's clients; with --profile, py-spy's view of the process that runs the
+model at each protocol's highest concurrency: the model home, or with --backend python the
+model's own process), then the goal: with CUDA shared memory at the highest
 concurrency, served images/s >= 0.8 of the ceiling. It exits 0 when every row ran without errors (the goal's
 outcome is printed, not the exit status). Ports are free ones on 127.0.0.1; the server is
 stopped at the end, on failure too.
@@ -483,11 +484,13 @@ class Row:
     # home, the front-door workers together, anything else), and the load's client processes:
     # where the CPU goes, without a profiler.
     cpus: dict[str, float] = field(default_factory=dict)
-    # With --profile, the top rows only: py-spy's busiest frames in the model home (or the one
-    # server process), each with its share of the samples; and those of the thread holding the
-    # interpreter lock, which the home's other threads wait for.
+    # With --profile, the top rows only: py-spy's busiest frames in the process that runs the
+    # model (`profiled`: the model home, the one server process, or a model.py's own process),
+    # each with its share of the samples; then those of the thread holding the interpreter lock,
+    # which the process's other threads wait for (for a model.py's process: its native frames).
+    profiled: str = ""
     profile: list[tuple[str, float]] = field(default_factory=list)
-    gil_profile: list[tuple[str, float]] = field(default_factory=list)
+    second_profile: list[tuple[str, float]] = field(default_factory=list)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -506,6 +509,7 @@ def measure(
     duration: float,
     ceiling_rate: float,
     profile_to: Path | None = None,
+    profile_model_process: bool = False,
 ) -> Row:
     port = server.ports.http if protocol == "http" else server.ports.grpc
     wire = "http" if protocol == "http" else "grpc"
@@ -515,12 +519,18 @@ def measure(
     time.sleep(WARMUP_S)
     cpu_before, started = server_cpu(server), time.monotonic()
     recordings: tuple[Recording, ...] = ()
+    profiled = ""
     if profile_to is not None:
+        models = loadkit.model_processes(server.pid) if profile_model_process else []
         homes = loadkit.pids_named(server.pid, "naiad-home")
-        profiled = homes[0] if homes else server.pid
+        pid, profiled = (
+            (models[0], "model process") if models else (homes[0], "model home") if homes else (server.pid, "server")
+        )
         recordings = (
-            Recording(profiled, duration - 1, profile_to),
-            Recording(profiled, duration - 1, profile_to.with_suffix(".gil.txt"), gil=True),
+            Recording(pid, duration - 1, profile_to),
+            # A model.py's process runs one thread: what its Python calls do in native code
+            # says more than who holds the interpreter lock.
+            Recording(pid, duration - 1, profile_to.with_suffix(".second.txt"), gil=not models, native=bool(models)),
         )
     parts = [future.result(timeout=duration + 120) for future in futures]
     cpu_after, ended = server_cpu(server), time.monotonic()
@@ -543,8 +553,9 @@ def measure(
             **{group: (cpu_after[group] - cpu_before[group]) / (ended - started) for group in cpu_after},
             "clients": sum(part.cpu_s for part in parts) / duration,
         },
+        profiled=profiled,
         profile=recordings[0].finish() if recordings else [],
-        gil_profile=recordings[1].finish() if recordings else [],
+        second_profile=recordings[1].finish() if recordings else [],
     )
 
 
@@ -559,9 +570,10 @@ def print_row(row: Row) -> None:
     )
     if row.first_error:
         print(f"      first error: {row.first_error}", flush=True)
-    for title, frames in (("busiest frames", row.profile), ("holding the interpreter lock", row.gil_profile)):
+    second = "native frames" if row.profiled == "model process" else "holding the interpreter lock"
+    for title, frames in (("busiest frames", row.profile), (second, row.second_profile)):
         if frames:
-            print(f"      model home, py-spy, {title}:", flush=True)
+            print(f"      {row.profiled}, py-spy, {title}:", flush=True)
         for frame, share in frames:
             print(f"      {share:6.1%}  {frame}", flush=True)
 
@@ -587,7 +599,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--naiad", default=f"{shlex.quote(sys.executable)} -m naiad.cli", help="the naiad command")
     parser.add_argument("--json", type=Path, help="write the figures there too")
     parser.add_argument(
-        "--profile", action="store_true", help="py-spy the model home during each protocol's top row (needs py-spy)"
+        "--profile",
+        action="store_true",
+        help="py-spy the process running the model during each protocol's top row (needs py-spy)",
     )
     args = parser.parse_args(argv)
     shape = QUICK if args.quick else FULL
@@ -654,6 +668,7 @@ def main(argv: list[str] | None = None) -> int:
                                 duration,
                                 ceiling_rate,
                                 profile_to,
+                                profile_model_process=args.backend == "python",
                             )
                             rows.append(row)
                             print_row(row)

@@ -15,8 +15,9 @@
 #      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them).
 # Everything it prints goes to $OUT/gpu-check.log too; $OUT/summary.md holds the GPU, the date,
 # each step's outcome and time, the test counts, failures, and the benchmark's table;
-# $OUT/pytest.xml and $OUT/bench.json the details. It ends within 8 minutes: each step's limit
-# is cut to what is left of BUDGET_S (470 s), keeping time for the summary.
+# $OUT/details.tar.gz the rest (pytest.xml, versions.txt, each benchmark's .json and .log).
+# It ends within 8 minutes: each step's limit is cut to what is left of BUDGET_S (470 s),
+# keeping time for the summary.
 # Exit status: 0 when the tests and the benchmark passed, 3 without a GPU, 4 without .whl/, 1
 # otherwise. OUT defaults to ./gpu-check-out where the device tool does not set it.
 set -uo pipefail
@@ -123,6 +124,16 @@ EOF
   } >"$summary"
   echo
   cat "$summary"
+  bundle_details
+}
+
+# The device tool brings back at most 8 files from $OUT: the summary and the whole log stay
+# files of their own, everything else travels in one archive.
+bundle_details() {
+  local details
+  mapfile -t details < <(cd "$out" && ls | grep -vx -e summary.md -e gpu-check.log -e details.tar.gz)
+  [ "${#details[@]}" -gt 0 ] || return 0
+  tar -czf "$out/details.tar.gz" -C "$out" "${details[@]}" && (cd "$out" && rm -f "${details[@]}")
 }
 
 say "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), host $(hostname), checkout at $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -195,7 +206,7 @@ step "benchmark without CUDA graphs" 90 "$py" bench/gpu_bench.py --no-cuda-graph
 [ "$?" -eq 0 ] || bench_status=1
 sleep 1
 step "benchmark, a model.py" 80 "$py" bench/gpu_bench.py --backend python --protocols http grpc+cudashm \
-  --concurrency 1 64 --duration 3 --json "$out/bench-model-py.json" > >(tee "$out/bench-model-py.log")
+  --profile --concurrency 1 64 --duration 3 --json "$out/bench-model-py.json" > >(tee "$out/bench-model-py.log")
 [ "$?" -eq 0 ] || bench_status=1
 sleep 1
 

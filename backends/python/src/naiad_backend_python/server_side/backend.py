@@ -172,6 +172,7 @@ class PythonModel(Model):
             server=self.context.server,
             cwd=self.context.version_path,
             forker=self.backend.stub_forker if self.settings.forks_stub else None,
+            threads=self.backend.context.thread_budget(_process_count(config)),
         )
 
     def create_instance(self, context: InstanceContext) -> ModelInstance:
@@ -195,3 +196,10 @@ def _defines_auto_complete(model_file: Path) -> bool:
                 for item in node.body
             )
     return False
+
+
+def _process_count(config: ModelConfig) -> int:
+    """The model processes the config asks for: each runs its framework's pools at once with
+    the others, whatever its kind (a GPU instance's model also works on the CPU)."""
+    groups = config.proto.instance_group
+    return sum((group.count or 1) * max(1, len(group.gpus)) for group in groups) or 1

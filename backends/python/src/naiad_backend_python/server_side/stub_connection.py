@@ -103,6 +103,9 @@ class StubLaunch:
     cwd: Path = field(default_factory=Path.cwd)
     # The server's stub template, when the model's process may be forked from it.
     forker: StubForker | None = None
+    # Threads for the model process's framework thread pools (torch's, MKL's: OpenMP ones),
+    # its share of the server's CPUs; None leaves the frameworks' defaults.
+    threads: int | None = None
 
 
 # Starts the stub with these descriptors (each with the flag that names it) and environment;
@@ -110,10 +113,22 @@ class StubLaunch:
 _ProcessStart = Callable[[StubLaunch, dict[str, str], Sequence[tuple[str, int]]], StubProcess | None]
 
 
+# What OpenMP-based pools (torch's intra-op pool, MKL) read for their size when they start.
+# onnxruntime and TensorFlow read none of them; a model sizes those itself.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def _stub_environment(launch: StubLaunch) -> dict[str, str]:
     settings = launch.settings
     env = dict(os.environ)
     env["PYTHONPATH"] = launch.python_path + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if launch.threads is not None and not any(variable in env for variable in THREAD_VARIABLES):
+        # Every model process's pool would otherwise take every CPU, and OpenMP threads that
+        # wait by spinning, one set per process, starve each other: two torch instances of a
+        # model.py served 19 images/s where one thread each served 1,255. Either variable set
+        # for the server is the operator's choice, and both are then left as they are (torch
+        # reads MKL_NUM_THREADS over OMP_NUM_THREADS).
+        env.update(dict.fromkeys(THREAD_VARIABLES, str(launch.threads)))
     if settings.env_dir is not None:
         env["VIRTUAL_ENV"] = str(settings.env_dir)
         env["PATH"] = f"{settings.env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"

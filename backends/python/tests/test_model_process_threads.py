@@ -1,0 +1,100 @@
+"""A model process's framework thread pools are sized to its share of the server's CPUs:
+with two instances of a model.py, torch in each process takes half the CPUs (two pools of every
+CPU, waiting by spinning, served a CNN 66 times slower on two CPUs); with one it keeps torch's
+own default; a thread variable the server was started with is the operator's, and then
+naiad sets neither."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from naiad.cpu_affinity import usable_cpu_count
+from naiad.testing import ServerProcess
+
+pytest.importorskip("torch")
+
+# Answers what sized its process's pools: the variables, and the threads torch then uses.
+THREADS_MODEL = """
+import json
+import os
+
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        seen = json.dumps({
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS"),
+            "torch": torch.get_num_threads(),
+            "pid": os.getpid(),
+        })
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("SEEN", np.array([seen.encode()], dtype=object))])
+                for _ in requests]
+"""
+
+CONFIG = """
+name: "{name}"
+backend: "python"
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "SEEN" data_type: TYPE_STRING dims: [ 1 ] }} ]
+instance_group [ {{ count: {count} kind: KIND_CPU }} ]
+"""
+
+
+def write_model(repo: Path, name: str, count: int) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, count=count))
+    (repo / name / "1" / "model.py").write_text(THREADS_MODEL)
+
+
+def seen_by(client: httpclient.InferenceServerClient, model: str, requests: int = 8) -> list[dict]:
+    """What each of `requests` sequential requests' processes reported."""
+    answers = []
+    for _ in range(requests):
+        tensor = httpclient.InferInput("X", [1], "FP32")
+        tensor.set_data_from_numpy(np.ones(1, dtype=np.float32))
+        result = client.infer(model, [tensor])
+        answers.append(json.loads(result.as_numpy("SEEN")[0]))
+    return answers
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    write_model(tmp_path, "two", 2)
+    write_model(tmp_path, "one", 1)
+    return tmp_path
+
+
+def test_two_model_processes_share_the_servers_cpus_and_one_keeps_torchs_default(repo: Path) -> None:
+    cpus = usable_cpu_count()
+    share = str(max(1, cpus // 2))
+    with ServerProcess(repo) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        two = seen_by(client, "two")
+        one = seen_by(client, "one")
+    for answer in two:
+        assert answer["OMP_NUM_THREADS"] == share and answer["MKL_NUM_THREADS"] == share, answer
+        assert answer["torch"] == int(share), answer
+    # Without a limit below the machine's CPUs, one process keeps the framework's own choice.
+    alone = None if cpus >= (os.cpu_count() or 0) else str(cpus)
+    for answer in one:
+        assert answer["OMP_NUM_THREADS"] == alone and answer["MKL_NUM_THREADS"] == alone, answer
+
+
+def test_a_thread_variable_the_server_was_started_with_is_kept(repo: Path) -> None:
+    with ServerProcess(repo, env={"OMP_NUM_THREADS": "1"}) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        answers = seen_by(client, "two")
+    for answer in answers:
+        # Both are the operator's: one set alone is not overruled through the other.
+        assert answer["OMP_NUM_THREADS"] == "1" and answer["MKL_NUM_THREADS"] is None, answer
+        assert answer["torch"] == 1, answer
