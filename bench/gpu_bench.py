@@ -486,11 +486,11 @@ class Row:
     cpus: dict[str, float] = field(default_factory=dict)
     # With --profile, the top rows only: py-spy's busiest frames in the process that runs the
     # model (`profiled`: the model home, the one server process, or a model.py's own process),
-    # each with its share of the samples; then those of the thread holding the interpreter lock,
-    # which the process's other threads wait for (for a model.py's process: its native frames).
+    # each with its share of the samples; and those of the thread holding the interpreter lock,
+    # which the process's other threads wait for.
     profiled: str = ""
     profile: list[tuple[str, float]] = field(default_factory=list)
-    second_profile: list[tuple[str, float]] = field(default_factory=list)
+    gil_profile: list[tuple[str, float]] = field(default_factory=list)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -528,9 +528,7 @@ def measure(
         )
         recordings = (
             Recording(pid, duration - 1, profile_to),
-            # A model.py's process runs one thread: what its Python calls do in native code
-            # says more than who holds the interpreter lock.
-            Recording(pid, duration - 1, profile_to.with_suffix(".second.txt"), gil=not models, native=bool(models)),
+            Recording(pid, duration - 1, profile_to.with_suffix(".gil.txt"), gil=True),
         )
     parts = [future.result(timeout=duration + 120) for future in futures]
     cpu_after, ended = server_cpu(server), time.monotonic()
@@ -555,7 +553,7 @@ def measure(
         },
         profiled=profiled,
         profile=recordings[0].finish() if recordings else [],
-        second_profile=recordings[1].finish() if recordings else [],
+        gil_profile=recordings[1].finish() if recordings else [],
     )
 
 
@@ -570,8 +568,7 @@ def print_row(row: Row) -> None:
     )
     if row.first_error:
         print(f"      first error: {row.first_error}", flush=True)
-    second = "native frames" if row.profiled == "model process" else "holding the interpreter lock"
-    for title, frames in (("busiest frames", row.profile), (second, row.second_profile)):
+    for title, frames in (("busiest frames", row.profile), ("holding the interpreter lock", row.gil_profile)):
         if frames:
             print(f"      {row.profiled}, py-spy, {title}:", flush=True)
         for frame, share in frames:

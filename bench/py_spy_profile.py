@@ -1,9 +1,8 @@
 """A py-spy profile of one process during a benchmark row, summarised as the frames that were
 running (self time): where a server process's CPU goes, when a run cannot be repeated (the
 GPU machine, lent for minutes). With `gil`, only the samples of the thread holding the
-interpreter lock count: what the process's other threads wait behind. With `native`, the
-frames include C and C++ code (a framework's kernels, a copy, a wait on the GPU). Needs the
-`py-spy` command; without it there is no profile."""
+interpreter lock count: what the process's other threads wait behind. Needs the `py-spy`
+command; without it there is no profile."""
 
 from __future__ import annotations
 
@@ -18,13 +17,13 @@ __all__ = ["Recording", "top_frames"]
 class Recording:
     """py-spy sampling `pid` for `seconds` into `path` (collapsed stacks, one per line)."""
 
-    def __init__(self, pid: int, seconds: float, path: Path, gil: bool = False, native: bool = False) -> None:
+    def __init__(self, pid: int, seconds: float, path: Path, gil: bool = False) -> None:
         self.path = path
         spy = shutil.which("py-spy")
         self._process = (
             subprocess.Popen(
                 [spy, "record", "--nonblocking", "--rate", "100", "--duration", str(max(1, int(seconds))),
-                 "--format", "raw", "--output", str(path), "--pid", str(pid), *(["--gil"] if gil else []), *(["--native"] if native else [])],
+                 "--format", "raw", "--output", str(path), "--pid", str(pid), *(["--gil"] if gil else [])],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )

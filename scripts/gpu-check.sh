@@ -205,7 +205,7 @@ step "benchmark without CUDA graphs" 90 "$py" bench/gpu_bench.py --no-cuda-graph
   --json "$out/bench-no-graphs.json" > >(tee "$out/bench-no-graphs.log")
 [ "$?" -eq 0 ] || bench_status=1
 sleep 1
-step "benchmark, a model.py" 80 "$py" bench/gpu_bench.py --backend python --protocols http grpc+cudashm \
+step "benchmark, a model.py" 100 "$py" bench/gpu_bench.py --backend python --protocols http grpc+cudashm \
   --profile --concurrency 1 64 --duration 3 --json "$out/bench-model-py.json" > >(tee "$out/bench-model-py.log")
 [ "$?" -eq 0 ] || bench_status=1
 sleep 1

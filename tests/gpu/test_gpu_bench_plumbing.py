@@ -57,7 +57,7 @@ def test_the_gpu_benchmark_runs_on_a_cpu(tmp_path):
         assert row["cpus"]["home"] + row["cpus"]["workers"] + row["cpus"]["other"] > 0
         assert row["cpus"]["clients"] > 0
         # A profile only where py-spy is installed and may attach; the field is always there.
-        assert isinstance(row["profile"], list) and isinstance(row["second_profile"], list)
+        assert isinstance(row["profile"], list) and isinstance(row["gil_profile"], list)
     assert sorted(int(batch) for batch in figures["ceiling"]["per_batch"]) == [1, 8, 16, 32, 64]
     assert figures["ceiling"]["images_per_s"] == max(figures["ceiling"]["per_batch"].values())
     assert "goal: grpc at 2 connections >= 0.8 of the ceiling" in result.stdout
