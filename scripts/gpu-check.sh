@@ -175,7 +175,11 @@ import platform
 import naiad
 import torch
 
+import naiad.scheduling.instance_runner as runner
+
 print(f"python {platform.python_version()}, naiad {naiad.__version__} from {naiad.__file__}")
+compiled = runner.__file__.endswith(".so")
+print(f"naiad's hot modules: {'compiled with mypyc' if compiled else 'pure Python (no CPython 3.12 where the wheels were built)'}")
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
       f"devices: {[torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]}")
 for name in ("cuda-bindings", "cupy-cuda13x", "cupy-cuda12x", "nvidia-ml-py", "tritonclient", "grpcio", "protobuf",

@@ -3,9 +3,10 @@
 # which has Python 3.12, CUDA PyTorch, CuPy, cuda-bindings, nvidia-ml-py, onnxruntime (CPU),
 # grpcio, protobuf, pluggy, uvloop and pytest, and no network (docs/gpu.md):
 #   - naiad's own distributions that the GPU checks use (the core, naiad-wire, the PyTorch,
-#     Python and ONNX backends), built as pure Python (NAIAD_PURE_PYTHON=1): the mypyc
-#     extensions built here are for this machine's Python, not 3.12, and the pure modules
-#     behave the same;
+#     Python and ONNX backends). The core and naiad-wire are compiled with mypyc, as a user's
+#     install compiles them, by a CPython 3.12 found here (PYTHON312, else python3.12 on PATH,
+#     else pyenv's newest 3.12): the machine's interpreter is 3.12. Without one they are built
+#     as pure Python (NAIAD_PURE_PYTHON=1), which behaves the same, slower;
 #   - the packages they and tritonclient[all] need that the machine lacks, as cp312
 #     manylinux x86-64 wheels, at the versions this checkout's .venv tests with (grpcio and
 #     protobuf too: naiad's generated modules need protobuf 6, whatever the machine has).
@@ -58,9 +59,26 @@ mkdir -p "$out"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
+# A CPython 3.12 that runs, to compile naiad's hot modules for the machine's Python.
+find_python312() {
+  local candidate
+  for candidate in "${PYTHON312:-}" python3.12 $(ls -d "$(pyenv root 2>/dev/null || echo /nonexistent)"/versions/3.12.*/bin/python3.12 2>/dev/null | sort -V -r); do
+    [ -n "$candidate" ] && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && { echo "$candidate"; return; }
+  done
+}
+
 step "building naiad's wheels as pure Python"
 NAIAD_PURE_PYTHON=1 bash scripts/build-wheels.sh "$scratch/own" >/dev/null
 for name in "${OWN[@]}"; do cp "$scratch/own/$name"-*-py3-none-any.whl "$out/"; done
+python312=$(find_python312)
+if [ -n "$python312" ]; then
+  step "compiling the core and naiad-wire with mypyc for CPython 3.12 ($python312, about 90 s)"
+  "$python312" -m pip wheel -q --no-deps --wheel-dir "$scratch/compiled" . ./wire
+  rm "$out"/naiad-*-py3-none-any.whl "$out"/naiad_wire-*-py3-none-any.whl
+  cp "$scratch/compiled"/naiad-*-cp312-*.whl "$scratch/compiled"/naiad_wire-*-cp312-*.whl "$out/"
+else
+  step "no CPython 3.12 here (PYTHON312=...): the core and naiad-wire go as pure Python, slower than a user's install"
+fi
 
 pins=()
 for name in "${THIRD_PARTY[@]}"; do
@@ -70,7 +88,7 @@ for name in "${THIRD_PARTY[@]}"; do
 done
 step "downloading for CPython 3.12, manylinux x86-64: ${pins[*]}"
 platforms=()
-for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_5_x86_64 manylinux1_x86_64; do
+for p in linux_x86_64 manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_5_x86_64 manylinux1_x86_64; do
   platforms+=(--platform "$p")
 done
 "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 --abi abi3 --abi none \
