@@ -173,9 +173,8 @@ import importlib.metadata as md
 import platform
 
 import naiad
-import torch
-
 import naiad.scheduling.instance_runner as runner
+import torch
 
 print(f"python {platform.python_version()}, naiad {naiad.__version__} from {naiad.__file__}")
 compiled = runner.__file__.endswith(".so")

@@ -200,6 +200,8 @@ def _defines_auto_complete(model_file: Path) -> bool:
 
 def _process_count(config: ModelConfig) -> int:
     """The model processes the config asks for: each runs its framework's pools at once with
-    the others, whatever its kind (a GPU instance's model also works on the CPU)."""
+    the others, whatever its kind (a GPU instance's model also works on the CPU). A GPU group
+    that lists no `gpus` counts once, not once per GPU: its share is then too large, never
+    too small."""
     groups = config.proto.instance_group
     return sum((group.count or 1) * max(1, len(group.gpus)) for group in groups) or 1
