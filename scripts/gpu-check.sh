@@ -12,7 +12,10 @@
 #      connection rows again without CUDA graphs, to show what the graphs change; then the
 #      same network in a model.py (--backend python) over HTTP and gRPC + CUDA shared memory;
 #   6. runs Triton's two CUDA shared-memory client examples, unchanged, when .whl/client_examples
-#      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them).
+#      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them);
+#   7. with the time left, an experiment that does not decide the outcome: the model.py's HTTP
+#      rows again with OMP_WAIT_POLICY=PASSIVE (its OpenMP threads sleep instead of spinning on
+#      the CPUs where the workers' loops are pinned; docs/history/gpu.md says why).
 # Everything it prints goes to $OUT/gpu-check.log too; $OUT/summary.md holds the GPU, the date,
 # each step's outcome and time, the test counts, failures, and the benchmark's table;
 # $OUT/details.tar.gz the rest (pytest.xml, versions.txt, each benchmark's .json and .log).
@@ -121,6 +124,12 @@ EOF
       echo
       sed 's/^/    /' "$out/bench-model-py.log"
     fi
+    if [ -s "$out/bench-model-py-passive.log" ]; then
+      echo
+      echo "## Experiment: the model.py over HTTP with OMP_WAIT_POLICY=PASSIVE"
+      echo
+      sed 's/^/    /' "$out/bench-model-py-passive.log"
+    fi
   } >"$summary"
   echo
   cat "$summary"
@@ -221,6 +230,12 @@ if ls .whl/client_examples/*.py >/dev/null 2>&1; then
 else
   steps+=("Triton's CUDA shared-memory client examples: not carried (TRITON_CLIENT=... bash scripts/gpu-wheels.sh)")
 fi
+
+# Its outcome is in the summary's steps; it does not decide the check's.
+OMP_WAIT_POLICY=PASSIVE step "experiment: a model.py over HTTP, OpenMP threads passive" 70 "$py" bench/gpu_bench.py \
+  --backend python --protocols http --concurrency 1 64 --duration 3 --json "$out/bench-model-py-passive.json" \
+  > >(tee "$out/bench-model-py-passive.log")
+sleep 1
 
 if [ "$tests_status" -eq 0 ] && [ "$examples_status" -eq 0 ] && [ "$bench_status" -eq 0 ]; then
   write_summary "passed"
