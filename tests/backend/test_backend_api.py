@@ -24,7 +24,8 @@ ABI = {
 
 HELPERS = {
     # batching
-    "Batch", "Destination", "RunFunction", "StackedBatch", "execute_by_name", "group_stackable", "run_isolating_failures",
+    "Batch", "Concatenate", "Destination", "RunFunction", "StackedBatch", "execute_by_name", "group_stackable",
+    "run_isolating_failures",
     "split_output_tensors", "split_outputs", "stack_requests",
     # config: auto-complete, checks, tensors, datatypes
     "SignatureTensor", "apply_output_reshape", "check_model_shape", "complete_tensors", "datatype_to_config_type",

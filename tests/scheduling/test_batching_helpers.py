@@ -174,3 +174,32 @@ def test_execute_by_name_runs_once_and_isolates_a_refused_request():
     assert responses[1].error is not None and "negative values" in responses[1].error.message
     np.testing.assert_array_equal(responses[2].output("Z").data, [[4, 5]])
     assert responses[0].error is None and responses[2].error is None
+
+
+def test_a_backend_concatenates_the_stacked_inputs_itself():
+    """`concatenate` makes every stacked input, into `into`'s array where there is one; a lone
+    request's arrays are still the batch, and inputs of mixed datatypes stay numpy's."""
+    calls = []
+
+    def concatenate(arrays, out):
+        calls.append((len(arrays), out is not None))
+        stacked = np.concatenate(arrays, axis=0)
+        if out is None:
+            return stacked
+        out[...] = stacked
+        return out
+
+    first = request(X=np.arange(4, dtype=np.float32).reshape(2, 2))
+    second = request(X=np.full((1, 2), 5, np.float32))
+    batch = Batch.stack([first, second], concatenate=concatenate)
+    assert calls == [(2, False)] and batch.inputs["X"].tolist() == [[0, 1], [2, 3], [5, 5]]
+
+    calls.clear()
+    kept = np.zeros((3, 2), np.float32)
+    batch = Batch.stack([first, second], into=lambda name, shape, dtype: kept, concatenate=concatenate)
+    assert calls == [(2, True)] and batch.inputs["X"] is kept and kept.tolist() == [[0, 1], [2, 3], [5, 5]]
+
+    calls.clear()
+    assert Batch.stack([first], concatenate=concatenate).inputs["X"] is first.input("X").data and calls == []
+    mixed = [request(X=np.ones((1, 2), np.float32)), request(X=np.ones((1, 2), np.float64))]
+    assert Batch.stack(mixed, concatenate=concatenate).inputs["X"].dtype == np.float64 and calls == []

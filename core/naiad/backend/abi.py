@@ -56,6 +56,10 @@ A backend on that GPU may write the output's bytes there itself and answer with
 `Tensor.written_on_device(name, datatype, shape, placement)`, a tensor that is not `on_host`
 and whose `data` holds none of them; the server then copies nothing into the region.
 
+ABI 2.6 adds `concatenate=` to `Batch.stack` and `stack_requests` (`naiad.backend.helpers`):
+the function that copies a stacked input's arrays, so that a framework can do it in one call
+that gives the interpreter lock away once (numpy gives it away around each array's copy).
+
 Versioning: `ABI_VERSION` is (major, minor). A backend declares the version it was built
 for in `Backend.abi_version`, a literal in its own source (as Triton compiles the version
 into a backend library); the server refuses a backend that declares none, or another major
@@ -88,7 +92,7 @@ __all__ = [
     "ExecuteResult",
 ]
 
-ABI_VERSION: tuple[int, int] = (2, 5)
+ABI_VERSION: tuple[int, int] = (2, 6)
 
 #: What `ModelInstance.execute` returns: one response per request in order (None in the
 #: place of a rescheduled request), None for a decoupled model, or an awaitable of either

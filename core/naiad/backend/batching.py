@@ -43,6 +43,7 @@ from .output_reshape import apply_output_reshape
 
 __all__ = [
     "Batch",
+    "Concatenate",
     "Destination",
     "RunFunction",
     "execute_by_name",
@@ -124,12 +125,25 @@ def group_stackable(requests: list[InferenceRequest]) -> list[list[int]]:
 #: to fill, or None to let stacking allocate it (a GPU backend hands out pinned host memory).
 Destination = Callable[[str, tuple[int, ...], np.dtype], np.ndarray | None]
 
+#: How one input's arrays become the stacked input: (arrays, out) -> their concatenation along
+#: axis 0, written into `out` when it is not None (what `into` handed out). The default is
+#: numpy's, which gives the interpreter lock away around each array's copy and takes it back
+#: after: beside a busy event loop each taking back can wait a switch interval (5 ms), so a
+#: batch of 32 requests may wait 32 times. A framework that copies the whole input in one call
+#: without the lock (torch.cat) waits once (ABI 2.6).
+Concatenate = Callable[[list[np.ndarray], np.ndarray | None], np.ndarray]
+
+
+def numpy_concatenate(arrays: list[np.ndarray], out: np.ndarray | None) -> np.ndarray:
+    return np.concatenate(arrays, axis=0) if out is None else np.concatenate(arrays, axis=0, out=out)
+
 
 def stack_requests(
     requests: Sequence[InferenceRequest],
     names: list[str] | None = None,
     ragged: frozenset[str] | set[str] = frozenset(),
     into: Destination | None = None,
+    concatenate: Concatenate = numpy_concatenate,
 ) -> StackedBatch:
     """Concatenate each input along axis 0 (the batch dimension of batching models).
 
@@ -138,6 +152,7 @@ def stack_requests(
     makes groups for which that holds), except inputs named in `ragged`, which are
     flattened and concatenated. `into` chooses where each stacked input is written (one
     request's input is copied there too); without it a lone request's arrays are the batch.
+    `concatenate` does the copying (numpy's by default).
     """
     if not requests:
         raise ValueError("stack_requests needs at least one request")
@@ -168,20 +183,24 @@ def stack_requests(
                     f"({sorted({tuple(a.shape) for a in arrays})}); declare it allow_ragged_batch or batch "
                     "only requests of one shape"
                 )
-            inputs[name] = _concatenate(name, arrays, into)
+            inputs[name] = _concatenate(name, arrays, into, concatenate)
         return StackedBatch(inputs, sizes)
     finally:
         _add_phase(_INPUT, began)
 
 
-def _concatenate(name: str, arrays: list[np.ndarray], into: Destination | None) -> np.ndarray:
+def _concatenate(name: str, arrays: list[np.ndarray], into: Destination | None, concatenate: Concatenate) -> np.ndarray:
     head = arrays[0]
-    if into is not None and head.ndim > 0 and all(a.dtype == head.dtype for a in arrays):
+    same_dtype = all(a.dtype == head.dtype for a in arrays)
+    if into is not None and head.ndim > 0 and same_dtype:
         shape = (sum(int(a.shape[0]) for a in arrays), *head.shape[1:])
         destination = into(name, shape, head.dtype)
         if destination is not None:
-            return np.concatenate(arrays, axis=0, out=destination)
-    return head if len(arrays) == 1 else np.concatenate(arrays, axis=0)
+            return concatenate(arrays, destination)
+    if len(arrays) == 1:
+        return head
+    # Mixed datatypes are numpy's to promote, as before.
+    return concatenate(arrays, None) if same_dtype else numpy_concatenate(arrays, None)
 
 
 def split_outputs(array: np.ndarray, sizes: list[int], name: str = "output") -> list[np.ndarray]:
@@ -248,10 +267,11 @@ class Batch:
         config: ModelConfig | None = None,
         into: Destination | None = None,
         leave: Collection[str] = (),
+        concatenate: Concatenate = numpy_concatenate,
     ) -> Batch:
         """Stack `requests`. With `config`, ragged inputs, `batch_input` and models
-        without a batch dimension are handled as the config says; `into` as for
-        `stack_requests`. Inputs named in `leave` are not stacked (nor in `inputs`): the
+        without a batch dimension are handled as the config says; `into` and `concatenate`
+        as for `stack_requests`. Inputs named in `leave` are not stacked (nor in `inputs`): the
         backend gathers them itself (a GPU backend, from device memory)."""
         if not requests:
             raise ValueError("cannot stack an empty batch")
@@ -265,7 +285,7 @@ class Batch:
         else:
             names = [t.name for t in requests[0].inputs if t.name not in leave] if leave else None
             ragged = layout.ragged if layout is not None else frozenset()
-            stacked = stack_requests(requests, names, ragged, into)
+            stacked = stack_requests(requests, names, ragged, into, concatenate)
         batch = cls(list(requests), stacked.sizes, stacked.inputs)
         if layout is not None:
             batch.output_datatypes = dict(layout.output_datatypes)

@@ -21,6 +21,7 @@ from ..protos import model_config_pb2
 from .auto_complete import SignatureTensor, complete_tensors
 from .batching import (
     Batch,
+    Concatenate,
     Destination,
     RunFunction,
     StackedBatch,
@@ -38,6 +39,7 @@ from .shape_check import check_model_shape
 __all__ = [
     # batching
     "Batch",
+    "Concatenate",
     "Destination",
     "RunFunction",
     "StackedBatch",

@@ -16,7 +16,7 @@ __all__ = ["PyTorchBackend"]
 
 class PyTorchBackend(Backend):
     name = "pytorch"
-    abi_version = (2, 4)  # RequestedOutput.placement
+    abi_version = (2, 6)  # Batch.stack(concatenate=)
     default_model_filename = "model.pt"
 
     def runs_on_gpus(self) -> bool:

@@ -48,6 +48,7 @@ from .device_outputs import write_placed_outputs
 from .dtypes import datatype_of_dtype, to_numpy, to_torch
 from .execution import ExecutionSettings, parameter_key
 from .loading import LoadedModule, find_model_file, load_module, optimized_for_inference, torch_message
+from .stacking import torch_concatenate
 from .staging import PinnedStaging
 
 if TYPE_CHECKING:
@@ -261,7 +262,7 @@ class TorchInstance(ModelInstance):
                 # Last in, first out: no kernel of this batch reads a region once it is given back.
                 held.callback(self._synchronize)
                 self._say_once(f"inputs placed in CUDA shared memory on {self.device} are read there, device to device")
-            batch = Batch.stack(requests, self.config, into=self.staging, leave=placed)
+            batch = Batch.stack(requests, self.config, into=self.staging, leave=placed, concatenate=torch_concatenate)
             # Inputs go to the device, forward runs and outputs come back, all on the instance's
             # stream: reading the outputs waits for that stream's work alone.
             with self.model.execution.context(self.loaded.kind == "torchscript", self.device, self.stream):
