@@ -135,7 +135,7 @@ Concatenate = Callable[[list[np.ndarray], np.ndarray | None], np.ndarray]
 
 
 def numpy_concatenate(arrays: list[np.ndarray], out: np.ndarray | None) -> np.ndarray:
-    return np.concatenate(arrays, axis=0) if out is None else np.concatenate(arrays, axis=0, out=out)
+    return np.concatenate(arrays, axis=0, out=out)
 
 
 def stack_requests(

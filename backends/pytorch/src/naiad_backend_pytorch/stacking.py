@@ -33,7 +33,7 @@ def torch_concatenate(arrays: list[np.ndarray], out: np.ndarray | None) -> np.nd
     dtype = arrays[0].dtype
     copied = _WORDS.get(dtype, dtype)
     if copied not in _COPIED:
-        return np.concatenate(arrays, axis=0) if out is None else np.concatenate(arrays, axis=0, out=out)
+        return np.concatenate(arrays, axis=0, out=out)
     destination = out
     if copied is not dtype:
         arrays = [a.view(copied) for a in arrays]
