@@ -13,7 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from naiad_backend_python.server_side.backend import _process_count
 
+from naiad.backend.helpers import gpu_ids
+from naiad.config import parse_config_text, validate_config
 from naiad.cpu_affinity import usable_cpu_count
 from naiad.testing import ServerProcess
 
@@ -98,3 +101,22 @@ def test_a_thread_variable_the_server_was_started_with_is_kept(repo: Path) -> No
         # Both are the operator's: one set alone is not overruled through the other.
         assert answer["OMP_NUM_THREADS"] == "1" and answer["MKL_NUM_THREADS"] is None, answer
         assert answer["torch"] == 1, answer
+
+
+@pytest.mark.parametrize(
+    ("groups", "processes"),
+    [
+        ("", 1),
+        ("instance_group [ { count: 3 kind: KIND_CPU } ]", 3),
+        ("instance_group [ { count: 2 kind: KIND_GPU gpus: [ 0, 1 ] }, { kind: KIND_CPU } ]", 5),
+    ],
+)
+def test_the_processes_counted_are_those_the_groups_place(groups: str, processes: int) -> None:
+    text = f'backend: "python" input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ] {groups}'
+    assert _process_count(validate_config(parse_config_text(text, "m"), "m")) == processes
+
+
+def test_a_gpu_group_without_a_list_counts_every_gpu_of_the_machine() -> None:
+    text = 'backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ] '
+    text += "instance_group [ { count: 2 kind: KIND_GPU } ]"
+    assert _process_count(validate_config(parse_config_text(text, "m"), "m")) == 2 * max(1, len(gpu_ids()))

@@ -26,6 +26,7 @@ from naiad.backend import (
     ModelContext,
     ModelInstance,
 )
+from naiad.backend.helpers import gpu_ids, model_config_pb2
 
 from ..model_side.model_host import run_auto_complete
 from .in_process_instance import InProcessInstance
@@ -201,7 +202,9 @@ def _defines_auto_complete(model_file: Path) -> bool:
 def _process_count(config: ModelConfig) -> int:
     """The model processes the config asks for: each runs its framework's pools at once with
     the others, whatever its kind (a GPU instance's model also works on the CPU). A GPU group
-    that lists no `gpus` counts once, not once per GPU: its share is then too large, never
-    too small."""
-    groups = config.proto.instance_group
-    return sum((group.count or 1) * max(1, len(group.gpus)) for group in groups) or 1
+    is `count` per GPU it lists, or per GPU of the machine when it lists none."""
+    total = 0
+    for group in config.proto.instance_group:
+        gpus = len(group.gpus) or (len(gpu_ids()) if group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU else 1)
+        total += (group.count or 1) * max(1, gpus)
+    return total or 1
