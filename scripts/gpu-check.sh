@@ -13,9 +13,12 @@
 #      same network in a model.py (--backend python) over HTTP and gRPC + CUDA shared memory;
 #   6. runs Triton's two CUDA shared-memory client examples, unchanged, when .whl/client_examples
 #      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them);
-#   7. with the time left, an experiment that does not decide the outcome: the model.py's HTTP
+#   7. with the time left, experiments that do not decide the outcome: the model.py's HTTP
 #      rows again with OMP_WAIT_POLICY=PASSIVE (its OpenMP threads sleep instead of spinning on
-#      the CPUs where the workers' loops are pinned; docs/history/gpu.md says why).
+#      the CPUs where the workers' loops are pinned), and the PyTorch backend's 64-connection
+#      rows with the server's interpreter switching threads every 0.5 ms instead of 5 (how
+#      long an instance thread can wait to take the lock back beside the home's busy loop);
+#      docs/history/gpu.md says why.
 # Everything it prints goes to $OUT/gpu-check.log too; $OUT/summary.md holds the GPU, the date,
 # each step's outcome and time, the test counts, failures, and the benchmark's table;
 # $OUT/details.tar.gz the rest (pytest.xml, versions.txt, each benchmark's .json and .log).
@@ -130,6 +133,12 @@ EOF
       echo
       sed 's/^/    /' "$out/bench-model-py-passive.log"
     fi
+    if [ -s "$out/bench-switch-interval.log" ]; then
+      echo
+      echo "## Experiment: the PyTorch backend at 64 connections, switch interval 0.5 ms"
+      echo
+      sed 's/^/    /' "$out/bench-switch-interval.log"
+    fi
   } >"$summary"
   echo
   cat "$summary"
@@ -231,10 +240,17 @@ else
   steps+=("Triton's CUDA shared-memory client examples: not carried (TRITON_CLIENT=... bash scripts/gpu-wheels.sh)")
 fi
 
-# Its outcome is in the summary's steps; it does not decide the check's.
+# Their outcomes are in the summary's steps; they do not decide the check's.
 OMP_WAIT_POLICY=PASSIVE step "experiment: a model.py over HTTP, OpenMP threads passive" 70 "$py" bench/gpu_bench.py \
   --backend python --protocols http --concurrency 1 64 --duration 3 --json "$out/bench-model-py-passive.json" \
   > >(tee "$out/bench-model-py-passive.log")
+sleep 1
+# The workers and the model home are forked from the process the wrapper starts: they keep
+# its switch interval.
+switching="$py -c 'import runpy, sys; sys.setswitchinterval(0.0005); runpy.run_module(\"naiad.cli\", run_name=\"__main__\")'"
+step "experiment: the PyTorch backend, switch interval 0.5 ms" 70 "$py" bench/gpu_bench.py --protocols http grpc+cudashm \
+  --concurrency 64 --duration 3 --naiad "$switching" --json "$out/bench-switch-interval.json" \
+  > >(tee "$out/bench-switch-interval.log")
 sleep 1
 
 if [ "$tests_status" -eq 0 ] && [ "$examples_status" -eq 0 ] && [ "$bench_status" -eq 0 ]; then
