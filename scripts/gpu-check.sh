@@ -62,6 +62,15 @@ step() {
   return "$status"
 }
 
+# A heading and FILE's lines, indented, where FILE holds anything.
+section() {
+  [ -s "$2" ] || return 0
+  echo
+  echo "## $1"
+  echo
+  sed 's/^/    /' "$2"
+}
+
 write_summary() {
   local verdict=$1
   {
@@ -75,12 +84,7 @@ write_summary() {
     echo "## Steps"
     echo
     for line in "${steps[@]}"; do echo "- $line"; done
-    if [ -s "$out/versions.txt" ]; then
-      echo
-      echo "## Versions"
-      echo
-      sed 's/^/    /' "$out/versions.txt"
-    fi
+    section "Versions" "$out/versions.txt"
     if [ -s "$out/pytest.xml" ]; then
       echo
       echo "## GPU tests (pytest -m gpu tests/gpu)"
@@ -103,42 +107,12 @@ for case in root.iter("testcase"):
             print(f"- {kind.upper()} {case.get('classname')}::{case.get('name')}: {text}")
 EOF
     fi
-    if [ -s "$out/examples.log" ]; then
-      echo
-      echo "## Triton's CUDA shared-memory client examples"
-      echo
-      sed 's/^/    /' "$out/examples.log"
-    fi
-    if [ -s "$out/bench.log" ]; then
-      echo
-      echo "## Benchmark (bench/gpu_bench.py)"
-      echo
-      sed 's/^/    /' "$out/bench.log"
-    fi
-    if [ -s "$out/bench-no-graphs.log" ]; then
-      echo
-      echo "## Benchmark without CUDA graphs (bench/gpu_bench.py --no-cuda-graphs)"
-      echo
-      sed 's/^/    /' "$out/bench-no-graphs.log"
-    fi
-    if [ -s "$out/bench-model-py.log" ]; then
-      echo
-      echo "## Benchmark, the same network in a model.py (bench/gpu_bench.py --backend python)"
-      echo
-      sed 's/^/    /' "$out/bench-model-py.log"
-    fi
-    if [ -s "$out/bench-model-py-passive.log" ]; then
-      echo
-      echo "## Experiment: the model.py over HTTP with OMP_WAIT_POLICY=PASSIVE"
-      echo
-      sed 's/^/    /' "$out/bench-model-py-passive.log"
-    fi
-    if [ -s "$out/bench-switch-interval.log" ]; then
-      echo
-      echo "## Experiment: the PyTorch backend at 64 connections, switch interval 0.5 ms"
-      echo
-      sed 's/^/    /' "$out/bench-switch-interval.log"
-    fi
+    section "Triton's CUDA shared-memory client examples" "$out/examples.log"
+    section "Benchmark (bench/gpu_bench.py)" "$out/bench.log"
+    section "Benchmark without CUDA graphs (bench/gpu_bench.py --no-cuda-graphs)" "$out/bench-no-graphs.log"
+    section "Benchmark, the same network in a model.py (bench/gpu_bench.py --backend python)" "$out/bench-model-py.log"
+    section "Experiment: the model.py over HTTP with OMP_WAIT_POLICY=PASSIVE" "$out/bench-model-py-passive.log"
+    section "Experiment: the PyTorch backend at 64 connections, switch interval 0.5 ms" "$out/bench-switch-interval.log"
   } >"$summary"
   echo
   cat "$summary"
