@@ -11,6 +11,8 @@ import asyncio
 
 import numpy as np
 import pytest
+from clocked_batcher import clocked_batcher
+from manual_clock import settle
 from scheduling_helpers import model_of, serving, wait_until, write_model
 
 from naiad import ErrorCode, InferenceRequest, NaiadError, Tensor
@@ -423,25 +425,38 @@ def test_an_execution_that_leaves_the_queue_empty_does_not_wake_the_dispatcher(t
     asyncio.run(go())
 
 
-def test_the_next_batch_starts_before_the_callers_of_the_last_one_resume(tmp_path):
-    """When an execution ends with requests queued, the instance takes the next batch at
-    once: the finished batch's callers resume (and their answers are written) while it runs,
-    instead of the instance waiting idle until they are done."""
-    write_model(tmp_path, "m", sleep_config("dynamic_batching { }", sleep_ms=50))
+def test_the_next_batch_starts_before_the_callers_of_the_last_one_resume():
+    """When an execution ends with requests queued, the instance is given the next batch
+    before the finished batch's callers resume (and write their answers), so that it works
+    while they do. Its `execute` is called first; were the next batch merely assigned, its
+    task would run after the callers' (on a model process's instance, the batch would reach
+    the process only once every answer was written)."""
 
     async def go():
-        async with serving(tmp_path) as server:
-            scheduler = server.model("m").scheduler
-            instance_busy_on_resuming = []
+        config = """backend: "numpy" max_batch_size: 1
+input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}]
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
+dynamic_batching { }"""
+        async with clocked_batcher(config) as batcher:
+            batches_begun_on_resuming: list[tuple[str, int]] = []
 
-            async def call(rid: str):
-                response = await server.infer(one_input(rid))
-                instance_busy_on_resuming.append((rid, not scheduler._free))
-                return response
+            async def caller(rid: str) -> None:
+                await batcher.call(rid)
+                batches_begun_on_resuming.append((rid, len(batcher.batches)))
 
-            responses = await asyncio.gather(*(call(str(i)) for i in range(3)))
-            assert [r.id for r in responses] == ["0", "1", "2"]
-            # One request per batch: "0" and "1" each had one queued behind it.
-            assert instance_busy_on_resuming == [("0", True), ("1", True), ("2", False)]
+            batcher.hold()
+            callers = [asyncio.ensure_future(caller(rid)) for rid in ("0", "1", "2")]
+            await settle()
+            assert batcher.batches == [["0"]]  # one request per batch: "1" and "2" wait
+            for begun in (2, 3):
+                batcher.instances[0].free.set()  # the batch running now ends...
+                await asyncio.sleep(0)
+                batcher.instances[0].free.clear()  # ...and the next one is held
+                await settle()
+                assert len(batcher.batches) == begun
+            await batcher.release()
+            await asyncio.gather(*callers)
+            # "0" resumed after the batch of "1" had begun, "1" after that of "2".
+            assert batches_begun_on_resuming == [("0", 2), ("1", 3), ("2", 3)]
 
     asyncio.run(go())

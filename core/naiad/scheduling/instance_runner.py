@@ -76,17 +76,24 @@ class InstanceRunner:
     def name(self) -> str:
         return self.instance.context.name
 
-    async def run(self, jobs: list[Job], reschedulable: bool = False) -> list[Job]:
+    async def run(
+        self, jobs: list[Job], reschedulable: bool = False, on_free: Callable[[], None] | None = None
+    ) -> list[Job]:
         """Execute `jobs` as one batch; every job gets its final response (an error one
         if anything goes wrong), so no caller waits forever. The exception: jobs whose
         model asked to run them again (`request.reschedule`) are returned, unfinished, to a
-        scheduler that can queue them again (`reschedulable`); elsewhere they fail."""
+        scheduler that can queue them again (`reschedulable`); elsewhere they fail.
+
+        `on_free` is called once the instance has finished executing and before the
+        responses are handed to their requests, so that a scheduler can start the next
+        batch first: the tasks it starts then run before the connections' tasks that write
+        the answers, and the instance works while they do."""
         if self.gate is None:
-            return await self._run(jobs, reschedulable)
+            return await self._run(jobs, reschedulable, on_free)
         # Waiting for the rate limiter counts as queue time, as in Triton.
         await self.gate.acquire()
         try:
-            return await self._run(jobs, reschedulable)
+            return await self._run(jobs, reschedulable, on_free)
         finally:
             self.gate.release()
 
@@ -106,11 +113,14 @@ class InstanceRunner:
         """Whether these jobs are every request the server has in flight."""
         return self._in_flight is not None and self._in_flight() == len(jobs)
 
-    async def _run(self, jobs: list[Job], reschedulable: bool) -> list[Job]:
+    async def _run(self, jobs: list[Job], reschedulable: bool, on_free: Callable[[], None] | None) -> list[Job]:
         if self._inline_rule is not None:
             elements = _element_count(jobs)
             if self._inline_rule.choose(elements, self._alone(jobs)):
-                return self._run_inline(jobs, elements, reschedulable)
+                outcome = self._run_inline(jobs, elements, reschedulable)
+                if on_free is not None:
+                    on_free()
+                return outcome
         start, counts = self._begin(jobs)
         requests = [job.request for job in jobs]
         # A batch awaited on the loop (a coroutine `execute`, such as a model process's) that
@@ -130,12 +140,16 @@ class InstanceRunner:
             else:
                 result, phases = await self._executor.run(self._execute_measured, requests, elements)
         except Exception as exc:  # noqa: BLE001 - a backend failure fails its batch, not the server
+            if on_free is not None:
+                on_free()
             return self._failed(jobs, start, counts, exc)
         finally:
             # Awaited executions only: one that runs on the loop needs no wake-up.
             self._typical_ns = (7 * self._typical_ns + time.monotonic_ns() - start) // 8
         if short:
             busy_poll.hold(asyncio.get_running_loop())
+        if on_free is not None:
+            on_free()
         return self._finish(jobs, start, counts, result, phases, reschedulable)
 
     def _run_inline(self, jobs: list[Job], elements: int, reschedulable: bool) -> list[Job]:
