@@ -69,6 +69,10 @@ class DynamicBatcher(Scheduler):
         # send again once answered), how many are about to arrive again.
         self._expected = 0
         self._precise: DeadlineTimer | None = None
+        # The loop it serves on, set by start: its executions' tasks are made there directly.
+        # (asyncio.create_task looks the running loop up, and CPython 3.11 then asks the
+        # kernel for the process id: a system call per batch.)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def enqueue(self, job: Job) -> None:
         if not self._accepting:
@@ -90,6 +94,7 @@ class DynamicBatcher(Scheduler):
         self._changed.set()
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self._accepting = True
         self._precise = self._clock.precise_timer(self._changed.set)
         self._dispatcher = asyncio.create_task(self._dispatch(), name=f"naiad-batcher-{self._model_name}")
@@ -160,7 +165,8 @@ class DynamicBatcher(Scheduler):
                 decide_at = max(decide_at, self._clock.monotonic_ns())
                 continue
             self._free.popleft()
-            task = asyncio.create_task(self._execute(runner, jobs))
+            assert self._loop is not None
+            task = self._loop.create_task(self._execute(runner, jobs))
             self._executions.add(task)
             task.add_done_callback(self._executions.discard)
         return None
