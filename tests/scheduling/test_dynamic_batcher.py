@@ -16,6 +16,7 @@ from manual_clock import settle
 from scheduling_helpers import model_of, serving, wait_until, write_model
 
 from naiad import ErrorCode, InferenceRequest, NaiadError, Tensor
+from naiad.scheduling.job import Job
 
 IO4 = """input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]},{name:"INPUT1" data_type: TYPE_FP32 dims:[4]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[4]}]"""
@@ -460,3 +461,26 @@ dynamic_batching { }"""
             assert batches_begun_on_resuming == [("0", 2), ("1", 3), ("2", 3)]
 
     asyncio.run(go())
+
+
+def test_a_scheduler_that_fails_when_told_the_instance_is_free_costs_no_answers(caplog):
+    """The runner tells its scheduler the instance is free before it hands the answers over;
+    a failure there is logged, and the batch is answered all the same."""
+
+    async def go():
+        config = """backend: "numpy" max_batch_size: 1
+input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}]
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
+dynamic_batching { }"""
+        async with clocked_batcher(config) as batcher:
+            answers = []
+            request = InferenceRequest("m", [Tensor.from_numpy("INPUT0", np.ones((1, 1), np.float32))], id="x")
+
+            def broken_scheduler() -> None:
+                raise RuntimeError("the scheduler broke")
+
+            await batcher.runners[0].run([Job(request, 1, answers.append)], on_free=broken_scheduler)
+            assert [(a.id, a.error) for a in answers] == [("x", None)]
+
+    asyncio.run(go())
+    assert "starting the next batch failed" in caplog.text and "the scheduler broke" in caplog.text

@@ -118,8 +118,7 @@ class InstanceRunner:
             elements = _element_count(jobs)
             if self._inline_rule.choose(elements, self._alone(jobs)):
                 outcome = self._run_inline(jobs, elements, reschedulable)
-                if on_free is not None:
-                    on_free()
+                self._freed(on_free)
                 return outcome
         start, counts = self._begin(jobs)
         requests = [job.request for job in jobs]
@@ -140,17 +139,25 @@ class InstanceRunner:
             else:
                 result, phases = await self._executor.run(self._execute_measured, requests, elements)
         except Exception as exc:  # noqa: BLE001 - a backend failure fails its batch, not the server
-            if on_free is not None:
-                on_free()
+            self._freed(on_free)
             return self._failed(jobs, start, counts, exc)
         finally:
             # Awaited executions only: one that runs on the loop needs no wake-up.
             self._typical_ns = (7 * self._typical_ns + time.monotonic_ns() - start) // 8
         if short:
             busy_poll.hold(asyncio.get_running_loop())
-        if on_free is not None:
-            on_free()
+        self._freed(on_free)
         return self._finish(jobs, start, counts, result, phases, reschedulable)
+
+    def _freed(self, on_free: Callable[[], None] | None) -> None:
+        """Tell the scheduler the instance is free; whatever it does then, this batch's
+        answers still go out."""
+        if on_free is None:
+            return
+        try:
+            on_free()
+        except Exception:  # noqa: BLE001 - a scheduler's failure must not cost these requests their answers
+            log.exception("model '%s' instance %s: starting the next batch failed", self.model_name, self.name)
 
     def _run_inline(self, jobs: list[Job], elements: int, reschedulable: bool) -> list[Job]:
         start, counts = self._begin(jobs)
