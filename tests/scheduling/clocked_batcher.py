@@ -86,22 +86,14 @@ class ClockedBatcher:
         """Queue a request `rid` of `rows` rows of INPUT0 (the parameters Triton's clients
         send: priority, timeout, sequence_id, sequence_start, sequence_end), stamped now on
         the batcher's clock."""
-        self._enqueue(rid, rows, parameters, lambda response: self._answered(rid, response))
-
-    def call(self, rid: str) -> asyncio.Future[InferenceResponse]:
-        """Queue a one-row request `rid` whose answer, like a connection's, reaches a task:
-        whoever awaits the future resumes on a later turn of the loop than the answer."""
-        answer: asyncio.Future[InferenceResponse] = asyncio.get_running_loop().create_future()
-        self._enqueue(rid, 1, {}, answer.set_result)
-        return answer
-
-    def _enqueue(self, rid: str, rows: int, parameters: dict[str, object], deliver) -> None:
         shape = (rows, 1) if self.config.max_batch_size > 0 else (1,)
         request = InferenceRequest(
             self.config.name, [Tensor.from_numpy("INPUT0", np.ones(shape, np.float32))], id=rid, parameters=parameters
         )
         request.take_control_parameters()
-        self.scheduler.enqueue(Job(request, rows, deliver, enqueued_ns=self.clock.monotonic_ns()))
+        self.scheduler.enqueue(
+            Job(request, rows, lambda response: self._answered(rid, response), enqueued_ns=self.clock.monotonic_ns())
+        )
 
     def _answered(self, rid: str, response: InferenceResponse) -> None:
         assert rid not in self.answers, f"request {rid} was answered twice"

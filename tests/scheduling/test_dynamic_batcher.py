@@ -12,14 +12,23 @@ import asyncio
 import numpy as np
 import pytest
 from clocked_batcher import clocked_batcher
-from manual_clock import settle
 from scheduling_helpers import model_of, serving, wait_until, write_model
 
-from naiad import ErrorCode, InferenceRequest, NaiadError, Tensor
+from naiad import ErrorCode, InferenceRequest, InferenceResponse, NaiadError, Tensor
+from naiad.backend import InstanceContext, ModelInstance
+from naiad.observability.statistics import ModelStatistics
+from naiad.scheduling.instance_runner import InstanceRunner
 from naiad.scheduling.job import Job
 
 IO4 = """input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]},{name:"INPUT1" data_type: TYPE_FP32 dims:[4]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[4]}]"""
+
+
+# A model of one FP32 input, for the clocked batcher (clocked_batcher.py).
+ONE_INPUT = """backend: "numpy" max_batch_size: 1
+input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}]
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
+dynamic_batching { }"""
 
 
 def add_sub_config(batching: str, max_batch_size: int = 8, extra: str = "") -> str:
@@ -426,39 +435,59 @@ def test_an_execution_that_leaves_the_queue_empty_does_not_wake_the_dispatcher(t
     asyncio.run(go())
 
 
-def test_the_next_batch_starts_before_the_callers_of_the_last_one_resume():
-    """When an execution ends with requests queued, the instance is given the next batch
-    before the finished batch's callers resume (and write their answers), so that it works
-    while they do. Its `execute` is called first; were the next batch merely assigned, its
-    task would run after the callers' (on a model process's instance, the batch would reach
-    the process only once every answer was written)."""
+def test_the_next_batch_starts_before_the_callers_of_the_last_one_resume(tmp_path):
+    """When an execution ends with requests queued, the instance takes the next batch at
+    once: the finished batch's callers resume (and their answers are written) while it runs,
+    instead of the instance waiting idle until they are done."""
+    write_model(tmp_path, "m", sleep_config("dynamic_batching { }", sleep_ms=50))
 
     async def go():
-        config = """backend: "numpy" max_batch_size: 1
-input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}]
-output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
-dynamic_batching { }"""
-        async with clocked_batcher(config) as batcher:
-            batches_begun_on_resuming: list[tuple[str, int]] = []
+        async with serving(tmp_path) as server:
+            scheduler = server.model("m").scheduler
+            instance_busy_on_resuming = []
 
-            async def caller(rid: str) -> None:
-                await batcher.call(rid)
-                batches_begun_on_resuming.append((rid, len(batcher.batches)))
+            async def call(rid: str):
+                response = await server.infer(one_input(rid))
+                instance_busy_on_resuming.append((rid, not scheduler._free))
+                return response
 
-            batcher.hold()
-            callers = [asyncio.ensure_future(caller(rid)) for rid in ("0", "1", "2")]
-            await settle()
-            assert batcher.batches == [["0"]]  # one request per batch: "1" and "2" wait
-            for begun in (2, 3):
-                batcher.instances[0].free.set()  # the batch running now ends...
-                await asyncio.sleep(0)
-                batcher.instances[0].free.clear()  # ...and the next one is held
-                await settle()
-                assert len(batcher.batches) == begun
-            await batcher.release()
-            await asyncio.gather(*callers)
-            # "0" resumed after the batch of "1" had begun, "1" after that of "2".
-            assert batches_begun_on_resuming == [("0", 2), ("1", 3), ("2", 3)]
+            responses = await asyncio.gather(*(call(str(i)) for i in range(3)))
+            assert [r.id for r in responses] == ["0", "1", "2"]
+            # One request per batch: "0" and "1" each had one queued behind it.
+            assert instance_busy_on_resuming == [("0", True), ("1", True), ("2", False)]
+
+    asyncio.run(go())
+
+
+class _ThreadInstance(ModelInstance):
+    """A synchronous `execute`: the runner gives it a thread of its own."""
+
+    def execute(self, requests):
+        return [InferenceResponse(outputs=list(request.inputs)) for request in requests]
+
+
+@pytest.mark.parametrize("threaded", [True, False], ids=["instance thread", "coroutine execute"])
+def test_an_instance_thread_is_free_for_the_next_batch_before_its_answers_are_handed_over(threaded):
+    """The runner tells its scheduler that an instance thread is free before it hands the
+    batch's answers over, so that the next batch's task runs ahead of the callers' and the
+    thread works while they write their answers. A coroutine `execute` (a model's process)
+    is told free after them."""
+
+    async def go():
+        async with clocked_batcher(ONE_INPUT) as batcher:
+            instance = (
+                _ThreadInstance(batcher.model, InstanceContext("m_0_1", "CPU", 0, 1, "m"))
+                if threaded
+                else batcher.instances[0]
+            )
+            runner = InstanceRunner(instance, ModelStatistics("m", "1"), "m", "1", decoupled=False)
+            events: list[str] = []
+            request = InferenceRequest("m", [Tensor.from_numpy("INPUT0", np.ones((1, 1), np.float32))], id="x")
+            job = Job(request, 1, lambda response: events.append(f"answered {response.id}"))
+            await runner.run([job], on_free=lambda: events.append("free"))
+            runner.close()
+            expected = ["free", "answered x"] if threaded else ["answered x", "free"]
+            assert events == expected
 
     asyncio.run(go())
 
@@ -468,11 +497,7 @@ def test_a_scheduler_that_fails_when_told_the_instance_is_free_costs_no_answers(
     a failure there is logged, and the batch is answered all the same."""
 
     async def go():
-        config = """backend: "numpy" max_batch_size: 1
-input [{name:"INPUT0" data_type: TYPE_FP32 dims:[1]}]
-output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[1]}]
-dynamic_batching { }"""
-        async with clocked_batcher(config) as batcher:
+        async with clocked_batcher(ONE_INPUT) as batcher:
             answers = []
             request = InferenceRequest("m", [Tensor.from_numpy("INPUT0", np.ones((1, 1), np.float32))], id="x")
 

@@ -197,17 +197,14 @@ class DynamicBatcher(Scheduler):
             free()  # when the runner raised (cancelled) before it could say so
 
     def _instance_free(self, runner: InstanceRunner, answered: int) -> None:
-        """`runner` finished a batch of `answered` requests; its answers are not handed out yet."""
+        """`runner` finished a batch of `answered` requests (an instance thread's answers are
+        not handed out yet: see `InstanceRunner.run`)."""
         self._expected = answered
         self._free.append(runner)
         if len(self._queue) and self._accepting and not self._sweep_requested:
-            # The next batch starts now, before the answers of this one are handed to their
-            # requests: its task then runs ahead of the connections' tasks that write them,
-            # so the instance works while they do. (Started after the hand-over, the batch
-            # reached a model's process only once every answer was written: at 64
-            # connections, some 32 writes of the loop.) A batch the policy holds for its
-            # queue delay, or a queue with requests to drop first, is left to the
-            # dispatcher (woken below).
+            # The next batch starts now, without waiting for the dispatcher's turn: the
+            # instance would idle meanwhile. A batch the policy holds for its queue delay,
+            # or a queue with requests to drop first, is left to the dispatcher (woken below).
             now = self._clock.monotonic_ns()
             if not self._queue.needs_sweep(now):
                 self._start_batches(now)
