@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,21 +33,9 @@ from naiad_backend_python.model_side.stub_dispatcher import StubDispatcher
 from naiad_wire.interprocess.messages import FrameReader, decode_array, encode_array
 from naiad_wire.interprocess.shm_ring import RingReader, RingWriter, create_ring_fd
 
-MODEL = """import numpy as np
-import triton_python_backend_utils as pb_utils
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from loadkit import ADD_SUB_PY  # noqa: E402 - the add_sub model.py the benchmarks serve
 
-
-class TritonPythonModel:
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("OUTPUT0", (a + b).astype(np.float32)),
-                pb_utils.Tensor("OUTPUT1", (a - b).astype(np.float32))]))
-        return responses
-"""
 ARGS = {
     "model_config": json.dumps({"name": "add_sub", "max_batch_size": 64}),
     "model_instance_kind": "CPU",
@@ -119,7 +108,7 @@ def main(batch: int, executes: int) -> None:
     dispatcher = StubDispatcher(channel, bridge, loop)
     with tempfile.TemporaryDirectory() as folder:
         model_file = Path(folder) / "model.py"
-        model_file.write_text(MODEL)
+        model_file.write_text(ADD_SUB_PY)
         server_sock.sendall(m.pack(m.Init(str(model_file), ARGS, False, "model 'add_sub'")))
         loop.add_reader(stub_sock.fileno(), dispatcher.read_ready)
         loop.run_until_complete(asyncio.sleep(0.2))  # initialize runs as a task on the loop
