@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import select
 import socket
 import sys
 import tempfile
@@ -111,7 +112,9 @@ def main(batch: int, executes: int) -> None:
         model_file.write_text(ADD_SUB_PY)
         server_sock.sendall(m.pack(m.Init(str(model_file), ARGS, False, "model 'add_sub'")))
         loop.add_reader(stub_sock.fileno(), dispatcher.read_ready)
-        loop.run_until_complete(asyncio.sleep(0.2))  # initialize runs as a task on the loop
+        # initialize runs as a task on the loop: turn it until the answer is on the socket.
+        while not select.select([server_sock], [], [], 0)[0]:
+            loop.run_until_complete(asyncio.sleep(0.01))
         loop.remove_reader(stub_sock.fileno())
         ready = server.receive()
         assert isinstance(ready, m.Ready), ready
