@@ -1,6 +1,7 @@
 """Inputs a client placed in CUDA shared memory on the instance's own GPU, read there: each
 request's bytes are viewed in the client's region (`__cuda_array_interface__`, no copy) and
-gathered into the batch by one copy on the GPU, instead of crossing to the host and back.
+gathered into the batch by one copy on the GPU, instead of crossing to the host and back. The
+views are kept from batch to batch (`DeviceViews`): a client reuses its regions.
 
 Every request of the batch must have the input on this GPU (a batch is one tensor); otherwise
 the input is stacked on the host as before, from the copy decoding made. The regions are held
@@ -18,24 +19,13 @@ import torch
 
 from naiad.backend import InferenceRequest, Tensor
 
-__all__ = ["DeviceView", "placed_inputs", "gather"]
+from .device_views import DeviceViews
+
+__all__ = ["placed_inputs", "gather"]
 
 # numpy dtypes whose tensors torch gathers on a GPU; BF16 travels as int16 words of the same size.
 _GATHERED = {np.dtype(t) for t in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")}
 _WORDS = {"BF16": np.dtype("int16")}
-
-
-class DeviceView:
-    """`__cuda_array_interface__` over bytes already on the GPU, for torch.as_tensor."""
-
-    def __init__(self, pointer: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        self.__cuda_array_interface__ = {
-            "shape": shape,
-            "typestr": dtype.str,
-            "data": (pointer, False),
-            "strides": None,
-            "version": 3,
-        }
 
 
 def _dtype(tensor: Tensor) -> np.dtype | None:
@@ -68,13 +58,13 @@ def placed_inputs(
     return found
 
 
-def gather(items: list[tuple[int, Tensor]], device: torch.device) -> Any:
-    """The batch of one input, on `device`: the requests' bytes copied out of their regions
-    (a copy even for one request, so that forward never writes into a client's memory)."""
-    views = []
+def gather(items: list[tuple[int, Tensor]], views: DeviceViews) -> Any:
+    """The batch of one input, on the views' device: the requests' bytes copied out of their
+    regions (a copy even for one request, so that forward never writes into a client's memory)."""
+    parts = []
     for pointer, tensor in items:
         dtype = _dtype(tensor)
         assert dtype is not None  # placed_inputs checked it
-        views.append(torch.as_tensor(DeviceView(pointer, tuple(tensor.data.shape), dtype), device=device))
-    batch = torch.cat(views) if len(views) > 1 else views[0].clone()
+        parts.append(views.tensor(pointer, tuple(tensor.data.shape), dtype))
+    batch = torch.cat(parts) if len(parts) > 1 else parts[0].clone()
     return batch.view(torch.bfloat16) if items[0][1].datatype == "BF16" else batch

@@ -45,6 +45,7 @@ from .binding import InputBinding, bind_inputs, output_index
 from .cuda_graphs import CudaGraphs, GraphPolicy, graph_blocker
 from .device_inputs import gather, placed_inputs
 from .device_outputs import write_placed_outputs
+from .device_views import DeviceViews
 from .dtypes import datatype_of_dtype, to_numpy, to_torch
 from .execution import ExecutionSettings, parameter_key
 from .loading import LoadedModule, find_model_file, load_module, optimized_for_inference, torch_message
@@ -223,6 +224,7 @@ class TorchInstance(ModelInstance):
         on_gpu = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(self.device) if on_gpu else None
         self.staging = PinnedStaging() if on_gpu else None
+        self.views = DeviceViews(self.device) if on_gpu else None
         self._said: set[str] = set()
         self.graphs: CudaGraphs | None = None
         if self.stream is not None and model.graph_policy.enabled:
@@ -257,7 +259,8 @@ class TorchInstance(ModelInstance):
         order = self.model.binding.order
         with ExitStack() as held:
             # Inputs the clients placed in CUDA shared memory on this GPU are read there.
-            placed = placed_inputs(requests, order, self.device, held) if self.stream is not None else {}
+            views = self.views
+            placed = placed_inputs(requests, order, self.device, held) if views is not None else {}
             if placed:
                 # Last in, first out: no kernel of this batch reads a region once it is given back.
                 held.callback(self._synchronize)
@@ -269,8 +272,8 @@ class TorchInstance(ModelInstance):
                 # Graphs copy their inputs from the host into buffers of their own.
                 forward, device = (self.graphs, _HOST) if self.graphs is not None else (self.loaded.module, self.device)
                 args = [
-                    gather(placed[name], self.device)
-                    if name in placed
+                    gather(placed[name], views)
+                    if views is not None and name in placed
                     else self._argument(name, batch.inputs[name], device)
                     for name in order
                 ]
@@ -288,10 +291,10 @@ class TorchInstance(ModelInstance):
                         values,
                         batch.output_datatypes,
                         batch.sizes if self.batching else [],
-                        self.device,
+                        views,
                         held,
                     )
-                    if self.stream is not None
+                    if views is not None
                     else {}
                 )
                 if written:

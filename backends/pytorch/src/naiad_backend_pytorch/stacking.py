@@ -4,7 +4,7 @@ and takes it back after; in a server whose event loop is busy, each taking back 
 switch interval (5 ms), so a batch of 32 requests stacked by numpy could wait 32 times where
 torch waits once. Beside a thread running Python, stacking 32 images of 110 KB into a reused
 buffer went from 13-20 batches a second with numpy to 108-164 with torch
-(`backends/pytorch/bench/stacking_beside_a_loop.py`). Alone, torch took 267 us a batch with one
+(`backends/pytorch/bench/handoffs_beside_a_loop.py`). Alone, torch took 267 us a batch with one
 intra-op thread, as numpy did, and 430-515 with two on a 2-CPU machine; the CNN served as
 many images a second either way there, where the event loop is seldom busy enough to make
 the waits. The model home of a GPU machine, fed by many front doors, is where they add up.
