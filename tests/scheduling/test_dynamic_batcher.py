@@ -338,7 +338,7 @@ def test_unloading_runs_queued_requests_without_waiting_for_the_delay(tmp_path):
 
 
 def count_passes(scheduler) -> list[int]:
-    """Each pass of the dynamic batcher's dispatcher ends waiting on its Event: count those
+    """Each pass of the dynamic batcher's dispatcher ends waiting on its LoopEvent: count those
     waits. (A patched method of the batcher's own classes would not see the calls its
     compiled modules make.)"""
     passes: list[int] = []

@@ -22,6 +22,7 @@ from .batch_policy import BatchPolicy
 from .clock import Cancellable, Clock, DeadlineTimer, SystemClock
 from .instance_runner import InstanceRunner
 from .job import Job
+from .loop_event import LoopEvent
 from .priority_queue import PriorityQueue
 from .response_ordering import ResponseOrdering
 from .scheduler import Scheduler
@@ -61,7 +62,7 @@ class DynamicBatcher(Scheduler):
         self._runners = runners
         self._free: deque[InstanceRunner] = deque(runners)
         self._executions: set[asyncio.Task[None]] = set()
-        self._changed = asyncio.Event()
+        self._changed = LoopEvent()
         self._sweep_requested = False
         self._accepting = False
         self._dispatcher: asyncio.Task[None] | None = None

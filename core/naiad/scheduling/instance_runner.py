@@ -67,6 +67,9 @@ class InstanceRunner:
         # How long an awaited execution usually takes (a moving average, ns): whether the
         # loop polls for its result (busy_poll).
         self._typical_ns = 0
+        # The loop it runs batches on, looked up at its first (asyncio.get_running_loop asks
+        # the kernel for the process id on CPython 3.11: a system call, twice a batch).
+        self._loop: asyncio.AbstractEventLoop | None = None
         if not inspect.iscoroutinefunction(instance.execute):
             self._executor = InstanceThread(f"naiad-{instance.context.name}")
             if instance.runs_on_any_thread:
@@ -132,7 +135,7 @@ class InstanceRunner:
         window = busy_poll.window_ns()
         short = window != 0 and self._executor is None and self._typical_ns <= window
         if short:
-            busy_poll.hold(asyncio.get_running_loop())
+            busy_poll.hold(self._running_loop())
         failure: Exception | None = None
         result: Any = None
         phases = (0, 0)
@@ -149,7 +152,7 @@ class InstanceRunner:
             # Awaited executions only: one that runs on the loop needs no wake-up.
             self._typical_ns = (7 * self._typical_ns + time.monotonic_ns() - start) // 8
         if short and failure is None:
-            busy_poll.hold(asyncio.get_running_loop())
+            busy_poll.hold(self._running_loop())
         threaded = self._executor is not None  # free before the answers (see `run`)
         if threaded:
             self._freed(on_free)
@@ -160,6 +163,12 @@ class InstanceRunner:
         if not threaded:
             self._freed(on_free)
         return again
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     def _freed(self, on_free: Callable[[], None] | None) -> None:
         """Tell the scheduler the instance is free; whatever it does then, this batch's
@@ -195,7 +204,7 @@ class InstanceRunner:
                 inferences += job.batch_size
                 counted += 1
         if self.decoupled:
-            loop = asyncio.get_running_loop()
+            loop = self._running_loop()
             for job in jobs:
                 job.request.response_sender = self._sender(loop, job)
         return start, (inferences, counted)
