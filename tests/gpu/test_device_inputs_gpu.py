@@ -138,3 +138,29 @@ def test_outputs_placed_in_cuda_shared_memory_are_written_there_on_the_gpu(serve
         server.log(),
     )
     assert said, server.log()[-3000:]
+
+
+def test_a_region_made_again_is_read_and_written_afresh(server):
+    """The instance keeps its tensors over clients' regions by address; a region unregistered,
+    freed and made again (CUDA often hands the same address back) must be read and written as
+    the new one, never through what was kept for the old."""
+    import tritonclient.utils.cuda_shared_memory as cudashm
+
+    control = httpclient.InferenceServerClient(server.http_url)
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    for generation in range(3):
+        region = cudashm.create_shared_memory_region("again", 2 * SIZE, 0)
+        try:
+            control.register_cuda_shared_memory("again", cudashm.get_raw_handle(region), 0, 2 * SIZE)
+            x = np.full((1, 16), generation + 1, np.float32)
+            cudashm.set_shared_memory_region(region, [x])
+            tensor = grpcclient.InferInput("INPUT__0", [1, 16], "FP32")
+            tensor.set_shared_memory("again", SIZE)
+            wanted = grpcclient.InferRequestedOutput("OUTPUT__0")
+            wanted.set_shared_memory("again", SIZE, offset=SIZE)
+            client.infer("twice", [tensor], outputs=[wanted])
+            written = cudashm.get_contents_as_numpy(region, np.float32, [2, 1, 16])[1]
+            np.testing.assert_array_equal(written, x * 2)
+        finally:
+            control.unregister_cuda_shared_memory("again")
+            cudashm.destroy_shared_memory_region(region)
