@@ -3,9 +3,9 @@ request's rows are copied on the GPU from the model's output into the client's r
 response carries no bytes for them (`Tensor.written_on_device`), instead of the output crossing
 to the host and the request's process copying it back to the GPU.
 
-The copies of a batch are one torch call (`copy_rows`), whatever the number of requests: every
-torch call gives the interpreter lock away and must take it back, which beside the model home's
-busy event loop can wait a switch interval. Written a request at a time (three calls each), 12
+A batch's copies are one torch call (`copy_rows`: four calls in all, with the views it takes),
+whatever the number of requests: every torch call gives the interpreter lock away and must take
+it back, which beside the model home's busy event loop can wait a switch interval. Written a request at a time (three calls each), 12
 requests' outputs of 4,000 bytes were copied 24-68 times a second beside a thread running
 Python, on a CPU; by `copy_rows`, 70-151 (`backends/pytorch/bench/handoffs_beside_a_loop.py`).
 
@@ -78,9 +78,9 @@ def write_placed_outputs(
 def copy_rows(value: torch.Tensor, sizes: list[int], targets: list[torch.Tensor | None]) -> None:
     """Copy each request's rows of `value` (`sizes` rows each, in order; `[]`: one request, the
     whole tensor) into its target, a 1-D uint8 tensor of exactly their bytes, or nowhere for a
-    None target: one torch call for all of them, queued on the current stream. Call it under
-    the instance's inference or no-grad mode (nothing here records gradients). Four torch calls
-    in all, each a hand-off of the interpreter lock."""
+    None target: queued on the current stream by one copying call, four torch calls in all
+    (each a hand-off of the interpreter lock). Call it under the instance's inference or
+    no-grad mode: nothing here records gradients."""
     flat = value.reshape(-1).view(torch.uint8)
     row_bytes = flat.numel() // sum(sizes) if sizes else flat.numel()
     parts = torch.split(flat, [rows * row_bytes for rows in sizes]) if sizes else (flat,)

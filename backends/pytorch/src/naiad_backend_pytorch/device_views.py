@@ -1,7 +1,8 @@
 """Tensors over bytes already on the GPU (a client's CUDA shared-memory region), made once per
 address and kept: a client reuses its regions request after request (tritonclient's users make
-one per connection), and wrapping an address in a tensor is a Python-level call of a few dozen
-microseconds on the model home's event-loop CPU each time.
+one per connection), and wrapping an address in a tensor (`torch.as_tensor` reading a
+`__cuda_array_interface__` and asking CUDA where the pointer lives) is work on the model home's
+CPU, under the interpreter lock, for every request otherwise.
 
 A kept tensor owns nothing: it is only used while its region is borrowed
 (`CudaPlacement.borrowed`), and an address that comes back after its region was unregistered
