@@ -104,5 +104,4 @@ def _target(placement: Any, size: int, views: DeviceViews, held: ExitStack) -> t
     pointer = held.enter_context(placement.borrowed())
     if pointer is None:
         return None
-    tensor: torch.Tensor = views.tensor(pointer, (size,), _BYTE)
-    return tensor
+    return views.tensor(pointer, (size,), _BYTE)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import torch
@@ -49,12 +48,12 @@ class DeviceViews:
         self,
         device: torch.device,
         kept: int = _KEPT,
-        wrap: Callable[[int, tuple[int, ...], np.dtype], Any] | None = None,
+        wrap: Callable[[int, tuple[int, ...], np.dtype], torch.Tensor] | None = None,
     ) -> None:
         self._device = device
         self._kept = kept
         self._wrap = wrap or self._cuda_tensor
-        self._tensors: OrderedDict[Key, Any] = OrderedDict()
+        self._tensors: OrderedDict[Key, torch.Tensor] = OrderedDict()
 
     @property
     def device(self) -> torch.device:
@@ -63,7 +62,7 @@ class DeviceViews:
     def __len__(self) -> int:
         return len(self._tensors)
 
-    def tensor(self, pointer: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    def tensor(self, pointer: int, shape: tuple[int, ...], dtype: np.dtype) -> torch.Tensor:
         """A tensor of `shape` and `dtype` over the bytes at `pointer` on the instance's device."""
         key = (pointer, shape, dtype.str)
         tensor = self._tensors.get(key)
