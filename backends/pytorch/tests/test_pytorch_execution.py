@@ -109,3 +109,49 @@ def test_nvfuser_is_ignored_with_a_warning_and_weight_sharing_is_accepted(tmp_pa
         response = torch_models.serve(tmp_path, body)
     assert response.output("OUTPUT__0").data.shape == (1, 8)
     assert any("model 'fused': ENABLE_NVFUSER is not supported" in r.getMessage() for r in caplog.records)
+
+
+class GradModes(torch.nn.Module):
+    """Answers, for each row, whether grad was enabled and whether its output is an inference tensor."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 2.0
+        return torch.stack(
+            [
+                torch.full_like(x[:, 0], float(torch.is_grad_enabled())),
+                torch.full_like(x[:, 0], float(y.is_inference())),
+            ],
+            dim=1,
+        )
+
+
+GRAD_CONFIG = """
+platform: "pytorch_libtorch"
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+"""
+
+
+def test_each_model_runs_in_its_grad_mode_batch_after_batch_and_leaves_the_callers_thread_alone(tmp_path):
+    # Set once on each instance's thread and kept: the second and third batches must still see it.
+    torch_models.script(GradModes(), tmp_path / "inference" / "1" / "model.pt")
+    torch_models.write_config(tmp_path, "inference", GRAD_CONFIG)
+    torch_models.script(GradModes(), tmp_path / "no_grad" / "1" / "model.pt")
+    torch_models.write_config(tmp_path, "no_grad", GRAD_CONFIG + parameters(INFERENCE_MODE="false"))
+    x = np.ones((1, 4), np.float32)
+    seen: dict[str, list[list[float]]] = {"inference": [], "no_grad": []}
+    loop_thread: dict[str, bool] = {}
+
+    async def body(server):
+        for _ in range(3):
+            for name, answers in seen.items():
+                response = await server.infer(InferenceRequest(name, [Tensor.from_numpy("INPUT__0", x)]))
+                answers.append(response.output("OUTPUT__0").data.reshape(-1).tolist())
+        loop_thread["grad"] = torch.is_grad_enabled()
+        loop_thread["inference"] = torch.is_inference_mode_enabled()
+
+    torch_models.serve(tmp_path, body)
+    assert seen["inference"] == [[0.0, 1.0]] * 3
+    assert seen["no_grad"] == [[0.0, 0.0]] * 3
+    assert loop_thread == {"grad": True, "inference": False}
