@@ -4,6 +4,7 @@ the framework refuses fails alone; modules are shared by instances on one device
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,10 @@ def test_batch_is_stacked_split_and_bad_requests_fail_alone(tmp_path, kind):
     xs = [rng.standard_normal((n, 16)).astype(np.float32) for n in (2, 1, 3)]
     requests = [InferenceRequest("m", [Tensor.from_numpy("INPUT__0", x)]) for x in xs]
     requests.insert(2, InferenceRequest("m", [Tensor.from_numpy("INPUT__0", np.ones((1, 7), np.float32))]))
-    responses = instance.execute(requests)
+    # On a thread of its own, as the server runs it (the ABI): an instance keeps torch's
+    # thread-local modes set on the thread that executes it.
+    with ThreadPoolExecutor(1) as instance_thread:
+        responses = instance_thread.submit(instance.execute, requests).result()
     assert len(responses) == 4
     error = responses[2].error
     assert error is not None and "PyTorch failed on the inputs" in error.message
