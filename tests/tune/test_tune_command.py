@@ -375,6 +375,10 @@ def test_a_memory_ceiling_no_candidate_meets_leaves_no_answer(doubler_repo, tmp_
     assert f"memory {memory:.0f} MiB > 1 MiB" in (out / "report.md").read_text()
 
 
+def _sigint_by_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_an_interrupted_search_resumes_from_its_checkpoint(tmp_path):
     # A repository of its own: the module's running server serves the shared one.
@@ -401,7 +405,12 @@ def test_an_interrupted_search_resumes_from_its_checkpoint(tmp_path):
         *FAST,
     ]
     command = [sys.executable, "-m", "naiad.cli", "tune", *flags]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    # Ctrl-C as a terminal delivers it, whatever this process inherited: a job a
+    # non-interactive shell starts in the background ignores SIGINT (POSIX), its children too,
+    # and Python then leaves it ignored.
+    process = subprocess.Popen(
+        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, preexec_fn=_sigint_by_default
+    )
     assert process.stderr is not None
     first = process.stderr.readline()  # one candidate measured and in the file
     assert first.startswith("[1/~3] instances=1,max_batch_size=2,max_queue_delay_us=0: "), first

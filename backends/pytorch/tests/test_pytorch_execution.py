@@ -141,17 +141,19 @@ def test_each_model_runs_in_its_grad_mode_batch_after_batch_and_leaves_the_calle
     torch_models.write_config(tmp_path, "no_grad", GRAD_CONFIG + parameters(INFERENCE_MODE="false"))
     x = np.ones((1, 4), np.float32)
     seen: dict[str, list[list[float]]] = {"inference": [], "no_grad": []}
-    loop_thread: dict[str, bool] = {}
+    loop_thread: dict[str, tuple[bool, bool]] = {}
 
     async def body(server):
+        loop_thread["before"] = (torch.is_grad_enabled(), torch.is_inference_mode_enabled())
         for _ in range(3):
             for name, answers in seen.items():
                 response = await server.infer(InferenceRequest(name, [Tensor.from_numpy("INPUT__0", x)]))
                 answers.append(response.output("OUTPUT__0").data.reshape(-1).tolist())
-        loop_thread["grad"] = torch.is_grad_enabled()
-        loop_thread["inference"] = torch.is_inference_mode_enabled()
+        loop_thread["after"] = (torch.is_grad_enabled(), torch.is_inference_mode_enabled())
 
-    torch_models.serve(tmp_path, body)
+    # Whatever an earlier test left on this thread: the loop starts with grad on, no inference mode.
+    with torch.inference_mode(False), torch.enable_grad():
+        torch_models.serve(tmp_path, body)
     assert seen["inference"] == [[0.0, 1.0]] * 3
     assert seen["no_grad"] == [[0.0, 0.0]] * 3
-    assert loop_thread == {"grad": True, "inference": False}
+    assert loop_thread == {"before": (True, False), "after": (True, False)}
