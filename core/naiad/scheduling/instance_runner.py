@@ -68,7 +68,7 @@ class InstanceRunner:
         # loop polls for its result (busy_poll).
         self._typical_ns = 0
         # The loop it runs batches on, looked up at its first (asyncio.get_running_loop asks
-        # the kernel for the process id on CPython 3.11: a system call, twice a batch).
+        # the kernel for the process id on CPython 3.11: a system call each time).
         self._loop: asyncio.AbstractEventLoop | None = None
         if not inspect.iscoroutinefunction(instance.execute):
             self._executor = InstanceThread(f"naiad-{instance.context.name}")
@@ -143,9 +143,11 @@ class InstanceRunner:
             if self._executor is None:
                 result = await self.instance.execute(requests)  # type: ignore[misc]
             elif self._inline_rule is None:
-                result, phases = await self._executor.run(self._execute_timed, requests)
+                result, phases = await self._executor.run_on(self._running_loop(), self._execute_timed, requests)
             else:
-                result, phases = await self._executor.run(self._execute_measured, requests, elements)
+                result, phases = await self._executor.run_on(
+                    self._running_loop(), self._execute_measured, requests, elements
+                )
         except Exception as exc:  # noqa: BLE001 - a backend failure fails its batch, not the server
             failure = exc
         finally:

@@ -37,9 +37,13 @@ class InstanceThread:
 
     def run(self, function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """`function(*args)` on the thread; the future has its result or its exception."""
+        return self.run_on(asyncio.get_running_loop(), function, *args)
+
+    def run_on(self, loop: asyncio.AbstractEventLoop, function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """`run`, for a caller that knows its running loop `loop` (looking it up asks the
+        kernel for the process id on CPython 3.11: a system call a batch)."""
         if self._closed:
             raise RuntimeError(f"instance thread '{self.name}' is closed")
-        loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         if self._thread is None:
             # A daemon: a thread left waiting for work must not keep the interpreter from
