@@ -53,6 +53,7 @@ from .clock import Cancellable, Clock, SystemClock, sleep_until
 from .implicit_state import ImplicitState, StateValues
 from .instance_runner import InstanceRunner
 from .job import Job
+from .loop_event import LoopEvent
 from .response_ordering import ResponseOrdering
 from .scheduler import Scheduler
 
@@ -93,7 +94,8 @@ class _InstanceWorker:
     def __init__(self, runner: InstanceRunner, slot_count: int) -> None:
         self.runner = runner
         self.slots = [_Slot(self, i) for i in range(slot_count)]
-        self.changed = asyncio.Event()
+        # Waited on by this worker's task alone, on one loop (loop_event.py).
+        self.changed = LoopEvent()
         self.task: asyncio.Task[None] | None = None
 
     def occupied(self) -> int:
