@@ -9,6 +9,11 @@ to their owner.
 
 When the server closes the socket (it went away), the process leaves at once, even while
 model code is stuck in `execute` (`watch_for_hang_up`).
+
+The event loop's reader (libuv's poll handle under uvloop) switches the socket to non-blocking
+mode, so a send finds the socket's buffer full whenever the server is slower to read than this
+process is to answer: every send waits for room (`_send_all`) instead of failing half-way
+through a frame, which would lose that batch's answers and tear the stream.
 """
 
 from __future__ import annotations
@@ -47,16 +52,18 @@ class Channel:
         self._waiting = 0  # threads waiting on _turn: giving the role back wakes them
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLIN)
+        self._room = select.poll()  # used under outbound.lock only
+        self._room.register(sock.fileno(), select.POLLOUT)
 
     def send(self, message: StubMessage) -> None:
         """Send a message without tensors (from any thread)."""
         with self.outbound.lock:
-            self.sock.sendall(pack(message))
+            self._send_all(pack(message))
 
     def send_with(self, build: Callable[[RingWriter], StubMessage]) -> None:
         """Build a message that places tensors in the ring and send it, atomically."""
         with self.outbound.lock:
-            self.sock.sendall(pack_placing(build, self.outbound))
+            self._send_all(pack_placing(build, self.outbound))
 
     def try_send(self, message: StubMessage) -> bool:
         """Send a message without tensors unless another send holds the socket right now:
@@ -66,10 +73,26 @@ class Channel:
         if not lock.acquire(blocking=False):
             return False
         try:
-            self.sock.sendall(pack(message))
+            self._send_all(pack(message))
         finally:
             lock.release()
         return True
+
+    def _send_all(self, frame: bytes) -> None:
+        """Send the whole frame, waiting for room in the socket's buffer when it is full
+        (`sendall` on a non-blocking socket raises without saying how much it sent). Call
+        under `outbound.lock`. The server reads on its event loop, never waiting for this
+        process to read, so waiting here cannot deadlock."""
+        rest = memoryview(frame)
+        while True:
+            try:
+                sent = self.sock.send(rest)
+            except BlockingIOError:
+                sent = 0
+            if sent == len(rest):  # the common case: the whole frame at once
+                return
+            rest = rest[sent:]
+            self._room.poll()
 
     def read_ready(self) -> None:
         """The loop's reader callback: take what the socket holds. When a waiting thread is
