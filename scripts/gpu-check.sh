@@ -7,13 +7,16 @@
 #      own torch, CuPy, cuda-bindings and NVML stay in use);
 #   3. prints the versions that matter (Python, torch and its CUDA, cuda-bindings, CuPy, NVML);
 #   4. runs every GPU test: pytest -m gpu tests/gpu;
-#   5. runs bench/gpu_bench.py (HTTP, gRPC, gRPC + CUDA shared memory beside torch's ceiling),
+#   5. runs Triton's two CUDA shared-memory client examples, unchanged, when .whl/client_examples
+#      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them);
+#   6. runs bench/gpu_bench.py (HTTP, gRPC, gRPC + CUDA shared memory beside torch's ceiling),
 #      with py-spy on the model home during each protocol's top row; then its 1 and 64
 #      connection rows again without CUDA graphs, to show what the graphs change; then the
 #      same network in a model.py (--backend python) over HTTP and gRPC + CUDA shared memory;
-#   6. runs Triton's two CUDA shared-memory client examples, unchanged, when .whl/client_examples
-#      holds them (TRITON_CLIENT=... bash scripts/gpu-wheels.sh copies them);
-#   7. with the time left, experiments that do not decide the outcome: the model.py's HTTP
+#   7. with the time left, experiments that do not decide the outcome: the server's own
+#      ceiling on that machine (the benchmark's --quick network, which costs the GPU next to
+#      nothing, over gRPC with and without CUDA shared memory: what serving a request costs
+#      when the model does not), the model.py's HTTP
 #      rows again with OMP_WAIT_POLICY=PASSIVE (its OpenMP threads sleep instead of spinning on
 #      the CPUs where the workers' loops are pinned), and the PyTorch backend's 64-connection
 #      rows with the server's interpreter switching threads every 0.5 ms instead of 5 (how
@@ -22,8 +25,9 @@
 # Everything it prints goes to $OUT/gpu-check.log too; $OUT/summary.md holds the GPU, the date,
 # each step's outcome and time, the test counts, failures, and the benchmark's table;
 # $OUT/details.tar.gz the rest (pytest.xml, versions.txt, each benchmark's .json and .log).
-# It ends within 8 minutes: each step's limit is cut to what is left of BUDGET_S (470 s),
-# keeping time for the summary.
+# It ends within 8 minutes: each step's limit is cut to what is left of BUDGET_S (470 s, or
+# GPU_CHECK_BUDGET_S: less where the session has less device time left), keeping time for the
+# summary; the experiments come last, so a smaller budget cuts them first.
 # Exit status: 0 when the tests and the benchmark passed, 3 without a GPU, 4 without .whl/, 1
 # otherwise. OUT defaults to ./gpu-check-out where the device tool does not set it.
 set -uo pipefail
@@ -38,7 +42,7 @@ py=${PYTHON:-python3}
 site=${NAIAD_GPU_SITE:-/tmp/naiad-gpu-site}
 export PYTHONUNBUFFERED=1
 declare -a steps=()
-BUDGET_S=470
+BUDGET_S=${GPU_CHECK_BUDGET_S:-470}
 
 # On stderr: a step's stdout may be its own file (versions.txt, bench.log).
 say() { printf '\n== gpu-check.sh [%4d s] %s\n' "$SECONDS" "$*" >&2; }
@@ -111,6 +115,7 @@ EOF
     section "Benchmark (bench/gpu_bench.py)" "$out/bench.log"
     section "Benchmark without CUDA graphs (bench/gpu_bench.py --no-cuda-graphs)" "$out/bench-no-graphs.log"
     section "Benchmark, the same network in a model.py (bench/gpu_bench.py --backend python)" "$out/bench-model-py.log"
+    section "Experiment: the server's own ceiling (bench/gpu_bench.py --quick)" "$out/bench-server-ceiling.log"
     section "Experiment: the model.py over HTTP with OMP_WAIT_POLICY=PASSIVE" "$out/bench-model-py-passive.log"
     section "Experiment: the PyTorch backend at 64 connections, switch interval 0.5 ms" "$out/bench-switch-interval.log"
   } >"$summary"
@@ -193,6 +198,15 @@ if [ "$tests_status" -eq 0 ] && [ "$skipped" != 0 ]; then
   tests_status=5
 fi
 
+examples_status=0
+if ls .whl/client_examples/*.py >/dev/null 2>&1; then
+  step "Triton's CUDA shared-memory client examples" 70 "$py" scripts/client_examples/run_examples.py \
+    .whl/client_examples "$site/bin/naiad" > >(tee "$out/examples.log")
+  examples_status=$?
+else
+  steps+=("Triton's CUDA shared-memory client examples: not carried (TRITON_CLIENT=... bash scripts/gpu-wheels.sh)")
+fi
+
 step "benchmark: bench/gpu_bench.py" 220 "$py" bench/gpu_bench.py --profile --json "$out/bench.json" > >(tee "$out/bench.log")
 bench_status=$?
 sleep 1 # tee's last lines
@@ -205,16 +219,11 @@ step "benchmark, a model.py" 100 "$py" bench/gpu_bench.py --backend python --pro
 [ "$?" -eq 0 ] || bench_status=1
 sleep 1
 
-examples_status=0
-if ls .whl/client_examples/*.py >/dev/null 2>&1; then
-  step "Triton's CUDA shared-memory client examples" 70 "$py" scripts/client_examples/run_examples.py \
-    .whl/client_examples "$site/bin/naiad" > >(tee "$out/examples.log")
-  examples_status=$?
-else
-  steps+=("Triton's CUDA shared-memory client examples: not carried (TRITON_CLIENT=... bash scripts/gpu-wheels.sh)")
-fi
-
 # Their outcomes are in the summary's steps; they do not decide the check's.
+step "experiment: the server's own ceiling, a network that costs next to nothing" 60 "$py" bench/gpu_bench.py \
+  --quick --protocols grpc grpc+cudashm --concurrency 1 64 --duration 3 --json "$out/bench-server-ceiling.json" \
+  > >(tee "$out/bench-server-ceiling.log")
+sleep 1
 OMP_WAIT_POLICY=PASSIVE step "experiment: a model.py over HTTP, OpenMP threads passive" 70 "$py" bench/gpu_bench.py \
   --backend python --protocols http --concurrency 1 64 --duration 3 --json "$out/bench-model-py-passive.json" \
   > >(tee "$out/bench-model-py-passive.log")
