@@ -66,6 +66,30 @@ class TritonPythonModel:
 """
 
 
+# Its first process cannot send its answers (as if the socket failed for good); the file beside
+# model.py tells the process started after it to serve.
+UNSENDABLE = """
+import errno
+import os
+from pathlib import Path
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from naiad_backend_python.model_side.bridge import current_bridge
+
+BROKEN = Path(__file__).with_name("broken")
+
+def refuse(frame):
+    raise OSError(errno.ENOBUFS, "no buffer space (injected by the test)")
+
+class TritonPythonModel:
+    def execute(self, requests):
+        if not BROKEN.exists():
+            BROKEN.write_text("")
+            current_bridge().channel._send_all = refuse
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.array([os.getpid()], np.float32))]) for _ in requests]
+"""
+
+
 def _model(root: Path, name: str, source: str) -> None:
     (root / name / "1").mkdir(parents=True)
     (root / name / "1" / "model.py").write_text(source)
@@ -113,5 +137,22 @@ def test_a_message_only_the_server_sends_ends_the_process_and_a_new_one_serves(t
         assert "sent Execute, a message only the server sends" in (dropped.exc_text or "")
         # The server keeps serving the model, from a new process.
         assert server.infer("impostor", x).output("Y").data[0] > 0
+    finally:
+        server.close()
+
+
+def test_a_process_that_cannot_send_its_answers_leaves_and_the_server_fails_the_batch_then_serves(tmp_path, caplog):
+    # Left to the event loop, the failed send was logged in the model's process and the
+    # request waited for ever.
+    _model(tmp_path, "unsendable", UNSENDABLE)
+    server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
+    try:
+        x = {"X": np.array([1], np.float32)}
+        with caplog.at_level(logging.ERROR, logger="naiad.backends.python"):
+            failed = server.infer_error("unsendable", x)
+        assert "the model's process exited unexpectedly" in failed.message
+        assert "(exit code 1)" in failed.message
+        # The server keeps serving the model, from a new process.
+        assert server.infer("unsendable", x).output("Y").data[0] > 0
     finally:
         server.close()

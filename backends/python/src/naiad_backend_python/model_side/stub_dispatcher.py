@@ -14,6 +14,7 @@ import asyncio
 import collections
 import gc
 import os
+import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -80,6 +81,8 @@ class StubDispatcher:
         self._in_read_ready = True
         try:
             self.channel.read_ready()
+        except BaseException:  # noqa: BLE001 - a message this process cannot take
+            self._broken()
         finally:
             self._in_read_ready = False
         self._run_work()
@@ -112,7 +115,20 @@ class StubDispatcher:
     def _run_work(self) -> None:
         while self._work:
             work, argument = self._work.popleft()
-            work(argument)
+            try:
+                work(argument)
+            except BaseException:  # noqa: BLE001 - model code's errors are answered inside the work
+                self._broken()
+
+    def _broken(self) -> None:
+        """A fault of this process's own: a message it could not read, or an answer it could
+        not send. The server would wait for ever for what this process owes it, so leave now:
+        the server then fails those requests, saying the model's process exited, and starts a
+        new one. (Left to the event loop, the exception would be logged and forgotten.)"""
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
 
     # -- the work ------------------------------------------------------------------------------
 
