@@ -10,6 +10,7 @@ import numpy as np
 from python_backend_servers import ServerThread
 
 from naiad import ServerOptions
+from naiad.errors import NaiadError
 
 CONFIG = """name: "{name}"
 backend: "python"
@@ -124,35 +125,31 @@ def test_bls_and_model_control_in_finalize_of_a_process_never_attached_are_answe
         server.close()
 
 
-def test_a_message_only_the_server_sends_ends_the_process_and_a_new_one_serves(tmp_path, caplog):
-    _model(tmp_path, "impostor", IMPOSTOR)
-    server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
+def _first_batch_fails_then_a_new_process_serves(root: Path, caplog, name: str, source: str) -> NaiadError:
+    """The error of the first request to `name`, whose first process breaks on it; checks that
+    the server then serves the model from a new process."""
+    _model(root, name, source)
+    server = ServerThread(ServerOptions(model_repositories=[str(root)]))
     try:
         x = {"X": np.array([1], np.float32)}
         with caplog.at_level(logging.ERROR, logger="naiad.backends.python"):
-            failed = server.infer_error("impostor", x)
-        assert "the model's process sent a bad message" in failed.message
-        assert "sent Execute, a message only the server sends" in failed.message
-        (dropped,) = [r for r in caplog.records if "bad message from the model's process" in r.getMessage()]
-        assert "sent Execute, a message only the server sends" in (dropped.exc_text or "")
-        # The server keeps serving the model, from a new process.
-        assert server.infer("impostor", x).output("Y").data[0] > 0
+            failed = server.infer_error(name, x)
+        assert server.infer(name, x).output("Y").data[0] > 0
+        return failed
     finally:
         server.close()
+
+
+def test_a_message_only_the_server_sends_ends_the_process_and_a_new_one_serves(tmp_path, caplog):
+    failed = _first_batch_fails_then_a_new_process_serves(tmp_path, caplog, "impostor", IMPOSTOR)
+    assert "the model's process sent a bad message" in failed.message
+    assert "sent Execute, a message only the server sends" in failed.message
+    (dropped,) = [r for r in caplog.records if "bad message from the model's process" in r.getMessage()]
+    assert "sent Execute, a message only the server sends" in (dropped.exc_text or "")
 
 
 def test_a_process_that_cannot_send_its_answers_leaves_and_the_server_fails_the_batch_then_serves(tmp_path, caplog):
     # Left to the event loop, the failed send was logged in the model's process and the
     # request waited for ever.
-    _model(tmp_path, "unsendable", UNSENDABLE)
-    server = ServerThread(ServerOptions(model_repositories=[str(tmp_path)]))
-    try:
-        x = {"X": np.array([1], np.float32)}
-        with caplog.at_level(logging.ERROR, logger="naiad.backends.python"):
-            failed = server.infer_error("unsendable", x)
-        assert "the model's process exited unexpectedly" in failed.message
-        assert "(exit code 1)" in failed.message
-        # The server keeps serving the model, from a new process.
-        assert server.infer("unsendable", x).output("Y").data[0] > 0
-    finally:
-        server.close()
+    failed = _first_batch_fails_then_a_new_process_serves(tmp_path, caplog, "unsendable", UNSENDABLE)
+    assert "the model's process exited unexpectedly (exit code 1)" in failed.message
