@@ -16,9 +16,9 @@
 #   7. with the time left, experiments that do not decide the outcome: the server's own
 #      ceiling on that machine (the benchmark's --quick network, which costs the GPU next to
 #      nothing, over gRPC with and without CUDA shared memory: what serving a request costs
-#      when the model does not), the model.py's HTTP
-#      rows again with OMP_WAIT_POLICY=PASSIVE (its OpenMP threads sleep instead of spinning on
-#      the CPUs where the workers' loops are pinned), and the PyTorch backend's 64-connection
+#      when the model does not), the model.py's HTTP rows again with OMP_WAIT_POLICY=PASSIVE
+#      (its OpenMP threads sleep instead of spinning on the CPUs where the workers' loops are
+#      pinned), and the PyTorch backend's 64-connection
 #      rows with the server's interpreter switching threads every 0.5 ms instead of 5 (how
 #      long an instance thread can wait to take the lock back beside the home's busy loop);
 #      docs/history/gpu.md says why.
