@@ -16,12 +16,12 @@
 #   7. with the time left, experiments that do not decide the outcome: the server's own
 #      ceiling on that machine (the benchmark's --quick network, which costs the GPU next to
 #      nothing, over gRPC with and without CUDA shared memory: what serving a request costs
-#      when the model does not), the model.py's HTTP rows again with OMP_WAIT_POLICY=PASSIVE
-#      (its OpenMP threads sleep instead of spinning on the CPUs where the workers' loops are
-#      pinned), and the PyTorch backend's 64-connection
-#      rows with the server's interpreter switching threads every 0.5 ms instead of 5 (how
-#      long an instance thread can wait to take the lock back beside the home's busy loop);
-#      docs/history/gpu.md says why.
+#      when the model does not), the model.py's HTTP rows again with OMP_WAIT_POLICY=ACTIVE
+#      (its OpenMP threads spinning without end, the opposite of the PASSIVE a GPU instance's
+#      process now gets: the comparison within one run), and the PyTorch backend's
+#      64-connection rows with the server's interpreter switching threads every 0.5 ms instead
+#      of 5 (how long an instance thread can wait to take the lock back beside the home's busy
+#      loop); docs/history/gpu.md says why.
 # Everything it prints goes to $OUT/gpu-check.log too; $OUT/summary.md holds the GPU, the date,
 # each step's outcome and time, the test counts, failures, and the benchmark's table;
 # $OUT/details.tar.gz the rest (pytest.xml, versions.txt, each benchmark's .json and .log).
@@ -116,7 +116,7 @@ EOF
     section "Benchmark without CUDA graphs (bench/gpu_bench.py --no-cuda-graphs)" "$out/bench-no-graphs.log"
     section "Benchmark, the same network in a model.py (bench/gpu_bench.py --backend python)" "$out/bench-model-py.log"
     section "Experiment: the server's own ceiling (bench/gpu_bench.py --quick)" "$out/bench-server-ceiling.log"
-    section "Experiment: the model.py over HTTP with OMP_WAIT_POLICY=PASSIVE" "$out/bench-model-py-passive.log"
+    section "Experiment: the model.py over HTTP with OMP_WAIT_POLICY=ACTIVE" "$out/bench-model-py-active.log"
     section "Experiment: the PyTorch backend at 64 connections, switch interval 0.5 ms" "$out/bench-switch-interval.log"
   } >"$summary"
   echo
@@ -224,9 +224,9 @@ step "experiment: the server's own ceiling, a network that costs next to nothing
   --quick --protocols grpc grpc+cudashm --concurrency 1 64 --duration 3 --json "$out/bench-server-ceiling.json" \
   > >(tee "$out/bench-server-ceiling.log")
 sleep 1
-OMP_WAIT_POLICY=PASSIVE step "experiment: a model.py over HTTP, OpenMP threads passive" 70 "$py" bench/gpu_bench.py \
-  --backend python --protocols http --concurrency 1 64 --duration 3 --json "$out/bench-model-py-passive.json" \
-  > >(tee "$out/bench-model-py-passive.log")
+OMP_WAIT_POLICY=ACTIVE step "experiment: a model.py over HTTP, OpenMP threads spinning" 70 "$py" bench/gpu_bench.py \
+  --backend python --protocols http --concurrency 1 64 --duration 3 --json "$out/bench-model-py-active.json" \
+  > >(tee "$out/bench-model-py-active.log")
 sleep 1
 # The workers and the model home are forked from the process the wrapper starts: they keep
 # its switch interval.

@@ -148,3 +148,37 @@ def test_a_model_py_reads_and_writes_cuda_shared_memory_on_the_gpu(regions_serve
         cudashm.destroy_shared_memory_region(region)
     # Written by the model's process, not copied through the host by the server.
     assert "are written there by the model's process, device to device" in regions_server.log()
+
+
+# Answers the OpenMP wait policy its process was started with.
+WAIT_POLICY_MODEL_PY = """
+import os
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        seen = os.environ.get("OMP_WAIT_POLICY", "").encode()
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("SEEN", np.array([seen], dtype=object))]) for _ in requests]
+"""
+
+WAIT_POLICY_CONFIG = """name: "wait_policy"
+backend: "python"
+max_batch_size: 0
+input [{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }]
+output [{ name: "SEEN" data_type: TYPE_STRING dims: [ 1 ] }]
+instance_group [{ kind: KIND_GPU gpus: [ 0 ] count: 1 }]
+"""
+
+
+def test_a_gpu_instances_process_starts_with_passive_openmp_threads(tmp_path):
+    (tmp_path / "wait_policy" / "1").mkdir(parents=True)
+    (tmp_path / "wait_policy" / "1" / "model.py").write_text(WAIT_POLICY_MODEL_PY)
+    (tmp_path / "wait_policy" / "config.pbtxt").write_text(WAIT_POLICY_CONFIG)
+    with ServerProcess(tmp_path) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        x = httpclient.InferInput("X", [1], "FP32")
+        x.set_data_from_numpy(np.ones(1, np.float32))
+        assert client.infer("wait_policy", [x]).as_numpy("SEEN").tolist() == [b"PASSIVE"]

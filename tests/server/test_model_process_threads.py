@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from naiad_backend_python.server_side.backend import _process_count
+from naiad_backend_python.server_side.settings import ModelSettings
+from naiad_backend_python.server_side.stub_connection import StubLaunch, _stub_environment
 
 from naiad.backend.helpers import gpu_ids
 from naiad.config import parse_config_text, validate_config
@@ -37,6 +40,7 @@ class TritonPythonModel:
         seen = json.dumps({
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
             "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS"),
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
             "torch": torch.get_num_threads(),
             "pid": os.getpid(),
         })
@@ -91,6 +95,8 @@ def test_two_model_processes_share_the_servers_cpus_and_one_keeps_torchs_default
     alone = None if cpus >= (os.cpu_count() or 0) else str(cpus)
     for answer in one:
         assert answer["OMP_NUM_THREADS"] == alone and answer["MKL_NUM_THREADS"] == alone, answer
+    # A CPU instance's threads keep OpenMP's default way of waiting (they do its work).
+    assert all(answer["OMP_WAIT_POLICY"] is None for answer in one + two)
 
 
 def test_a_thread_variable_the_server_was_started_with_is_kept(repo: Path) -> None:
@@ -120,3 +126,33 @@ def test_a_gpu_group_without_a_list_counts_every_gpu_of_the_machine() -> None:
     text = 'backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ] '
     text += "instance_group [ { count: 2 kind: KIND_GPU } ]"
     assert _process_count(validate_config(parse_config_text(text, "m"), "m")) == 2 * max(1, len(gpu_ids()))
+
+
+@pytest.mark.parametrize(
+    ("kind", "server_sets", "seen"),
+    [("GPU", None, "PASSIVE"), ("CPU", None, None), ("GPU", "ACTIVE", "ACTIVE")],
+    ids=["gpu", "cpu", "gpu-operator-set"],
+)
+def test_a_gpu_instances_process_waits_passively_unless_the_server_was_told_otherwise(
+    kind: str, server_sets: str | None, seen: str | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The rule itself, here: a GPU instance cannot load on a machine without one
+    # (tests/gpu/test_python_backend_gpu.py checks it in a real model process there).
+    if server_sets is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", server_sets)
+    settings = ModelSettings(
+        in_process=False, inline=False, execute_timeout_s=0, python=sys.executable, env_dir=None,
+        ring_bytes=1 << 20, start_timeout_s=30,
+    )  # fmt: skip
+    launch = StubLaunch(
+        label="model 'm' instance 'm_0'",
+        model_file=tmp_path / "model.py",
+        args={"model_instance_kind": kind},
+        decoupled=False,
+        settings=settings,
+        python_path=str(tmp_path),
+        server=None,
+    )
+    assert _stub_environment(launch).get("OMP_WAIT_POLICY") == seen
