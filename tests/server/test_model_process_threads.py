@@ -2,7 +2,7 @@
 with two instances of a model.py, torch in each process takes half the CPUs (two pools of every
 CPU, waiting by spinning, served a CNN 66 times slower on two CPUs); with one it keeps torch's
 own default; a thread variable the server was started with is the operator's, and then
-naiad sets neither."""
+naiad sets neither. A GPU instance's process starts with its OpenMP threads passive."""
 
 from __future__ import annotations
 
