@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 from python_backend_servers import ServerThread
 
-from naiad import ServerOptions
-from naiad.errors import NaiadError
+from naiad import NaiadError, ServerOptions
 
 CONFIG = """name: "{name}"
 backend: "python"
