@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import socket
 import sys
@@ -29,7 +28,7 @@ from naiad_wire.interprocess.shm_ring import RingReader, RingWriter
 from .bridge import set_default_bridge
 from .model_host import run_auto_complete
 from .stub_bridge import StubBridge
-from .stub_channel import Channel, watch_for_hang_up
+from .stub_channel import Channel, leave, watch_for_hang_up
 from .stub_dispatcher import StubDispatcher
 
 __all__ = ["main"]
@@ -95,10 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=watch_for_hang_up, args=(sock,), daemon=True, name="naiad-stub-watchdog").start()
     loop.add_reader(sock.fileno(), dispatcher.read_ready)
     code = loop.run_until_complete(dispatcher.exit_code)
-    sys.stdout.flush()
-    sys.stderr.flush()
     # Model threads may still run; the server has what it needs, so leave now.
-    os._exit(code)
+    leave(code)
 
 
 if __name__ == "__main__":

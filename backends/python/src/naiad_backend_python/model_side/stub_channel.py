@@ -25,13 +25,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 from naiad_wire.interprocess.messages import FrameReader
 from naiad_wire.interprocess.shm_ring import RingReader, RingWriter
 
 from .stub_messages import StubMessage, pack, pack_placing, unpack
 
-__all__ = ["Channel", "server_gone", "watch_for_hang_up"]
+__all__ = ["Channel", "leave", "server_gone", "watch_for_hang_up"]
 
 _READ_BYTES = 1 << 16
 
@@ -162,9 +163,15 @@ def server_gone() -> None:
     """The server went away (after a finalize this process has already exited itself). Leave
     now, even if model code is stuck in execute: nobody can use its answers any more.
     (PR_SET_PDEATHSIG would not do: it fires when the *thread* that spawned us exits.)"""
+    leave(0)
+
+
+def leave(code: int) -> NoReturn:
+    """End the process now with `code`, what it printed flushed: model threads may still run,
+    and nothing they do can reach the server any more."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 def watch_for_hang_up(sock: socket.socket) -> None:

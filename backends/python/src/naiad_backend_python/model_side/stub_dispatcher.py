@@ -14,7 +14,6 @@ import asyncio
 import collections
 import gc
 import os
-import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from .device_memory import OpenRegions
 from .model_host import ExecuteFailure, ModelHost, PendingExecute, rescheduled
 from .pb_utils import InferenceRequest, InferenceResponse, Logger
 from .stub_bridge import StubBridge
-from .stub_channel import Channel
+from .stub_channel import Channel, leave
 from .stub_codec import (
     DecodedInputs,
     read_inputs,
@@ -126,9 +125,7 @@ class StubDispatcher:
         the server then fails those requests, saying the model's process exited, and starts a
         new one. (Left to the event loop, the exception would be logged and forgotten.)"""
         traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+        leave(1)
 
     # -- the work ------------------------------------------------------------------------------
 
