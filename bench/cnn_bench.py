@@ -4,7 +4,7 @@ by `naiad serve`, beside the framework's own in-process ceiling, in one run on o
 
     .venv/bin/python bench/cnn_bench.py [--duration 8] [--concurrency 1 8 64]
         [--naiad-models cnn_onnx cnn_torch cnn_py] [--naiad-flags '--workers 1']
-        [--channels 16 48 96 192] [--grpc] [--json results.json]
+        [--channels 16 48 96 192] [--queue-delay-us 0] [--grpc] [--json results.json]
 
 (`bench/cnn_bench.sh` does the same after making sure the anchors of ../shared/bench exist.)
 
@@ -16,7 +16,8 @@ about 0.3 ms in onnxruntime at batch 1 with one thread on the 2-core machine thi
 (widths off multiples of 16 leave onnxruntime's fast kernels: 17 costs twice 16); the run prints
 the cost it measures. The network is exported to ONNX (dynamic batch axis) and to TorchScript,
 and written into a temporary model repository three ways, each with `max_batch_size: 64`,
-`dynamic_batching { }` and one CPU instance:
+`dynamic_batching { }` (`--queue-delay-us N` adds `max_queue_delay_microseconds: N` to every
+config, Triton's and naiad's alike) and one CPU instance:
 
 - `cnn_onnx`: naiad's ONNX Runtime backend (model.onnx);
 - `cnn_torch`: naiad's PyTorch backend (model.pt);
@@ -89,6 +90,7 @@ from cnn_model import (
     INPUT,
     OUTPUT,
     build_model,
+    dynamic_batching,
     model_config,
 )
 
@@ -182,7 +184,7 @@ class TritonPythonModel:
 '''
 
 
-def write_model(repo: Path, name: str, onnx_path: Path, torch_path: Path) -> None:
+def write_model(repo: Path, name: str, onnx_path: Path, torch_path: Path, queue_delay_us: int = 0) -> None:
     version = repo / name / "1"
     version.mkdir(parents=True)
     if name == "cnn_onnx":
@@ -195,12 +197,12 @@ def write_model(repo: Path, name: str, onnx_path: Path, torch_path: Path) -> Non
         shutil.copy(onnx_path, version / "model.onnx")
         (version / "model.py").write_text(MODEL_PY)
         kind = 'backend: "python"'
-    (repo / name / "config.pbtxt").write_text(model_config(name, kind))
+    (repo / name / "config.pbtxt").write_text(model_config(name, kind, queue_delay_us))
 
 
-def write_repository(repo: Path, names: list[str], onnx_path: Path, torch_path: Path) -> None:
+def write_repository(repo: Path, names: list[str], onnx_path: Path, torch_path: Path, queue_delay_us: int = 0) -> None:
     for name in names:
-        write_model(repo, name, onnx_path, torch_path)
+        write_model(repo, name, onnx_path, torch_path, queue_delay_us)
 
 
 # -- in-process ceilings --------------------------------------------------------------------
@@ -717,10 +719,15 @@ def print_table(rows: list[Row], best_ceiling: dict[str, float], top: int) -> No
         print(f"note: a server beat the {framework} ceiling by more than 5%: its ceiling passes were disturbed")
 
 
-def goals(rows: list[Row], best_ceiling: dict[str, float], label: str, top: int) -> list[dict[str, Any]]:
+def goals(
+    rows: list[Row], best_ceiling: dict[str, float], label: str, top: int, queue_delay_us: int = 0
+) -> list[dict[str, Any]]:
     """The issue's goals for each naiad model, on the HTTP rows. A row with errors (non-2xx or
-    socket errors) cannot pass the speed goal: failing fast is not serving."""
+    socket errors) cannot pass the speed goal: failing fast is not serving. The issue sets them
+    for `dynamic_batching { }`; with a queue delay each line says so."""
     name = label.replace("naiad", "naiad defaults", 1) if label == "naiad" else label
+    if queue_delay_us:
+        name += f" (both servers at max_queue_delay_microseconds: {queue_delay_us})"
     triton = {r.concurrency: r for r in rows if r.server == "triton" and r.protocol == "http"}
     results = []
     for model in dict.fromkeys(r.model for r in rows if r.server == label):
@@ -808,6 +815,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--grpc", action="store_true", help="gRPC rows too (h2load; mean latency only)")
     parser.add_argument("--triton-ports", type=int, nargs=3, default=[18100, 18101, 18102], metavar="PORT")
     parser.add_argument("--naiad-ports", type=int, nargs=3, default=[19100, 19101, 19102], metavar="PORT")
+    parser.add_argument(
+        "--queue-delay-us",
+        type=int,
+        default=0,
+        help="max_queue_delay_microseconds in every model's config, Triton's and naiad's alike "
+        "(default 0: `dynamic_batching { }`, the config the goals are set for)",
+    )
     parser.add_argument("--json", type=Path, help="write the raw figures to this file")
     return parser.parse_args()
 
@@ -829,6 +843,7 @@ def main() -> int:
         print(
             f"CNN {IMAGE[0]}x{IMAGE[1]}x{IMAGE[2]} -> convs {','.join(map(str, args.channels))} -> {CLASSES} classes: "
             f"{cost:.3f} ms/image in onnxruntime, batch 1, 1 thread; {usable_cpus()} usable CPUs; "
+            f"{dynamic_batching(args.queue_delay_us)}; "
             f"load average {_load()}",
             flush=True,
         )
@@ -840,8 +855,8 @@ def main() -> int:
         script = write_wrk_script(work)
         rows: list[Row] = []
         triton_repo, naiad_repo = work / "triton_models", work / "naiad_models"
-        write_repository(triton_repo, [TRITON_MODEL], onnx_path, torch_path)
-        write_repository(naiad_repo, args.naiad_models, onnx_path, torch_path)
+        write_repository(triton_repo, [TRITON_MODEL], onnx_path, torch_path, args.queue_delay_us)
+        write_repository(naiad_repo, args.naiad_models, onnx_path, torch_path, args.queue_delay_us)
 
         print(f"Triton serving {TRITON_MODEL}:", flush=True)
         with running(lambda: start_triton(triton_repo, Ports(*args.triton_ports))) as triton:
@@ -874,7 +889,7 @@ def main() -> int:
         best_ceiling = {framework: rate for framework, (rate, _) in best.items()}
 
         print_table(rows, best_ceiling, top)
-        results = goals(rows, best_ceiling, label, top)
+        results = goals(rows, best_ceiling, label, top, args.queue_delay_us)
         print_goals(results)
         if args.json:
             record = {
@@ -882,6 +897,7 @@ def main() -> int:
                 "cpus": usable_cpus(),
                 "load_average": {"start": start_load, "end": os.getloadavg()},
                 "duration_s": args.duration,
+                "queue_delay_us": args.queue_delay_us,
                 "naiad_command": command,
                 "ceiling_passes": [
                     {f: {str(b): r for b, r in rates.items()} for f, rates in p.items()} for p in passes

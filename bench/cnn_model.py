@@ -70,7 +70,14 @@ def build_model(directory: Path, widths: list[int]) -> tuple[Path, Path]:
     return onnx_path, torch_path
 
 
-def model_config(name: str, kind: str) -> str:
+def dynamic_batching(queue_delay_us: int = 0) -> str:
+    """`dynamic_batching { }` (no queue delay: the config the benchmarks' goals are set for), or
+    with `max_queue_delay_microseconds`."""
+    delay = f"max_queue_delay_microseconds: {queue_delay_us} " if queue_delay_us else ""
+    return f"dynamic_batching {{ {delay}}}"
+
+
+def model_config(name: str, kind: str, queue_delay_us: int = 0) -> str:
     dims = ", ".join(str(d) for d in IMAGE)
     return f"""name: "{name}"
 {kind}
@@ -78,5 +85,5 @@ max_batch_size: {MAX_BATCH}
 input [ {{ name: "{INPUT}" data_type: TYPE_FP32 dims: [ {dims} ] }} ]
 output [ {{ name: "{OUTPUT}" data_type: TYPE_FP32 dims: [ {CLASSES} ] }} ]
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
-dynamic_batching {{ }}
+{dynamic_batching(queue_delay_us)}
 """
