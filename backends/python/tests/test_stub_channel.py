@@ -1,11 +1,14 @@
 """The model process's side of its socket to the server (`model_side.stub_channel`): answers
-arrive whole however far the server falls behind in reading them."""
+arrive whole however far the server falls behind in reading them, and the process leaves when
+it must, whatever model code did to its standard streams."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -103,3 +106,17 @@ def test_a_batch_whose_answers_outgrow_the_sockets_buffer_is_answered_whole(tmp_
         assert [b["batch_size"] for b in stats["batch_stats"]] == [64]
     finally:
         server.close()
+
+
+def test_the_process_leaves_with_its_code_even_when_model_code_closed_its_standard_streams() -> None:
+    # `leave` flushes what was printed, then exits. A model that closed sys.stdout made the flush
+    # raise, and the process did not exit: the server gone, it would have lived on.
+    code = (
+        "import sys\n"
+        "from naiad_backend_python.model_side.stub_channel import leave\n"
+        "print('before', flush=True)\n"
+        "sys.stdout.close()\n"
+        "leave(3)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stdout) == (3, "before\n"), run.stderr

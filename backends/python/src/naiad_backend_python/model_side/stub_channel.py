@@ -168,10 +168,13 @@ def server_gone() -> None:
 
 def leave(code: int) -> NoReturn:
     """End the process now with `code`, what it printed flushed: model threads may still run,
-    and nothing they do can reach the server any more."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    and nothing they do can reach the server any more. A stream model code closed or broke
+    makes its flush raise; the process leaves all the same."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 def watch_for_hang_up(sock: socket.socket) -> None:

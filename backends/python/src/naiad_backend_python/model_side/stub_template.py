@@ -239,6 +239,7 @@ class Template:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException:  # noqa: BLE001 - whatever happens, never return into the loop
             traceback.print_exc()
+        # stub_channel.leave, written out: this last step must not depend on an import.
         try:
             sys.stdout.flush()
             sys.stderr.flush()
