@@ -184,7 +184,7 @@ class TritonPythonModel:
 '''
 
 
-def write_model(repo: Path, name: str, onnx_path: Path, torch_path: Path, queue_delay_us: int = 0) -> None:
+def write_model(repo: Path, name: str, onnx_path: Path, torch_path: Path, queue_delay_us: int) -> None:
     version = repo / name / "1"
     version.mkdir(parents=True)
     if name == "cnn_onnx":
@@ -200,7 +200,7 @@ def write_model(repo: Path, name: str, onnx_path: Path, torch_path: Path, queue_
     (repo / name / "config.pbtxt").write_text(model_config(name, kind, queue_delay_us))
 
 
-def write_repository(repo: Path, names: list[str], onnx_path: Path, torch_path: Path, queue_delay_us: int = 0) -> None:
+def write_repository(repo: Path, names: list[str], onnx_path: Path, torch_path: Path, queue_delay_us: int) -> None:
     for name in names:
         write_model(repo, name, onnx_path, torch_path, queue_delay_us)
 
@@ -720,7 +720,7 @@ def print_table(rows: list[Row], best_ceiling: dict[str, float], top: int) -> No
 
 
 def goals(
-    rows: list[Row], best_ceiling: dict[str, float], label: str, top: int, queue_delay_us: int = 0
+    rows: list[Row], best_ceiling: dict[str, float], label: str, top: int, queue_delay_us: int
 ) -> list[dict[str, Any]]:
     """The issue's goals for each naiad model, on the HTTP rows. A row with errors (non-2xx or
     socket errors) cannot pass the speed goal: failing fast is not serving. The issue sets them
