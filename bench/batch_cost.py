@@ -27,8 +27,8 @@ import uvloop
 
 from naiad import Server, ServerOptions
 from naiad.inference import InferenceRequest
-from naiad.scheduling import busy_poll
 from naiad.tensor import Tensor
+from naiad_wire import busy_poll
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadkit  # noqa: E402

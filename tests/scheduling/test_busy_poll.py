@@ -21,9 +21,9 @@ from naiad import InferenceRequest, InferenceResponse
 from naiad.backend import InstanceContext, Model, ModelContext, ModelInstance
 from naiad.config.model_config import parse_config_text, validate_config
 from naiad.observability.statistics import ModelStatistics
-from naiad.scheduling import busy_poll
 from naiad.scheduling.instance_runner import InstanceRunner
 from naiad.scheduling.job import Job
+from naiad_wire import busy_poll
 
 CONFIG = 'name: "m"\nbackend: "python"\nmax_batch_size: 8\n'
 

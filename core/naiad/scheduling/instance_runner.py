@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from naiad_wire import busy_poll
+
 from ..backend.abi import ModelInstance
 from ..backend.batching import take_phase_times
 from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
 from ..observability.statistics import ModelStatistics
-from . import busy_poll
 from .inline_execution import InlineExecution
 from .instance_thread import InstanceThread
 from .job import Job

@@ -11,9 +11,10 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from naiad_wire import busy_poll
+
 from ...errors import NaiadError
 from ...malloc_thresholds import MMAP_THRESHOLD, TRIM_THRESHOLD, raise_malloc_thresholds
-from ...scheduling import busy_poll
 from ...workers import Topology, WorkerPool, is_worker, worker_count
 from ..command import Command
 from ..flags import add_option_flags, argument_group, options_from_flags

@@ -15,10 +15,13 @@ import collections
 import gc
 import os
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from naiad_wire import busy_poll
 
 from .device_memory import OpenRegions
 from .model_host import ExecuteFailure, ModelHost, PendingExecute, rescheduled
@@ -65,6 +68,11 @@ class StubDispatcher:
         self._in_read_ready = False
         self._said_written = False  # the log says once that outputs are written on the GPU
         self.regions = OpenRegions()  # the clients' CUDA regions requests named, kept open
+        # When this process last sent a batch's answers, and whether the batch after the ones
+        # before came within the busy-poll window of them: then the next is likely to as
+        # well, and the process polls for it after its answers (`_answered`).
+        self._answered_ns = 0
+        self._batches_close = True
         # What each message the server sends does, on the thread that read it.
         self._handlers: dict[type, Callable[[Any], None]] = {
             Execute: self._read_execute,
@@ -94,6 +102,8 @@ class StubDispatcher:
         handler(message)
 
     def _read_execute(self, message: Execute) -> None:
+        if self._answered_ns:
+            self._batches_close = time.monotonic_ns() - self._answered_ns <= busy_poll.window_ns()
         # The inputs leave the ring now, in the order the server placed them.
         self._post(self._execute, (message, read_inputs(self.channel.inbound, message)))
 
@@ -136,6 +146,7 @@ class StubDispatcher:
         self.loop.create_task(self._finalize())
 
     async def _initialize(self, message: Init) -> None:
+        busy_poll.configure(message.busy_poll_us)
         try:
             self.host = ModelHost(Path(message.model_file), message.args, self.bridge, message.decoupled, message.label)
             await self.host.initialize()
@@ -206,10 +217,19 @@ class StubDispatcher:
                 return Result(call_id, items, rescheduled(requests))
 
             self.channel.send_with(result)
+            self._answered()
         except Exception as exc:  # noqa: BLE001 - e.g. an output numpy cannot encode
             self.channel.send(
                 Result(call_id, error=("INTERNAL", f"cannot send the responses: {type(exc).__name__}: {exc}"))
             )
+
+    def _answered(self) -> None:
+        """A batch's answers are sent. Waking this process costs the server tens of
+        microseconds at the next batch (naiad_wire.busy_poll): when batches have been coming
+        within the window of the answers before them, stay awake for the next one."""
+        self._answered_ns = time.monotonic_ns()
+        if self._batches_close:
+            busy_poll.hold(self.loop)
 
     def _forget_regions(self, message: ForgetRegions) -> None:
         try:

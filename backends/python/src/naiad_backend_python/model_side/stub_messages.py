@@ -141,6 +141,9 @@ class Init(NamedTuple):
     args: dict[str, str]
     decoupled: bool
     label: str  # "model 'x' instance 'x_0_0'", for messages
+    # The server's busy-poll window (naiad_wire.busy_poll), which the process polls for after
+    # its answers; 0: it sleeps as soon as it has sent them.
+    busy_poll_us: int = 0
 
 
 class Execute(NamedTuple):

@@ -31,6 +31,7 @@ from naiad.backend import InferenceRequest as CoreRequest
 from naiad.backend import InferenceResponse as CoreResponse
 from naiad.backend import NaiadError
 from naiad.backend import Tensor as CoreTensor
+from naiad_wire import busy_poll
 from naiad_wire.interprocess.messages import (
     FRAME_HEADER,
     FrameReader,
@@ -279,7 +280,8 @@ class StubConnection:
         """Send `Init` and serve the stub's messages (blocking) until initialize has run."""
         launch = self.launch
         self.sock.settimeout(launch.settings.start_timeout_s or None)
-        self.sock.sendall(pack(Init(str(launch.model_file), launch.args, launch.decoupled, launch.label)))
+        init = Init(str(launch.model_file), launch.args, launch.decoupled, launch.label, busy_poll.window_ns() // 1000)
+        self.sock.sendall(pack(init))
         while not self._ready:
             try:
                 message = self._receive_blocking()

@@ -1,22 +1,28 @@
-"""Busy polling: the event loop polls for a short while instead of sleeping, when an answer
+"""Busy polling: an event loop polls for a short while instead of sleeping, when a message
 is due within that while.
 
 Waking a thread that sleeps on another CPU costs tens of microseconds on a virtual machine
 (a socket round trip between two processes on the 2-vCPU machine of docs/performance.md:
 66 us when each sleeps, 5 us when each polls), and a request to a Python model crosses
 four such hand-offs: the client to the server, the server to the model's process and back,
-the server to the client. While a batch awaited on the loop (a coroutine `execute`: a model
-process's) that usually takes less than the poll window runs, and for the window after its
-answers are sent (the client's next request is due), the loop
-keeps a callback scheduled, so it waits in `epoll_wait` with a timeout of 0 and never
-sleeps: the model's result and the client's next request find it awake. The callback yields
-the CPU at each turn, so a thread that shares the CPU (a framework's, a model process) is
-not kept waiting. Batches that take longer than the window get no polling at all: the loop
-would only take CPU from the framework computing them. Nor do batches of an instance thread
-(a framework backend's): a polling loop would contend with that thread for the GIL.
+the server to the client. Both ends of the middle two poll:
+- the server's loop, while a batch awaited on it (a coroutine `execute`: a model process's)
+  that usually takes less than the poll window runs, and for the window after its answers
+  are sent (the client's next request is due). Batches that take longer than the window
+  get no polling at all: the loop would only take CPU from the framework computing them.
+  Nor do batches of an instance thread (a framework backend's): a polling loop would
+  contend with that thread for the GIL. (naiad.scheduling.instance_runner)
+- a model's process, for the window after it sends a batch's answers, when its last batch
+  came within the window of the answers before it: the server's next batch is then due.
+  A model whose batches come further apart sleeps between them. (naiad_backend_python)
+
+A polling loop keeps a callback scheduled, so it waits in `epoll_wait` with a timeout of 0
+and never sleeps. The callback yields the CPU at each turn, so a thread that shares the CPU
+(a framework's, the other end) is not kept waiting.
 
 `naiad serve --busy-poll-us` sets the window (`configure`) before any process of the server
-starts, so every process inherits it; 0 turns polling off.
+starts, so every process it forks inherits it, and the Python backend hands it to each
+model's process; 0 turns polling off.
 """
 
 from __future__ import annotations
