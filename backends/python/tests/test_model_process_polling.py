@@ -19,7 +19,7 @@ from naiad.testing import ServerProcess
 # within it on a busy machine too.
 WINDOW_US = 20_000
 
-MODEL_PY = '''
+MODEL_PY = """
 import os
 
 import numpy as np
@@ -30,7 +30,7 @@ class TritonPythonModel:
     def execute(self, requests):
         pid = np.array([os.getpid()], dtype=np.int64)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("PID", pid)]) for _ in requests]
-'''
+"""
 
 CONFIG = """
 name: "pid"
