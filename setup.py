@@ -25,6 +25,7 @@ HOT_MODULES = (
     "scheduling/batch_compatibility",
     "scheduling/batch_policy",
     "scheduling/dynamic_batcher",
+    "scheduling/ensemble_scheduler",
     "scheduling/inline_execution",
     "scheduling/instance_runner",
     "scheduling/job",

@@ -487,23 +487,28 @@ class Server:
         return self._finish(response, request, loaded, plan.ensemble)
 
     def start_infer(
-        self, request: InferenceRequest, done: Callable[[InferenceResponse | NaiadError], None]
+        self,
+        request: InferenceRequest,
+        done: Callable[[InferenceResponse | NaiadError], None],
+        partial_outputs: bool = False,
     ) -> Callable[[], None] | None:
         """`infer` without a coroutine, for a caller that answers from a callback (the model
-        home answering its workers: no task per request). `done` gets the response or the
-        error; the result cancels the request. None when the model is decoupled: its
-        responses are `infer_stream`'s."""
+        home answering its workers, an ensemble's steps: no task per request). `done` gets
+        the response or the error; the result cancels the request. None when the model is
+        decoupled: its responses are `infer_stream`'s. `partial_outputs` accepts a response
+        without some of the requested outputs (an ensemble goes on without them)."""
         loaded = self.model(request.model_name, request.model_version)
         plan = loaded.config.derived(RequestPlan.of)
         if plan.decoupled:
             return None
         job, future = self._submit(loaded, request, self._loop or asyncio.get_running_loop())
+        partial = partial_outputs or plan.ensemble
 
         def finished(future: asyncio.Future[InferenceResponse]) -> None:
             if future.cancelled():
                 return
             try:
-                answer: InferenceResponse | NaiadError = self._finish(future.result(), request, loaded, plan.ensemble)
+                answer: InferenceResponse | NaiadError = self._finish(future.result(), request, loaded, partial)
             except NaiadError as exc:
                 answer = exc
             done(answer)
@@ -513,14 +518,14 @@ class Server:
 
     @staticmethod
     def _finish(
-        response: InferenceResponse, request: InferenceRequest, loaded: LoadedVersion, ensemble: bool
+        response: InferenceResponse, request: InferenceRequest, loaded: LoadedVersion, partial: bool
     ) -> InferenceResponse:
         """The answer the client gets: raises the response's error; else the outputs it
-        asked for (an ensemble answers with those its steps produced, as Triton's does),
-        classified where it asked."""
+        asked for (all of them unless `partial`: an ensemble answers with those its steps
+        produced, as Triton's does), classified where it asked."""
         if response.error is not None:
             raise response.error
-        response = _select_outputs(response, request, strict=not ensemble)
+        response = _select_outputs(response, request, strict=not partial)
         apply_classification(response, request, loaded.config)
         return response
 

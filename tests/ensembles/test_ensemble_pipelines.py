@@ -371,6 +371,40 @@ def test_cancelling_the_ensemble_request_stops_later_steps(tmp_path):
     serve(tmp_path, body)
 
 
+def test_unloading_the_ensemble_with_a_request_in_flight_answers_it_unavailable(tmp_path):
+    import asyncio
+
+    from numpy_backend import _barrier
+
+    unary(tmp_path, "first", "rendezvous", barrier="unload-test", parties="2")
+    unary(tmp_path, "second", "identity")
+    ensemble(
+        tmp_path,
+        "two",
+        [tensor("X")],
+        [tensor("Y")],
+        [step("first", {"INPUT0": "X"}, {"OUTPUT0": "T"}), step("second", {"INPUT0": "T"}, {"OUTPUT0": "Y"})],
+    )
+
+    async def body(server):
+        req = request("two", X=A)
+        call = asyncio.create_task(server.infer(req))
+        gate = _barrier("unload-test", 2)
+        while gate.n_waiting < 1:
+            await asyncio.sleep(0.01)
+        # The ensemble goes first and waits 0.2 s for its request; step 0 is still held.
+        unloading = asyncio.create_task(server.models.unload_all(0.2))
+        with pytest.raises(NaiadError) as info:
+            await call
+        assert info.value.code is ErrorCode.UNAVAILABLE
+        assert info.value.message == "in ensemble 'two', the ensemble was unloaded before the request finished"
+        await asyncio.to_thread(gate.wait, 30)
+        await unloading
+        assert not server.model_ready("two")
+
+    serve(tmp_path, body)
+
+
 def test_max_inflight_requests_and_bytes_tensors(tmp_path):
     import asyncio
 

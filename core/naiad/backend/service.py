@@ -7,9 +7,10 @@ itself, so the layers below the server need not import it. `naiad.Server` satisf
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
+from ..errors import NaiadError
 from ..inference import InferenceRequest, InferenceResponse
 from ..observability.custom_metrics import CustomMetricRegistry
 
@@ -36,6 +37,17 @@ class InferenceService(Protocol):
 
     def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
         """Every response a (decoupled) request produces, in order."""
+        ...
+
+    def start_infer(
+        self,
+        request: InferenceRequest,
+        done: Callable[[InferenceResponse | NaiadError], None],
+        partial_outputs: bool = False,
+    ) -> Callable[[], None] | None:
+        """Start one request without a coroutine: `done` gets its response or error on the
+        event loop; the result cancels it. Raises NaiadError for input refused at once;
+        None for a decoupled model (use `infer_stream`)."""
         ...
 
     def model(self, name: str, version: str = "") -> ServedModel:
