@@ -18,7 +18,7 @@ for d in */ backends/*/ integrations/*/; do
 done
 mkdir -p "$out"
 for d in "${dists[@]}"; do
-  # naiad and naiad-wire compile their hot modules with mypyc: the slow ones.
+  # naiad, naiad-wire and naiad-backend-python compile their hot modules with mypyc: the slow ones.
   printf 'build-wheels.sh [%4d s] building %s\n' "$SECONDS" "$( [ "$d" = . ] && echo "the core (naiad)" || echo "${d#./}")" >&2
   "$py" -m pip wheel -q --no-deps --wheel-dir "$out" "$d"
 done

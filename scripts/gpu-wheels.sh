@@ -3,7 +3,7 @@
 # which has Python 3.12, CUDA PyTorch, CuPy, cuda-bindings, nvidia-ml-py, onnxruntime (CPU),
 # grpcio, protobuf, pluggy, uvloop and pytest, and no network (docs/gpu.md):
 #   - naiad's own distributions that the GPU checks use (the core, naiad-wire, the PyTorch,
-#     Python and ONNX backends). The core and naiad-wire are compiled with mypyc, as a user's
+#     Python and ONNX backends). The core, naiad-wire and the Python backend are compiled with mypyc, as a user's
 #     install compiles them, by a CPython 3.12 found here (PYTHON312, else python3.12 on PATH,
 #     else pyenv's newest 3.12): the machine's interpreter is 3.12. Without one they are built
 #     as pure Python (NAIAD_PURE_PYTHON=1), which behaves the same, slower;
@@ -72,12 +72,14 @@ NAIAD_PURE_PYTHON=1 bash scripts/build-wheels.sh "$scratch/own" >/dev/null
 for name in "${OWN[@]}"; do cp "$scratch/own/$name"-*-py3-none-any.whl "$out/"; done
 python312=$(find_python312)
 if [ -n "$python312" ]; then
-  step "compiling the core and naiad-wire with mypyc for CPython 3.12 ($python312, about 90 s)"
-  "$python312" -m pip wheel -q --no-deps --wheel-dir "$scratch/compiled" . ./wire
-  rm "$out"/naiad-*-py3-none-any.whl "$out"/naiad_wire-*-py3-none-any.whl
-  cp "$scratch/compiled"/naiad-*-cp312-*.whl "$scratch/compiled"/naiad_wire-*-cp312-*.whl "$out/"
+  step "compiling the core, naiad-wire and the Python backend with mypyc for CPython 3.12 ($python312, about 2 min)"
+  "$python312" -m pip wheel -q --no-deps --wheel-dir "$scratch/compiled" . ./wire ./backends/python
+  for name in naiad naiad_wire naiad_backend_python; do
+    rm "$out/$name"-*-py3-none-any.whl
+    cp "$scratch/compiled/$name"-*-cp312-*.whl "$out/"
+  done
 else
-  step "no CPython 3.12 here (PYTHON312=...): the core and naiad-wire go as pure Python, slower than a user's install"
+  step "no CPython 3.12 here (PYTHON312=...): the compiled distributions go as pure Python, slower than a user's install"
 fi
 
 pins=()

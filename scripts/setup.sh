@@ -42,13 +42,13 @@ integrations=()
 for d in integrations/*; do
   if [ -f "$d/pyproject.toml" ]; then integrations+=("$d"); fi
 done
-# The core and naiad-wire compile their hot modules into extensions that import in place of
+# The core, naiad-wire and the Python backend compile their hot modules into extensions that import in place of
 # the sources (setup.py, mypyc_build.py): a source edited since must build them again.
 digest=$(for d in "${core[@]}" "${backends[@]}" "${integrations[@]}"; do cat "$d/pyproject.toml"; done |
-  cat scripts/setup.sh setup.py wire/setup.py wire/mypyc_build.py - | sha256sum | cut -c1-16)
+  cat scripts/setup.sh setup.py wire/setup.py backends/python/setup.py wire/mypyc_build.py - | sha256sum | cut -c1-16)
 stale_extension() {
   local so
-  for so in $(find core wire/src -name '*.so' 2>/dev/null); do
+  for so in $(find core wire/src backends/python/src -name '*.so' 2>/dev/null); do
     [ "${so%%.*}.py" -nt "$so" ] && return 0
   done
   return 1
@@ -66,9 +66,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 names() { local d; for d in "$@"; do [ "$d" = . ] && d=naiad; printf '%s ' "${d##*/}"; done; }
 if [ "${NAIAD_PURE_PYTHON:-}" = 1 ]; then
-  compiling="naiad and naiad-wire as pure Python: NAIAD_PURE_PYTHON=1"
+  compiling="naiad, naiad-wire and the Python backend as pure Python: NAIAD_PURE_PYTHON=1"
 else
-  compiling="naiad and naiad-wire compile their hot modules with mypyc; NAIAD_PURE_PYTHON=1 skips that"
+  compiling="naiad, naiad-wire and the Python backend compile their hot modules with mypyc; NAIAD_PURE_PYTHON=1 skips that"
 fi
 pip=(.venv/bin/python -m pip install -q)
 
@@ -93,6 +93,6 @@ else
   "${pip[@]}" "$TORCH_CPU" "${pkgs[@]}"
 fi
 # A rebuild whose C came out the same keeps the old files: they stand for today's sources.
-find core wire/src -name '*.so' -exec touch {} +
+find core wire/src backends/python/src -name '*.so' -exec touch {} +
 echo "$digest" > ".venv/.setup-$mode"
 step "done: .venv is ready for '$mode'"

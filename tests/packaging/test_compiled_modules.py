@@ -1,7 +1,8 @@
-"""The modules the core's and naiad-wire's setup.py compile with mypyc: in CI every one must
-run compiled (what an install with a C compiler gets), an extension must never be older than
-the source it stands for (it imports in place of that source, so an edit would silently not
-run), and a build without a C compiler must still install, as pure Python."""
+"""The modules the setup.py of the core, naiad-wire and the Python backend compile with
+mypyc: in CI every one must run compiled (what an install with a C compiler gets), an
+extension must never be older than the source it stands for (it imports in place of that
+source, so an edit would silently not run), and a build without a C compiler must still
+install, as pure Python."""
 
 import ast
 import importlib
@@ -11,6 +12,7 @@ import subprocess
 import venv
 from pathlib import Path
 
+import naiad_backend_python
 import pytest
 from distributions import ROOT
 
@@ -21,6 +23,11 @@ import naiad_wire
 BUILDS = [
     (ROOT / "setup.py", "naiad", Path(naiad.__file__).parent),
     (ROOT / "wire" / "setup.py", "naiad_wire", Path(naiad_wire.__file__).parent),
+    (
+        ROOT / "backends" / "python" / "setup.py",
+        "naiad_backend_python",
+        Path(naiad_backend_python.__file__).parent,
+    ),
 ]
 
 

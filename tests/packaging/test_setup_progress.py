@@ -42,7 +42,7 @@ def test_setup_prints_a_line_per_step(tmp_path):
     assert steps(checkout, env) == [
         f"creating .venv with Python {version} and upgrading pip",
         "installing, editable: naiad wire + backends python onnx + onnx, swagger-ui-bundle "
-        "(naiad and naiad-wire as pure Python: NAIAD_PURE_PYTHON=1)",
+        "(naiad, naiad-wire and the Python backend as pure Python: NAIAD_PURE_PYTHON=1)",
         "done: .venv is ready for 'serve'",
     ]
     assert steps(checkout, env) == [".venv is up to date for 'serve': nothing to install"]

@@ -1,0 +1,1 @@
+../../wire/mypyc_build.py

@@ -1,0 +1,21 @@
+"""naiad-backend-python's build: pyproject.toml has the metadata; this compiles the modules
+every request to a Python model runs through with mypyc (see mypyc_build.py, shared with
+naiad-wire and the core)."""
+
+import sys
+from pathlib import Path
+
+from setuptools import setup
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mypyc_build import compiled  # noqa: E402
+
+# The server's side of every batch: its tensors placed, the model process's answer read back.
+# (model_side/stub_messages stays pure Python: its readers build records with tuple.__new__,
+# which compiled code does not survive.)
+HOT_MODULES = (
+    "server_side/conversions",
+    "server_side/stub_connection",
+)
+
+setup(**compiled([f"src/naiad_backend_python/{name}.py" for name in HOT_MODULES]))
