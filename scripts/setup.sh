@@ -42,8 +42,9 @@ integrations=()
 for d in integrations/*; do
   if [ -f "$d/pyproject.toml" ]; then integrations+=("$d"); fi
 done
-# The core, naiad-wire and the Python backend compile their hot modules into extensions that import in place of
-# the sources (setup.py, mypyc_build.py): a source edited since must build them again.
+# The core, naiad-wire and the Python backend compile their hot modules into extensions that
+# import in place of the sources (setup.py, mypyc_build.py): a source edited since must build
+# them again.
 digest=$(for d in "${core[@]}" "${backends[@]}" "${integrations[@]}"; do cat "$d/pyproject.toml"; done |
   cat scripts/setup.sh setup.py wire/setup.py backends/python/setup.py wire/mypyc_build.py - | sha256sum | cut -c1-16)
 stale_extension() {

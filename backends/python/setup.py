@@ -11,8 +11,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mypyc_build import compiled  # noqa: E402
 
 # The server's side of every batch: its tensors placed, the model process's answer read back.
-# (model_side/stub_messages stays pure Python: its readers build records with tuple.__new__,
-# which compiled code does not survive.)
+# What the model's process imports stays pure Python: it may run another interpreter, and its
+# stub directory carries the package, not mypyc's shared library beside it. (Compiled,
+# model_side/stub_messages, whose readers build records with tuple.__new__, and
+# server_side/process_instance crashed.)
 HOT_MODULES = (
     "server_side/conversions",
     "server_side/stub_connection",
