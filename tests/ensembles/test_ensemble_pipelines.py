@@ -336,28 +336,42 @@ def test_unload_dependents_unloads_steps_no_other_ensemble_uses(tmp_path):
     serve(tmp_path, body, model_control_mode="explicit")
 
 
-def test_cancelling_the_ensemble_request_stops_later_steps(tmp_path):
-    import asyncio
-
-    from numpy_backend import _barrier
-
-    unary(tmp_path, "first", "rendezvous", barrier="cancel-test", parties="2")
-    unary(tmp_path, "second", "identity")
+def held_two_step_ensemble(repo, barrier: str) -> None:
+    """Ensemble 'two': step 0 ('first') waits at `barrier` for one more party, then 'second'."""
+    unary(repo, "first", "rendezvous", barrier=barrier, parties="2")
+    unary(repo, "second", "identity")
     ensemble(
-        tmp_path,
+        repo,
         "two",
         [tensor("X")],
         [tensor("Y")],
         [step("first", {"INPUT0": "X"}, {"OUTPUT0": "T"}), step("second", {"INPUT0": "T"}, {"OUTPUT0": "Y"})],
     )
 
+
+async def held_request(server, barrier: str):
+    """A request to 'two' started, once step 0 waits at `barrier`: the request, the task
+    awaiting its answer, and the barrier (waiting at it lets step 0 go on)."""
+    import asyncio
+
+    from numpy_backend import _barrier
+
+    req = request("two", X=A)
+    call = asyncio.create_task(server.infer(req))
+    gate = _barrier(barrier, 2)
+    while gate.n_waiting < 1:
+        await asyncio.sleep(0.01)
+    return req, call, gate
+
+
+def test_cancelling_the_ensemble_request_stops_later_steps(tmp_path):
+    import asyncio
+
+    held_two_step_ensemble(tmp_path, "cancel-test")
+
     async def body(server):
-        req = request("two", X=A)
-        call = asyncio.create_task(server.infer(req))
         # Step 0 is executing once it waits at its barrier; cancel, then let it finish.
-        gate = _barrier("cancel-test", 2)
-        while gate.n_waiting < 1:
-            await asyncio.sleep(0.01)
+        req, call, gate = await held_request(server, "cancel-test")
         req.cancelled = True
         await asyncio.to_thread(gate.wait, 30)
         with pytest.raises(NaiadError) as info:
@@ -374,24 +388,10 @@ def test_cancelling_the_ensemble_request_stops_later_steps(tmp_path):
 def test_unloading_the_ensemble_with_a_request_in_flight_answers_it_unavailable(tmp_path):
     import asyncio
 
-    from numpy_backend import _barrier
-
-    unary(tmp_path, "first", "rendezvous", barrier="unload-test", parties="2")
-    unary(tmp_path, "second", "identity")
-    ensemble(
-        tmp_path,
-        "two",
-        [tensor("X")],
-        [tensor("Y")],
-        [step("first", {"INPUT0": "X"}, {"OUTPUT0": "T"}), step("second", {"INPUT0": "T"}, {"OUTPUT0": "Y"})],
-    )
+    held_two_step_ensemble(tmp_path, "unload-test")
 
     async def body(server):
-        req = request("two", X=A)
-        call = asyncio.create_task(server.infer(req))
-        gate = _barrier("unload-test", 2)
-        while gate.n_waiting < 1:
-            await asyncio.sleep(0.01)
+        _, call, gate = await held_request(server, "unload-test")
         # The ensemble goes first and waits 0.2 s for its request; step 0 is still held.
         unloading = asyncio.create_task(server.models.unload_all(0.2))
         with pytest.raises(NaiadError) as info:
