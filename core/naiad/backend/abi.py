@@ -60,6 +60,9 @@ ABI 2.6 adds `concatenate=` to `Batch.stack` and `stack_requests` (`naiad.backen
 the function that copies a stacked input's arrays, so that a framework can do it in one call
 that gives the interpreter lock away once (numpy gives it away around each array's copy).
 
+ABI 2.7 adds `InferenceService.start_infer`: a request started without a coroutine, its
+answer given to a callback on the event loop (the ensemble scheduler runs its steps so).
+
 Versioning: `ABI_VERSION` is (major, minor). A backend declares the version it was built
 for in `Backend.abi_version`, a literal in its own source (as Triton compiles the version
 into a backend library); the server refuses a backend that declares none, or another major
@@ -92,7 +95,7 @@ __all__ = [
     "ExecuteResult",
 ]
 
-ABI_VERSION: tuple[int, int] = (2, 6)
+ABI_VERSION: tuple[int, int] = (2, 7)
 
 #: What `ModelInstance.execute` returns: one response per request in order (None in the
 #: place of a rescheduled request), None for a decoupled model, or an awaitable of either
