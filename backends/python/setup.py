@@ -12,9 +12,9 @@ from mypyc_build import compiled  # noqa: E402
 
 # The server's side of every batch: its tensors placed, the model process's answer read back.
 # What the model's process imports stays pure Python: it may run another interpreter, and its
-# stub directory carries the package, not mypyc's shared library beside it. (Compiled,
-# model_side/stub_messages, whose readers build records with tuple.__new__, and
-# server_side/process_instance crashed.)
+# stub directory carries the package, not mypyc's shared library beside it.
+# server_side/process_instance is left out too: compiled, the server crashed in the garbage
+# collector while models loaded (docs/history/performance.md, nineteenth steps).
 HOT_MODULES = (
     "server_side/conversions",
     "server_side/stub_connection",
