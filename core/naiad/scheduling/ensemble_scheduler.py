@@ -106,7 +106,7 @@ class EnsembleScheduler(Scheduler):
             return
         self._drained = asyncio.get_running_loop().create_future()
         try:
-            await asyncio.wait_for(asyncio.shield(self._drained), timeout)
+            await asyncio.wait_for(self._drained, timeout)
         except TimeoutError:
             for run in list(self._runs):
                 run.abort()
