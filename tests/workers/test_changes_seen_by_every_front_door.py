@@ -22,6 +22,7 @@ from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
 from naiad.workers.table_confirmations import TableConfirmations
+from naiad.workers.worker_server import QUICK_CALL_S
 
 DOUBLER_PY = """import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -124,11 +125,16 @@ def _change_while_the_front_door_sleeps(server: ServerProcess, front_door: int, 
     try:
         change_on, watch_on = _connection_to_the_model_home(server), _connection_to_the_model_home(server)
         change_on.request("POST", f"/v2/repository/models/doubler/{change}", body=b"{}")
+        started = time.monotonic()
         # The model home has made the change (its own connections read its own state)...
-        deadline = time.monotonic() + 60
+        deadline = started + 60
         while _state(watch_on) != ("READY" if change == "load" else "UNAVAILABLE"):
             assert time.monotonic() < deadline, f"the {change} did not happen in the model home"
             time.sleep(0.05)
+        # ...without its event loop held while it told the sleeping front door's journal (a
+        # call that waits QUICK_CALL_S for an answer: the change was seen after 5.2 s when the
+        # loop made it, after 0.2 s with no front door asleep)...
+        assert time.monotonic() - started < QUICK_CALL_S, f"the model home's loop was held during the {change}"
         # ...and still holds the answer back while the front door cannot have applied it.
         time.sleep(0.5)
         assert not select.select([change_on.sock], [], [], 0)[0], f"the {change} answered before the front door saw it"

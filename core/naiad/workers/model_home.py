@@ -131,14 +131,14 @@ class ModelHome(WorkerServer):
     ) -> None:
         try:
             await super().load_model(name, config, files)
-            self.share("load", name, config, files)
+            await self.share("load", name, config, files)
         finally:
             await self.front_doors_see_the_change()
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
         try:
             await super().unload_model(name, unload_dependents)
-            self.share("unload", name, unload_dependents)
+            await self.share("unload", name, unload_dependents)
         finally:
             await self.front_doors_see_the_change()
 

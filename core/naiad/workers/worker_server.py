@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import NaiadError
@@ -52,6 +53,8 @@ class WorkerServer(Server):
         self.peers = [Peer(i, socket_path(topology.directory, i)) for i in range(topology.count) if i != topology.index]
         self._control: ControlServer | None = None
         self._settings_changes: dict[tuple[str, str], dict[str, Any]] = {}
+        # One thread tells the other workers of shared changes, so they arrive in their order.
+        self._sharing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="naiad-share")
 
     def listen_for_peers(self, extra: dict[str, Callable[..., Any]] | None = None) -> None:
         """Answer the other processes on this worker's control socket (`extra`: what a kind of
@@ -100,6 +103,7 @@ class WorkerServer(Server):
                         os.unlink(peer.path)
             with contextlib.suppress(OSError):
                 os.rmdir(self.topology.directory)
+        self._sharing.shutdown(wait=False, cancel_futures=True)
         for peer in self.peers:
             peer.close()
         await super().stop()
@@ -118,9 +122,15 @@ class WorkerServer(Server):
                 results.append(exc)
         _raise_refusals(operation, zip(self.peers, results))
 
-    def share(self, operation: str, *arguments: Any) -> None:
-        """Record in every worker's journal a change this process applied for the server."""
+    async def share(self, operation: str, *arguments: Any) -> None:
+        """Record in every worker's journal a change this process applied for the server. The
+        others are told from a thread: a worker that does not answer (a stopped process holds
+        each call for QUICK_CALL_S) delays this change's answer, not the requests this
+        process's event loop serves meanwhile."""
         self.record(operation, arguments)
+        await asyncio.get_running_loop().run_in_executor(self._sharing, self._tell_peers, operation, arguments)
+
+    def _tell_peers(self, operation: str, arguments: tuple[Any, ...]) -> None:
         for peer in self.peers:
             with contextlib.suppress(NaiadError):
                 peer.call(operation, *arguments, timeout_s=QUICK_CALL_S)
