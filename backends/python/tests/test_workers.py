@@ -400,9 +400,10 @@ def test_a_killed_worker_is_started_again_with_what_clients_changed(repo: Path) 
         shm.destroy_shared_memory_region(handle)
 
 
-def test_a_killed_model_home_is_started_again_with_the_models_clients_loaded(repo: Path) -> None:
+def test_a_killed_model_home_is_started_again_with_the_models_and_trace_settings_clients_changed(repo: Path) -> None:
     with ServerProcess(repo, "--workers", "2", "--model-control-mode", "explicit", "--load-model", "pid") as server:
         on_new_http(server.http_url, lambda c: c.load_model("late"))
+        on_new_http(server.http_url, lambda c: c.update_trace_settings(settings={"trace_rate": "7"}))
         home = server.model_home_pid()
         assert home is not None
         subprocess.run(["kill", "-KILL", str(home)], check=True)
@@ -417,7 +418,7 @@ def test_a_killed_model_home_is_started_again_with_the_models_clients_loaded(rep
         except (ConnectionError, HTTPConnectionClosed):
             pass
         assert _wait_for(lambda: "the model home serves again" in server.log())
-        assert "the model home replayed 1 change(s)" in server.log()
+        assert "the model home replayed 2 change(s)" in server.log()
         restarted = server.model_home_pid()
         assert restarted not in (None, home)
 
@@ -428,6 +429,7 @@ def test_a_killed_model_home_is_started_again_with_the_models_clients_loaded(rep
                 return False  # worker 0 has not connected again yet
 
         assert _wait_for(served_by_the_new_home, 10)
+        assert on_new_http(server.http_url, lambda c: c.get_trace_settings())["trace_rate"] == "7"
         assert server.stop() == 0
 
 

@@ -54,7 +54,11 @@ class ModelHome(WorkerServer):
 
     def __init__(self, options: ServerOptions, topology: Topology) -> None:
         super().__init__(options, topology)
-        self.tracing: SharedTracing = SharedTracing(self.options.trace_settings, self.share)
+        # A trace setting answers once every worker's journal holds it (blocking: the
+        # settings' API is synchronous, and changes to them are rare).
+        self.tracing: SharedTracing = SharedTracing(
+            self.options.trace_settings, lambda *change: self.share(*change).result()
+        )
         self._links: set[_FrontDoorConnection] = set()
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
@@ -131,14 +135,14 @@ class ModelHome(WorkerServer):
     ) -> None:
         try:
             await super().load_model(name, config, files)
-            await self.share("load", name, config, files)
+            await asyncio.wrap_future(self.share("load", name, config, files))
         finally:
             await self.front_doors_see_the_change()
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
         try:
             await super().unload_model(name, unload_dependents)
-            await self.share("unload", name, unload_dependents)
+            await asyncio.wrap_future(self.share("unload", name, unload_dependents))
         finally:
             await self.front_doors_see_the_change()
 

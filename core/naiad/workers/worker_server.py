@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ..errors import NaiadError
@@ -122,13 +122,13 @@ class WorkerServer(Server):
                 results.append(exc)
         _raise_refusals(operation, zip(self.peers, results))
 
-    async def share(self, operation: str, *arguments: Any) -> None:
-        """Record in every worker's journal a change this process applied for the server. The
-        others are told from a thread: a worker that does not answer (a stopped process holds
-        each call for QUICK_CALL_S) delays this change's answer, not the requests this
-        process's event loop serves meanwhile."""
+    def share(self, operation: str, *arguments: Any) -> Future[None]:
+        """Record in every worker's journal a change this process applied for the server; done
+        once the others hold it. They are told from a thread: a worker that does not answer (a
+        stopped process holds each call for QUICK_CALL_S) delays the change's answer, not the
+        requests this process's event loop serves meanwhile."""
         self.record(operation, arguments)
-        await asyncio.get_running_loop().run_in_executor(self._sharing, self._tell_peers, operation, arguments)
+        return self._sharing.submit(self._tell_peers, operation, arguments)
 
     def _tell_peers(self, operation: str, arguments: tuple[Any, ...]) -> None:
         for peer in self.peers:
