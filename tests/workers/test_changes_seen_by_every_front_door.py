@@ -1,7 +1,9 @@
 """A load or unload answers its client only once every front door serves the change: the
 client's next request finds the model loaded (or gone) whichever worker the kernel hands its
 connection to. Without that, a request right after a load could reach a front door whose
-copy of the model table was still on its way, and be told the model is unknown."""
+copy of the model table was still on its way, and be told the model is unknown. A front door
+that does not answer (a stopped process) holds up the answer to a change, never the model
+home's event loop."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
@@ -168,3 +171,38 @@ def test_a_load_and_an_unload_answer_once_the_sleeping_front_door_has_applied_th
                     with pytest.raises(InferenceServerException, match="doubler"):
                         fresh.infer("doubler", inputs)
                 fresh.close()
+
+
+def test_a_region_registered_while_a_front_door_sleeps_holds_up_only_its_own_answer(tmp_path):
+    # Every worker maps a client's region before the register answers; the model home asks
+    # the sleeping front door (which cannot answer for QUICK_CALL_S) from a thread, and
+    # serves its other connections meanwhile.
+    key = f"/naiad_sleeping_{os.getpid()}"
+    region = shm.create_shared_memory_region("sleeping", key, 64)
+    try:
+        with ServerProcess(tmp_path, "--allow-client-shm=true", workers=2) as server:
+            [front_door] = server.front_door_pids()
+            os.kill(front_door, signal.SIGSTOP)
+            try:
+                register_on, watch_on = _connection_to_the_model_home(server), _connection_to_the_model_home(server)
+                body = json.dumps({"key": key, "offset": 0, "byte_size": 64}).encode()
+                register_on.request("POST", "/v2/systemsharedmemory/region/sleeping/register", body=body)
+                started = time.monotonic()
+                for _ in range(5):
+                    watch_on.request("GET", "/v2/health/live")
+                    assert watch_on.getresponse().read() is not None
+                assert time.monotonic() - started < QUICK_CALL_S / 2, "the register held the model home's loop"
+                assert not select.select([register_on.sock], [], [], 0)[0], (
+                    "the register answered without the front door"
+                )
+            finally:
+                os.kill(front_door, signal.SIGCONT)
+            answer = register_on.getresponse()
+            assert answer.status == 200, answer.read()
+            watch_on.request("GET", "/v2/systemsharedmemory/region/sleeping/status")
+            [status] = json.loads(watch_on.getresponse().read())
+            assert (status["name"], status["key"], status["byte_size"]) == ("sleeping", key, 64)
+            register_on.close()
+            watch_on.close()
+    finally:
+        shm.destroy_shared_memory_region(region)

@@ -262,13 +262,15 @@ class InferenceServicer:
         self, request: pb.SystemSharedMemoryRegisterRequest, context: Any
     ) -> pb.SystemSharedMemoryRegisterResponse:
         region = register_request(request.name, request.key, request.offset, request.byte_size)
-        self.server.shared_memory.register(region.name, region.key, region.offset, region.byte_size)
+        # In a thread, as the HTTP frontend does (the other workers map the region first).
+        shared_memory = self.server.shared_memory
+        await asyncio.to_thread(shared_memory.register, region.name, region.key, region.offset, region.byte_size)
         return pb.SystemSharedMemoryRegisterResponse()
 
     async def SystemSharedMemoryUnregister(
         self, request: pb.SystemSharedMemoryUnregisterRequest, context: Any
     ) -> pb.SystemSharedMemoryUnregisterResponse:
-        self.server.shared_memory.unregister(region_selector(request.name))
+        await asyncio.to_thread(self.server.shared_memory.unregister, region_selector(request.name))
         return pb.SystemSharedMemoryUnregisterResponse()
 
     async def CudaSharedMemoryStatus(
@@ -318,7 +320,7 @@ class InferenceServicer:
             choice = value.WhichOneof("parameter_choice")
             updates[key] = getattr(value, choice) if choice else None
         log_settings = self.server.log_settings
-        settings = log_settings.update(updates) if updates else log_settings.get()
+        settings = await asyncio.to_thread(log_settings.update, updates) if updates else log_settings.get()
         response = pb.LogSettingsResponse()
         for key, current in settings.items():
             if isinstance(current, bool):

@@ -136,7 +136,9 @@ class _Routes:
         settings = self.server.log_settings
         if request.method == "GET":
             return json_response(settings.get())
-        return json_response(settings.update(await self.json_body(request, "log settings")))
+        changes = await self.json_body(request, "log settings")
+        # In a thread, as every change other workers must take too (worker_server.replicate).
+        return json_response(await asyncio.to_thread(settings.update, changes))
 
     async def trace_setting(self, request: Request) -> Response:
         model = request.path_params.get("model", "")
@@ -199,11 +201,15 @@ class _Routes:
         region = register_request(
             request.path_params["region"], document.get("key"), document.get("offset", 0), document.get("byte_size")
         )
-        self.server.shared_memory.register(region.name, region.key, region.offset, region.byte_size)
+        # In a thread: with several workers, the others map the region before this answers,
+        # and one that does not answer (a stopped process) must not hold this event loop.
+        shared_memory = self.server.shared_memory
+        await asyncio.to_thread(shared_memory.register, region.name, region.key, region.offset, region.byte_size)
         return empty_response()
 
     async def shm_unregister(self, request: Request) -> Response:
-        self.server.shared_memory.unregister(region_selector(request.path_params.get("region")))
+        name = region_selector(request.path_params.get("region"))
+        await asyncio.to_thread(self.server.shared_memory.unregister, name)
         return empty_response()
 
     # -- CUDA shared memory --------------------------------------------------------------
