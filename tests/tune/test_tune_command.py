@@ -284,9 +284,10 @@ def test_quick_finds_near_the_sweeps_best_in_a_fraction_of_its_time(tmp_path):
     assert found["resumed"] == len(found["candidates"])  # nothing measured twice
     # Quick's path follows the figures it reads, so on a noisy machine it may walk a few more
     # points (21 of 72 in one CI run of the larger space: 0.29 of the sweep's time; replays of
-    # recorded sweeps 0.12-0.22; 9 of these 48 in a replay, 0.19). A test that must not fail on noise asserts the ceiling a search gone wrong
-    # breaks (one that walks most of the space is near 1.0) and prints the share; the 0.25
-    # of the goal is measured by bench/tune_vs_sweep.py (docs/tune.md).
+    # recorded sweeps 0.12-0.22; 9 of these 48 in a replay, 0.19). A test that must not fail
+    # on noise asserts the ceiling a search gone wrong breaks (one that walks most of the
+    # space is near 1.0) and prints the share; the 0.25 of the goal is measured by
+    # bench/tune_vs_sweep.py (docs/tune.md).
     share = found["measured_seconds"] / swept["measured_seconds"]
     print(f"quick measured {len(found['candidates'])} of 48 points: {share:.2f} of the sweep's time")
     assert share <= 0.40, (len(found["candidates"]), found["measured_seconds"], swept["measured_seconds"])
