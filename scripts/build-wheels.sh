@@ -20,6 +20,7 @@ done
 mkdir -p "$out"
 # As many builds at once as there are CPUs. The core comes first: naiad, naiad-wire and
 # naiad-backend-python compile their hot modules with mypyc, the slow builds.
+cpus=$(nproc)
 pids=()
 failed=0
 finish_one() {
@@ -37,7 +38,7 @@ finish_one() {
   done
 }
 for d in "${dists[@]}"; do
-  if ((${#pids[@]} == $(nproc))); then finish_one; fi
+  if ((${#pids[@]} == cpus)); then finish_one; fi
   printf 'build-wheels.sh [%4d s] building %s\n' "$SECONDS" "$( [ "$d" = . ] && echo "the core (naiad)" || echo "${d#./}")" >&2
   "$py" -m pip wheel -q --no-deps --wheel-dir "$out" "$d" &
   pids+=($!)
