@@ -206,3 +206,32 @@ def test_a_region_registered_while_a_front_door_sleeps_holds_up_only_its_own_ans
             watch_on.close()
     finally:
         shm.destroy_shared_memory_region(region)
+
+
+def test_a_trace_setting_changed_while_a_front_door_sleeps_holds_up_only_its_own_answer(tmp_path):
+    # The model home records the change in every worker's journal (for a worker started
+    # again) before it answers; telling the sleeping front door waits in a thread.
+    with ServerProcess(tmp_path, workers=2) as server:
+        [front_door] = server.front_door_pids()
+        os.kill(front_door, signal.SIGSTOP)
+        try:
+            change_on, watch_on = _connection_to_the_model_home(server), _connection_to_the_model_home(server)
+            change_on.request("POST", "/v2/trace/setting", body=json.dumps({"trace_rate": "7"}).encode())
+            started = time.monotonic()
+            for _ in range(5):
+                watch_on.request("GET", "/v2/health/live")
+                assert watch_on.getresponse().read() is not None
+            assert time.monotonic() - started < QUICK_CALL_S / 2, "the trace change held the model home's loop"
+            assert not select.select([change_on.sock], [], [], 0)[0], "the change answered without the front door"
+        finally:
+            os.kill(front_door, signal.SIGCONT)
+        answer = change_on.getresponse()
+        assert answer.status == 200, answer.read()
+        assert json.loads(answer.read())["trace_rate"] == "7"
+        # Through either worker, the server's settings are the changed ones.
+        client = httpclient.InferenceServerClient(server.http_url)
+        for _ in range(4):
+            assert client.get_trace_settings()["trace_rate"] == "7"
+        client.close()
+        change_on.close()
+        watch_on.close()

@@ -54,6 +54,11 @@ class Tracing:
         self.active = self.settings.any_enabled()
         return result
 
+    async def change(self, changes: Mapping[str, Any], model: str = "") -> dict[str, Any]:
+        """`update` as the frontends call it: where other processes must take the change too,
+        they are waited for without holding the event loop."""
+        return self.update(changes, model)
+
     def get(self, model: str = "") -> dict[str, Any]:
         return self.settings.get(model)
 

@@ -54,11 +54,7 @@ class ModelHome(WorkerServer):
 
     def __init__(self, options: ServerOptions, topology: Topology) -> None:
         super().__init__(options, topology)
-        # A trace setting answers once every worker's journal holds it (blocking: the
-        # settings' API is synchronous, and changes to them are rare).
-        self.tracing: SharedTracing = SharedTracing(
-            self.options.trace_settings, lambda *change: self.share(*change).result()
-        )
+        self.tracing: SharedTracing = SharedTracing(self.options.trace_settings, self.share)
         self._links: set[_FrontDoorConnection] = set()
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
@@ -199,21 +195,18 @@ class ModelHome(WorkerServer):
             "workers_serve": self._every_worker_serves,
             "model_ready": lambda name, version: _read(lambda: self.model_ready(name, version)),
             "trace_get": lambda model: _read(lambda: self.tracing.get(model)),
-            "trace_update": lambda changes, model: self._on_loop(lambda: self.tracing.update(changes, model)),
+            "trace_update": lambda changes, model: self._on_loop(self.tracing.change(changes, model)),
         }
 
     def _every_worker_serves(self) -> None:
         """Worker 0 has seen every worker serve: from now on readiness is the models'."""
         self._workers_serve = True
 
-    def _on_loop(self, call: Callable[[], Any]) -> Any:
-        """`call()` on the event loop (what it changes, the loop reads), from a control thread."""
+    def _on_loop(self, work: Coroutine[Any, Any, Any]) -> Any:
+        """Run `work` on the event loop (what it changes, the loop reads), from a control
+        thread that waits for its result."""
         assert self._loop is not None
-
-        async def run() -> Any:
-            return call()
-
-        return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result()
 
 
 class _FrontDoorConnection(asyncio.Protocol):

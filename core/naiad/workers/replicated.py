@@ -6,7 +6,9 @@ before the client gets its answer."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from typing import Any
 
 from ..observability.log_settings import LogSettings
@@ -76,19 +78,31 @@ class HomeTracing(Tracing):
         result: dict[str, Any] = self._ask("trace_update", dict(changes), model)
         return result
 
+    async def change(self, changes: Mapping[str, Any], model: str = "") -> dict[str, Any]:
+        # The model home answers once every worker's journal holds the change: not on the loop.
+        return await asyncio.to_thread(self.update, changes, model)
+
 
 class SharedTracing(Tracing):
     """The model home's tracing: a change to its settings, whichever worker a client sent it
-    through, is recorded in every worker's journal (`share`)."""
+    through, is recorded in every worker's journal (`share`: done once they hold it)."""
 
-    def __init__(self, settings: TraceSettings | None, share: Replicate) -> None:
+    def __init__(self, settings: TraceSettings | None, share: Callable[..., Future[None]]) -> None:
         super().__init__(settings)
         self._share = share
 
     def update(self, changes: Mapping[str, Any], model: str = "") -> dict[str, Any]:
-        result = super().update(changes, model)
-        self._share("trace", dict(changes), model)
+        """Change the settings and tell the other workers, without waiting for them."""
+        return self._change_here(changes, model)[0]
+
+    async def change(self, changes: Mapping[str, Any], model: str = "") -> dict[str, Any]:
+        result, shared = self._change_here(changes, model)
+        await asyncio.wrap_future(shared)
         return result
+
+    def _change_here(self, changes: Mapping[str, Any], model: str) -> tuple[dict[str, Any], Future[None]]:
+        result = super().update(changes, model)
+        return result, self._share("trace", dict(changes), model)
 
 
 class ReplicatedLogSettings:

@@ -307,7 +307,7 @@ class InferenceServicer:
             self.server.check_trace_model(request.model_name)
         updates = {key: list(value.value) for key, value in request.settings.items()}
         tracing = self.server.tracing
-        settings = tracing.update(updates, request.model_name) if updates else tracing.get(request.model_name)
+        settings = await tracing.change(updates, request.model_name) if updates else tracing.get(request.model_name)
         response = pb.TraceSettingResponse()
         for key, current in settings.items():
             values = current if isinstance(current, list) else [current]

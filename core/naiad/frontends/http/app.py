@@ -147,7 +147,7 @@ class _Routes:
         tracing = self.server.tracing
         if request.method == "GET":
             return json_response(tracing.get(model))
-        return json_response(tracing.update(await self.json_body(request, "trace settings"), model))
+        return json_response(await tracing.change(await self.json_body(request, "trace settings"), model))
 
     async def repository_index(self, request: Request) -> Response:
         document = await self.json_body(request, "repository index request")
