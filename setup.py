@@ -15,6 +15,7 @@ HOT_MODULES = (
     "datatypes",
     "request_validation",
     "frontends/grpc/codec",
+    "frontends/grpc/field_views",
     "frontends/grpc/rpc",
     "frontends/http/codec",
     "frontends/http/direct_infer",

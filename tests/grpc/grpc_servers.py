@@ -19,6 +19,10 @@ MODELS = {
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[4]},{name:"INPUT1" data_type: TYPE_FP32 dims:[4]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[4]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[4]}]
 parameters {key:"op" value {string_value:"add_sub"}}""",
+    "add_sub_wide": """backend: "numpy" max_batch_size: 0
+input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]},{name:"INPUT1" data_type: TYPE_FP32 dims:[-1]}]
+output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]},{name:"OUTPUT1" data_type: TYPE_FP32 dims:[-1]}]
+parameters {key:"op" value {string_value:"add_sub"}}""",
     "identity": """backend: "numpy" max_batch_size: 0
 input [{name:"INPUT0" data_type: TYPE_FP32 dims:[-1]}]
 output [{name:"OUTPUT0" data_type: TYPE_FP32 dims:[-1]}]""",

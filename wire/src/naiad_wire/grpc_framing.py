@@ -14,6 +14,7 @@ __all__ = [
     "percent_encode",
     "parse_timeout",
     "message_at",
+    "message_length",
     "decompress",
     "frame_message",
 ]
@@ -47,14 +48,21 @@ def message_at(data: bytes | bytearray, position: int, limit: int) -> tuple[memo
     `data` (no copy of what follows); the caller releases it. RESOURCE_EXHAUSTED above `limit`."""
     if len(data) - position < 5:
         return None, False, position
-    length = int.from_bytes(data[position + 1 : position + 5], "big")
-    if length > limit:
-        raise RpcError(StatusCode.RESOURCE_EXHAUSTED, f"Received message larger than max ({length} vs. {limit})")
+    length = message_length(data, position, limit)
     start = position + 5
     end = start + length
     if len(data) < end:
         return None, False, position
     return memoryview(data)[start:end], bool(data[position]), end
+
+
+def message_length(data: bytes | bytearray, position: int, limit: int) -> int:
+    """The length of the message whose 5-byte prefix starts at `position` of `data`;
+    RESOURCE_EXHAUSTED above `limit`."""
+    length = int.from_bytes(data[position + 1 : position + 5], "big")
+    if length > limit:
+        raise RpcError(StatusCode.RESOURCE_EXHAUSTED, f"Received message larger than max ({length} vs. {limit})")
+    return length
 
 
 def decompress(payload: bytes | memoryview, encoding: str | None, limit: int) -> bytes:

@@ -10,7 +10,7 @@ reads them. Shared-memory inputs and outputs go through the server's one registr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -104,16 +104,20 @@ def encode_parameters(values: Mapping[str, Any], target: Any) -> None:
 
 
 def decode_infer_request(
-    message: pb.ModelInferRequest, shared_memory: SharedMemoryRegistry | None = None
+    message: pb.ModelInferRequest,
+    shared_memory: SharedMemoryRegistry | None = None,
+    raw_in_place: list[memoryview] | None = None,
 ) -> InferenceRequest:
     """A `ModelInferRequest` as an `InferenceRequest`; raises INVALID_ARG naming the fault.
 
     Each input takes its data from, in this order: a shared-memory region named in its
     parameters, its typed `contents`, or the next entry of `raw_input_contents` (tritonclient
-    sends raw bytes; the typed fields are for hand-written clients).
+    sends raw bytes; the typed fields are for hand-written clients). `raw_in_place`: the
+    `raw_input_contents` of a large request, read in place by the transport (rpc.py), which
+    left them out of `message`.
     """
     model = message.model_name
-    raw = message.raw_input_contents
+    raw: Sequence[bytes | memoryview] = message.raw_input_contents if raw_in_place is None else raw_in_place
     raw_count = len(raw)
     raw_index = 0
     inputs: list[Tensor] = []

@@ -27,6 +27,7 @@ from naiad_wire.grpc_framing import (
     decompress,
     frame_message,
     message_at,
+    message_length,
     parse_timeout,
     percent_encode,
 )
@@ -35,6 +36,7 @@ from naiad_wire.header_compression import encode_headers
 from naiad_wire.http2 import Stream
 
 from ...errors import GRPC_STATUS_NAME, NaiadError
+from .field_views import split_field
 
 __all__ = ["RpcMethod", "RpcSettings", "RpcDispatcher", "Call"]
 
@@ -42,6 +44,12 @@ log = logging.getLogger("naiad.grpc")
 
 # Request headers that are the protocol's, not the application's metadata.
 _RESERVED = frozenset({"content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "content-length"})
+# A unary message this large has its `in_place_field` read in place: below it, the copies
+# cost less than walking the message.
+_IN_PLACE_MIN = 32 << 10
+# DATA this large is kept as its own object until the message is whole; smaller pieces are
+# gathered into one buffer.
+_OWN_PART = 4 << 10
 # How long a client-streaming call's messages are handed to its method before the event loop
 # serves everyone else.
 _TURN_S = 0.001
@@ -71,6 +79,9 @@ class RpcMethod:
     request_type: type[Message]
     client_streaming: bool = False
     server_streaming: bool = False
+    # A bytes field (its number) a large unary request hands over as views of the received
+    # message (`Call.in_place`), not parsed into it: big tensors are not copied twice more.
+    in_place_field: int = 0
 
 
 @dataclass
@@ -148,7 +159,11 @@ class Call:
         "_encoding",
         "_response_encoding",
         "_buffer",
+        "_parts",
+        "_size",
+        "_need",
         "_request",
+        "in_place",
         "_task",
         "_deadline",
         "_deadline_timer",
@@ -170,8 +185,16 @@ class Call:
         self.metadata = metadata
         self._encoding: str | None = None
         self._response_encoding: str | None = None
-        self._buffer = bytearray()
+        self._buffer = bytearray()  # a client-streaming call's unread messages
+        # A unary request's DATA received so far, joined once it holds the whole message (a
+        # buffer grown frame by frame copies the message several times), and how many bytes
+        # that message takes (0: its 5-byte prefix has not arrived).
+        self._parts: list[bytes | bytearray] = []
+        self._size = 0
+        self._need = 0
         self._request: Message | None = None
+        # The request's `in_place_field` payloads, when it was large enough to read them in place.
+        self.in_place: list[memoryview] | None = None
         self._streaming = False  # client streaming: the fields below are the messages' reader's
         self._received = 0
         self._ended = False
@@ -243,23 +266,14 @@ class Call:
                 self._more.set_result(None)
             return
         if data:
-            buffer = self._buffer
-            pending: bytes | bytearray = data
-            if buffer:
-                buffer += data
-                pending = buffer
             try:
-                used = self._unary_message(pending)
+                self._unary_data(data)
             except RpcError as exc:
                 self.end(exc.code, exc.details)
                 return
-            if buffer:
-                del buffer[:used]
-            elif used < len(pending):
-                self._buffer = bytearray(memoryview(pending)[used:])
         if not end_stream:
             return
-        if self._buffer:
+        if self._parts:
             self.end(StatusCode.INTERNAL, "the request ended inside a message")
         elif self._request is None:
             self.end(StatusCode.UNIMPLEMENTED, "the request carried no message")
@@ -267,17 +281,32 @@ class Call:
             request, self._request = self._request, None
             self._task = asyncio.get_running_loop().create_task(self._run(request))
 
-    def _unary_message(self, data: bytes | bytearray) -> int:
-        """Parse the request message once `data` holds it whole; returns the bytes taken."""
-        if self._request is None:
-            message, used = self._message_at(data, 0)
-            if message is None:
-                return used
-            self._request = message
-            if len(data) == used:
-                return used
-        # gRPC's cardinality rule: a unary request is exactly one message.
-        raise RpcError(StatusCode.INTERNAL, "more than one request message for a unary RPC")
+    def _unary_data(self, data: bytes) -> None:
+        """Take a unary request's DATA; parse its message once all of it is here."""
+        if self._request is not None:
+            # gRPC's cardinality rule: a unary request is exactly one message.
+            raise RpcError(StatusCode.INTERNAL, "more than one request message for a unary RPC")
+        parts = self._parts
+        if len(data) >= _OWN_PART:
+            parts.append(data)
+        elif parts and type(parts[-1]) is bytearray:
+            parts[-1] += data  # a client's tiny frames must not each cost the server an object
+        else:
+            parts.append(bytearray(data))
+        self._size += len(data)
+        if not self._need:
+            if self._size < 5:
+                return
+            if len(parts[0]) < 5:
+                parts[:] = [b"".join(parts)]
+            self._need = 5 + message_length(parts[0], 0, self.dispatcher.settings.max_receive_size)
+        if self._size < self._need:
+            return
+        whole = parts[0] if len(parts) == 1 else b"".join(parts)
+        parts.clear()
+        self._request, used = self._message_at(whole, 0)
+        if used < len(whole):
+            raise RpcError(StatusCode.INTERNAL, "more than one request message for a unary RPC")
 
     def _message_at(self, data: bytes | bytearray, position: int) -> tuple[Message | None, int]:
         """The message that starts at `position` of `data` and where the next one starts, or
@@ -286,11 +315,19 @@ class Call:
         payload, compressed, end = message_at(data, position, limit)
         if payload is None:
             return None, position
-        assert self.method is not None
+        method = self.method
+        assert method is not None
         try:
-            message = self.method.request_type.FromString(
-                decompress(payload, self._encoding, limit) if compressed else payload
-            )
+            encoded: bytes | memoryview = decompress(payload, self._encoding, limit) if compressed else payload
+            if method.in_place_field and len(encoded) >= _IN_PLACE_MIN:
+                # Views of an immutable message only: a buffer that is reused would change under them.
+                source, start, stop = (encoded, 0, len(encoded)) if compressed else (data, position + 5, end)
+                if type(source) is bytes:
+                    taken = split_field(source, start, stop, method.in_place_field)
+                    if taken is not None:
+                        rest, self.in_place = taken
+                        encoded = rest
+            message = method.request_type.FromString(encoded)
         except DecodeError as exc:
             raise RpcError(StatusCode.INTERNAL, f"failed to parse the request message: {exc}") from None
         finally:

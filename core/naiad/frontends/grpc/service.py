@@ -101,7 +101,9 @@ class InferenceServicer:
     # -- inference -------------------------------------------------------------------------
 
     def _decode(self, message: pb.ModelInferRequest, context: Any) -> InferenceRequest:
-        request = codec.decode_infer_request(message, self.server.shared_memory)
+        # A grpc.aio-shaped context of another transport reads nothing in place.
+        in_place: list[memoryview] | None = getattr(context, "in_place", None)
+        request = codec.decode_infer_request(message, self.server.shared_memory, in_place)
         check_reserved_parameters(request.parameters, _CLIENT_TRITON_PARAMETERS)
         if self.forward_headers is not None:
             # Binary (-bin) metadata values are bytes: only text ones are forwarded.
@@ -338,12 +340,19 @@ def rpc_methods(
     """Every method of the service by its path, built from the proto's descriptor so the
     method names, streaming kinds and message types cannot drift from the .proto."""
     service = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"]
-    return methods_from_descriptor(service, pb, servicer, restrictions)
+    # An image or any large tensor arrives in raw_input_contents: read it where it landed.
+    in_place = {"ModelInfer": "raw_input_contents"}
+    return methods_from_descriptor(service, pb, servicer, restrictions, in_place)
 
 
 def methods_from_descriptor(
-    service: Any, module: Any, servicer: object, restrictions: Mapping[str, Restriction] | None = None
+    service: Any,
+    module: Any,
+    servicer: object,
+    restrictions: Mapping[str, Restriction] | None = None,
+    in_place: Mapping[str, str] | None = None,
 ) -> dict[str, RpcMethod]:
+    """`in_place`: method name -> the bytes field of its request read in place (RpcMethod)."""
     methods: dict[str, RpcMethod] = {}
     for method in service.methods:
         implementation = getattr(servicer, method.name)
@@ -356,5 +365,8 @@ def methods_from_descriptor(
             getattr(module, method.input_type.name),
             client_streaming=method.client_streaming,
             server_streaming=method.server_streaming,
+            in_place_field=method.input_type.fields_by_name[in_place[method.name]].number
+            if in_place and method.name in in_place
+            else 0,
         )
     return methods
