@@ -34,19 +34,16 @@ def _request(*tensors: bytes) -> pb.ModelInferRequest:
     return request
 
 
-def _split(encoded: bytes) -> tuple[pb.ModelInferRequest, list[memoryview]]:
-    taken = split_field(encoded, 0, len(encoded), RAW)
-    assert taken is not None
-    rest, views = taken
-    return pb.ModelInferRequest.FromString(rest), views
-
-
 # -- the field walk ---------------------------------------------------------------------------
 
 
 def test_the_raw_contents_come_back_as_views_and_the_rest_parses_to_the_same_message():
     request = _request(b"\x01" * 70_000, b"", b"\x02\x03")
-    message, views = _split(request.SerializeToString())
+    encoded = request.SerializeToString()
+    taken = split_field(encoded, 0, len(encoded), RAW)
+    assert taken is not None
+    rest, views = taken
+    message = pb.ModelInferRequest.FromString(rest)
     assert [bytes(v) for v in views] == list(request.raw_input_contents)
     assert all(v.readonly for v in views)
     del request.raw_input_contents[:]
