@@ -173,36 +173,48 @@ def test_a_load_and_an_unload_answer_once_the_sleeping_front_door_has_applied_th
                 fresh.close()
 
 
+def _answer_held_only_for_the_sleeping_front_door(
+    server: ServerProcess, path: str, body: dict, what: str
+) -> tuple[dict | list | None, http.client.HTTPConnection]:
+    """POST `body` to `path` on the model home while its front door is stopped: the model
+    home tells the front door from a thread (a call that waits QUICK_CALL_S for an answer),
+    so it serves its other connections meanwhile, and holds this answer until the front door
+    wakes. Returns the answer's JSON (None when empty) and a connection to the model home."""
+    [front_door] = server.front_door_pids()
+    os.kill(front_door, signal.SIGSTOP)
+    try:
+        change_on, watch_on = _connection_to_the_model_home(server), _connection_to_the_model_home(server)
+        change_on.request("POST", path, body=json.dumps(body).encode())
+        started = time.monotonic()
+        for _ in range(5):
+            watch_on.request("GET", "/v2/health/live")
+            assert watch_on.getresponse().read() is not None
+        assert time.monotonic() - started < QUICK_CALL_S / 2, f"the {what} held the model home's loop"
+        assert not select.select([change_on.sock], [], [], 0)[0], f"the {what} answered without the front door"
+    finally:
+        os.kill(front_door, signal.SIGCONT)
+    answer = change_on.getresponse()
+    content = answer.read()
+    assert answer.status == 200, content
+    change_on.close()
+    return (json.loads(content) if content else None), watch_on
+
+
 def test_a_region_registered_while_a_front_door_sleeps_holds_up_only_its_own_answer(tmp_path):
-    # Every worker maps a client's region before the register answers; the model home asks
-    # the sleeping front door (which cannot answer for QUICK_CALL_S) from a thread, and
-    # serves its other connections meanwhile.
+    # Every worker maps a client's region before the register answers.
     key = f"/naiad_sleeping_{os.getpid()}"
     region = shm.create_shared_memory_region("sleeping", key, 64)
     try:
         with ServerProcess(tmp_path, "--allow-client-shm=true", workers=2) as server:
-            [front_door] = server.front_door_pids()
-            os.kill(front_door, signal.SIGSTOP)
-            try:
-                register_on, watch_on = _connection_to_the_model_home(server), _connection_to_the_model_home(server)
-                body = json.dumps({"key": key, "offset": 0, "byte_size": 64}).encode()
-                register_on.request("POST", "/v2/systemsharedmemory/region/sleeping/register", body=body)
-                started = time.monotonic()
-                for _ in range(5):
-                    watch_on.request("GET", "/v2/health/live")
-                    assert watch_on.getresponse().read() is not None
-                assert time.monotonic() - started < QUICK_CALL_S / 2, "the register held the model home's loop"
-                assert not select.select([register_on.sock], [], [], 0)[0], (
-                    "the register answered without the front door"
-                )
-            finally:
-                os.kill(front_door, signal.SIGCONT)
-            answer = register_on.getresponse()
-            assert answer.status == 200, answer.read()
+            _, watch_on = _answer_held_only_for_the_sleeping_front_door(
+                server,
+                "/v2/systemsharedmemory/region/sleeping/register",
+                {"key": key, "offset": 0, "byte_size": 64},
+                "register",
+            )
             watch_on.request("GET", "/v2/systemsharedmemory/region/sleeping/status")
             [status] = json.loads(watch_on.getresponse().read())
             assert (status["name"], status["key"], status["byte_size"]) == ("sleeping", key, 64)
-            register_on.close()
             watch_on.close()
     finally:
         shm.destroy_shared_memory_region(region)
@@ -210,28 +222,15 @@ def test_a_region_registered_while_a_front_door_sleeps_holds_up_only_its_own_ans
 
 def test_a_trace_setting_changed_while_a_front_door_sleeps_holds_up_only_its_own_answer(tmp_path):
     # The model home records the change in every worker's journal (for a worker started
-    # again) before it answers; telling the sleeping front door waits in a thread.
+    # again) before it answers.
     with ServerProcess(tmp_path, workers=2) as server:
-        [front_door] = server.front_door_pids()
-        os.kill(front_door, signal.SIGSTOP)
-        try:
-            change_on, watch_on = _connection_to_the_model_home(server), _connection_to_the_model_home(server)
-            change_on.request("POST", "/v2/trace/setting", body=json.dumps({"trace_rate": "7"}).encode())
-            started = time.monotonic()
-            for _ in range(5):
-                watch_on.request("GET", "/v2/health/live")
-                assert watch_on.getresponse().read() is not None
-            assert time.monotonic() - started < QUICK_CALL_S / 2, "the trace change held the model home's loop"
-            assert not select.select([change_on.sock], [], [], 0)[0], "the change answered without the front door"
-        finally:
-            os.kill(front_door, signal.SIGCONT)
-        answer = change_on.getresponse()
-        assert answer.status == 200, answer.read()
-        assert json.loads(answer.read())["trace_rate"] == "7"
+        settings, watch_on = _answer_held_only_for_the_sleeping_front_door(
+            server, "/v2/trace/setting", {"trace_rate": "7"}, "trace change"
+        )
+        assert isinstance(settings, dict) and settings["trace_rate"] == "7"
+        watch_on.close()
         # Through either worker, the server's settings are the changed ones.
         client = httpclient.InferenceServerClient(server.http_url)
         for _ in range(4):
             assert client.get_trace_settings()["trace_rate"] == "7"
         client.close()
-        change_on.close()
-        watch_on.close()
