@@ -7,6 +7,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Iterator
 from typing import Any
 
@@ -28,7 +29,25 @@ async def echo_app(scope: Scope, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": content})
 
 
+# `/hold` answers once a `/release` request has been read: meanwhile its body lies in the server.
+_released: asyncio.Event | None = None
+
+
 def direct(request: Request) -> Awaitable[DirectAnswer] | None:
+    global _released
+    if request.url == b"/hold":
+
+        async def held() -> DirectAnswer:
+            global _released
+            _released = asyncio.Event()
+            await _released.wait()
+            return bytes(request.body)[::-1], "text/plain", {}
+
+        return held()
+    if request.url == b"/release":
+        assert _released is not None
+        _released.set()
+        return None  # answered by the ASGI app
     if request.url != b"/direct":
         return None
 
@@ -116,6 +135,21 @@ def test_pipelined_requests_are_answered_in_order(port):
     assert "date" in headers
     assert json.loads(reader.response()[2]) == {"method": "POST", "path": "/asgi", "body": "one"}
     assert reader.response()[2] == b"zyx"
+
+
+def test_a_body_stays_the_requests_own_while_other_connections_are_read(port):
+    """Every connection reads into one buffer of the server's: a body waiting to be answered
+    must not be a view of it, or the next read would write over it."""
+    holding, releasing = Reader(port), Reader(port)
+    held = bytes(range(97, 123)) * 30
+    holding.sock.sendall(post(b"/hold", held))
+    deadline = time.monotonic() + 10
+    while _released is None:  # the held request has been read and waits
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    releasing.sock.sendall(post(b"/release", b"z" * len(held)))
+    assert json.loads(releasing.response()[2])["body"] == "z" * len(held)
+    assert holding.response()[2] == held[::-1]
 
 
 def test_http10_and_connection_close_end_the_connection(port):
