@@ -34,7 +34,6 @@ _released: asyncio.Event | None = None
 
 
 def direct(request: Request) -> Awaitable[DirectAnswer] | None:
-    global _released
     if request.url == b"/hold":
 
         async def held() -> DirectAnswer:
