@@ -1,9 +1,11 @@
-"""A large ModelInfer request's raw_input_contents are read where they landed: the message's
-other fields go to the protobuf parser, the tensors stay views of the received bytes
-(field_views.py, rpc.py). What a client sees must not change: the same answers, the same
-errors, for every way the message can arrive."""
+"""A large ModelInfer or ModelStreamInfer request's raw_input_contents are read where they
+landed: the message's other fields go to the protobuf parser, the tensors stay views of the
+received bytes (field_views.py, rpc.py). What a client sees must not change: the same answers,
+the same errors, for every way the message can arrive."""
 
 from __future__ import annotations
+
+import queue
 
 import grpc
 import numpy as np
@@ -138,15 +140,18 @@ def test_a_large_request_in_any_pieces_is_one_message_with_its_tensors_in_place(
     assert call._request == request
 
 
-def test_a_large_request_in_tiny_frames_is_gathered_into_one_buffer_and_parsed_whole():
+def test_a_large_request_in_tiny_frames_is_gathered_into_one_buffer_and_copied_out_once():
     # 100-byte frames are not kept as an object each (a client could make the server hold
-    # forty times what it sent); the buffer they fill is parsed as any small message is.
+    # forty times what it sent); the buffer they fill is reused, so the message is copied out
+    # of it, and its tensors are views of that copy.
     request = _request(np.arange(80_000, dtype=np.uint8).tobytes())
     body = grpc_message(request)
     call = _call()
     for start in range(0, len(body), 100):
         call.data_received(body[start : start + 100], False)
-    assert call.in_place is None
+    assert call.in_place is not None
+    assert [bytes(v) for v in call.in_place] == list(request.raw_input_contents)
+    del request.raw_input_contents[:]
     assert call._request == request
 
 
@@ -192,6 +197,32 @@ def test_two_large_inputs_in_either_order_give_the_right_answer(client, compress
         result = client.infer("add_sub_wide", inputs, compression_algorithm=compression)
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
         np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_a_stream_of_large_and_small_requests_gets_each_its_own_answer(url, compression):
+    # A stream's messages share one receive buffer: each large one's tensors are views of a
+    # copy of its own, taken with that message, so no other message is given them.
+    sizes = [60_000, 3, 40_000, 60_000, 5]
+    received: queue.Queue = queue.Queue()
+    with tg.InferenceServerClient(url) as stream:
+        stream.start_stream(lambda result, error: received.put((result, error)), compression_algorithm=compression)
+        for index, size in enumerate(sizes):
+            a = np.arange(size, dtype=np.float32) + index
+            stream.async_stream_infer(
+                "add_sub_wide", [_fp32("INPUT0", a), _fp32("INPUT1", a / 2)], request_id=str(index)
+            )
+        stream.stop_stream()
+    answers = {}
+    while not received.empty():
+        result, error = received.get()
+        assert error is None, error.message()
+        answers[result.get_response().id] = (result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1"))
+    assert sorted(answers) == [str(index) for index in range(len(sizes))]
+    for index, size in enumerate(sizes):
+        a = np.arange(size, dtype=np.float32) + index
+        np.testing.assert_array_equal(answers[str(index)][0], a + a / 2)
+        np.testing.assert_array_equal(answers[str(index)][1], a - a / 2)
 
 
 def test_a_large_bytes_tensor_round_trips(client):

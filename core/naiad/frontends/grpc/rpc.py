@@ -44,8 +44,8 @@ log = logging.getLogger("naiad.grpc")
 
 # Request headers that are the protocol's, not the application's metadata.
 _RESERVED = frozenset({"content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "content-length"})
-# A unary message this large has its `in_place_field` read in place: below it, the copies
-# cost less than walking the message.
+# A message this large has its `in_place_field` read in place: below it, the copies cost
+# less than walking the message.
 _IN_PLACE_MIN = 32 << 10
 # DATA this large is kept as its own object until the message is whole; smaller pieces are
 # gathered into one buffer.
@@ -79,7 +79,7 @@ class RpcMethod:
     request_type: type[Message]
     client_streaming: bool = False
     server_streaming: bool = False
-    # A bytes field (its number) a large unary request hands over as views of the received
+    # A bytes field (its number) a large request message hands over as views of the received
     # message (`Call.in_place`), not parsed into it: big tensors are not copied twice more.
     in_place_field: int = 0
 
@@ -193,7 +193,8 @@ class Call:
         self._size = 0
         self._need = 0
         self._request: Message | None = None
-        # The request's `in_place_field` payloads, when it was large enough to read them in place.
+        # The `in_place_field` payloads of the message read last, when it was large enough to
+        # read them in place (a client-streaming method takes them with each message).
         self.in_place: list[memoryview] | None = None
         self._streaming = False  # client streaming: the fields below are the messages' reader's
         self._received = 0
@@ -320,13 +321,17 @@ class Call:
         try:
             encoded: bytes | memoryview = decompress(payload, self._encoding, limit) if compressed else payload
             if method.in_place_field and len(encoded) >= _IN_PLACE_MIN:
-                # Views of an immutable message only: a buffer that is reused would change under them.
+                # Views of an immutable message only: a buffer that is reused would change under
+                # them. A client-streaming call's messages wait in one such buffer (a unary one's
+                # tiny frames in another): the message is copied out of it once, where the parser
+                # would copy it twice and each tensor once more.
                 source, start, stop = (encoded, 0, len(encoded)) if compressed else (data, position + 5, end)
-                if type(source) is bytes:
-                    taken = split_field(source, start, stop, method.in_place_field)
-                    if taken is not None:
-                        rest, self.in_place = taken
-                        encoded = rest
+                if type(source) is not bytes:
+                    source, start, stop = bytes(encoded), 0, len(encoded)
+                taken = split_field(source, start, stop, method.in_place_field)
+                if taken is not None:
+                    rest, self.in_place = taken
+                    encoded = rest
             message = method.request_type.FromString(encoded)
         except DecodeError as exc:
             raise RpcError(StatusCode.INTERNAL, f"failed to parse the request message: {exc}") from None

@@ -100,9 +100,9 @@ class InferenceServicer:
 
     # -- inference -------------------------------------------------------------------------
 
-    def _decode(self, message: pb.ModelInferRequest, context: Any) -> InferenceRequest:
-        # A grpc.aio-shaped context of another transport reads nothing in place.
-        in_place: list[memoryview] | None = getattr(context, "in_place", None)
+    def _decode(
+        self, message: pb.ModelInferRequest, context: Any, in_place: list[memoryview] | None
+    ) -> InferenceRequest:
         request = codec.decode_infer_request(message, self.server.shared_memory, in_place)
         check_reserved_parameters(request.parameters, _CLIENT_TRITON_PARAMETERS)
         if self.forward_headers is not None:
@@ -118,7 +118,7 @@ class InferenceServicer:
         return request
 
     async def ModelInfer(self, message: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
-        request = self._decode(message, context)
+        request = self._decode(message, context, _taken_in_place(context))
         if self.server.model(request.model_name, request.model_version).config.decoupled:
             # As Triton: a decoupled model may answer with any number of responses, which
             # one unary reply cannot carry.
@@ -147,7 +147,8 @@ class InferenceServicer:
                 async for message in requests:
                     # The task runs to its scheduler's enqueue before it first waits, and
                     # tasks start in creation order: arrival order is enqueue order.
-                    task = asyncio.create_task(self._stream_one(message, context, outbox, outbox.reserve()))
+                    in_place = _taken_in_place(context)
+                    task = asyncio.create_task(self._stream_one(message, in_place, context, outbox, outbox.reserve()))
                     sequence = "sequence_id" in message.parameters
                     group, bound = (of_sequences, STREAM_SEQUENCE_IN_FLIGHT) if sequence else (others, STREAM_IN_FLIGHT)
                     for tasks in (running, group):
@@ -173,13 +174,14 @@ class InferenceServicer:
     async def _stream_one(
         self,
         message: pb.ModelInferRequest,
+        in_place: list[memoryview] | None,
         context: Any,
         outbox: StreamOutbox[pb.ModelStreamInferResponse],
         place: Place[pb.ModelStreamInferResponse],
     ) -> None:
         answers: list[pb.ModelStreamInferResponse] = []
         try:
-            request = self._decode(message, context)
+            request = self._decode(message, context, in_place)
             empty_final = take_empty_final_response(request.parameters)
             if self.server.model(request.model_name, request.model_version).config.decoupled:
                 outbox.fill(place, [])  # its responses leave as they come
@@ -334,6 +336,16 @@ class InferenceServicer:
         return response
 
 
+def _taken_in_place(context: Any) -> list[memoryview] | None:
+    """The message read last's tensors, when naiad's transport read them in place (rpc.py);
+    taken from the call, so that a stream's next message cannot be given them too. A
+    grpc.aio-shaped context of another transport reads nothing in place."""
+    in_place: list[memoryview] | None = getattr(context, "in_place", None)
+    if in_place is not None:
+        context.in_place = None
+    return in_place
+
+
 def rpc_methods(
     servicer: InferenceServicer, restrictions: Mapping[str, Restriction] | None = None
 ) -> dict[str, RpcMethod]:
@@ -341,7 +353,7 @@ def rpc_methods(
     method names, streaming kinds and message types cannot drift from the .proto."""
     service = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"]
     # An image or any large tensor arrives in raw_input_contents: read it where it landed.
-    in_place = {"ModelInfer": "raw_input_contents"}
+    in_place = {"ModelInfer": "raw_input_contents", "ModelStreamInfer": "raw_input_contents"}
     return methods_from_descriptor(service, pb, servicer, restrictions, in_place)
 
 
