@@ -47,6 +47,12 @@ def direct(request: Request) -> Awaitable[DirectAnswer] | None:
         assert _released is not None
         _released.set()
         return None  # answered by the ASGI app
+    if request.url == b"/large":
+
+        async def large() -> DirectAnswer:
+            return request.body * 50_000, "application/octet-stream", {}
+
+        return large()
     if request.url != b"/direct":
         return None
 
@@ -149,6 +155,18 @@ def test_a_body_stays_the_requests_own_while_other_connections_are_read(port):
     releasing.sock.sendall(post(b"/release", b"z" * len(held)))
     assert json.loads(releasing.response()[2])["body"] == "z" * len(held)
     assert holding.response()[2] == held[::-1]
+
+
+def test_a_large_answer_leaves_whole_beside_its_head(port):
+    # An answer of 64 KiB or more is written beside its head, not copied behind it.
+    reader = Reader(port)
+    reader.sock.sendall(
+        post(b"/large", b"ab") + post(b"/large", b"cd") + post(b"/large", b"ef", b"Connection: close\r\n")
+    )
+    for pair in (b"ab", b"cd", b"ef"):
+        status, headers, body = reader.response()
+        assert (status, int(headers["content-length"]), body) == (200, 100_000, pair * 50_000)
+    assert headers["connection"] == "close" and reader.closed()
 
 
 def test_http10_and_connection_close_end_the_connection(port):
