@@ -147,6 +147,21 @@ def test_sends_wait_for_the_peers_window():
     assert out == [(DATA, END_STREAM, 1, b"x" * 15)] and stream.local_closed
 
 
+def test_a_large_payload_is_framed_as_views_of_it_not_copies():
+    # A connection gathers the pieces into one write: the payload itself is never copied.
+    peer = Peer()
+    peer.feed(peer.headers(1, flags=END_HEADERS | END_STREAM))
+    stream = peer.events[-1].stream
+    payload = bytes(range(256)) * 200  # 51,200 bytes: four frames at the default 16 KiB
+    stream.send_data(payload, end_stream=True)
+    pieces = peer.state.take_output()
+    views = [piece for piece in pieces if type(piece) is memoryview]
+    assert len(views) == 4 and all(view.obj is payload for view in views)
+    sent = frames(b"".join(pieces))
+    assert [(kind, flags, sid) for kind, flags, sid, _ in sent] == [(DATA, 0, 1)] * 3 + [(DATA, END_STREAM, 1)]
+    assert b"".join(data for *_, data in sent) == payload and peer.state.data_to_send() == b""
+
+
 def test_pings_are_answered_and_a_flood_gets_goaway():
     peer = Peer(Http2Limits(max_ping_strikes=2))
     assert peer.feed(frame(PING, 0, 0, b"12345678")) == [(PING, ACK, 0, b"12345678")]

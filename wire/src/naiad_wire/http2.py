@@ -354,7 +354,8 @@ class Http2State:
         self._need = len(PREFACE)
         self._preface = True
         self._continuation: tuple[int, int, bytearray] | None = None
-        self._outbox: list[bytes] = []
+        # Frames waiting to be sent; a large DATA payload is a view of its message, not a copy.
+        self._outbox: list[bytes | memoryview] = []
         self._events: list[Event] = []  # the events of the frame being parsed
         self._receiving = False
         # True while what was sent has not left (the transport's buffer is over its mark).
@@ -394,12 +395,15 @@ class Http2State:
 
     def data_to_send(self) -> bytes:
         """What waits to be sent, taken out of the outbox."""
-        outbox = self._outbox
-        if not outbox:
-            return b""
-        data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
-        outbox.clear()
-        return data
+        outbox = self.take_output()
+        if len(outbox) == 1 and type(outbox[0]) is bytes:
+            return outbox[0]
+        return b"".join(outbox)
+
+    def take_output(self) -> list[bytes | memoryview]:
+        """What waits to be sent, as the pieces it was written in (for a gathered write)."""
+        outbox, self._outbox = self._outbox, []
+        return outbox
 
     def lose(self) -> list[StreamEvents]:
         """The connection is gone: every stream ends; returns their handlers, to be reset."""
@@ -759,6 +763,12 @@ class Http2State:
             if not self._receiving:
                 self.on_output()
 
+    def _write_pieces(self, pieces: list[bytes | memoryview]) -> None:
+        if not self.closed:
+            self._outbox += pieces
+            if not self._receiving:
+                self.on_output()
+
     def _sent_payload(self) -> None:
         # Sending headers or data resets gRPC's ping accounting.
         self._pings_without_data = 0
@@ -791,7 +801,7 @@ class Http2State:
         if allowed <= 0:
             return view
         limit = self.peer_max_frame
-        frames: list[bytes] = []
+        frames: list[bytes | memoryview] = []
         for offset in range(0, allowed, limit):
             chunk = view[offset : min(offset + limit, allowed)]
             last = offset + len(chunk) == total
@@ -799,8 +809,8 @@ class Http2State:
             frames.append(
                 _HEADER.pack(length >> 16, length & 0xFFFF, DATA, END_STREAM if end_stream and last else 0, stream.id)
             )
-            frames.append(bytes(chunk))
-        self._write(b"".join(frames))
+            frames.append(chunk)  # a view: a large payload leaves in a gathered write, not copied
+        self._write_pieces(frames)
         self.send_window -= allowed
         stream.send_window -= allowed
         self._sent_payload()

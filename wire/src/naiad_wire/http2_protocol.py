@@ -25,6 +25,10 @@ __all__ = ["Http2Connection"]
 
 log = logging.getLogger("naiad.grpc")
 
+# Output this large leaves in one gathered write of its pieces (frame headers and views of
+# the payloads) rather than joined first; smaller output is joined into one plain write.
+_GATHERED = 64 * 1024
+
 
 class Http2Connection(asyncio.Protocol):
     """One client connection. `connections` (the server's set) holds it while it is open;
@@ -106,9 +110,14 @@ class Http2Connection(asyncio.Protocol):
         """Write what the state has to send; close once it asks to, after those bytes."""
         if self._closing:
             return
-        data = self.state.data_to_send()
-        if data:
-            self._transport().write(data)
+        pieces = self.state.take_output()
+        if len(pieces) == 1:
+            self._transport().write(pieces[0])
+        elif pieces:
+            if sum(map(len, pieces)) < _GATHERED:
+                self._transport().write(b"".join(pieces))
+            else:
+                self._transport().writelines(pieces)  # one system call; large payloads are not copied
         if self.state.closed:
             self._closing = True
             close_lingering(self._transport())
