@@ -18,6 +18,7 @@ HOT_MODULES = (
     "header_compression",
     "huffman",
     "grpc_framing",
+    "gathered_write",
     "request_headers",
 )
 

@@ -49,6 +49,7 @@ import orjson
 
 from .balance import balanced
 from .connections import close_lingering, reset, stop_serving
+from .gathered_write import write_pieces
 from .heap_return import HeapReturn
 
 __all__ = [
@@ -99,9 +100,6 @@ MAX_BUFFERED = 1 << 30
 # The most one read from a socket brings (the size of the server's receive buffer): a
 # connection let read again under the budget may add this much before it is checked.
 _READ_SIZE = 256 * 1024
-# An answer body this large goes to the transport beside its head (one gathered write) instead
-# of being copied behind it; a smaller one keeps the plain write small answers are measured on.
-_GATHERED_BODY = 64 * 1024
 
 
 # ASGI's shapes (asgiref's spec), kept loose: the server hands dicts to any ASGI 3 app.
@@ -456,10 +454,8 @@ class Http1Connection(asyncio.BufferedProtocol):
         head = self._head(request, status, headers)
         if request.method == b"HEAD":
             transport.write(head)
-        elif len(body) < _GATHERED_BODY:
-            transport.write(head + body)
         else:
-            transport.writelines((head, body))  # one system call, and no copy of the body behind the head
+            write_pieces(transport, (head, body))  # a large body is not copied behind its head
         if not request.keep_alive:
             transport.close()
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import cast
 
 from .connections import close_lingering
+from .gathered_write import write_pieces
 from .http2 import (
     DataReceived,
     HandshakeDone,
@@ -24,10 +25,6 @@ from .http2 import (
 __all__ = ["Http2Connection"]
 
 log = logging.getLogger("naiad.grpc")
-
-# Output this large leaves in one gathered write of its pieces (frame headers and views of
-# the payloads) rather than joined first; smaller output is joined into one plain write.
-_GATHERED = 64 * 1024
 
 
 class Http2Connection(asyncio.Protocol):
@@ -110,14 +107,9 @@ class Http2Connection(asyncio.Protocol):
         """Write what the state has to send; close once it asks to, after those bytes."""
         if self._closing:
             return
-        pieces = self.state.take_output()
-        if len(pieces) == 1:
-            self._transport().write(pieces[0])
-        elif pieces:
-            if sum(map(len, pieces)) < _GATHERED:
-                self._transport().write(b"".join(pieces))
-            else:
-                self._transport().writelines(pieces)  # one system call; large payloads are not copied
+        pieces = self.state.take_output()  # frame headers, and views of large payloads
+        if pieces:
+            write_pieces(self._transport(), pieces)
         if self.state.closed:
             self._closing = True
             close_lingering(self._transport())
